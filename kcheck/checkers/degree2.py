@@ -1,0 +1,209 @@
+"""Degree-2 checker: a linear model on the explicit expansion of the degree-2 polynomial kernel.
+
+With gamma = r = 1, (1 + x.z)^2 = phi(x).phi(z) + 1 for
+phi(x) = [sqrt2*x_i (i), x_i^2 (i), sqrt2*x_i*x_j (i<j)]; the constant is covered by the bias.
+The expansion has n + n(n+1)/2 columns, so its exact size is computed before anything is built,
+and T is subsampled (or the checker skipped) when it would not fit the memory budget.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+from kcheck import engines
+from kcheck.checkers.base import CheckerResult, Dataset, score
+from kcheck.split import stratified_subsample
+
+SQRT2 = math.sqrt(2.0)
+#: Below this many rows a degree-2 model says too little to be worth reporting.
+MIN_ROWS = 1000
+#: Bytes per stored nonzero: CSR (8 value + 4 index) plus LIBLINEAR's node copy (16).
+BYTES_PER_NNZ = 28
+#: Bytes per row: CSR indptr plus LIBLINEAR's bias and terminator nodes and row pointer.
+BYTES_PER_ROW = 8 + 32 + 8
+#: Dense vectors of the expanded width that LIBLINEAR keeps (weights, Newton-CG work vectors,
+#: one warm-start vector per CV fold), per one-vs-rest model.
+WEIGHT_VECTORS = 8 + engines.N_FOLDS
+#: Cap on the expanded nonzeros, so that degree-2 stays cheap next to the linear model:
+#: beyond this, T is subsampled even if memory would allow more.
+DEFAULT_MAX_NNZ = 60_000_000
+
+
+def expanded_dimension(n: int) -> int:
+    """Width of phi for n input features: n + n(n+1)/2."""
+    return n + n * (n + 1) // 2
+
+
+def row_expanded_nnz(X: sp.csr_matrix) -> np.ndarray:
+    """Nonzeros of phi(x) for each row with k nonzeros: k + k(k+1)/2 (as int64)."""
+    k = np.diff(X.indptr).astype(np.int64)
+    return k + k * (k + 1) // 2
+
+
+def expand(X: sp.csr_matrix | np.ndarray, *, chunk_nnz: int = 20_000_000) -> sp.csr_matrix:
+    """Build phi(X) as a CSR matrix with sorted indices, vectorised over rows.
+
+    Rows are processed in chunks of about ``chunk_nnz`` output nonzeros to bound temporaries.
+    The result does not depend on the order in which X stores its indices: X is sorted first
+    (on a copy), because the pair-index arithmetic assumes i < j within a row.
+    """
+    X = engines.as_binding_csr(X)
+    if X.nnz and not np.all(X.data != 0):
+        X = X.copy()
+        X.eliminate_zeros()
+    n_rows, n = X.shape
+    dim = expanded_dimension(n)
+    per_row = row_expanded_nnz(X)
+    out_indptr = np.zeros(n_rows + 1, dtype=np.int64)
+    np.cumsum(per_row, out=out_indptr[1:])
+    total = int(out_indptr[-1])
+    idx_dtype = np.int32 if max(dim, total) < 2**31 else np.int64
+    out_ind = np.empty(total, dtype=idx_dtype)
+    out_val = np.empty(total, dtype=np.float64)
+    start = 0
+    while start < n_rows:
+        # Largest stop such that the chunk's output stays near chunk_nnz (at least one row).
+        stop = int(np.searchsorted(out_indptr, out_indptr[start] + chunk_nnz, side="right")) - 1
+        stop = min(max(stop, start + 1), n_rows)
+        _expand_rows(X, start, stop, n, out_indptr, out_ind, out_val)
+        start = stop
+    return sp.csr_matrix((out_val, out_ind, out_indptr.astype(idx_dtype)), shape=(n_rows, dim))
+
+
+def _expand_rows(
+    X: sp.csr_matrix,
+    start: int,
+    stop: int,
+    n: int,
+    out_indptr: np.ndarray,
+    out_ind: np.ndarray,
+    out_val: np.ndarray,
+) -> None:
+    """Fill rows [start, stop) of phi(X): linear part first, then pairs in (i, j) order.
+
+    For sorted i <= j the triangle index tri(i, j) = i*n - i(i-1)/2 + (j - i) grows with (i, j)
+    in lexicographic order, so every output row comes out sorted without a sort.
+    """
+    lo, hi = int(X.indptr[start]), int(X.indptr[stop])
+    ind = X.indices[lo:hi].astype(np.int64)
+    val = X.data[lo:hi]
+    rowptr = X.indptr[start : stop + 1].astype(np.int64) - lo
+    k = np.diff(rowptr)
+    row_of = np.repeat(np.arange(stop - start), k)
+    pos = np.arange(hi - lo) - rowptr[row_of]  # position of each entry within its row
+    out_base = out_indptr[start:stop] - out_indptr[start]
+    base = int(out_indptr[start])
+
+    # Linear part: positions 0..k-1 of each output row.
+    lin_at = base + out_base[row_of] + pos
+    out_ind[lin_at] = ind
+    out_val[lin_at] = SQRT2 * val
+
+    # Pair part: entry e at position p pairs with positions p..k-1 of its row.
+    reps = (k[row_of] - pos).astype(np.int64)
+    n_pairs = int(reps.sum())
+    if n_pairs == 0:
+        return
+    first = np.repeat(np.arange(hi - lo, dtype=np.int64), reps)
+    group_start = np.repeat(np.cumsum(reps) - reps, reps)
+    offset = np.arange(n_pairs, dtype=np.int64) - group_start
+    second = first + offset
+    i = ind[first]
+    j = ind[second]
+    tri = i * n - (i * (i - 1)) // 2 + (j - i)
+    vals = val[first] * val[second]
+    vals[offset > 0] *= SQRT2
+    # Pair rank within its row = pairs before it in the row; rows are contiguous in `first`.
+    pair_row = row_of[first]
+    row_pair_start = np.cumsum(k * (k + 1) // 2) - k * (k + 1) // 2
+    pair_pos = np.arange(n_pairs, dtype=np.int64) - row_pair_start[pair_row]
+    at = base + out_base[pair_row] + k[pair_row] + pair_pos
+    out_ind[at] = n + tri
+    out_val[at] = vals
+
+
+@dataclass(frozen=True)
+class Degree2Options:
+    seed: int = 0
+    memory_limit: int = 8 * 2**30
+    max_nnz: int = DEFAULT_MAX_NNZ
+    min_rows: int = MIN_ROWS
+
+
+def plan_rows(T: Dataset, n_classes: int, options: Degree2Options) -> tuple[int, str | None]:
+    """How many rows of T to expand (all, a subsample, or 0 with the reason for skipping)."""
+    n = T.X.shape[1]
+    dim = expanded_dimension(n)
+    n_w = 1 if n_classes <= 2 else n_classes
+    weight_bytes = WEIGHT_VECTORS * 8 * (dim + 1) * n_w
+    if weight_bytes > options.memory_limit:
+        return 0, (
+            f"the weight vectors of {dim:,} expanded features need {_gib(weight_bytes)}, "
+            f"over the memory limit of {_gib(options.memory_limit)}"
+        )
+    budget_bytes = options.memory_limit - weight_bytes
+    per_row = row_expanded_nnz(T.X)
+    mean_nnz = float(per_row.mean()) if per_row.size else 0.0
+    row_cost = mean_nnz * BYTES_PER_NNZ + BYTES_PER_ROW
+    rows_by_memory = int(budget_bytes // max(row_cost, 1.0))
+    rows_by_nnz = int(options.max_nnz // max(mean_nnz, 1.0))
+    rows = min(T.rows, rows_by_memory, rows_by_nnz)
+    if rows < min(options.min_rows, T.rows):
+        return 0, (
+            f"only {rows:,} rows of the expansion ({mean_nnz:,.0f} nonzeros a row) fit "
+            f"the memory limit of {_gib(options.memory_limit)}"
+        )
+    return rows, None
+
+
+def _gib(b: float) -> str:
+    return f"{b / 2**30:.1f} GiB"
+
+
+def run(T: Dataset, V: Dataset, options: Degree2Options) -> CheckerResult:
+    """Tune C on phi(T) (or a subsample that fits), train, and score on phi(V)."""
+    t0 = time.perf_counter()
+    n = T.X.shape[1]
+    n_classes = int(np.unique(T.y).size)
+    rows, reason = plan_rows(T, n_classes, options)
+    info: dict[str, object] = {"dimension": expanded_dimension(n)}
+    if reason is not None:
+        res = CheckerResult.skipped("degree2", reason, time.perf_counter() - t0)
+        res.info.update(info)
+        return res
+    if rows < T.rows:
+        keep = stratified_subsample(T.y, rows, seed=options.seed)
+        XT, yT = T.X[keep], T.y[keep]
+    else:
+        XT, yT = T.X, T.y
+    PT = expand(XT)
+    model, cv = engines.fit_linear(PT, yT, seed=options.seed)
+    del PT
+
+    def predict(X: sp.csr_matrix) -> np.ndarray:
+        return _predict_chunked(model, X)
+
+    acc, correct = score(predict, V)
+    fraction = XT.shape[0] / T.rows
+    info.update({"C": model.C, "fraction": fraction, "rows": int(XT.shape[0])})
+    return CheckerResult(
+        name="degree2",
+        status="ok" if fraction == 1.0 else "subsampled",
+        val_accuracy=acc,
+        correct=correct,
+        seconds=time.perf_counter() - t0,
+        info=info,
+        predict=predict,
+        cv_accuracy=cv,
+    )
+
+
+def _predict_chunked(model: engines.LinearModel, X: sp.csr_matrix, rows: int = 20_000) -> np.ndarray:
+    """Expand and predict in row chunks so that phi(V) never exists in full."""
+    out = [model.predict(expand(X[s : s + rows])) for s in range(0, X.shape[0], rows)]
+    return np.concatenate(out) if out else np.empty(0)

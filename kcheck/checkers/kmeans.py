@@ -1,0 +1,114 @@
+"""Lloyd's k-means on sparse or dense rows, with dense centers.
+
+Distances use ||x||^2 - 2 x.c + ||c||^2 so that X is never densified: the only large product is
+X @ C.T, a sparse-times-dense BLAS-like product of size rows x K.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+#: Lloyd iterations, as in the paper.
+N_ITER = 15
+
+
+def n_clusters(n_rows: int) -> int:
+    """K = max(4, floor(5 ln l)), capped at the number of rows."""
+    if n_rows <= 0:
+        return 0
+    return min(n_rows, max(4, int(math.floor(5 * math.log(n_rows)))))
+
+
+@dataclass
+class KMeansResult:
+    centers: np.ndarray  # (K, n) float64
+    labels: np.ndarray  # (rows,) cluster of each row
+    iterations: int
+
+
+def _row_sq_norms(X: sp.csr_matrix | np.ndarray) -> np.ndarray:
+    if sp.issparse(X):
+        return np.asarray(X.multiply(X).sum(axis=1)).ravel()
+    return np.einsum("ij,ij->i", X, X)
+
+
+def sq_distances(
+    X: sp.csr_matrix | np.ndarray, centers: np.ndarray, x_sq: np.ndarray | None = None
+) -> np.ndarray:
+    """Squared Euclidean distances (rows x K), clipped at 0 against rounding."""
+    if x_sq is None:
+        x_sq = _row_sq_norms(X)
+    c_sq = np.einsum("ij,ij->i", centers, centers)
+    d = np.asarray(X @ centers.T)
+    d *= -2.0
+    d += x_sq[:, None]
+    d += c_sq[None, :]
+    np.maximum(d, 0.0, out=d)
+    return d
+
+
+def nearest_center(X: sp.csr_matrix | np.ndarray, centers: np.ndarray) -> np.ndarray:
+    return np.argmin(sq_distances(X, centers), axis=1)
+
+
+def kmeans(
+    X: sp.csr_matrix | np.ndarray, k: int, *, seed: int, n_iter: int = N_ITER
+) -> KMeansResult:
+    """Run ``n_iter`` Lloyd iterations from ``k`` distinct random rows of X.
+
+    An empty cluster is re-seeded with the row farthest from its current center, so every
+    cluster keeps at least one row.
+    """
+    n_rows = X.shape[0]
+    if not 1 <= k <= n_rows:
+        raise ValueError(f"k must lie in [1, {n_rows}], got {k}")
+    rng = np.random.default_rng(seed)
+    init = np.sort(rng.choice(n_rows, size=k, replace=False))
+    centers = _rows_dense(X, init)
+    x_sq = _row_sq_norms(X)
+    labels = np.zeros(n_rows, dtype=np.intp)
+    for _ in range(n_iter):
+        d = sq_distances(X, centers, x_sq)
+        labels = np.argmin(d, axis=1)
+        counts = np.bincount(labels, minlength=k)
+        empty = np.flatnonzero(counts == 0)
+        if empty.size:
+            own = d[np.arange(n_rows), labels]
+            # Take the farthest rows (one per empty cluster) from clusters that can spare one.
+            order = np.argsort(-own, kind="stable")
+            taken = 0
+            for r in order:
+                if taken == empty.size:
+                    break
+                if counts[labels[r]] > 1:
+                    counts[labels[r]] -= 1
+                    labels[r] = empty[taken]
+                    counts[empty[taken]] += 1
+                    taken += 1
+        centers = _means(X, labels, k, centers)
+    # Final assignment to the final centers, as prediction will do.
+    labels = np.argmin(sq_distances(X, centers, x_sq), axis=1)
+    return KMeansResult(centers=centers, labels=labels, iterations=n_iter)
+
+
+def _rows_dense(X: sp.csr_matrix | np.ndarray, rows: np.ndarray) -> np.ndarray:
+    sub = X[rows]
+    return np.asarray(sub.toarray() if sp.issparse(sub) else sub, dtype=np.float64)
+
+
+def _means(
+    X: sp.csr_matrix | np.ndarray, labels: np.ndarray, k: int, old: np.ndarray
+) -> np.ndarray:
+    n_rows = X.shape[0]
+    counts = np.bincount(labels, minlength=k).astype(np.float64)
+    M = sp.csr_matrix((np.ones(n_rows), (labels, np.arange(n_rows))), shape=(k, n_rows))
+    sums = M @ X
+    sums = sums.toarray() if sp.issparse(sums) else np.asarray(sums)
+    centers = old.copy()
+    nz = counts > 0
+    centers[nz] = sums[nz] / counts[nz, None]
+    return centers

@@ -1,0 +1,31 @@
+"""The linear baseline every checker is compared with: LIBLINEAR ``-s 2 -B 1``, C by ``-C`` on T."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from kcheck import engines
+from kcheck.checkers.base import CheckerResult, Dataset, score
+
+
+@dataclass(frozen=True)
+class LinearOptions:
+    seed: int = 0
+
+
+def run(T: Dataset, V: Dataset, options: LinearOptions) -> CheckerResult:
+    """Tune C on T with 5-fold CV, train on T, score on V."""
+    t0 = time.perf_counter()
+    model, cv = engines.fit_linear(T.X, T.y, seed=options.seed)
+    acc, correct = score(model.predict, V)
+    return CheckerResult(
+        name="linear",
+        status="ok",
+        val_accuracy=acc,
+        correct=correct,
+        seconds=time.perf_counter() - t0,
+        info={"C": model.C},
+        predict=model.predict,
+        cv_accuracy=cv,
+    )

@@ -1,0 +1,299 @@
+"""The check: read, scale, split, run the baseline and the checkers, decide. Never prints.
+
+``run(config, progress)`` returns a :class:`CheckReport` whose ``json`` is the schema-1 verdict.
+Progress is reported through a callback so that the CLI alone decides what to show.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from kcheck import __version__
+from kcheck.checkers import degree2, linear, multilinear
+from kcheck.checkers.base import CheckerResult, Dataset
+from kcheck.data import read_libsvm
+from kcheck.errors import KcheckError
+from kcheck.scaling import Scaler, fit_scaler
+from kcheck.split import stratified_split
+from kcheck.verdict import SCHEMA_VERSION, Gap, decide, json_number, label_value, paired_gap
+
+CHECKERS = ("degree2", "multilinear")
+SCALINGS = ("maxabs", "minmax")
+#: Fewer rows than this leave too few in V for any comparison to mean something.
+MIN_ROWS = 10
+#: A CV accuracy this far above the accuracy on V points to a fault (see DESIGN.md hazards).
+CV_VAL_ALARM = 0.10
+
+#: progress(stage, done, total): stage is a short description; done/total count steps or None.
+Progress = Callable[[str, int | None, int | None], None]
+
+
+def default_memory_limit() -> int:
+    """Half of the memory available now (MemAvailable), as DESIGN.md fixes."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024 // 2
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 2
+    except (ValueError, OSError, AttributeError):
+        return 4 * 2**30
+
+
+@dataclass(frozen=True)
+class CheckConfig:
+    """Everything one check needs; built by the CLI (or a script) and passed to :func:`run`."""
+
+    train: str
+    test: str | None = None
+    epsilon: float = 0.02
+    checkers: tuple[str, ...] = CHECKERS
+    scaling: str = "maxabs"
+    seed: int = 0
+    jobs: int = 1
+    memory_limit: int | None = None
+    zero_based: bool = False
+
+    def validated(self) -> CheckConfig:
+        if not 0.0 <= self.epsilon < 1.0:
+            raise KcheckError(f"--epsilon must lie in [0, 1), got {self.epsilon}")
+        unknown = [c for c in self.checkers if c not in CHECKERS]
+        if unknown or not self.checkers:
+            raise KcheckError(
+                f"--checkers takes a comma-separated subset of {','.join(CHECKERS)}, "
+                f"got {','.join(self.checkers) or 'nothing'}"
+            )
+        if self.scaling not in SCALINGS:
+            raise KcheckError(f"--scaling must be one of {', '.join(SCALINGS)}")
+        if self.jobs < 1:
+            raise KcheckError("--jobs must be at least 1")
+        if self.memory_limit is not None and self.memory_limit <= 0:
+            raise KcheckError("--memory-limit must be positive")
+        return self
+
+
+@dataclass
+class CheckReport:
+    """The verdict as JSON-ready data, plus what a caller may reuse (scaler, predictors)."""
+
+    json: dict[str, Any]
+    scaler: Scaler
+    results: dict[str, CheckerResult] = field(default_factory=dict)
+
+
+def _noop(stage: str, done: int | None, total: int | None) -> None:
+    return None
+
+
+def _training_labels(y: np.ndarray) -> np.ndarray:
+    """Labels LIBLINEAR can hold: it stores them as C ints, so 2.5 and 2.7 would merge.
+
+    Integral labels are kept (saved models then carry the user's labels); others become
+    class codes 0..k-1 for training, which only the accuracy comparison ever sees.
+    """
+    if np.all(np.floor(y) == y) and np.all(np.abs(y) < 2**31):
+        return y
+    _, codes = np.unique(y, return_inverse=True)
+    return codes.astype(np.float64)
+
+
+def run(config: CheckConfig, progress: Progress | None = None) -> CheckReport:
+    """Run the whole check and return the verdict; raises KcheckError on bad input."""
+    config = config.validated()
+    report = progress or _noop
+    t_start = time.perf_counter()
+    memory_limit = config.memory_limit or default_memory_limit()
+
+    report("reading " + config.train, None, None)
+    t0 = time.perf_counter()
+    y_raw, X = read_libsvm(config.train, zero_based=config.zero_based)
+    read_seconds = time.perf_counter() - t0
+    classes = np.unique(y_raw)
+    if classes.size < 2:
+        raise KcheckError(
+            f"{config.train}: every row has label {label_value(classes[0]) if classes.size else '?'}"
+            "; a classifier needs at least two classes"
+        )
+    if X.shape[0] < MIN_ROWS:
+        raise KcheckError(
+            f"{config.train}: {X.shape[0]} rows are too few to compare classifiers "
+            f"(at least {MIN_ROWS} are needed)"
+        )
+    n_rows, n_features = X.shape
+    data_info = {
+        "path": config.train,
+        "rows": int(n_rows),
+        "features": int(n_features),
+        "nnz": int(X.nnz),
+        "density": json_number(X.nnz / max(1, n_rows * n_features)),
+        "classes": [label_value(c) for c in classes],
+    }
+
+    report("scaling", None, None)
+    lower, upper = (-1.0, 1.0)
+    scaler = fit_scaler(X, method=config.scaling, lower=lower, upper=upper)
+    X = _scale(scaler, X, memory_limit, config.train)
+    y = _training_labels(y_raw)
+
+    train_idx, val_idx = stratified_split(y, seed=config.seed)
+    T = Dataset(X[train_idx], y[train_idx])
+    V = Dataset(X[val_idx], y[val_idx])
+    del X
+
+    results: dict[str, CheckerResult] = {}
+    report("linear baseline (C search)", None, None)
+    base = linear.run(T, V, linear.LinearOptions(seed=config.seed))
+    results["linear"] = base
+
+    if "degree2" in config.checkers:
+        report("degree-2 checker", None, None)
+        results["degree2"] = _guarded(
+            "degree2",
+            lambda: degree2.run(
+                T, V, degree2.Degree2Options(seed=config.seed, memory_limit=memory_limit)
+            ),
+        )
+    if "multilinear" in config.checkers:
+        k = multilinear.km.n_clusters(T.rows)
+        done = [0]
+        report("MultiLinear checker", 0, k)
+
+        def tick() -> None:
+            done[0] += 1
+            report("MultiLinear checker", done[0], k)
+
+        opts = multilinear.MultiLinearOptions(
+            seed=config.seed, jobs=config.jobs, fallback_C=float(base.info["C"])
+        )
+        results["multilinear"] = _guarded("multilinear", lambda: multilinear.run(T, V, opts, tick))
+
+    gaps: dict[str, Gap] = {}
+    for name in config.checkers:
+        r = results[name]
+        if r.correct is not None and base.correct is not None:
+            gaps[name] = paired_gap(r.correct, base.correct)
+    if not gaps:
+        reasons = "; ".join(f"{n}: {results[n].reason}" for n in config.checkers)
+        raise KcheckError(f"no checker could run ({reasons})")
+    decision = decide(gaps, config.epsilon)
+
+    test_json = None
+    if config.test is not None:
+        report("scoring " + config.test, None, None)
+        test_json = _score_test(config, n_features, scaler, y_raw, results)
+
+    warnings = _sanity_warnings(results)
+    out: dict[str, Any] = {
+        "schema_version": SCHEMA_VERSION,
+        "kcheck_version": __version__,
+        "verdict": decision.verdict,
+        "margin": decision.margin,
+        "deciding_checker": decision.deciding,
+        "epsilon": config.epsilon,
+        "seed": config.seed,
+        "data": data_info,
+        "scaling": {"method": scaler.method, "lower": scaler.lower, "upper": scaler.upper},
+        "split": {"train": T.rows, "validation": V.rows, "stratified": True},
+        "linear": {
+            "val_accuracy": json_number(base.val_accuracy),
+            "cv_accuracy": json_number(base.cv_accuracy),
+            "C": json_number(base.info["C"], 10),
+            "seconds": round(base.seconds, 4),
+        },
+        "checkers": {name: _checker_json(results[name], gaps.get(name)) for name in config.checkers},
+        "test": test_json,
+        "model": None,
+        "warnings": warnings,
+        "read_seconds": round(read_seconds, 4),
+        "seconds": round(time.perf_counter() - t_start, 4),
+    }
+    return CheckReport(json=out, scaler=scaler, results=results)
+
+
+def _scale(scaler: Scaler, X: sp.csr_matrix, memory_limit: int, path: str) -> sp.csr_matrix:
+    """Scale in place when zeros stay zeros; refuse a densifying scaling that cannot fit."""
+    try:
+        return scaler.transform_inplace(X)
+    except ValueError:
+        pass
+    nnz = scaler.nnz_after(X)
+    if nnz * 12 > memory_limit:
+        raise KcheckError(
+            f"{path}: min-max scaling to [{scaler.lower:g}, {scaler.upper:g}] turns zeros into "
+            f"non-zeros and would store {nnz:,} values; use --scaling maxabs"
+        )
+    return scaler.transform(X)
+
+
+def _guarded(name: str, fn: Callable[[], CheckerResult]) -> CheckerResult:
+    """Run a checker; an engine failure or MemoryError skips it with the reason, not the check."""
+    t0 = time.perf_counter()
+    try:
+        return fn()
+    except MemoryError:
+        return CheckerResult.skipped(name, "ran out of memory", time.perf_counter() - t0)
+    except KcheckError as e:
+        return CheckerResult.skipped(name, str(e), time.perf_counter() - t0)
+
+
+def _checker_json(r: CheckerResult, gap: Gap | None) -> dict[str, Any]:
+    out: dict[str, Any] = {"status": r.status, "reason": r.reason}
+    out["val_accuracy"] = json_number(r.val_accuracy)
+    out["gap"] = json_number(gap.value) if gap else None
+    out["gap_ci95"] = [json_number(gap.low), json_number(gap.high)] if gap else None
+    for key, value in r.info.items():
+        out[key] = json_number(value, 10) if isinstance(value, float) else value
+    if r.cv_accuracy is not None:
+        out["cv_accuracy"] = json_number(r.cv_accuracy)
+    out["seconds"] = round(r.seconds, 4)
+    return out
+
+
+def _score_test(
+    config: CheckConfig,
+    n_features: int,
+    scaler: Scaler,
+    y_train_raw: np.ndarray,
+    results: dict[str, CheckerResult],
+) -> dict[str, Any]:
+    """Accuracy on the test file of every model trained on T (same scaling as training)."""
+    assert config.test is not None
+    y_raw, X = read_libsvm(config.test, n_features=n_features, zero_based=config.zero_based)
+    X = scaler.transform(X)
+    classes = np.unique(y_train_raw)
+    if np.array_equal(_training_labels(y_train_raw), y_train_raw):
+        y = y_raw
+    else:
+        # Map test labels to the training codes; unseen labels can never be predicted right.
+        pos = np.searchsorted(classes, y_raw).clip(0, classes.size - 1)
+        y = np.where(classes[pos] == y_raw, pos, -1).astype(np.float64)
+    out: dict[str, Any] = {"path": config.test, "rows": int(X.shape[0])}
+    for name, r in results.items():
+        if r.predict is None:
+            out[name] = None
+            continue
+        out[name] = json_number(float(np.mean(r.predict(X) == y))) if y.size else None
+    return out
+
+
+def _sanity_warnings(results: dict[str, CheckerResult]) -> list[str]:
+    """Flag a model that scores far below its own CV accuracy: a fault, not a result."""
+    notes = []
+    for name, r in results.items():
+        if r.cv_accuracy is not None and r.val_accuracy is not None:
+            if r.cv_accuracy - r.val_accuracy > CV_VAL_ALARM:
+                notes.append(
+                    f"{name}: validation accuracy {r.val_accuracy:.3f} is far below its CV "
+                    f"accuracy {r.cv_accuracy:.3f}"
+                )
+    return notes

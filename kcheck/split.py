@@ -1,0 +1,53 @@
+"""Seeded, stratified 3:1 split of the training rows into T (tuning/training) and V (scoring)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def stratified_split(
+    y: np.ndarray, *, seed: int = 0, validation_fraction: float = 0.25
+) -> tuple[np.ndarray, np.ndarray]:
+    """Return sorted index arrays (train, validation) with each class split about 3:1.
+
+    Each class contributes ``round(count * fraction)`` rows to V, so class ratios match in T
+    and V. A class of one row stays in T: it cannot be both learned and scored. Indices are
+    returned sorted so that slicing keeps the file's row order, which keeps LIBLINEAR's
+    results independent of the split's internal shuffling.
+    """
+    y = np.asarray(y)
+    if y.ndim != 1:
+        raise ValueError("y must be one-dimensional")
+    if not 0.0 < validation_fraction < 1.0:
+        raise ValueError("validation_fraction must lie strictly between 0 and 1")
+    rng = np.random.default_rng(seed)
+    classes, inverse = np.unique(y, return_inverse=True)
+    val_parts = []
+    for c in range(classes.size):
+        members = np.flatnonzero(inverse == c)
+        n_val = int(np.floor(members.size * validation_fraction + 0.5))
+        if members.size < 2:
+            n_val = 0
+        n_val = min(n_val, members.size - 1)
+        if n_val > 0:
+            val_parts.append(rng.choice(members, size=n_val, replace=False))
+    val = np.sort(np.concatenate(val_parts)) if val_parts else np.empty(0, dtype=np.intp)
+    mask = np.ones(y.size, dtype=bool)
+    mask[val] = False
+    return np.flatnonzero(mask), val
+
+
+def stratified_subsample(y: np.ndarray, n: int, *, seed: int) -> np.ndarray:
+    """Sorted indices of about ``n`` rows, each class kept in proportion (at least one row)."""
+    y = np.asarray(y)
+    if n >= y.size:
+        return np.arange(y.size)
+    rng = np.random.default_rng(seed)
+    classes, inverse = np.unique(y, return_inverse=True)
+    parts = []
+    frac = n / y.size
+    for c in range(classes.size):
+        members = np.flatnonzero(inverse == c)
+        k = max(1, int(round(members.size * frac)))
+        parts.append(rng.choice(members, size=min(k, members.size), replace=False))
+    return np.sort(np.concatenate(parts))

@@ -1,0 +1,74 @@
+"""The decision rule, its paired 95% intervals, and the JSON-ready verdict (schema_version 1)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+SCHEMA_VERSION = 1
+#: Two-sided 95% normal quantile.
+Z95 = 1.959963984540054
+
+
+@dataclass(frozen=True)
+class Gap:
+    """gap = Val(checker) - Val(linear), with a 95% interval from paired per-point results."""
+
+    value: float
+    low: float
+    high: float
+
+
+def paired_gap(checker_correct: np.ndarray, linear_correct: np.ndarray) -> Gap:
+    """Mean and normal 95% interval of d_i = correct_checker(i) - correct_linear(i) on V.
+
+    Pairing on the same V points removes the variance both methods share, so the interval is
+    much tighter than comparing two independent accuracies.
+    """
+    a = np.asarray(checker_correct, dtype=np.float64)
+    b = np.asarray(linear_correct, dtype=np.float64)
+    if a.shape != b.shape or a.size == 0:
+        raise ValueError("paired results must be non-empty and of equal length")
+    d = a - b
+    mean = float(d.mean())
+    se = float(d.std(ddof=1) / math.sqrt(d.size)) if d.size > 1 else 0.0
+    return Gap(mean, mean - Z95 * se, mean + Z95 * se)
+
+
+@dataclass(frozen=True)
+class Decision:
+    verdict: str  # "linear" | "kernel"
+    margin: str  # "clear" | "borderline"
+    deciding: str | None  # checker whose gap decided a kernel verdict
+
+
+def decide(gaps: dict[str, Gap], epsilon: float) -> Decision:
+    """``kernel`` if any checker's gap reaches epsilon, else ``linear``.
+
+    The margin is ``clear`` when the deciding interval lies on one side of epsilon: for a
+    kernel verdict, the interval of the largest qualifying gap lies at or above epsilon; for a
+    linear verdict, every checker's interval lies below epsilon.
+    """
+    if not gaps:
+        raise ValueError("no checker finished, so there is nothing to decide on")
+    kernel = {name: g for name, g in gaps.items() if g.value >= epsilon}
+    if kernel:
+        name = max(kernel, key=lambda k: (kernel[k].value, k))
+        margin = "clear" if kernel[name].low >= epsilon else "borderline"
+        return Decision("kernel", margin, name)
+    margin = "clear" if all(g.high < epsilon for g in gaps.values()) else "borderline"
+    return Decision("linear", margin, None)
+
+
+def json_number(x: float | None, digits: int = 6) -> float | None:
+    """Round for stable, readable JSON; NaN and inf become null (JSON has neither)."""
+    if x is None or not math.isfinite(x):
+        return None
+    return round(float(x), digits)
+
+
+def label_value(v: float) -> int | float:
+    """Labels as users wrote them: integral labels as ints."""
+    return int(v) if float(v).is_integer() and abs(v) < 2**53 else float(v)

@@ -1,0 +1,114 @@
+import math
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kcheck.checkers import degree2
+from kcheck.checkers.base import Dataset
+
+
+def phi_direct(x: np.ndarray) -> np.ndarray:
+    """The expansion written out term by term, as the formula reads."""
+    n = x.size
+    out = [math.sqrt(2) * x[i] for i in range(n)]
+    for i in range(n):
+        for j in range(i, n):
+            out.append(x[i] * x[j] * (1.0 if i == j else math.sqrt(2)))
+    return np.array(out)
+
+
+def random_matrix(rng, rows, cols, density):
+    D = rng.normal(size=(rows, cols))
+    D[rng.random((rows, cols)) > density] = 0.0
+    return D
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_expansion_matches_formula(rng, sparse):
+    D = random_matrix(rng, 9, 6, 0.5)
+    X = sp.csr_matrix(D) if sparse else D
+    E = degree2.expand(X)
+    assert E.shape == (9, degree2.expanded_dimension(6))
+    np.testing.assert_allclose(E.toarray(), np.array([phi_direct(r) for r in D]), rtol=1e-12)
+
+
+def test_expansion_reproduces_polynomial_kernel(rng):
+    D = random_matrix(rng, 7, 5, 0.7)
+    E = degree2.expand(sp.csr_matrix(D))
+    np.testing.assert_allclose((E @ E.T).toarray() + 1.0, (1.0 + D @ D.T) ** 2, rtol=1e-10)
+
+
+def test_expansion_independent_of_stored_index_order(rng):
+    D = random_matrix(rng, 20, 8, 0.6)
+    X = sp.csr_matrix(D)
+    # Reverse the stored order inside every row; scipy's flag then says "unsorted".
+    shuffled = X.copy()
+    for r in range(X.shape[0]):
+        a, b = X.indptr[r], X.indptr[r + 1]
+        shuffled.indices[a:b] = X.indices[a:b][::-1]
+        shuffled.data[a:b] = X.data[a:b][::-1]
+    shuffled.has_sorted_indices = False
+    E1, E2 = degree2.expand(X), degree2.expand(shuffled)
+    assert (E1 != E2).nnz == 0
+    # The caller's arrays are left as they were.
+    assert np.array_equal(shuffled.indices[X.indptr[0] : X.indptr[1]],
+                          X.indices[X.indptr[0] : X.indptr[1]][::-1])
+
+
+def test_expansion_output_is_sorted_and_has_exact_nnz(rng):
+    X = sp.csr_matrix(random_matrix(rng, 30, 12, 0.3))
+    E = degree2.expand(X)
+    assert E.nnz == int(degree2.row_expanded_nnz(X).sum())
+    for r in range(E.shape[0]):
+        cols = E.indices[E.indptr[r] : E.indptr[r + 1]]
+        assert np.all(np.diff(cols) > 0)
+
+
+def test_chunking_gives_same_result(rng):
+    X = sp.csr_matrix(random_matrix(rng, 50, 10, 0.4))
+    full = degree2.expand(X)
+    chunked = degree2.expand(X, chunk_nnz=7)
+    assert (full != chunked).nnz == 0
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 40))
+def test_dimension_formula(n):
+    x = np.arange(1, n + 1, dtype=float)
+    E = degree2.expand(x[None, :])
+    assert E.shape[1] == degree2.expanded_dimension(n) == n + n * (n + 1) // 2
+    assert E.nnz == n + n * (n + 1) // 2
+
+
+def test_plan_skips_when_weights_cannot_fit():
+    X = sp.csr_matrix((np.ones(3), ([0, 1, 2], [0, 1, 1_299_999])), shape=(3, 1_300_000))
+    T = Dataset(X, np.array([1.0, -1.0, 1.0]))
+    rows, reason = degree2.plan_rows(T, 2, degree2.Degree2Options(memory_limit=8 * 2**30))
+    assert rows == 0 and reason is not None and "weight" in reason
+
+
+def test_plan_subsamples_to_fit_memory(rng):
+    D = random_matrix(rng, 4000, 40, 1.0)
+    T = Dataset(sp.csr_matrix(D), np.tile([1.0, -1.0], 2000))
+    per_row = 40 + 40 * 41 // 2
+    weights = degree2.WEIGHT_VECTORS * 8 * (degree2.expanded_dimension(40) + 1)
+    limit = weights + 2500 * (per_row * degree2.BYTES_PER_NNZ + degree2.BYTES_PER_ROW)
+    rows, reason = degree2.plan_rows(T, 2, degree2.Degree2Options(memory_limit=limit))
+    assert reason is None and rows == 2500
+    rows, reason = degree2.plan_rows(T, 2, degree2.Degree2Options(memory_limit=weights + 10))
+    assert rows == 0 and "fit" in reason
+
+
+def test_run_reports_subsample(rng):
+    D = random_matrix(rng, 3000, 6, 1.0)
+    y = np.where(D[:, 0] * D[:, 1] > 0, 1.0, -1.0)
+    T, V = Dataset(sp.csr_matrix(D[:2400]), y[:2400]), Dataset(sp.csr_matrix(D[2400:]), y[2400:])
+    per_row = 6 + 21
+    res = degree2.run(T, V, degree2.Degree2Options(max_nnz=1200 * per_row))
+    assert res.status == "subsampled"
+    assert res.info["fraction"] == pytest.approx(0.5, abs=0.01)
+    # x0*x1 is one feature of phi: the degree-2 model must find the XOR-like sign rule.
+    assert res.val_accuracy > 0.9

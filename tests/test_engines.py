@@ -1,0 +1,76 @@
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from kcheck import engines
+from kcheck.errors import EngineError
+
+
+def _blobs(rng, n=300, classes=(-1.0, 1.0), dim=5):
+    y = np.repeat(np.array(classes), n // len(classes))
+    centers = rng.normal(scale=3.0, size=(len(classes), dim))
+    X = centers[np.searchsorted(np.array(classes), y)] + rng.normal(size=(y.size, dim))
+    return X, y
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_numpy_prediction_matches_binding(rng, sparse):
+    from liblinear.liblinearutil import predict
+
+    for classes in ((-1.0, 1.0), (0.0, 1.0, 2.0, 5.0)):
+        X, y = _blobs(rng, classes=classes)
+        Xin = sp.csr_matrix(X) if sparse else X
+        model, cv = engines.fit_linear(Xin, y, seed=0)
+        assert cv is not None and 0.5 < cv <= 1.0
+        ours = model.predict(sp.csr_matrix(X))
+        theirs, _, _ = predict(y, sp.csr_matrix(X), model._raw, "-q")
+        assert np.array_equal(ours, np.array(theirs))
+
+
+def test_search_is_deterministic_and_prints_nothing(rng, capfd):
+    X, y = _blobs(rng)
+    X = X + rng.normal(scale=3.0, size=X.shape)  # overlap, so C matters
+    runs = [engines.fit_linear(X, y, seed=7) for _ in range(3)]
+    assert len({(m.C, cv) for m, cv in runs}) == 1
+    out, err = capfd.readouterr()
+    assert out == "" and err == ""
+
+
+def test_caller_indices_are_not_reordered(rng):
+    D = rng.normal(size=(40, 6))
+    X = sp.csr_matrix(D)
+    X.indices[:6] = X.indices[:6][::-1].copy()
+    X.data[:6] = X.data[:6][::-1].copy()
+    X.has_sorted_indices = False
+    before = X.indices.copy()
+    y = np.tile([1.0, -1.0], 20)
+    engines.fit_linear(X, y, seed=0, C=1.0)
+    assert np.array_equal(X.indices, before)
+
+
+def test_indices_sorted_sees_through_stale_flag():
+    X = sp.csr_matrix(np.array([[1.0, 2.0, 0.0], [0.0, 3.0, 4.0]]))
+    assert engines.indices_sorted(X)
+    X.indices[0], X.indices[1] = X.indices[1], X.indices[0]
+    assert not engines.indices_sorted(X)
+
+
+def test_too_few_rows_for_cv():
+    with pytest.raises(EngineError):
+        engines.fit_linear(np.eye(3), np.array([1.0, -1.0, 1.0]), seed=0)
+
+
+def test_load_model_failure_is_an_error(tmp_path, capfd):
+    bad = tmp_path / "bad.model"
+    bad.write_text("not a model\n")
+    with pytest.raises(EngineError, match="not a LIBLINEAR model"):
+        engines.load_liblinear_model(str(bad))
+
+
+def test_save_and_load_round_trip(rng, tmp_path):
+    X, y = _blobs(rng)
+    model, _ = engines.fit_linear(X, y, seed=0)
+    path = tmp_path / "m.model"
+    model.save(str(path))
+    loaded = engines.load_liblinear_model(str(path))
+    assert np.array_equal(loaded.predict(sp.csr_matrix(X)), model.predict(sp.csr_matrix(X)))
