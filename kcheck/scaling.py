@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import operator
 import os
 import tempfile
 from collections.abc import Iterator
@@ -220,7 +221,10 @@ class Scaler:
             shape=(rows, n),
         )
         sparse_part = _select_entries(A, ~stored_dense)
-        out = sp.csr_matrix(sparse_part + block_csr)
+        if sparse_part.data.any():
+            out = sp.csr_matrix(sparse_part + block_csr)
+        else:  # every kept feature is dense (svm-scale's default on most data)
+            out = block_csr
         out.eliminate_zeros()
         out.sort_indices()
         return out
@@ -464,7 +468,7 @@ def _shown(text: str) -> str:
 def _floats(path: str, lineno: int, text: str, what: str) -> tuple[float, float]:
     fields = text.split()
     try:
-        if len(fields) != 2:
+        if len(fields) != 2 or "_" in text:  # Python's float() accepts "1_0"; C does not
             raise ValueError
         a, b = float(fields[0]), float(fields[1])
     except ValueError:
@@ -474,19 +478,27 @@ def _floats(path: str, lineno: int, text: str, what: str) -> tuple[float, float]
     return a, b
 
 
-def read_range_file(path: str | os.PathLike[str], n_features: int | None = None) -> Scaler:
+def read_range_file(
+    path: str | os.PathLike[str], n_features: int | None = None, *, method: str | None = None
+) -> Scaler:
     """Read an svm-scale range file (ours or ``svm-scale -s``'s; a ``y`` section is skipped).
 
     Features not listed map to 0. The width is the largest listed index or ``n_features``,
-    whichever is larger. The method is ``maxabs`` when lower/upper are -1/1 and every listed
-    feature has min == -max, otherwise ``minmax``; both scale identically up to rounding.
+    whichever is larger. By default the method is inferred: ``maxabs`` when lower/upper are
+    -1/1 and every listed feature has min == -max, otherwise ``minmax``. Both describe the
+    same mapping then and differ only in rounding, so ``method="minmax"`` can force
+    svm-scale's own arithmetic (data already scaled to [-1, 1] reads as maxabs otherwise).
     """
-    if n_features is not None and (not isinstance(n_features, int) or n_features < 0):
-        raise ValueError(f"n_features must be a non-negative int, got {n_features!r}")
+    if n_features is not None:
+        n_features = operator.index(n_features)
+        if n_features < 0:
+            raise ValueError(f"n_features must be non-negative, got {n_features}")
+    if method is not None and method not in METHODS:
+        raise KcheckError(f"unknown scaling method {method!r}; expected one of: minmax, maxabs")
     where = os.fspath(path)
     try:
         with open(where, "rb") as f:
-            return _parse_range_file(where, _numbered_lines(where, f), n_features)
+            return _parse_range_file(where, _numbered_lines(where, f), n_features, method)
     except OSError as exc:
         raise DataFormatError(
             where, None, f"cannot read range file: {exc.strerror or exc}"
@@ -494,7 +506,7 @@ def read_range_file(path: str | os.PathLike[str], n_features: int | None = None)
 
 
 def _parse_range_file(
-    path: str, lines: Iterator[tuple[int, str]], n_features: int | None
+    path: str, lines: Iterator[tuple[int, str]], n_features: int | None, method: str | None
 ) -> Scaler:
     lineno = 0
 
@@ -508,8 +520,10 @@ def _parse_range_file(
 
     text = header("'x' or 'y' (svm-scale range file)")
     if text == "y":
-        _floats(path, lineno, header("'y_lower y_upper'"), "y_lower y_upper")
-        _floats(path, lineno, header("'y_min y_max'"), "y_min y_max")
+        text = header("'y_lower y_upper'")
+        _floats(path, lineno, text, "y_lower y_upper")
+        text = header("'y_min y_max'")
+        _floats(path, lineno, text, "y_min y_max")
         text = header("'x'")
         if text != "x":
             raise DataFormatError(path, lineno, f"expected 'x', found {_shown(text)}")
@@ -517,7 +531,8 @@ def _parse_range_file(
         raise DataFormatError(
             path, lineno, f"expected 'x' or 'y' (svm-scale range file), found {_shown(text)}"
         )
-    lower, upper = _floats(path, lineno, header("'lower upper'"), "lower upper")
+    text = header("'lower upper'")
+    lower, upper = _floats(path, lineno, text, "lower upper")
     if not lower < upper:
         raise DataFormatError(path, lineno, f"expected lower < upper, found {lower:g} {upper:g}")
     indices: list[int] = []
@@ -529,7 +544,7 @@ def _parse_range_file(
             continue
         fields = text.split()
         try:
-            if len(fields) != 3:
+            if len(fields) != 3 or "_" in text:
                 raise ValueError
             idx, lo, hi = int(fields[0]), float(fields[1]), float(fields[2])
         except ValueError:
@@ -556,6 +571,11 @@ def _parse_range_file(
     cols = np.asarray(indices, dtype=np.intp) - 1
     fmin[cols] = mins
     fmax[cols] = maxs
-    symmetric = bool(np.array_equal(fmin, -fmax))
-    method = "maxabs" if (lower, upper) == (-1.0, 1.0) and symmetric else "minmax"
+    is_maxabs = (lower, upper) == (-1.0, 1.0) and bool(np.array_equal(fmin, -fmax))
+    if method == "maxabs" and not is_maxabs:
+        raise DataFormatError(
+            path, None, "not a max-abs range file: expected '-1 1' and 'index -m m' lines"
+        )
+    if method is None:
+        method = "maxabs" if is_maxabs else "minmax"
     return Scaler(method, lower, upper, fmin, fmax)

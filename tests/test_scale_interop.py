@@ -1,0 +1,204 @@
+"""kcheck's scaling against LIBSVM's own svm-scale (Debian's libsvm-tools).
+
+svm-scale prints scaled values with ``%g`` (6 significant digits), so values are compared with
+a relative tolerance of 5e-6; range files carry ``%.17g`` and are compared exactly.
+"""
+
+from __future__ import annotations
+
+import io
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.datasets import load_svmlight_file
+
+from kcheck.scaling import (
+    Scaler,
+    densify_warning,
+    fit_scaler,
+    read_range_file,
+    write_range_file,
+)
+
+SVM_SCALE = shutil.which("svm-scale")
+
+pytestmark = [
+    pytest.mark.interop,
+    pytest.mark.skipif(SVM_SCALE is None, reason="svm-scale (libsvm-tools) is not installed"),
+]
+
+DATASETS = Path(__file__).resolve().parent.parent / "datasets"
+# Half a unit in the 6th significant digit, relative to the value.
+RTOL = 5e-6
+BOUNDS = [(-1.0, 1.0), (0.0, 1.0)]
+
+
+@pytest.fixture(scope="module")
+def sparse_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A sparse file with the awkward cases: implicit zeros on both sides of the range,
+    a feature stored in every row, a constant one, an absent one, explicit zeros only."""
+    rng = np.random.default_rng(7)
+    lines = []
+    for i in range(80):
+        feats = []
+        for j in range(1, 13):
+            if j == 3:
+                v = rng.uniform(1, 5)
+            elif j == 5:
+                v = 2.5
+            elif j == 7:
+                continue
+            elif j == 9:
+                if i % 3:
+                    continue
+                v = 0.0
+            elif j == 12 or rng.random() < 0.3:
+                v = rng.normal() * 10.0 ** rng.integers(-3, 4)
+            else:
+                continue
+            feats.append(f"{j}:{float(v):.10g}")
+        lines.append(" ".join([f"{i % 3 - 1:+d}", *feats]))
+    path = tmp_path_factory.mktemp("data") / "sparse"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+@pytest.fixture(params=["heart_scale", "svmguide1", "sparse"])
+def data_file(request: pytest.FixtureRequest, sparse_file: Path) -> Path:
+    if request.param == "sparse":
+        return sparse_file
+    return DATASETS / request.param
+
+
+def load(path: Path, n_features: int | None = None) -> tuple[np.ndarray, sp.csr_matrix]:
+    X, y = load_svmlight_file(str(path), n_features=n_features)
+    return y, X
+
+
+def svm_scale(*args: object) -> subprocess.CompletedProcess[bytes]:
+    assert SVM_SCALE is not None
+    return subprocess.run(
+        [SVM_SCALE, *(str(a) for a in args)], capture_output=True, check=True, timeout=60
+    )
+
+
+def parse(stdout: bytes, n_features: int) -> tuple[np.ndarray, sp.csr_matrix]:
+    X, y = load_svmlight_file(io.BytesIO(stdout), n_features=n_features)
+    return y, X
+
+
+def assert_matches(ours: sp.csr_matrix, theirs: sp.csr_matrix, atol: float = 0.0) -> None:
+    """Same pattern of non-zeros, values equal up to svm-scale's %g rounding."""
+    assert ours.shape == theirs.shape
+    theirs = sp.csr_matrix(theirs)
+    theirs.sort_indices()
+    np.testing.assert_array_equal(ours.indptr, theirs.indptr)
+    np.testing.assert_array_equal(ours.indices, theirs.indices)
+    np.testing.assert_allclose(theirs.data, ours.data, rtol=RTOL, atol=atol)
+
+
+def test_sparse_file_has_the_awkward_cases(sparse_file: Path) -> None:
+    _, X = load(sparse_file)
+    dense = X.toarray()
+    assert X.shape[1] == 12
+    assert np.all(dense[:, 2] != 0) and np.all(dense[:, 4] == 2.5)
+    assert np.all(dense[:, 6] == 0) and np.all(dense[:, 8] == 0)
+    assert X.nnz > np.count_nonzero(dense)  # explicit zeros are stored
+
+
+@pytest.mark.parametrize(("lower", "upper"), BOUNDS)
+def test_minmax_matches_svm_scale(
+    tmp_path: Path, data_file: Path, lower: float, upper: float
+) -> None:
+    y, X = load(data_file)
+    ours = fit_scaler(X, "minmax", lower, upper)
+    theirs_range = tmp_path / "theirs.range"
+    run = svm_scale("-l", lower, "-u", upper, "-s", theirs_range, data_file)
+    y_out, theirs = parse(run.stdout, X.shape[1])
+    np.testing.assert_array_equal(y_out, y)
+    scaled = ours.transform(X)
+    assert_matches(scaled, theirs)
+    # Same min and max (implicit zeros included), so byte-identical range files.
+    ours_range = tmp_path / "ours.range"
+    write_range_file(ours_range, ours)
+    assert ours_range.read_bytes() == theirs_range.read_bytes()
+    # And the densification warning, to the byte.
+    warning = densify_warning(X.nnz, ours.nnz_after(X))
+    assert run.stderr.decode() == ("" if warning is None else warning + "\n")
+    assert ours.nnz_after(X) == scaled.nnz
+
+
+def test_densification_warning_is_exercised(sparse_file: Path) -> None:
+    _, X = load(sparse_file)
+    run = svm_scale(sparse_file)
+    scaler = fit_scaler(X)
+    warning = densify_warning(X.nnz, scaler.nnz_after(X))
+    assert warning is not None
+    assert run.stderr.decode() == warning + "\n"
+
+
+@pytest.mark.parametrize(("lower", "upper"), BOUNDS)
+@pytest.mark.parametrize("y_section", [False, True], ids=["x-only", "with-y"])
+def test_we_read_svm_scale_range_files_exactly(
+    tmp_path: Path, data_file: Path, lower: float, upper: float, y_section: bool
+) -> None:
+    _, X = load(data_file)
+    theirs_range = tmp_path / "theirs.range"
+    y_opts = ["-y", -3, 5] if y_section else []
+    svm_scale(*y_opts, "-l", lower, "-u", upper, "-s", theirs_range, data_file)
+    assert theirs_range.read_text().startswith("y\n" if y_section else "x\n")
+    fitted = fit_scaler(X, "minmax", lower, upper)
+    read = read_range_file(theirs_range, n_features=X.shape[1], method="minmax")
+    assert read == fitted
+    # Without a method, heart_scale's [-1, 1] ranges read as max-abs: the same numbers.
+    inferred = read_range_file(theirs_range, n_features=X.shape[1])
+    np.testing.assert_array_equal(inferred.feature_min, fitted.feature_min)
+    np.testing.assert_array_equal(inferred.feature_max, fitted.feature_max)
+
+
+@pytest.mark.parametrize(("lower", "upper"), BOUNDS)
+def test_svm_scale_reads_our_range_file(
+    tmp_path: Path, data_file: Path, lower: float, upper: float
+) -> None:
+    _, X = load(data_file)
+    scaler = fit_scaler(X, "minmax", lower, upper)
+    path = tmp_path / "ours.range"
+    write_range_file(path, scaler)
+    _, theirs = parse(svm_scale("-r", path, data_file).stdout, X.shape[1])
+    assert_matches(scaler.transform(X), theirs)
+
+
+@pytest.mark.parametrize("method", ["minmax", "maxabs"])
+def test_test_file_scaled_with_training_range(tmp_path: Path, method: str) -> None:
+    """Values outside the training range, applied through svm-scale -r."""
+    _, X = load(DATASETS / "svmguide1")
+    _, X_test = load(DATASETS / "svmguide1.t", n_features=X.shape[1])
+    scaler = fit_scaler(X, method)
+    path = tmp_path / "ours.range"
+    write_range_file(path, scaler)
+    _, theirs = parse(svm_scale("-r", path, DATASETS / "svmguide1.t").stdout, X.shape[1])
+    ours = scaler.transform(X_test)
+    assert abs(ours).max() > 1  # the test file does leave the training range
+    assert_matches(ours, theirs, atol=1e-15 if method == "maxabs" else 0.0)
+
+
+def test_maxabs_through_svm_scale_r(tmp_path: Path, data_file: Path) -> None:
+    _, X = load(data_file)
+    scaler = fit_scaler(X, "maxabs")
+    path = tmp_path / "maxabs.range"
+    write_range_file(path, scaler)
+    assert path.read_text().startswith("x\n-1 1\n")
+    run = svm_scale("-r", path, data_file)
+    assert b"#nonzeros" not in run.stderr  # svm-scale does not densify it either
+    _, theirs = parse(run.stdout, X.shape[1])
+    ours = scaler.transform(X)
+    # svm-scale computes -1 + 2(x+m)/2m rather than x/m: a few ulps of absolute error.
+    assert_matches(ours, theirs, atol=1e-15)
+    kept = scaler.feature_max[X.indices] > 0
+    assert ours.nnz == np.count_nonzero(X.data[kept])
+    assert read_range_file(path, n_features=X.shape[1]) == scaler
+    assert isinstance(scaler, Scaler) and scaler.method == "maxabs"
