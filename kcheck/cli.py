@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import click
+from rich import box
 from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -53,11 +54,12 @@ class Ui:
 
     def info(self, message: str) -> None:
         if not self.quiet:
-            self.console.print(message, markup=False)
+            self.console.print(message, markup=False, soft_wrap=True)
 
     def warn(self, message: str) -> None:
         if not self.quiet:
-            self.console.print(f"warning: {message}", markup=False, style="yellow")
+            self.console.print(f"warning: {message}", markup=False, style="yellow",
+                               soft_wrap=True)
 
     def run(self, fn: Callable[[Callable[[str, int | None, int | None], None]], T]) -> T:
         """Run ``fn(progress)`` in a worker thread, so Ctrl-C is seen at once.
@@ -72,7 +74,6 @@ class Ui:
                 SpinnerColumn(),
                 TextColumn("{task.description}"),
                 BarColumn(),
-                TextColumn("{task.completed}/{task.total}"),
                 TimeElapsedColumn(),
                 console=self.console,
                 transient=True,
@@ -80,19 +81,14 @@ class Ui:
             task = progress.add_task("starting", total=None)
 
             def report(stage: str, done: int | None, total: int | None) -> None:
-                progress.update(task, description=stage, completed=done or 0, total=total)
+                label = f"{stage} ({done}/{total})" if total else stage
+                progress.update(task, description=label, completed=done or 0, total=total)
 
             with progress:
                 return _in_worker(lambda: fn(report), box)
 
-        last = [""]
-
-        def report_plain(stage: str, done: int | None, total: int | None) -> None:
-            if stage != last[0]:
-                last[0] = stage
-                self.info(f"kcheck: {stage}")
-
-        return _in_worker(lambda: fn(report_plain), box)
+        # Off a terminal (logs, CI), progress would only be noise; the result says it all.
+        return _in_worker(lambda: fn(lambda stage, done, total: None), box)
 
 
 def _in_worker(fn: Callable[[], T], box: dict[str, Any]) -> T:
@@ -108,7 +104,7 @@ def _in_worker(fn: Callable[[], T], box: dict[str, Any]) -> T:
         worker.join(0.1)
     if "error" in box:
         raise box["error"]
-    return box["value"]  # type: ignore[no-any-return]
+    return box["value"]
 
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d*)?)\s*([kmgt]?)(?:i?b)?\s*$", re.IGNORECASE)
@@ -140,36 +136,40 @@ def _fmt_acc(x: float | None) -> str:
     return "-" if x is None else f"{100 * x:.2f}%"
 
 
-def _fmt_gap(c: dict[str, Any]) -> str:
+def _fmt_gap(c: dict[str, Any]) -> tuple[str, str]:
+    """Gap and its 95% interval, in accuracy points."""
     if c.get("gap") is None:
-        return "-"
+        return "-", ""
     lo, hi = c["gap_ci95"]
-    return f"{100 * c['gap']:+.2f} [{100 * lo:+.1f}, {100 * hi:+.1f}]"
+    return f"{100 * c['gap']:+.2f}", f"[{100 * lo:+.1f}, {100 * hi:+.1f}]"
 
 
 def verdict_table(v: dict[str, Any]) -> Table:
-    table = Table(title=f"kcheck: {v['data']['path']}", title_justify="left")
+    table = Table(title=f"kcheck: {v['data']['path']}", title_justify="left", box=box.SIMPLE_HEAD,
+                  caption="gap and interval in accuracy points, checker minus linear, on V",
+                  caption_justify="left")
     for col, justify in (
         ("method", "left"),
         ("val. acc.", "right"),
-        ("gap (95% CI), pts", "right"),
+        ("gap", "right"),
+        ("95% CI", "right"),
         ("C / K", "right"),
         ("status", "left"),
-        ("seconds", "right"),
+        ("s", "right"),
     ):
-        table.add_column(col, justify=justify)  # type: ignore[arg-type]
+        table.add_column(col, justify=justify, no_wrap=True)  # type: ignore[arg-type]
     lin = v["linear"]
-    table.add_row("linear", _fmt_acc(lin["val_accuracy"]), "", f"C={lin['C']:g}", "ok",
+    table.add_row("linear", _fmt_acc(lin["val_accuracy"]), "", "", f"C={lin['C']:.3g}", "ok",
                   f"{lin['seconds']:.2f}")
     for name, c in v["checkers"].items():
         if name == "multilinear":
             param = f"K={c.get('clusters', '-')}"
         else:
-            param = f"C={c['C']:g}" if c.get("C") is not None else "-"
+            param = f"C={c['C']:.3g}" if c.get("C") is not None else "-"
         status = c["status"]
         if status == "subsampled":
             status += f" ({100 * c.get('fraction', 0):.0f}%)"
-        table.add_row(name, _fmt_acc(c["val_accuracy"]), _fmt_gap(c), param, status,
+        table.add_row(name, _fmt_acc(c["val_accuracy"]), *_fmt_gap(c), param, status,
                       f"{c['seconds']:.2f}")
     return table
 
@@ -219,6 +219,10 @@ def cli() -> None:
 @click.option("-o", "--output", type=str, default=None, help="Write the JSON verdict to FILE.")
 @click.option("--fail-on", type=click.Choice(["kernel", "linear"]), default=None,
               help="Exit with code 1 when the verdict is this (for CI gates).")
+@click.option("--model-out", type=str, default=None,
+              help="Train the recommended model on all of TRAIN; save it to PATH (+ PATH.range).")
+@click.option("--model", "model_kind", type=click.Choice(["linear", "kernel"]), default=None,
+              help="With --model-out: save this kind whatever the verdict.")
 @click.option("-q", "--quiet", is_flag=True, help="Nothing on stderr except errors.")
 def check(
     train: str,
@@ -233,6 +237,8 @@ def check(
     as_json: bool,
     output: str | None,
     fail_on: str | None,
+    model_out: str | None,
+    model_kind: str | None,
     quiet: bool,
 ) -> None:
     """Decide whether TRAIN needs a Gaussian kernel or a linear model is enough."""
@@ -249,7 +255,11 @@ def check(
         jobs=jobs if jobs is not None else (os.cpu_count() or 1),
         memory_limit=parse_size(memory_limit) if memory_limit else None,
         zero_based=zero_based,
+        model_out=model_out,
+        model_kind=model_kind,
     ).validated()
+    if model_kind and not model_out:
+        raise click.UsageError("--model needs --model-out")
     report = ui.run(lambda progress: run(config, progress))
     verdict = report.json
     _show_verdict(ui, verdict)
@@ -281,9 +291,8 @@ def scale(
 ) -> None:
     """Scale FILE like svm-scale (min-max to [-1, 1] by default); data to stdout or -o."""
     from kcheck.data import read_libsvm, write_libsvm
-    from kcheck.scaling import fit_scaler, read_range_file, write_range_file
+    from kcheck.scaling import densify_warning, fit_scaler, read_range_file, write_range_file
 
-    ui = Ui(quiet)
     if save_range and restore_range:
         raise click.UsageError("-s and -r cannot be used together")
     if restore_range and (maxabs or lower is not None or upper is not None):
@@ -301,16 +310,367 @@ def scale(
             lower=-1.0 if lower is None else lower,
             upper=1.0 if upper is None else upper,
         )
-    before, after = X.nnz, scaler.nnz_after(X)
-    if after > before:
-        ui.warn(
-            f"original #nonzeros {before}, new #nonzeros {after}; if feature values are "
-            f"non-negative and sparse, use -l 0 rather than the default -l -1"
-        )
+    warning = densify_warning(X.nnz, scaler.nnz_after(X))
+    if warning and not quiet:
+        # svm-scale's own wording, so scripts that grep for it keep working.
+        sys.stderr.write(warning + "\n")
     Xs = scaler.transform(X)
     if save_range:
         write_range_file(save_range, scaler)
     write_libsvm(output or "-", y, Xs)
+
+
+# --- batch (kcheck/batch.py) -------------------------------------------------------------------
+
+
+EXIT_BATCH_ERRORS = 3
+
+
+class BatchFailed(Exception):
+    """Some data sets of a batch could not be checked (exit code 3, before any gate)."""
+
+
+def _best_gap(line: dict[str, Any]) -> str:
+    gaps = [(c["gap"], name) for name, c in (line.get("checkers") or {}).items()
+            if c.get("gap") is not None]
+    if not gaps:
+        return "-"
+    gap, name = max(gaps)
+    return f"{100 * gap:+.2f} {name}"
+
+
+def batch_table(lines: list[dict[str, Any]], resumed: set[str], wall: float) -> Table:
+    """The summary of a batch: one row per data set, then the totals."""
+    ok = [x for x in lines if x["status"] == "ok"]
+    n_kernel = sum(x["verdict"] == "kernel" for x in ok)
+    n_err = len(lines) - len(ok)
+    rows = []
+    for x in lines:
+        name = x["name"] + (" (resumed)" if x["name"] in resumed else "")
+        seconds = f"{x['seconds']:.2f}" if x.get("seconds") is not None else "-"
+        if x["status"] != "ok":
+            rows.append((name, "-", "-", "[red]error[/]", "-", "-", seconds))
+            continue
+        style = "red" if x["verdict"] == "kernel" else "green"
+        rows.append((name, f"{x['data']['rows']:,}", f"{x['data']['features']:,}",
+                     f"[{style}]{x['verdict']}[/]", x["margin"], _best_gap(x), seconds))
+    footer = (f"{len(lines)} data sets", "", "", f"{n_kernel} kernel, {len(ok) - n_kernel} linear",
+              "", f"{len(ok)} ok, {n_err} error{'' if n_err == 1 else 's'}",
+              f"{sum(x.get('seconds') or 0.0 for x in lines):.2f}")
+    table = Table(title="kcheck batch", title_justify="left", show_footer=True,
+                  caption=f"wall time {wall:.1f}s", caption_justify="left")
+    columns = ("name", "rows", "features", "verdict", "margin", "best gap, pts", "seconds")
+    for i, col in enumerate(columns):
+        # Names and numbers keep their width on a narrow terminal; the rest gives way.
+        keep = col in ("name", "rows", "features", "seconds")
+        table.add_column(col, footer=footer[i], no_wrap=True,
+                         justify="left" if col in ("name", "verdict", "margin") else "right",
+                         min_width=min(40, max(len(r[i]) for r in rows)) if keep else None)
+    for r in rows:
+        table.add_row(*r)
+    return table
+
+
+def _names(lines: list[dict[str, Any]], limit: int = 5) -> str:
+    names = [x["name"] for x in lines]
+    return ", ".join(names[:limit]) + (f" and {len(names) - limit} more" if len(names) > limit
+                                       else "")
+
+
+@cli.command()
+@click.argument("paths", nargs=-1, required=True, metavar="DIR|FILE...")
+@click.option("-j", "--jobs", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Data sets checked at once, each in its own process; they share the "
+                   "memory budget.")
+@click.option("-o", "--output", type=str, default=None,
+              help="Write the JSON lines to FILE (started afresh unless --resume) "
+                   "instead of stdout.")
+@click.option("--resume", is_flag=True,
+              help="With -o: skip data sets that already have an ok line in FILE; "
+                   "errored ones run again.")
+@click.option("--fail-on", type=click.Choice(["kernel", "linear"]), default=None,
+              help="Exit with code 1 when any data set's verdict is this (for CI gates).")
+@click.option("--epsilon", type=float, default=0.02, show_default=True,
+              help="Smallest accuracy gain that makes the kernel worth it.")
+@click.option("--checkers", default="degree2,multilinear", show_default=True,
+              help="Comma-separated checkers to run.")
+@click.option("--scaling", type=click.Choice(["maxabs", "minmax"]), default="maxabs",
+              show_default=True, help="Feature scaling fitted on each training file.")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--memory-limit", type=str, default=None,
+              help="Memory budget for the whole batch, e.g. 8G [default: half the available "
+                   "memory].")
+@click.option("--zero-based", is_flag=True, help="Feature indices in the files start at 0.")
+@click.option("-q", "--quiet", is_flag=True, help="Nothing on stderr except errors.")
+def batch(
+    paths: tuple[str, ...],
+    jobs: int,
+    output: str | None,
+    resume: bool,
+    fail_on: str | None,
+    epsilon: float,
+    checkers: str,
+    scaling: str,
+    seed: int,
+    memory_limit: str | None,
+    zero_based: bool,
+    quiet: bool,
+) -> None:
+    """Check every data set in DIRs (walked in sorted order) and FILEs.
+
+    Files that are not LIBSVM data (by name, or by their first data line) are skipped;
+    .gz, .bz2 and .xz files are read directly. NAME.t or NAME.test beside NAME is its test
+    file. One JSON line per data set is written as each finishes: the JSON of `kcheck check`
+    plus "name", "status" ("ok" or "error") and "error". A data set that cannot be checked
+    gets its error on its line and the batch goes on.
+
+    \b
+    Exit codes:
+      0  every data set was checked (and no --fail-on match)
+      1  --fail-on matched at least one data set
+      2  usage error: bad option, no data files found, --resume without -o
+      3  at least one data set could not be checked; this takes precedence over --fail-on
+    """
+    from kcheck.batch import discover, run_batch
+    from kcheck.pipeline import CheckConfig
+
+    ui = Ui(quiet)
+    if resume and output is None:
+        raise click.UsageError("--resume needs -o FILE: the results to resume from")
+    template = CheckConfig(
+        train="",
+        epsilon=epsilon,
+        checkers=tuple(c.strip() for c in checkers.split(",") if c.strip()),
+        scaling=scaling,
+        seed=seed,
+        jobs=os.cpu_count() or 1,
+        memory_limit=parse_size(memory_limit) if memory_limit else None,
+        zero_based=zero_based,
+    ).validated()
+    found = discover(paths, exclude=[output] if output else [])
+    for path, reason in found.skipped:
+        ui.info(f"kcheck: skipping {path} ({reason})")
+    if not found.datasets:
+        raise KcheckError(f"no LIBSVM data files found in {' '.join(paths)}")
+
+    total = len(found.datasets)
+
+    def announce(line: dict[str, Any], print_: Callable[[str], None]) -> None:
+        if line["status"] == "ok":
+            what = f"{line['verdict']} ({line['margin']})"
+        else:
+            what = f"error: {line['error']}"
+        print_(f"kcheck: {line['name']}: {what}, {line['seconds']:.2f}s")
+
+    if ui.interactive:
+        bar = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
+                       TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(),
+                       console=ui.console, transient=True)
+        task = bar.add_task("starting", total=None)
+
+        def report(stage: str, d: int | None, t: int | None) -> None:
+            bar.update(task, description=stage, completed=d or 0, total=t)
+
+        def show(line: dict[str, Any]) -> None:
+            announce(line, lambda m: bar.console.print(m, markup=False, highlight=False))
+
+        with bar:
+            result = run_batch(found.datasets, template, jobs=jobs, output=output,
+                               resume=resume, progress=report, on_line=show)
+    else:
+        result = run_batch(found.datasets, template, jobs=jobs, output=output, resume=resume,
+                           on_line=None if quiet else lambda x: announce(x, ui.info))
+    if result.resumed:
+        ui.info(f"kcheck: kept {len(result.resumed)} ok lines from {output} (--resume)")
+    if not ui.quiet:
+        table = batch_table(result.lines, result.resumed, result.seconds)
+        if ui.console.is_terminal:
+            ui.console.print(table)
+        else:  # logs (CI) do not wrap: give the table the room it needs
+            wide = Console(stderr=True, highlight=False, width=max(ui.console.width, 160))
+            wide.print(table, width=wide.measure(table).maximum)
+        for x in result.errors:
+            ui.console.print(f"{x['name']}: {x['error']}", markup=False, style="red",
+                             soft_wrap=True)
+    if result.errors:
+        raise BatchFailed(
+            f"{len(result.errors)} of {total} data sets could not be checked: "
+            f"{_names(result.errors)}"
+        )
+    if fail_on is not None and (hits := result.matching(fail_on)):
+        raise GateTripped(
+            f"verdict is {fail_on} for {len(hits)} of {total} data sets "
+            f"(--fail-on {fail_on}): {_names(hits)}"
+        )
+
+
+# --- end batch -----------------------------------------------------------------------------------
+
+
+# --- predict and verify (kcheck/models.py) -------------------------------------------------------
+
+
+@cli.command()
+@click.argument("model", type=str)
+@click.argument("file", type=str)
+@click.option("-o", "--output", type=str, default=None,
+              help="Write the labels to OUT instead of stdout.")
+@click.option("--zero-based", is_flag=True, help="Feature indices in FILE start at 0.")
+@click.option("-q", "--quiet", is_flag=True, help="Nothing on stderr except errors.")
+def predict(model: str, file: str, output: str | None, zero_based: bool, quiet: bool) -> None:
+    """Label FILE with a saved MODEL (scaled with MODEL.range); one label a line."""
+    from kcheck import models
+
+    ui = Ui(quiet)
+    result = ui.run(
+        lambda progress: models.predict_file(
+            model, file, zero_based=zero_based, progress=progress if ui.interactive else None
+        )
+    )
+    text = models.format_labels(result.labels)
+    if output is None:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    else:
+        with atomic_open(output) as f:
+            f.write(text)
+    if result.accuracy is not None:
+        ui.info(f"Accuracy = {100 * result.accuracy:g}% ({result.correct}/{result.rows})")
+
+
+@cli.command()
+@click.argument("train", type=str)
+@click.option("--test", "test", type=str, default=None,
+              help="Also train both models on all of TRAIN and score them on FILE.")
+@click.option("--jobs", "-j", type=int, default=None,
+              help="Worker processes for the grid search [default: CPU count].")
+@click.option("--max-rows", type=int, default=None,
+              help="Cross-validate on a stratified sample of N rows [default: all].")
+@click.option("--scaling", type=click.Choice(["maxabs", "minmax"]), default="maxabs",
+              show_default=True, help="Feature scaling fitted on TRAIN.")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--epsilon", type=float, default=None,
+              help="Gap that means 'kernel' [default: the --check-json's, else 0.02].")
+@click.option("--check-json", type=str, default=None,
+              help="A saved 'kcheck check' JSON verdict; report whether this confirms it.")
+@click.option("--zero-based", is_flag=True, help="Feature indices in the files start at 0.")
+@click.option("--json", "as_json", is_flag=True, help="Print the JSON result on stdout.")
+@click.option("-o", "--output", type=str, default=None, help="Write the JSON result to FILE.")
+@click.option("-q", "--quiet", is_flag=True, help="Nothing on stderr except errors.")
+def verify(
+    train: str,
+    test: str | None,
+    jobs: int | None,
+    max_rows: int | None,
+    scaling: str,
+    seed: int,
+    epsilon: float | None,
+    check_json: str | None,
+    zero_based: bool,
+    as_json: bool,
+    output: str | None,
+    quiet: bool,
+) -> None:
+    """The expensive reference: RBF grid search (LIBSVM) next to the tuned linear model."""
+    from kcheck import models
+
+    ui = Ui(quiet)
+    config = models.VerifyConfig(
+        train=train,
+        test=test,
+        jobs=jobs if jobs is not None else (os.cpu_count() or 1),
+        max_rows=max_rows,
+        scaling=scaling,
+        seed=seed,
+        epsilon=epsilon,
+        check_json=check_json,
+        zero_based=zero_based,
+    ).validated()
+    result = _run_with_eta(ui, lambda progress: models.verify(config, progress))
+    _show_verify(ui, result)
+    _emit_json(result, output, to_stdout=as_json or (output is None and not sys.stdout.isatty()))
+
+
+def _run_with_eta(ui: Ui, fn: Callable[[Callable[[str, int | None, int | None], None]], T]) -> T:
+    """:meth:`Ui.run` with a time-remaining column, for the long, counted grid search."""
+    if not ui.interactive:
+        return ui.run(fn)
+    from rich.progress import TimeRemainingColumn
+
+    progress = Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total}"),
+        TimeElapsedColumn(),
+        TextColumn("eta"),
+        TimeRemainingColumn(),
+        console=ui.console,
+        transient=True,
+    )
+    task = progress.add_task("starting", total=None)
+    last = [""]
+
+    def report(stage: str, done: int | None, total: int | None) -> None:
+        if stage != last[0]:
+            # A new stage restarts the clock, so the ETA is not averaged over earlier stages.
+            last[0] = stage
+            progress.reset(task, total=total, completed=done or 0, description=stage)
+        else:
+            progress.update(task, completed=done or 0, total=total)
+
+    with progress:
+        return _in_worker(lambda: fn(report), {})
+
+
+def verify_table(v: dict[str, Any]) -> Table:
+    table = Table(title=f"kcheck verify: {v['data']['path']}", title_justify="left")
+    test = v.get("test")
+    columns = ["model", "CV acc."] + (["test acc."] if test else []) + ["parameters", "seconds"]
+    for col in columns:
+        table.add_column(col, justify="left" if col in ("model", "parameters") else "right")
+    lin, rbf = v["linear"], v["rbf"]
+    rows = (
+        ("linear", lin, f"C={lin['C']:g}"),
+        ("RBF", rbf, f"C={rbf['C']:g} gamma={rbf['gamma']:g} ({rbf['grid_points']} points)"),
+    )
+    for name, r, params in rows:
+        cells = [name, _fmt_acc(r["cv_accuracy"])]
+        if test:
+            cells.append(_fmt_acc(r["test_accuracy"]))
+        table.add_row(*cells, params, f"{r['seconds']:.2f}")
+    return table
+
+
+def _verify_summary(v: dict[str, Any]) -> str:
+    text = (
+        f"gap (RBF - linear, CV): {100 * v['gap']:+.2f} pts -> verdict {v['verdict']} "
+        f"(epsilon {v['epsilon']:g})"
+    )
+    if v.get("test_gap") is not None:
+        text += f"; test gap {100 * v['test_gap']:+.2f} pts"
+    if v["confirms"] is not None:
+        word = "confirms" if v["confirms"] else "does NOT confirm"
+        text += f"; {word} the check's verdict ({v['check']['verdict']})"
+    return text
+
+
+def _show_verify(ui: Ui, v: dict[str, Any]) -> None:
+    if ui.quiet:
+        return
+    if ui.console.is_terminal:
+        ui.console.print(verify_table(v))
+        ui.info(_verify_summary(v) + f" [{v['seconds']:.1f}s]")
+        return
+    lin, rbf = v["linear"], v["rbf"]
+    ui.info(
+        f"kcheck verify: linear CV {_fmt_acc(lin['cv_accuracy'])} (C={lin['C']:g}), "
+        f"RBF CV {_fmt_acc(rbf['cv_accuracy'])} (C={rbf['C']:g}, gamma={rbf['gamma']:g}); "
+        + _verify_summary(v)
+    )
+
+
+# --- end predict and verify ----------------------------------------------------------------------
 
 
 def main(argv: list[str] | None = None) -> None:

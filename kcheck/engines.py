@@ -14,10 +14,16 @@ CSR indices in place and draw cross-validation folds from the C library's proces
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import math
 import os
+import sys
+import tempfile
+import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -85,7 +91,7 @@ class LinearModel:
     bias_weights: np.ndarray
     labels: np.ndarray
     C: float
-    _raw: object = field(default=None, repr=False)
+    _raw: Any = field(default=None, repr=False)
 
     @property
     def n_features(self) -> int:
@@ -242,5 +248,275 @@ __all__ = [
     "train_linear",
 ]
 
-# LIBSVM is wrapped here too (used by model export and verify); keep the import referenced.
-_SVM = _svm
+
+# =================================================================================================
+# LIBSVM: C-SVC with the Gaussian (RBF) kernel, for model export, prediction and verify.
+#
+# The same habits as above, plus two of LIBSVM's own: its default print function writes to stdout
+# (every ``svm_parameter`` without ``-q`` re-installs it), and the PyPI build uses OpenMP, which on
+# small problems makes each call several times slower and competes with our worker processes.
+# Every call therefore uses ``-q`` and runs with one OpenMP thread. Model loading reports failures
+# with ``fprintf(stderr, ...)``; that text is captured and turned into the error message.
+# =================================================================================================
+
+#: LIBSVM's kernel cache per call, in MB (its default is 100); only speed depends on it.
+SVM_CACHE_MB = 200
+#: ``svm_type`` values LIBSVM writes; only the classifiers make sense for kcheck.
+_SVM_TYPES = ("c_svc", "nu_svc", "one_class", "epsilon_svr", "nu_svr")
+_KERNELS = ("linear", "polynomial", "rbf", "sigmoid", "precomputed")
+
+_svm.libsvm.svm_set_print_string_function(_svm.ctypes_print_null)
+
+
+def _load_gomp() -> ctypes.CDLL | None:
+    try:
+        gomp = ctypes.CDLL("libgomp.so.1")
+    except OSError:  # a build without OpenMP
+        return None
+    gomp.omp_set_num_threads.argtypes = [ctypes.c_int]
+    gomp.omp_set_num_threads.restype = None
+    return gomp
+
+
+_gomp = _load_gomp()
+
+
+def _one_omp_thread() -> None:
+    """Limit LIBSVM's OpenMP loops to the calling thread (the setting is per thread)."""
+    if _gomp is not None:
+        _gomp.omp_set_num_threads(1)
+
+
+def _svm_parameter(C: float, gamma: float) -> _svm.svm_parameter:
+    # Parsing -q also installs the null print function, which is process-wide.
+    return _svm.svm_parameter(f"-s 0 -t 2 -c {C!r} -g {gamma!r} -m {SVM_CACHE_MB} -q")
+
+
+@dataclass
+class SvmProblem:
+    """A LIBSVM problem built once and reused by every grid point and the final training.
+
+    Trained models point into this problem's node array, so a model keeps its problem alive.
+    """
+
+    _prob: _svm.svm_problem
+    X: sp.csr_matrix
+    y: np.ndarray
+
+    @property
+    def n_rows(self) -> int:
+        return int(self.y.shape[0])
+
+    @classmethod
+    def from_data(cls, X: sp.spmatrix | np.ndarray, y: np.ndarray) -> SvmProblem:
+        Xb = as_binding_csr(X)
+        yb = np.ascontiguousarray(y, dtype=np.float64)
+        if Xb.shape[0] != yb.shape[0]:
+            raise EngineError(f"{Xb.shape[0]} rows but {yb.shape[0]} labels")
+        if Xb.shape[0] == 0:
+            raise EngineError("cannot train on zero rows")
+        return cls(_svm.svm_problem(yb, Xb), Xb, yb)
+
+
+def _check_svm(problem: SvmProblem, param: _svm.svm_parameter) -> None:
+    err = _svm.libsvm.svm_check_parameter(problem._prob, param)
+    if err:
+        raise EngineError(f"LIBSVM: {err.decode()}")
+
+
+def cv_rbf(problem: SvmProblem, C: float, gamma: float, *, folds: int, seed: int) -> int:
+    """LIBSVM's stratified k-fold CV for one (C, gamma); returns the number of rows predicted right.
+
+    A count, not a ratio, so that comparing grid points is exact. Folds come from ``rand()``,
+    seeded here, so every grid point with the same seed sees the same folds.
+    """
+    if problem.n_rows < folds:
+        raise EngineError(f"{problem.n_rows} rows are too few for {folds}-fold CV")
+    param = _svm_parameter(C, gamma)
+    _check_svm(problem, param)
+    target = (ctypes.c_double * problem.n_rows)()
+    _one_omp_thread()
+    _seed_c_rand(seed)
+    _svm.libsvm.svm_cross_validation(problem._prob, param, folds, target)
+    predicted = np.ctypeslib.as_array(target, shape=(problem.n_rows,))
+    return int(np.count_nonzero(predicted == problem.y))
+
+
+@dataclass
+class RbfModel:
+    """A LIBSVM classifier (trained here or loaded from a file), predicted with LIBSVM itself.
+
+    Prediction goes through the C library's ``svm_predict`` so that labels match ``svm-predict``
+    exactly, ties in one-vs-one voting included.
+    """
+
+    labels: np.ndarray
+    gamma: float
+    kernel: str
+    n_sv: int
+    C: float | None = None
+    _raw: Any = field(default=None, repr=False)
+    _problem: SvmProblem | None = field(default=None, repr=False)
+
+    def predict(self, X: sp.spmatrix | np.ndarray) -> np.ndarray:
+        Xb = as_binding_csr(X)
+        n = Xb.shape[0]
+        out = np.empty(n, dtype=np.float64)
+        if n == 0:
+            return out
+        nodes = _svm.svm_problem(np.zeros(n), Xb)
+        predict = _svm.libsvm.svm_predict
+        model = self._raw
+        _one_omp_thread()
+        for i in range(n):
+            out[i] = predict(model, nodes.x[i])
+        return out
+
+    def used_features(self) -> np.ndarray:
+        """Sorted 0-based columns that some support vector stores (a model's real width)."""
+        m = self._raw
+        if self.n_sv == 0:
+            return np.empty(0, dtype=np.intp)
+        if self._problem is not None:
+            rows = np.ctypeslib.as_array(m.sv_indices, shape=(self.n_sv,)) - 1
+            return np.unique(self._problem.X[rows].indices).astype(np.intp)
+        # A loaded model keeps all support vectors in one node block, terminators included.
+        ptrs = np.ctypeslib.as_array(
+            ctypes.cast(m.SV, ctypes.POINTER(ctypes.c_uint64)), shape=(self.n_sv,)
+        )
+        base, last = int(ptrs.min()), int(ptrs.max())
+        size = ctypes.sizeof(_svm.svm_node)
+        tail = 0
+        while _svm.svm_node.from_address(last + tail * size).index != -1:
+            tail += 1
+        count = (last - base) // size + tail + 1
+        nodes = np.frombuffer(
+            memoryview((ctypes.c_char * (count * size)).from_address(base)),
+            dtype=np.dtype({"names": ["index", "value"], "formats": ["<i4", "<f8"],
+                            "offsets": [0, 8], "itemsize": size}),
+        )
+        index = nodes["index"]
+        return (np.unique(index[index > 0]) - 1).astype(np.intp)
+
+    def save(self, path: str) -> None:
+        """Save in LIBSVM's text format (readable by ``svm-predict``)."""
+        if self._raw is None:
+            raise EngineError("this model has no LIBSVM representation to save")
+        if _svm.libsvm.svm_save_model(os.fsencode(path), self._raw) != 0:
+            raise EngineError(f"cannot write model file {path}")
+
+
+def _rbf_from_raw(m: _svm.svm_model, C: float | None, problem: SvmProblem | None) -> RbfModel:
+    nr_class = int(m.nr_class)
+    kernel = int(m.param.kernel_type)
+    return RbfModel(
+        labels=np.array(m.label[:nr_class], dtype=np.float64) if m.label else np.empty(0),
+        gamma=float(m.param.gamma),
+        kernel=_KERNELS[kernel] if 0 <= kernel < len(_KERNELS) else str(kernel),
+        n_sv=int(m.l),
+        C=C,
+        _raw=m,
+        _problem=problem,
+    )
+
+
+def train_rbf(problem: SvmProblem, C: float, gamma: float) -> RbfModel:
+    """Train C-SVC with the RBF kernel exp(-gamma |u - v|^2) on the whole problem."""
+    param = _svm_parameter(C, gamma)
+    _check_svm(problem, param)
+    _one_omp_thread()
+    ptr = _svm.libsvm.svm_train(problem._prob, param)
+    if not ptr:
+        raise EngineError("LIBSVM failed to train a model")
+    return _rbf_from_raw(_svm.toPyModel(ptr), C, problem)
+
+
+_stderr_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def _captured_stderr() -> Iterator[list[str]]:
+    """Send file descriptor 2 to a temporary file; the yielded list gets its text afterwards.
+
+    The model loaders report problems with C's ``fprintf(stderr, ...)``, below Python's
+    ``sys.stderr``, so only redirecting the descriptor keeps that text off the terminal.
+    """
+    text: list[str] = []
+    with _stderr_lock, tempfile.TemporaryFile() as tmp:
+        try:
+            with contextlib.suppress(Exception):
+                sys.stderr.flush()
+            saved = os.dup(2)
+        except OSError:  # no usable stderr: nothing to protect
+            yield text
+            return
+        try:
+            os.dup2(tmp.fileno(), 2)
+            yield text
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            tmp.seek(0)
+            text.append(tmp.read(4096).decode("utf-8", "replace"))
+
+
+def _library_reason(captured: list[str]) -> str:
+    lines = [ln.strip() for ln in "".join(captured).splitlines() if ln.strip()]
+    return f" ({'; '.join(lines[:2])})" if lines else ""
+
+
+def model_file_kind(path: str) -> str:
+    """``linear`` for a LIBLINEAR model file, ``kernel`` for a LIBSVM one, from its first word.
+
+    LIBLINEAR's files begin with ``solver_type``, LIBSVM's with ``svm_type``. Deciding here,
+    before either C loader sees the file, keeps their messages out of the common failure.
+    """
+    try:
+        with open(path, "rb") as f:
+            head = f.read(64)
+    except OSError as e:
+        raise EngineError(f"{path}: cannot read model file: {e.strerror or e}") from None
+    first = head.split(maxsplit=1)[0] if head.split() else b""
+    if first == b"solver_type":
+        return "linear"
+    if first == b"svm_type":
+        return "kernel"
+    raise EngineError(f"{path}: not a LIBLINEAR or LIBSVM model file")
+
+
+def load_libsvm_model(path: str) -> RbfModel:
+    """Load a LIBSVM classification model; errors become EngineError, nothing is printed."""
+    with _captured_stderr() as captured:
+        ptr = _svm.libsvm.svm_load_model(os.fsencode(path))
+    if not ptr:
+        raise EngineError(f"{path}: not a readable LIBSVM model file{_library_reason(captured)}")
+    m = _svm.toPyModel(ptr)
+    svm_type = int(m.param.svm_type)
+    if svm_type not in (0, 1):
+        name = _SVM_TYPES[svm_type] if 0 <= svm_type < len(_SVM_TYPES) else str(svm_type)
+        raise EngineError(f"{path}: a LIBSVM {name} model is not a classifier")
+    return _rbf_from_raw(m, None, None)
+
+
+def load_model(path: str) -> LinearModel | RbfModel:
+    """Load a LIBLINEAR or LIBSVM model file, whichever it is, without printing anything."""
+    if model_file_kind(path) == "kernel":
+        return load_libsvm_model(path)
+    with _captured_stderr() as captured:
+        try:
+            return load_liblinear_model(path)
+        except EngineError:
+            pass
+    raise EngineError(f"{path}: not a readable LIBLINEAR model file{_library_reason(captured)}")
+
+
+__all__ += [
+    "SVM_CACHE_MB",
+    "RbfModel",
+    "SvmProblem",
+    "cv_rbf",
+    "load_libsvm_model",
+    "load_model",
+    "model_file_kind",
+    "train_rbf",
+]

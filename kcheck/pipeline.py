@@ -63,6 +63,9 @@ class CheckConfig:
     jobs: int = 1
     memory_limit: int | None = None
     zero_based: bool = False
+    #: Train the recommended (or ``model_kind``) model on all training rows and save it here.
+    model_out: str | None = None
+    model_kind: str | None = None
 
     def validated(self) -> CheckConfig:
         if not 0.0 <= self.epsilon < 1.0:
@@ -79,6 +82,8 @@ class CheckConfig:
             raise KcheckError("--jobs must be at least 1")
         if self.memory_limit is not None and self.memory_limit <= 0:
             raise KcheckError("--memory-limit must be positive")
+        if self.model_kind not in (None, "linear", "kernel"):
+            raise KcheckError("--model must be linear or kernel")
         return self
 
 
@@ -121,8 +126,8 @@ def run(config: CheckConfig, progress: Progress | None = None) -> CheckReport:
     classes = np.unique(y_raw)
     if classes.size < 2:
         raise KcheckError(
-            f"{config.train}: every row has label {label_value(classes[0]) if classes.size else '?'}"
-            "; a classifier needs at least two classes"
+            f"{config.train}: every row has label {label_value(classes[0])}; "
+            "a classifier needs at least two classes"
         )
     if X.shape[0] < MIN_ROWS:
         raise KcheckError(
@@ -192,6 +197,23 @@ def run(config: CheckConfig, progress: Progress | None = None) -> CheckReport:
         report("scoring " + config.test, None, None)
         test_json = _score_test(config, n_features, scaler, y_raw, results)
 
+    model_json = None
+    if config.model_out is not None:
+        from kcheck import models
+
+        kind = config.model_kind or decision.verdict
+        report(f"training the {kind} model on all rows", None, None)
+        model_json = models.export(
+            sp.vstack([T.X, V.X], format="csr"),
+            np.concatenate([y_raw[train_idx], y_raw[val_idx]]),
+            scaler,
+            kind,
+            config.model_out,
+            seed=config.seed,
+            jobs=config.jobs,
+            progress=report,
+        )
+
     warnings = _sanity_warnings(results)
     out: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
@@ -210,9 +232,9 @@ def run(config: CheckConfig, progress: Progress | None = None) -> CheckReport:
             "C": json_number(base.info["C"], 10),
             "seconds": round(base.seconds, 4),
         },
-        "checkers": {name: _checker_json(results[name], gaps.get(name)) for name in config.checkers},
+        "checkers": {n: _checker_json(results[n], gaps.get(n)) for n in config.checkers},
         "test": test_json,
-        "model": None,
+        "model": model_json,
         "warnings": warnings,
         "read_seconds": round(read_seconds, 4),
         "seconds": round(time.perf_counter() - t_start, 4),

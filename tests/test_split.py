@@ -26,7 +26,7 @@ def test_split_is_seeded():
     a = stratified_split(y, seed=5)
     b = stratified_split(y, seed=5)
     c = stratified_split(y, seed=6)
-    assert all(np.array_equal(p, q) for p, q in zip(a, b))
+    assert all(np.array_equal(p, q) for p, q in zip(a, b, strict=True))
     assert not np.array_equal(a[1], c[1])
 
 

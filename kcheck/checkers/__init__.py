@@ -1,4 +1,4 @@
-"""Checkers: cheap proxies for a Gaussian-kernel classifier, each scored against the linear baseline.
+"""Checkers: cheap proxies for a Gaussian-kernel classifier, scored against the linear baseline.
 
 Each checker is a pure function ``(T, V, options) -> CheckerResult``; none prints or writes.
 """

@@ -203,7 +203,9 @@ def run(T: Dataset, V: Dataset, options: Degree2Options) -> CheckerResult:
     )
 
 
-def _predict_chunked(model: engines.LinearModel, X: sp.csr_matrix, rows: int = 20_000) -> np.ndarray:
+def _predict_chunked(
+    model: engines.LinearModel, X: sp.csr_matrix, rows: int = 20_000
+) -> np.ndarray:
     """Expand and predict in row chunks so that phi(V) never exists in full."""
     out = [model.predict(expand(X[s : s + rows])) for s in range(0, X.shape[0], rows)]
     return np.concatenate(out) if out else np.empty(0)

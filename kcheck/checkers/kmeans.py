@@ -31,9 +31,9 @@ class KMeansResult:
 
 
 def _row_sq_norms(X: sp.csr_matrix | np.ndarray) -> np.ndarray:
-    if sp.issparse(X):
-        return np.asarray(X.multiply(X).sum(axis=1)).ravel()
-    return np.einsum("ij,ij->i", X, X)
+    if isinstance(X, np.ndarray):
+        return np.einsum("ij,ij->i", X, X)
+    return np.asarray(X.multiply(X).sum(axis=1)).ravel()
 
 
 def sq_distances(

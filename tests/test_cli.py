@@ -1,0 +1,131 @@
+"""The command line as users run it: real subprocesses, real exit codes, stdout vs stderr."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from kcheck.data import write_libsvm
+
+
+def kcheck(*args: str, input: bytes | None = None, cwd=None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "kcheck", *args],
+        capture_output=True,
+        input=input,
+        cwd=cwd,
+        timeout=300,
+    )
+
+
+def test_check_prints_json_when_piped(datasets):
+    r = kcheck("check", str(datasets / "fourclass"))
+    assert r.returncode == 0, r.stderr
+    v = json.loads(r.stdout)
+    assert v["verdict"] == "kernel"
+    # Status goes to stderr, data to stdout: stdout is exactly one JSON line.
+    assert r.stdout.decode().count("\n") == 1
+
+
+def test_quiet_silences_stderr(datasets):
+    r = kcheck("check", str(datasets / "heart_scale"), "-q")
+    assert r.returncode == 0 and r.stderr == b""
+    assert json.loads(r.stdout)["verdict"] in ("linear", "kernel")
+
+
+def test_fail_on_gate(datasets):
+    tripped = kcheck("check", str(datasets / "fourclass"), "--fail-on", "kernel", "-q")
+    assert tripped.returncode == 1
+    passed = kcheck("check", str(datasets / "fourclass"), "--fail-on", "linear", "-q")
+    assert passed.returncode == 0
+
+
+def test_output_file_is_written_and_stdout_stays_empty(datasets, tmp_path):
+    out = tmp_path / "verdict.json"
+    r = kcheck("check", str(datasets / "german.numer"), "-o", str(out), "-q")
+    assert r.returncode == 0
+    assert r.stdout == b""
+    assert json.loads(out.read_text())["verdict"] == "linear"
+    assert [p.name for p in tmp_path.iterdir()] == ["verdict.json"]
+
+
+def test_bad_input_names_file_and_line(tmp_path):
+    bad = tmp_path / "bad.svm"
+    bad.write_text("1 1:0.5 2:1\n-1 1:0.25\n1 3;0.5\n")
+    r = kcheck("check", str(bad))
+    assert r.returncode == 2
+    err = r.stderr.decode()
+    assert f"{bad}:3:" in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
+    assert r.stdout == b""
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["check", "/nonexistent/data.svm"],
+        ["check", "{heart}", "--checkers", "rbf,degree2"],
+        ["check", "{heart}", "--epsilon", "abc"],
+        ["check", "{heart}", "--memory-limit", "lots"],
+        ["check", "{heart}", "--model", "kernel"],
+        ["check"],
+        ["nosuchcommand"],
+    ],
+)
+def test_usage_errors_exit_2_without_traceback(datasets, args):
+    args = [a.replace("{heart}", str(datasets / "heart_scale")) for a in args]
+    r = kcheck(*args)
+    assert r.returncode == 2, r.stderr
+    assert b"Traceback" not in r.stderr and r.stderr.strip()
+
+
+def test_single_class_file_is_refused(tmp_path):
+    path = tmp_path / "one.svm"
+    write_libsvm(str(path), np.ones(40), np.eye(40))
+    r = kcheck("check", str(path))
+    assert r.returncode == 2 and b"two classes" in r.stderr
+
+
+def test_stdin_input(datasets):
+    r = kcheck("check", "-", input=(datasets / "heart_scale").read_bytes())
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["data"]["rows"] == 270
+
+
+def test_version_and_help():
+    assert kcheck("--version").returncode == 0
+    r = kcheck("check", "--help")
+    assert r.returncode == 0 and b"--fail-on" in r.stdout
+
+
+@pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_interrupt_ends_a_long_check_without_output(tmp_path, sig, code):
+    # A data set big enough that the check runs for several seconds.
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(60_000, 30))
+    y = np.where(np.sin(3 * X[:, 0]) + X[:, 1] * X[:, 2] > 0, 1.0, -1.0)
+    data = tmp_path / "big.svm"
+    write_libsvm(str(data), y, X)
+    out = tmp_path / "verdict.json"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kcheck", "check", str(data), "-o", str(out), "-j", "1"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    time.sleep(3.0)
+    assert proc.poll() is None, "the check finished before it could be interrupted"
+    t0 = time.monotonic()
+    proc.send_signal(sig)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == code, stderr
+    assert time.monotonic() - t0 < 10
+    assert stdout == b""
+    assert not out.exists()
+    assert not [p for p in os.listdir(tmp_path) if p.startswith(".verdict")]

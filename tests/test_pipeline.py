@@ -1,0 +1,146 @@
+"""The check end to end on real (small) data with the real LIBLINEAR binding."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from kcheck.checkers import multilinear
+from kcheck.data import write_libsvm
+from kcheck.errors import KcheckError
+from kcheck.pipeline import CheckConfig, run
+
+TIMING_KEYS = {"seconds", "read_seconds"}
+
+
+def strip_timing(obj):
+    if isinstance(obj, dict):
+        return {k: strip_timing(v) for k, v in obj.items() if k not in TIMING_KEYS}
+    if isinstance(obj, list):
+        return [strip_timing(v) for v in obj]
+    return obj
+
+
+def test_fourclass_needs_a_kernel(datasets):
+    v = run(CheckConfig(train=str(datasets / "fourclass"))).json
+    assert v["verdict"] == "kernel"
+    assert v["checkers"]["multilinear"]["gap"] >= 0.1
+    assert v["deciding_checker"] == "multilinear"
+
+
+def test_german_is_linear_enough(datasets):
+    v = run(CheckConfig(train=str(datasets / "german.numer"))).json
+    assert v["verdict"] == "linear"
+    assert all(c["gap"] < 0.02 for c in v["checkers"].values())
+
+
+def test_json_schema(datasets):
+    v = run(CheckConfig(train=str(datasets / "heart_scale"))).json
+    assert v["schema_version"] == 1
+    assert set(v) >= {"kcheck_version", "verdict", "margin", "epsilon", "seed", "data", "scaling",
+                      "split", "linear", "checkers", "test", "model", "seconds"}
+    assert v["verdict"] in ("linear", "kernel") and v["margin"] in ("clear", "borderline")
+    assert v["data"] == {"path": str(datasets / "heart_scale"), "rows": 270, "features": 13,
+                         "nnz": 3378, "density": pytest.approx(3378 / (270 * 13), abs=1e-6),
+                         "classes": [-1, 1]}
+    assert v["split"] == {"train": 202, "validation": 68, "stratified": True}
+    assert v["scaling"] == {"method": "maxabs", "lower": -1.0, "upper": 1.0}
+    assert 0.5 < v["linear"]["val_accuracy"] <= 1 and v["linear"]["C"] > 0
+    d2, ml = v["checkers"]["degree2"], v["checkers"]["multilinear"]
+    assert d2["status"] == "ok" and d2["dimension"] == 13 + 13 * 14 // 2 and d2["fraction"] == 1.0
+    assert ml["status"] == "ok" and ml["clusters"] == int(np.floor(5 * np.log(202)))
+    for c in (d2, ml):
+        lo, hi = c["gap_ci95"]
+        assert lo <= c["gap"] <= hi
+        assert c["gap"] == pytest.approx(c["val_accuracy"] - v["linear"]["val_accuracy"],
+                                         abs=2e-6)
+    import json
+
+    json.dumps(v)  # serialisable as is
+
+
+def test_deterministic_for_a_seed(datasets):
+    a = run(CheckConfig(train=str(datasets / "svmguide1"), seed=3)).json
+    b = run(CheckConfig(train=str(datasets / "svmguide1"), seed=3)).json
+    assert strip_timing(a) == strip_timing(b)
+    c = run(CheckConfig(train=str(datasets / "svmguide1"), seed=4)).json
+    assert strip_timing(a) != strip_timing(c)
+
+
+def test_parallel_clusters_give_the_same_json(datasets, monkeypatch):
+    monkeypatch.setattr(multilinear, "MIN_PARALLEL_NNZ", 0)
+    path = str(datasets / "svmguide1")
+    serial = run(CheckConfig(train=path, jobs=1, checkers=("multilinear",))).json
+    parallel = run(CheckConfig(train=path, jobs=2, checkers=("multilinear",))).json
+    assert strip_timing(serial) == strip_timing(parallel)
+
+
+def test_test_file_is_scored(datasets):
+    v = run(CheckConfig(train=str(datasets / "svmguide1"), test=str(datasets / "svmguide1.t"))).json
+    t = v["test"]
+    assert t["rows"] == 4000
+    # With a bias term the linear model is strong on svmguide1 (about 95% on the test file).
+    assert t["linear"] > 0.9 and t["degree2"] > 0.9 and t["multilinear"] > 0.9
+
+
+def _write_blobs(path, rng, labels, n_per=120, dim=4):
+    centers = rng.normal(scale=4, size=(len(labels), dim))
+    X = np.vstack([c + rng.normal(size=(n_per, dim)) for c in centers])
+    y = np.repeat(np.array(labels, dtype=float), n_per)
+    write_libsvm(str(path), y, X)
+
+
+def test_multiclass(tmp_path, rng):
+    path = tmp_path / "three"
+    _write_blobs(path, rng, [1, 2, 3])
+    v = run(CheckConfig(train=str(path))).json
+    assert v["data"]["classes"] == [1, 2, 3]
+    assert v["linear"]["val_accuracy"] > 0.9
+    assert v["verdict"] == "linear"
+
+
+def test_real_valued_labels_are_kept_apart(tmp_path, rng):
+    # LIBLINEAR stores labels as C ints: 0.25 and 0.75 must not collapse into class 0.
+    path = tmp_path / "real"
+    _write_blobs(path, rng, [0.25, 0.75])
+    v = run(CheckConfig(train=str(path))).json
+    assert v["data"]["classes"] == [0.25, 0.75]
+    assert v["linear"]["val_accuracy"] > 0.9
+
+
+def test_single_class_is_refused(tmp_path):
+    path = tmp_path / "one"
+    write_libsvm(str(path), np.ones(30), np.eye(30))
+    with pytest.raises(KcheckError, match="two classes"):
+        run(CheckConfig(train=str(path)))
+
+
+def test_too_few_rows(tmp_path):
+    path = tmp_path / "tiny"
+    write_libsvm(str(path), np.array([1.0, -1.0, 1.0]), np.eye(3))
+    with pytest.raises(KcheckError, match="too few"):
+        run(CheckConfig(train=str(path)))
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [dict(epsilon=-0.1), dict(checkers=("rbf",)), dict(scaling="zscore"), dict(jobs=0)],
+)
+def test_bad_config(datasets, bad):
+    with pytest.raises(KcheckError):
+        run(CheckConfig(train=str(datasets / "heart_scale"), **bad))
+
+
+def test_degree2_skipped_under_tiny_memory_limit(datasets):
+    v = run(CheckConfig(train=str(datasets / "german.numer"), memory_limit=200_000)).json
+    d2 = v["checkers"]["degree2"]
+    assert d2["status"] == "skipped" and "memory limit" in d2["reason"]
+    assert d2["gap"] is None
+    # The verdict still stands on MultiLinear.
+    assert v["checkers"]["multilinear"]["status"] == "ok"
+
+
+def test_progress_is_reported(datasets):
+    stages = []
+    run(CheckConfig(train=str(datasets / "heart_scale")), progress=lambda s, d, t: stages.append(s))
+    assert any("linear" in s for s in stages) and any("MultiLinear" in s for s in stages)
