@@ -129,3 +129,65 @@ def test_interrupt_ends_a_long_check_without_output(tmp_path, sig, code):
     assert stdout == b""
     assert not out.exists()
     assert not [p for p in os.listdir(tmp_path) if p.startswith(".verdict")]
+
+
+def _parse_libsvm_text(text: str) -> list[tuple[float, dict[int, float]]]:
+    rows = []
+    for line in text.splitlines():
+        parts = line.split()
+        if not parts:
+            continue
+        rows.append((float(parts[0]), {int(k): float(v) for k, v in (p.split(":") for p in parts[1:])}))
+    return rows
+
+
+def _assert_same_scaled(ours: str, theirs: str) -> None:
+    a, b = _parse_libsvm_text(ours), _parse_libsvm_text(theirs)
+    assert len(a) == len(b)
+    for (ya, xa), (yb, xb) in zip(a, b, strict=True):
+        assert ya == yb
+        assert xa.keys() == xb.keys()
+        for k in xa:
+            # svm-scale prints %g: 6 significant digits.
+            assert xa[k] == pytest.approx(xb[k], rel=1e-5, abs=1e-6)
+
+
+@pytest.mark.interop
+@pytest.mark.parametrize("bounds", [[], ["-l", "0", "-u", "1"]])
+def test_scale_matches_svm_scale(datasets, tmp_path, bounds):
+    from conftest import require_tool
+
+    svm_scale = require_tool("svm-scale")
+    data = str(datasets / "svmguide1")
+    ours = kcheck("scale", *bounds, "-s", str(tmp_path / "ours.range"), data)
+    theirs = subprocess.run([svm_scale, *bounds, "-s", str(tmp_path / "theirs.range"), data],
+                            capture_output=True, check=True)
+    assert ours.returncode == 0, ours.stderr
+    _assert_same_scaled(ours.stdout.decode(), theirs.stdout.decode())
+    # Each tool applies the other's range file to the test file and gets the same result.
+    test = str(datasets / "svmguide1.t")
+    a = kcheck("scale", "-r", str(tmp_path / "theirs.range"), test)
+    b = subprocess.run([svm_scale, "-r", str(tmp_path / "ours.range"), test],
+                       capture_output=True, check=True)
+    assert a.returncode == 0, a.stderr
+    _assert_same_scaled(a.stdout.decode(), b.stdout.decode())
+
+
+def test_scale_warns_like_svm_scale_when_sparse_data_densifies(tmp_path):
+    data = tmp_path / "sparse.svm"
+    data.write_text("1 1:1 5:2\n-1 2:3\n1 3:1 4:4\n")
+    r = kcheck("scale", str(data))
+    assert r.returncode == 0
+    assert b"use -l 0" in r.stderr
+    quiet = kcheck("scale", "-l", "0", str(data))
+    assert quiet.returncode == 0 and quiet.stderr == b""
+
+
+def test_scale_output_file_is_atomic_and_usage_errors(datasets, tmp_path):
+    out = tmp_path / "scaled"
+    r = kcheck("scale", str(datasets / "heart_scale"), "-o", str(out), "--maxabs")
+    assert r.returncode == 0 and r.stdout == b""
+    assert out.read_text().count("\n") == 270
+    assert kcheck("scale", str(datasets / "heart_scale"), "-s", "a", "-r", "b").returncode == 2
+    missing = kcheck("scale", "-r", str(tmp_path / "none.range"), str(datasets / "heart_scale"))
+    assert missing.returncode == 2 and b"none.range" in missing.stderr
