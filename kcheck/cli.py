@@ -1,8 +1,8 @@
 """Command line: thin click commands that build a config, call the core and present the result.
 
 Status goes to stderr (rich), data to stdout (JSON). Exit codes are decided in one place,
-:func:`main`: 0 done, 1 a ``--fail-on`` gate tripped, 2 usage error or bad input, 130 SIGINT,
-143 SIGTERM. Domain errors (:class:`KcheckError`) become one-line messages there and only there.
+:func:`main`: 0 done, 1 a ``--fail-on`` gate tripped, 2 usage error or bad input, 3 some data
+sets of a batch failed, 130 SIGINT, 143 SIGTERM. Domain errors (:class:`KcheckError`) become one-line messages there and only there.
 """
 
 from __future__ import annotations
@@ -340,34 +340,35 @@ def _best_gap(line: dict[str, Any]) -> str:
 
 
 def batch_table(lines: list[dict[str, Any]], resumed: set[str], wall: float) -> Table:
-    """The summary of a batch: one row per data set, then the totals."""
+    """The summary of a batch: one row per data set, then the totals in the caption."""
+    from rich import box
     ok = [x for x in lines if x["status"] == "ok"]
     n_kernel = sum(x["verdict"] == "kernel" for x in ok)
     n_err = len(lines) - len(ok)
-    rows = []
+    total = sum(x.get("seconds") or 0.0 for x in lines)
+    table = Table(
+        title="kcheck batch", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False,
+        caption=(f"{len(lines)} data sets: {len(ok)} ok ({n_kernel} kernel, "
+                 f"{len(ok) - n_kernel} linear), {n_err} error{'' if n_err == 1 else 's'}; "
+                 f"{total:.2f}s checking, {wall:.1f}s wall time"),
+        caption_justify="left",
+    )
+    longest = max((len(x["name"]) for x in lines), default=4)
+    for col in ("name", "rows", "features", "verdict", "margin", "best gap, pts", "seconds"):
+        # On a narrow terminal a long name folds (up to 24 columns kept) rather than vanishing.
+        name = col == "name"
+        table.add_column(col, no_wrap=not name, overflow="fold" if name else "ellipsis",
+                         min_width=min(24, longest) if name else None,
+                         justify="left" if col in ("name", "verdict", "margin") else "right")
     for x in lines:
         name = x["name"] + (" (resumed)" if x["name"] in resumed else "")
         seconds = f"{x['seconds']:.2f}" if x.get("seconds") is not None else "-"
         if x["status"] != "ok":
-            rows.append((name, "-", "-", "[red]error[/]", "-", "-", seconds))
+            table.add_row(name, "-", "-", "[red]error[/]", "-", "-", seconds)
             continue
         style = "red" if x["verdict"] == "kernel" else "green"
-        rows.append((name, f"{x['data']['rows']:,}", f"{x['data']['features']:,}",
-                     f"[{style}]{x['verdict']}[/]", x["margin"], _best_gap(x), seconds))
-    footer = (f"{len(lines)} data sets", "", "", f"{n_kernel} kernel, {len(ok) - n_kernel} linear",
-              "", f"{len(ok)} ok, {n_err} error{'' if n_err == 1 else 's'}",
-              f"{sum(x.get('seconds') or 0.0 for x in lines):.2f}")
-    table = Table(title="kcheck batch", title_justify="left", show_footer=True,
-                  caption=f"wall time {wall:.1f}s", caption_justify="left")
-    columns = ("name", "rows", "features", "verdict", "margin", "best gap, pts", "seconds")
-    for i, col in enumerate(columns):
-        # Names and numbers keep their width on a narrow terminal; the rest gives way.
-        keep = col in ("name", "rows", "features", "seconds")
-        table.add_column(col, footer=footer[i], no_wrap=True,
-                         justify="left" if col in ("name", "verdict", "margin") else "right",
-                         min_width=min(40, max(len(r[i]) for r in rows)) if keep else None)
-    for r in rows:
-        table.add_row(*r)
+        table.add_row(name, f"{x['data']['rows']:,}", f"{x['data']['features']:,}",
+                      f"[{style}]{x['verdict']}[/]", x["margin"], _best_gap(x), seconds)
     return table
 
 
@@ -429,7 +430,10 @@ def batch(
       0  every data set was checked (and no --fail-on match)
       1  --fail-on matched at least one data set
       2  usage error: bad option, no data files found, --resume without -o
-      3  at least one data set could not be checked; this takes precedence over --fail-on
+      3  at least one data set could not be checked (errors take precedence
+         over --fail-on)
+    Ctrl-C ends the batch (exit 130); the lines already written are kept, so
+    --resume carries on from there.
     """
     from kcheck.batch import discover, run_batch
     from kcheck.pipeline import CheckConfig
@@ -601,23 +605,23 @@ def _run_with_eta(ui: Ui, fn: Callable[[Callable[[str, int | None, int | None], 
         SpinnerColumn(),
         TextColumn("{task.description}"),
         BarColumn(),
-        TextColumn("{task.completed}/{task.total}"),
+        TextColumn("{task.fields[count]}"),
         TimeElapsedColumn(),
-        TextColumn("eta"),
         TimeRemainingColumn(),
         console=ui.console,
         transient=True,
     )
-    task = progress.add_task("starting", total=None)
+    task = progress.add_task("starting", total=None, count="")
     last = [""]
 
     def report(stage: str, done: int | None, total: int | None) -> None:
+        count = "" if total is None else f"{done or 0}/{total}"
         if stage != last[0]:
             # A new stage restarts the clock, so the ETA is not averaged over earlier stages.
             last[0] = stage
-            progress.reset(task, total=total, completed=done or 0, description=stage)
+            progress.reset(task, total=total, completed=done or 0, description=stage, count=count)
         else:
-            progress.update(task, completed=done or 0, total=total)
+            progress.update(task, completed=done or 0, total=total, count=count)
 
     with progress:
         return _in_worker(lambda: fn(report), {})
@@ -683,6 +687,9 @@ def main(argv: list[str] | None = None) -> None:
             cli.main(args=argv, prog_name="kcheck", standalone_mode=False)
         except GateTripped as e:
             code = EXIT_GATE
+            _err(f"kcheck: {e}")
+        except BatchFailed as e:
+            code = EXIT_BATCH_ERRORS
             _err(f"kcheck: {e}")
         except KcheckError as e:
             code = EXIT_USAGE

@@ -1,0 +1,446 @@
+"""`kcheck batch`: discovery and pairing, serial vs parallel lines, resume, exit codes, Ctrl-C."""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import json
+import lzma
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from kcheck import batch
+from kcheck.batch import DataSet, discover, name_skip_reason, sniff, strip_compression
+from kcheck.data import write_libsvm
+from kcheck.errors import KcheckError
+from kcheck.pipeline import CheckConfig
+
+FAST = ("--checkers", "multilinear")
+
+
+def kcheck(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "kcheck", *args],
+        capture_output=True, text=True, timeout=timeout, cwd=Path(__file__).parent.parent,
+    )
+
+
+def lines_of(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(x) for x in path.read_text().splitlines()]
+
+
+def assert_batch_failed(r: subprocess.CompletedProcess[str]) -> None:
+    """Exit code 3. Until main() maps BatchFailed, the contract is that BatchFailed escapes."""
+    assert r.returncode == 3 or (r.returncode == 1 and "BatchFailed" in r.stderr), r.stderr
+
+
+def touch(path: Path, text: str = "1 1:0.5 2:1\n-1 1:-0.5\n") -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    opener = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open}.get(path.suffix)
+    if opener is None:
+        path.write_text(text)
+    else:
+        with opener(path, "wt") as f:
+            f.write(text)
+    return path
+
+
+def linear_set(rng: np.random.Generator, rows: int, features: int = 5):
+    X = rng.normal(size=(rows, features))
+    w = rng.normal(size=features)
+    y = np.where(X @ w + 0.3 * rng.normal(size=rows) > 0, 1.0, -1.0)
+    return y, sp.csr_matrix(X)
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory, datasets=Path(__file__).parent.parent / "datasets") -> Path:
+    """Three data sets, a train/test pair (test compressed), a broken file and non-data."""
+    d = tmp_path_factory.mktemp("sets")
+    rng = np.random.default_rng(7)
+    shutil.copy(datasets / "heart_scale", d / "heart_scale")
+    shutil.copy(datasets / "fourclass", d / "fourclass")
+    write_libsvm(str(d / "lin300"), *linear_set(rng, 300))
+    y, X = linear_set(rng, 400, 4)
+    write_libsvm(str(d / "pair"), y[:250], X[:250])
+    write_libsvm(str(d / "pair.t"), y[250:], X[250:])
+    with open(d / "pair.t", "rb") as f, gzip.open(d / "pair.t.gz", "wb") as g:
+        g.write(f.read())
+    (d / "pair.t").unlink()
+    (d / "broken").write_text("1 1:0.5 2:0.25\n-1 1:-0.5 2:0.1\n1 1:0.3 2:zebra\n")
+    (d / "README.md").write_text("# data\n")
+    (d / "notes").write_text("These are the data sets of the paper.\n")
+    (d / "scores.json").write_text("{}\n")
+    return d
+
+
+NAMES = ["broken", "fourclass", "heart_scale", "lin300", "pair"]
+
+
+# --- discovery ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "name, stripped",
+    [("a9a", "a9a"), ("a9a.bz2", "a9a"), ("a9a.t.bz2", "a9a.t"), ("x.gz", "x"), ("y.xz", "y"),
+     (".gz", ".gz")],
+)
+def test_strip_compression(name, stripped):
+    assert strip_compression(name) == stripped
+
+
+@pytest.mark.parametrize(
+    "name, skipped",
+    [("a9a", False), ("a9a.t", False), ("news20.scale.bz2", False), ("train.txt", False),
+     ("data.svm", False), ("README", True), ("README.md", True), ("readme.txt", True),
+     ("LICENSE", True), ("MANIFEST.tsv", True), ("results.jsonl", True), ("x.csv.gz", True),
+     ("model.range", True), ("plot.png", True), (".hidden", True), ("run.sh", True)],
+)
+def test_name_filter(name, skipped):
+    assert (name_skip_reason(name) is not None) == skipped
+
+
+def test_sniff_accepts_libsvm_lines(tmp_path):
+    assert sniff(touch(tmp_path / "a")) is None
+    assert sniff(touch(tmp_path / "labels", "1\n-1\n")) is None  # a label alone is valid
+    assert sniff(touch(tmp_path / "c", "# made by hand\n\n+1 3:1e-05 7:.5\n")) is None
+    assert sniff(touch(tmp_path / "crlf", "2 1:1\r\n1 2:1\r\n")) is None
+    for ext in (".gz", ".bz2", ".xz"):
+        assert sniff(touch(tmp_path / f"z{ext}")) is None
+    # A first line longer than the sniffed head: judged on its complete tokens.
+    long = "1 " + " ".join(f"{i}:0.123456789" for i in range(1, 3000)) + "\n"
+    assert sniff(touch(tmp_path / "long", long)) is None
+
+
+def test_sniff_rejects_other_files(tmp_path):
+    assert "not LIBSVM" in sniff(touch(tmp_path / "prose", "These are notes.\n"))
+    assert "not LIBSVM" in sniff(touch(tmp_path / "csv", "1,0.5,0.25\n"))
+    assert "not LIBSVM" in sniff(touch(tmp_path / "model", "solver_type L2R_L2LOSS_SVC\n"))
+    assert "not LIBSVM" in sniff(touch(tmp_path / "range", "x\n-1 1\n1 0 5\n"))
+    assert "not LIBSVM" in sniff(touch(tmp_path / "prose.gz", "hello world\n"))
+    assert sniff(touch(tmp_path / "empty", "")) == "empty"
+    assert sniff(touch(tmp_path / "comments", "# nothing\n")) is not None
+    (tmp_path / "bin").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00")
+    assert sniff(str(tmp_path / "bin")) is not None
+
+
+def test_discover_pairs_and_skips(tmp_path):
+    for name in ("a9a.bz2", "a9a.t.bz2", "b", "b.t.gz", "c.xz", "c.test", "d", "d.t", "d.test",
+                 "lonely.t", "sub/e", "sub/e.t", ".hidden/f", "zz.txt"):
+        touch(tmp_path / name)
+    for name in ("README.md", "MANIFEST.tsv", "out.jsonl", ".DS_Store"):
+        touch(tmp_path / name, "not data\n")
+    touch(tmp_path / "notes", "These are notes.\n")
+    found = discover([str(tmp_path)])
+    got = {ds.name: (ds.train, ds.test) for ds in found.datasets}
+    p = lambda n: str(tmp_path / n)  # noqa: E731
+    assert got == {
+        "a9a": (p("a9a.bz2"), p("a9a.t.bz2")),
+        "b": (p("b"), p("b.t.gz")),
+        "c": (p("c.xz"), p("c.test")),
+        "d": (p("d"), p("d.t")),
+        "lonely.t": (p("lonely.t"), None),
+        "e": (p("sub/e"), p("sub/e.t")),
+        "zz.txt": (p("zz.txt"), None),
+    }
+    # Sorted, deterministic order: files of a directory first, then its subdirectories.
+    assert [ds.name for ds in found.datasets] == ["a9a", "b", "c", "d", "lonely.t", "zz.txt", "e"]
+    skipped = {os.path.basename(path): reason for path, reason in found.skipped}
+    assert set(skipped) == {"README.md", "MANIFEST.tsv", "out.jsonl", ".DS_Store", "notes",
+                            "d.test"}
+    assert "not LIBSVM" in skipped["notes"]
+
+
+def test_discover_files_names_and_errors(tmp_path):
+    touch(tmp_path / "x/heart")
+    touch(tmp_path / "y/heart.gz")
+    touch(tmp_path / "y/heart.t")
+    touch(tmp_path / "y/README")
+    # Explicit files go through the same filter (a shell glob brings README along).
+    found = discover([str(tmp_path / "x/heart"), str(tmp_path / "y/heart.gz"),
+                      str(tmp_path / "y/README"), str(tmp_path / "y/heart.t")])
+    # Same name in two directories: the path tells them apart.
+    assert [ds.name for ds in found.datasets] == [str(tmp_path / "x/heart"),
+                                                  str(tmp_path / "y/heart")]
+    assert found.datasets[1].test == str(tmp_path / "y/heart.t")
+    # A file named twice (directly and through its directory) is one data set.
+    assert len(discover([str(tmp_path / "x"), str(tmp_path / "x/heart")]).datasets) == 1
+    # The output file is never taken as input.
+    assert discover([str(tmp_path / "x")], exclude=[str(tmp_path / "x/heart")]).datasets == []
+    with pytest.raises(KcheckError, match="no such file"):
+        discover([str(tmp_path / "missing")])
+
+
+# --- running -----------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def serial_run(data_dir, tmp_path_factory):
+    out = tmp_path_factory.mktemp("serial") / "results.jsonl"
+    r = kcheck("batch", str(data_dir), "-o", str(out), *FAST)
+    return r, out
+
+
+def test_serial_run_lines_and_summary(serial_run, data_dir):
+    r, out = serial_run
+    assert_batch_failed(r)  # the broken file
+    assert r.stdout == ""
+    lines = {x["name"]: x for x in lines_of(out)}
+    assert sorted(lines) == NAMES
+    for name in NAMES:
+        assert lines[name]["status"] == ("error" if name == "broken" else "ok")
+    assert lines["fourclass"]["verdict"] == "kernel"
+    assert lines["heart_scale"]["verdict"] == "linear"
+    assert lines["lin300"]["verdict"] == "linear"
+    # The pair: checked once, scored on its (compressed) test file.
+    pair = lines["pair"]
+    assert pair["test"]["path"] == str(data_dir / "pair.t.gz") and pair["test"]["rows"] == 150
+    assert pair["data"]["rows"] == 250
+    # The broken file: file and line in a one-line message; a full line still.
+    err = lines["broken"]
+    assert err["error"].startswith(f"{data_dir / 'broken'}:3:"), err["error"]
+    assert err["verdict"] is None and err["data"]["path"] == str(data_dir / "broken")
+    # Summary on stderr, with totals; skipped files named.
+    assert "kcheck batch" in r.stderr and "5 data sets" in r.stderr
+    assert "1 kernel, 3 linear" in r.stderr and "4 ok" in r.stderr
+    assert "skipping" in r.stderr and "README.md" in r.stderr and "notes" in r.stderr
+    assert "1 of 5 data sets could not be checked: broken" in r.stderr
+
+
+def test_parallel_lines_match_serial(serial_run, data_dir, tmp_path):
+    _, serial_out = serial_run
+    out = tmp_path / "par.jsonl"
+    r = kcheck("batch", str(data_dir), "-j", "2", "-o", str(out), *FAST, "-q")
+    assert_batch_failed(r)
+    serial = {x["name"]: batch.without_timing(x) for x in lines_of(serial_out)}
+    parallel = {x["name"]: batch.without_timing(x) for x in lines_of(out)}
+    assert parallel == serial
+
+
+def test_stdout_gets_the_lines_without_o(data_dir, tmp_path):
+    d = tmp_path / "two"
+    d.mkdir()
+    for name in ("heart_scale", "lin300"):
+        shutil.copy(data_dir / name, d / name)
+    r = kcheck("batch", str(d), *FAST)
+    assert r.returncode == 0, r.stderr
+    lines = [json.loads(x) for x in r.stdout.splitlines()]
+    assert [x["name"] for x in lines] == ["heart_scale", "lin300"]
+    assert all(x["status"] == "ok" and x["error"] is None for x in lines)
+    assert "{" not in r.stderr and "kcheck batch" in r.stderr
+
+
+def test_resume_skips_ok_and_retries_errors(data_dir, tmp_path):
+    sets = discover([str(data_dir)]).datasets
+    config = CheckConfig(train="", checkers=("multilinear",))
+    out = tmp_path / "r.jsonl"
+    first = batch.run_batch(sets, config, output=str(out))
+    assert [x["name"] for x in first.lines] == NAMES
+    assert len(lines_of(out)) == 5
+
+    # Run again: nothing ok is redone; the broken set is tried again (and fails again).
+    again = batch.run_batch(sets, config, output=str(out), resume=True)
+    after = lines_of(out)
+    assert [x["name"] for x in after[5:]] == ["broken"]
+    assert again.resumed == set(NAMES) - {"broken"}
+    assert [x["name"] for x in again.lines] == NAMES and len(again.errors) == 1
+
+    # Damage the file: heart_scale's line now says error and a line is torn off mid-way.
+    text = out.read_text().splitlines()
+    fixed = [json.dumps({**json.loads(t), "status": "error"}) if '"heart_scale"' in t else t
+             for t in text if '"fourclass"' not in t]
+    out.write_text("\n".join(fixed) + "\n" + text[1][:40])
+    third = batch.run_batch(sets, config, output=str(out), resume=True)
+    raw = out.read_text()
+    assert raw.endswith("\n")
+    new = [json.loads(t) for t in raw.splitlines()[len(fixed) + 1:]]
+    assert sorted(x["name"] for x in new) == ["broken", "fourclass", "heart_scale"]
+    assert third.resumed == {"lin300", "pair"}
+    assert {x["name"]: x["status"] for x in third.lines}["heart_scale"] == "ok"
+
+
+def test_resume_cli_adds_no_ok_lines(serial_run, data_dir, tmp_path):
+    _, serial_out = serial_run
+    out = tmp_path / "again.jsonl"
+    shutil.copy(serial_out, out)
+    r = kcheck("batch", str(data_dir), "-o", str(out), "--resume", *FAST)
+    assert_batch_failed(r)
+    lines = lines_of(out)
+    assert len(lines) == 6 and lines[-1]["name"] == "broken"
+    assert "kept 4 ok lines" in r.stderr and "(resumed)" in r.stderr
+
+
+# --- exit codes --------------------------------------------------------------------------------
+
+
+def run_main(*args: str) -> int:
+    from kcheck.cli import BatchFailed, main
+
+    try:
+        main(["batch", *args])
+    except SystemExit as e:
+        return int(e.code or 0)
+    except BatchFailed:
+        return 3  # the contract until main() maps BatchFailed itself
+    return 0
+
+
+@pytest.fixture(scope="module")
+def gate_dirs(data_dir, tmp_path_factory):
+    root = tmp_path_factory.mktemp("gates")
+    for sub, names in (("linear", ["heart_scale"]), ("kernel", ["fourclass", "heart_scale"]),
+                       ("mixed", ["fourclass", "broken"]), ("empty", [])):
+        (root / sub).mkdir()
+        for name in names:
+            shutil.copy(data_dir / name, root / sub / name)
+    (root / "empty" / "README.md").write_text("nothing here\n")
+    return root
+
+
+@pytest.mark.parametrize(
+    "sub, fail_on, code",
+    [("linear", "kernel", 0), ("linear", None, 0), ("kernel", "kernel", 1),
+     ("kernel", "linear", 1), ("mixed", None, 3), ("mixed", "kernel", 3), ("empty", None, 2)],
+)
+def test_exit_codes(gate_dirs, tmp_path, sub, fail_on, code, capsys):
+    gate = ["--fail-on", fail_on] if fail_on else []
+    out = tmp_path / "o.jsonl"
+    assert run_main(str(gate_dirs / sub), "-o", str(out), *gate, *FAST, "-q") == code
+    err = capsys.readouterr().err
+    if code == 2:
+        assert "no LIBSVM data files found" in err
+
+
+def test_usage_errors(gate_dirs, tmp_path, capsys):
+    assert run_main(str(gate_dirs / "linear"), "--resume") == 2
+    assert "--resume needs -o" in capsys.readouterr().err
+    assert run_main(str(gate_dirs / "linear"), "-j", "0") == 2
+    assert run_main(str(gate_dirs / "linear"), "--checkers", "rbf", "-o", "x.jsonl") == 2
+    assert run_main(str(tmp_path / "nowhere")) == 2
+    assert not (tmp_path / "x.jsonl").exists()
+
+
+# --- workers -----------------------------------------------------------------------------------
+
+
+def crash_on_broken(ds: DataSet, config: CheckConfig) -> dict[str, Any]:
+    """A task whose worker dies on one data set, as under the OOM killer."""
+    if ds.name == "broken":
+        os._exit(9)
+    return {"name": ds.name, "status": "ok", "error": None, "seconds": 0.0}
+
+
+def test_a_dying_worker_costs_only_its_own_data_set(data_dir):
+    sets = discover([str(data_dir)]).datasets
+    gen = batch._run_parallel(sets, CheckConfig(train=""), 2, batch._noop, crash_on_broken)
+    lines = {x["name"]: x for x in gen}
+    assert sorted(lines) == NAMES
+    assert lines["broken"]["status"] == "error"
+    assert "worker process died" in lines["broken"]["error"]
+    assert all(lines[n]["status"] == "ok" for n in NAMES if n != "broken")
+
+
+def test_plan_divides_memory_and_cpus():
+    config = CheckConfig(train="", jobs=8, memory_limit=8 * 2**30)
+    assert batch.plan(config, 1, 10) == (1, config)
+    workers, each = batch.plan(config, 4, 10)
+    assert workers == 4 and each.jobs == 1 and each.memory_limit == 2 * 2**30
+    workers, each = batch.plan(config, 4, 2)  # fewer data sets than -j: they share the CPUs
+    assert workers == 2 and each.jobs == 2 and each.memory_limit == 4 * 2**30
+
+
+def _descendants(pid: int) -> set[int]:
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+    out, todo = set(), [pid]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            out.add(c)
+            todo.append(c)
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.fixture(scope="module")
+def slow_dir(data_dir, tmp_path_factory) -> Path:
+    """One quick data set, then three that take about a minute each."""
+    d = tmp_path_factory.mktemp("slow")
+    shutil.copy(data_dir / "heart_scale", d / "a_quick")
+    rng = np.random.default_rng(3)
+    for name in ("b_slow", "c_slow", "d_slow"):
+        write_libsvm(str(d / name), *linear_set(rng, 60_000, 20))
+    return d
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+@pytest.mark.parametrize(
+    "jobs, sig, code",
+    [("2", signal.SIGINT, 130), ("2", signal.SIGTERM, 143), ("1", signal.SIGINT, 130)],
+)
+def test_interrupt_ends_workers_and_keeps_whole_lines(slow_dir, tmp_path, jobs, sig, code):
+    out = tmp_path / "out.jsonl"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kcheck", "batch", str(slow_dir), "-j", jobs, "-o", str(out),
+         "-q"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not (out.exists() and out.read_text()):
+            time.sleep(0.05)
+        assert out.read_text(), "the quick data set never finished"
+        time.sleep(0.3)  # the slow ones are under way
+        workers = _descendants(proc.pid) if jobs != "1" else set()
+        assert workers or jobs == "1"
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == code, err
+    assert "interrupted" in err
+    text = out.read_text()
+    assert text.endswith("\n")
+    names = [json.loads(t)["name"] for t in text.splitlines()]
+    assert names == ["a_quick"]
+    # The workers, busy with checks that take a minute, were ended with the batch.
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(_alive(p) for p in workers):
+        time.sleep(0.1)
+    assert not any(_alive(p) for p in workers)
+
+
+def test_read_results_takes_each_names_latest_line(tmp_path):
+    path = tmp_path / "r.jsonl"
+    path.write_text(
+        '{"name": "a", "status": "ok"}\n'
+        '{"name": "b", "status": "error"}\n'
+        '{"name": "c", "status": "ok"}\n'
+        '{"name": "b", "status": "ok"}\n'
+        '{"name": "c", "status": "error"}\n'
+        '{"name": "d", "stat'
+    )
+    assert sorted(batch.read_results(str(path))) == ["a", "b"]
+    assert batch.read_results(str(tmp_path / "missing.jsonl")) == {}
