@@ -30,6 +30,11 @@ SCALINGS = ("maxabs", "minmax")
 MIN_ROWS = 10
 #: A CV accuracy this far above the accuracy on V points to a fault (see DESIGN.md hazards).
 CV_VAL_ALARM = 0.10
+#: Degree-2's time budget: this multiple of the linear baseline's seconds, but at least
+#: DEG2_MIN_SECONDS. Its expansion grows as k^2 per row, so on wide data a full run costs 10-60x
+#: the linear model (see scripts/results/reproduce.md); beyond the budget it runs on a subsample.
+DEG2_TIME_FACTOR = 1.0
+DEG2_MIN_SECONDS = 1.0
 
 #: progress(stage, done, total): stage is a short description; done/total count steps or None.
 Progress = Callable[[str, int | None, int | None], None]
@@ -165,7 +170,14 @@ def run(config: CheckConfig, progress: Progress | None = None) -> CheckReport:
         results["degree2"] = _guarded(
             "degree2",
             lambda: degree2.run(
-                T, V, degree2.Degree2Options(seed=config.seed, memory_limit=memory_limit)
+                T,
+                V,
+                degree2.Degree2Options(
+                    seed=config.seed,
+                    memory_limit=memory_limit,
+                    time_budget=max(DEG2_TIME_FACTOR * base.seconds, DEG2_MIN_SECONDS),
+                    seconds_per_nnz=base.seconds / max(T.X.nnz, 1),
+                ),
             ),
         )
     if "multilinear" in config.checkers:
@@ -186,7 +198,8 @@ def run(config: CheckConfig, progress: Progress | None = None) -> CheckReport:
     for name in config.checkers:
         r = results[name]
         if r.correct is not None and base.correct is not None:
-            gaps[name] = paired_gap(r.correct, base.correct)
+            reference = r.reference_correct if r.reference_correct is not None else base.correct
+            gaps[name] = paired_gap(r.correct, reference)
     if not gaps:
         reasons = "; ".join(f"{n}: {results[n].reason}" for n in config.checkers)
         raise KcheckError(f"no checker could run ({reasons})")
@@ -274,11 +287,19 @@ def _checker_json(r: CheckerResult, gap: Gap | None) -> dict[str, Any]:
     out["gap"] = json_number(gap.value) if gap else None
     out["gap_ci95"] = [json_number(gap.low), json_number(gap.high)] if gap else None
     for key, value in r.info.items():
-        out[key] = json_number(value, 10) if isinstance(value, float) else value
+        out[key] = _json_value(value)
     if r.cv_accuracy is not None:
         out["cv_accuracy"] = json_number(r.cv_accuracy)
     out["seconds"] = round(r.seconds, 4)
     return out
+
+
+def _json_value(value: Any) -> Any:
+    if isinstance(value, float):
+        return json_number(value, 10)
+    if isinstance(value, dict):
+        return {k: _json_value(v) for k, v in value.items()}
+    return value
 
 
 def _score_test(

@@ -86,8 +86,8 @@ def test_dimension_formula(n):
 def test_plan_skips_when_weights_cannot_fit():
     X = sp.csr_matrix((np.ones(3), ([0, 1, 2], [0, 1, 1_299_999])), shape=(3, 1_300_000))
     T = Dataset(X, np.array([1.0, -1.0, 1.0]))
-    rows, reason = degree2.plan_rows(T, 2, degree2.Degree2Options(memory_limit=8 * 2**30))
-    assert rows == 0 and reason is not None and "weight" in reason
+    plan = degree2.plan_rows(T, 2, degree2.Degree2Options(memory_limit=8 * 2**30))
+    assert plan.rows == 0 and plan.reason is not None and "weight" in plan.reason
 
 
 def test_plan_subsamples_to_fit_memory(rng):
@@ -96,10 +96,34 @@ def test_plan_subsamples_to_fit_memory(rng):
     per_row = 40 + 40 * 41 // 2
     weights = degree2.WEIGHT_VECTORS * 8 * (degree2.expanded_dimension(40) + 1)
     limit = weights + 2500 * (per_row * degree2.BYTES_PER_NNZ + degree2.BYTES_PER_ROW)
-    rows, reason = degree2.plan_rows(T, 2, degree2.Degree2Options(memory_limit=limit))
-    assert reason is None and rows == 2500
-    rows, reason = degree2.plan_rows(T, 2, degree2.Degree2Options(memory_limit=weights + 10))
-    assert rows == 0 and "fit" in reason
+    plan = degree2.plan_rows(T, 2, degree2.Degree2Options(memory_limit=limit))
+    assert plan.reason is None and plan.rows == 2500 and plan.limited_by == "memory"
+    plan = degree2.plan_rows(T, 2, degree2.Degree2Options(memory_limit=weights + 10))
+    assert plan.rows == 0 and "memory limit" in plan.reason
+
+
+def test_plan_subsamples_to_fit_time_budget(rng):
+    D = random_matrix(rng, 4000, 20, 1.0)
+    T = Dataset(sp.csr_matrix(D), np.tile([1.0, -1.0], 2000))
+    per_row = 20 + 20 * 21 // 2
+    assert per_row * 4000 > degree2.FREE_NNZ
+    # At 1 microsecond per linear nonzero, a degree-2 row costs RATIO * 230 microseconds.
+    row_seconds = degree2.TIME_PER_NNZ_RATIO * 1e-6 * per_row
+    opts = degree2.Degree2Options(time_budget=1500 * row_seconds * 1.0001, seconds_per_nnz=1e-6)
+    plan = degree2.plan_rows(T, 2, opts)
+    assert (plan.rows, plan.limited_by, plan.reason) == (1500, "time", None)
+    opts = degree2.Degree2Options(time_budget=10 * row_seconds, seconds_per_nnz=1e-6)
+    plan = degree2.plan_rows(T, 2, opts)
+    assert plan.rows == 0 and "time budget" in plan.reason
+    # A budget that covers all rows leaves T whole.
+    opts = degree2.Degree2Options(time_budget=1e6, seconds_per_nnz=1e-6)
+    assert degree2.plan_rows(T, 2, opts) == degree2.Plan(4000, None, None)
+
+
+def test_small_expansion_ignores_the_time_budget(rng):
+    T = Dataset(sp.csr_matrix(random_matrix(rng, 500, 10, 1.0)), np.tile([1.0, -1.0], 250))
+    opts = degree2.Degree2Options(time_budget=1e-9, seconds_per_nnz=1.0)
+    assert degree2.plan_rows(T, 2, opts).rows == 500
 
 
 def test_run_reports_subsample(rng):
@@ -112,3 +136,8 @@ def test_run_reports_subsample(rng):
     assert res.info["fraction"] == pytest.approx(0.5, abs=0.01)
     # x0*x1 is one feature of phi: the degree-2 model must find the XOR-like sign rule.
     assert res.val_accuracy > 0.9
+    # The gap's reference is a linear model on the same rows, which cannot.
+    ref = res.info["reference"]
+    assert ref["rows"] == res.info["rows"] and ref["val_accuracy"] < 0.7
+    assert res.reference_correct is not None and res.reference_correct.mean() == pytest.approx(
+        ref["val_accuracy"])

@@ -42,6 +42,9 @@ class CheckerResult:
     info: dict[str, Any] = field(default_factory=dict)
     predict: Predictor | None = None
     cv_accuracy: float | None = None
+    #: Per-point correctness on V of the linear model the gap is measured against, when it
+    #: is not the baseline (e.g. a linear model trained on the same subsample).
+    reference_correct: np.ndarray | None = None
 
     @classmethod
     def skipped(cls, name: str, reason: str, seconds: float = 0.0) -> CheckerResult:

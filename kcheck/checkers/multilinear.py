@@ -10,6 +10,7 @@ import multiprocessing
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 
 import numpy as np
@@ -93,14 +94,20 @@ def _fit_all(
         ctx = multiprocessing.get_context("forkserver")
         ctx.set_forkserver_preload(["kcheck.engines"])
         order = sorted(range(len(tasks)), key=lambda c: -members[c].size)
-        with ProcessPoolExecutor(max_workers=options.jobs, mp_context=ctx) as pool:
-            futures = {c: pool.submit(_fit_cluster, *tasks[c]) for c in order}
-            for c in order:
-                results[c] = futures[c].result()
-                if on_done:
-                    on_done()
-    else:
-        for c, task in enumerate(tasks):
+        try:
+            with ProcessPoolExecutor(max_workers=options.jobs, mp_context=ctx) as pool:
+                futures = {c: pool.submit(_fit_cluster, *tasks[c]) for c in order}
+                for c in order:
+                    results[c] = futures[c].result()
+                    if on_done:
+                        on_done()
+        except BrokenProcessPool:
+            # Workers could not start (e.g. a __main__ read from stdin cannot be re-imported)
+            # or died; every cluster is seeded on its own, so finishing here gives the same
+            # models.
+            pass
+    for c, task in enumerate(tasks):
+        if results[c] is None:
             results[c] = _fit_cluster(*task)
             if on_done:
                 on_done()
