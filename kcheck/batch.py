@@ -22,7 +22,6 @@ import dataclasses
 import gzip
 import json
 import lzma
-import multiprocessing
 import os
 import re
 import signal
@@ -41,6 +40,7 @@ from kcheck import __version__
 from kcheck.errors import KcheckError
 from kcheck.pipeline import CheckConfig, Progress, default_memory_limit, run
 from kcheck.verdict import SCHEMA_VERSION
+from kcheck.workers import end_pool, process_pool
 
 #: Suffixes read through transparent decompression; stripped from a data set's name.
 COMPRESSION_SUFFIXES = (".gz", ".bz2", ".xz")
@@ -544,33 +544,12 @@ def _run_serial(
     report("done", n, n)
 
 
-def _worker_init() -> None:
-    """Workers leave Ctrl-C to the parent, which ends them itself."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-
 def _new_pool(workers: int) -> ProcessPoolExecutor:
-    # Not fork: the parent has threads (progress, pool management), and forking those is unsafe.
-    methods = multiprocessing.get_all_start_methods()
-    ctx = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
-    if "forkserver" in methods:
-        ctx.set_forkserver_preload(["kcheck.pipeline"])
-    return ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_worker_init)
+    return process_pool(workers, ["kcheck.pipeline"])
 
 
 def _end_pool(pool: ProcessPoolExecutor) -> None:
-    """Cancel what has not started and end the workers now, running checks included."""
-    processes = list((getattr(pool, "_processes", None) or {}).values())
-    pool.shutdown(wait=False, cancel_futures=True)
-    for p in processes:
-        with contextlib.suppress(Exception):
-            p.terminate()
-    deadline = time.monotonic() + 3.0
-    for p in processes:
-        with contextlib.suppress(Exception):
-            p.join(max(0.0, deadline - time.monotonic()))
-            if p.is_alive():
-                p.kill()
+    end_pool(pool)
 
 
 _DIED = (

@@ -2,7 +2,8 @@
 
 Status goes to stderr (rich), data to stdout (JSON). Exit codes are decided in one place,
 :func:`main`: 0 done, 1 a ``--fail-on`` gate tripped, 2 usage error or bad input, 3 some data
-sets of a batch failed, 130 SIGINT, 143 SIGTERM. Domain errors (:class:`KcheckError`) become one-line messages there and only there.
+sets of a batch failed, 130 SIGINT, 143 SIGTERM. Domain errors (:class:`KcheckError`) become
+one-line messages there and only there.
 """
 
 from __future__ import annotations
@@ -219,6 +220,8 @@ def cli() -> None:
 @click.option("-o", "--output", type=str, default=None, help="Write the JSON verdict to FILE.")
 @click.option("--fail-on", type=click.Choice(["kernel", "linear"]), default=None,
               help="Exit with code 1 when the verdict is this (for CI gates).")
+@click.option("--time-limit", type=float, default=None,
+              help="Seconds for the check; checkers not done by then are skipped.")
 @click.option("--model-out", type=str, default=None,
               help="Train the recommended model on all of TRAIN; save it to PATH (+ PATH.range).")
 @click.option("--model", "model_kind", type=click.Choice(["linear", "kernel"]), default=None,
@@ -237,6 +240,7 @@ def check(
     as_json: bool,
     output: str | None,
     fail_on: str | None,
+    time_limit: float | None,
     model_out: str | None,
     model_kind: str | None,
     quiet: bool,
@@ -257,6 +261,7 @@ def check(
         zero_based=zero_based,
         model_out=model_out,
         model_kind=model_kind,
+        time_limit=time_limit,
     ).validated()
     if model_kind and not model_out:
         raise click.UsageError("--model needs --model-out")
@@ -402,6 +407,8 @@ def _names(lines: list[dict[str, Any]], limit: int = 5) -> str:
               help="Memory budget for the whole batch, e.g. 8G [default: half the available "
                    "memory].")
 @click.option("--zero-based", is_flag=True, help="Feature indices in the files start at 0.")
+@click.option("--time-limit", type=float, default=None,
+              help="Seconds for each data set's check; checkers not done by then are skipped.")
 @click.option("-q", "--quiet", is_flag=True, help="Nothing on stderr except errors.")
 def batch(
     paths: tuple[str, ...],
@@ -415,6 +422,7 @@ def batch(
     seed: int,
     memory_limit: str | None,
     zero_based: bool,
+    time_limit: float | None,
     quiet: bool,
 ) -> None:
     """Check every data set in DIRs (walked in sorted order) and FILEs.
@@ -450,6 +458,7 @@ def batch(
         jobs=os.cpu_count() or 1,
         memory_limit=parse_size(memory_limit) if memory_limit else None,
         zero_based=zero_based,
+        time_limit=time_limit,
     ).validated()
     found = discover(paths, exclude=[output] if output else [])
     for path, reason in found.skipped:

@@ -33,5 +33,9 @@ class EngineError(KcheckError):
     """LIBLINEAR or LIBSVM refused the problem or failed."""
 
 
+class TimeLimitReached(Exception):
+    """The ``--time-limit`` deadline passed; the step that raises it is reported as skipped."""
+
+
 class KcheckWarning(UserWarning):
     """Something the user should know that does not stop the run (shown on stderr)."""

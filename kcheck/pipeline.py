@@ -19,7 +19,7 @@ from kcheck import __version__
 from kcheck.checkers import degree2, linear, multilinear
 from kcheck.checkers.base import CheckerResult, Dataset
 from kcheck.data import read_libsvm
-from kcheck.errors import KcheckError
+from kcheck.errors import KcheckError, TimeLimitReached
 from kcheck.scaling import Scaler, fit_scaler
 from kcheck.split import stratified_split
 from kcheck.verdict import SCHEMA_VERSION, Gap, decide, json_number, label_value, paired_gap
@@ -71,6 +71,8 @@ class CheckConfig:
     #: Train the recommended (or ``model_kind``) model on all training rows and save it here.
     model_out: str | None = None
     model_kind: str | None = None
+    #: Seconds for the whole check; checkers not finished by then are skipped.
+    time_limit: float | None = None
 
     def validated(self) -> CheckConfig:
         if not 0.0 <= self.epsilon < 1.0:
@@ -87,6 +89,8 @@ class CheckConfig:
             raise KcheckError("--jobs must be at least 1")
         if self.memory_limit is not None and self.memory_limit <= 0:
             raise KcheckError("--memory-limit must be positive")
+        if self.time_limit is not None and not self.time_limit > 0:
+            raise KcheckError("--time-limit must be a positive number of seconds")
         if self.model_kind not in (None, "linear", "kernel"):
             raise KcheckError("--model must be linear or kernel")
         return self
@@ -123,11 +127,17 @@ def run(config: CheckConfig, progress: Progress | None = None) -> CheckReport:
     report = progress or _noop
     t_start = time.perf_counter()
     memory_limit = config.memory_limit or default_memory_limit()
+    deadline = t_start + config.time_limit if config.time_limit is not None else None
 
     report("reading " + config.train, None, None)
     t0 = time.perf_counter()
     y_raw, X = read_libsvm(config.train, zero_based=config.zero_based)
     read_seconds = time.perf_counter() - t0
+    if config.model_out is not None:
+        from kcheck import models
+
+        # Refuse now, not after the whole check has run.
+        models.require_integer_labels(y_raw)
     classes = np.unique(y_raw)
     if classes.size < 2:
         raise KcheckError(
@@ -165,21 +175,7 @@ def run(config: CheckConfig, progress: Progress | None = None) -> CheckReport:
     base = linear.run(T, V, linear.LinearOptions(seed=config.seed))
     results["linear"] = base
 
-    if "degree2" in config.checkers:
-        report("degree-2 checker", None, None)
-        results["degree2"] = _guarded(
-            "degree2",
-            lambda: degree2.run(
-                T,
-                V,
-                degree2.Degree2Options(
-                    seed=config.seed,
-                    memory_limit=memory_limit,
-                    time_budget=max(DEG2_TIME_FACTOR * base.seconds, DEG2_MIN_SECONDS),
-                    seconds_per_nnz=base.seconds / max(T.X.nnz, 1),
-                ),
-            ),
-        )
+    # MultiLinear first: the method leans on it most, so a time limit should cut degree-2.
     if "multilinear" in config.checkers:
         k = multilinear.km.n_clusters(T.rows)
         done = [0]
@@ -190,10 +186,31 @@ def run(config: CheckConfig, progress: Progress | None = None) -> CheckReport:
             report("MultiLinear checker", done[0], k)
 
         opts = multilinear.MultiLinearOptions(
-            seed=config.seed, jobs=config.jobs, fallback_C=float(base.info["C"])
+            seed=config.seed, jobs=config.jobs, fallback_C=float(base.info["C"]), deadline=deadline
         )
-        results["multilinear"] = _guarded("multilinear", lambda: multilinear.run(T, V, opts, tick))
+        results["multilinear"] = _guarded(
+            "multilinear", deadline, lambda: multilinear.run(T, V, opts, tick)
+        )
 
+    if "degree2" in config.checkers:
+        report("degree-2 checker", None, None)
+        budget = max(DEG2_TIME_FACTOR * base.seconds, DEG2_MIN_SECONDS)
+        if deadline is not None:
+            budget = min(budget, deadline - time.perf_counter())
+        results["degree2"] = _guarded(
+            "degree2",
+            deadline,
+            lambda: degree2.run(
+                T,
+                V,
+                degree2.Degree2Options(
+                    seed=config.seed,
+                    memory_limit=memory_limit,
+                    time_budget=budget,
+                    seconds_per_nnz=base.seconds / max(T.X.nnz, 1),
+                ),
+            ),
+        )
     gaps: dict[str, Gap] = {}
     for name in config.checkers:
         r = results[name]
@@ -202,7 +219,7 @@ def run(config: CheckConfig, progress: Progress | None = None) -> CheckReport:
             gaps[name] = paired_gap(r.correct, reference)
     if not gaps:
         reasons = "; ".join(f"{n}: {results[n].reason}" for n in config.checkers)
-        raise KcheckError(f"no checker could run ({reasons})")
+        raise KcheckError(f"{config.train}: no checker finished ({reasons})")
     decision = decide(gaps, config.epsilon)
 
     test_json = None
@@ -270,11 +287,17 @@ def _scale(scaler: Scaler, X: sp.csr_matrix, memory_limit: int, path: str) -> sp
     return scaler.transform(X)
 
 
-def _guarded(name: str, fn: Callable[[], CheckerResult]) -> CheckerResult:
-    """Run a checker; an engine failure or MemoryError skips it with the reason, not the check."""
+def _guarded(
+    name: str, deadline: float | None, fn: Callable[[], CheckerResult]
+) -> CheckerResult:
+    """Run a checker; an engine failure, MemoryError or the time limit skips it, not the check."""
     t0 = time.perf_counter()
+    if deadline is not None and t0 >= deadline:
+        return CheckerResult.skipped(name, "time limit", 0.0)
     try:
         return fn()
+    except TimeLimitReached:
+        return CheckerResult.skipped(name, "time limit", time.perf_counter() - t0)
     except MemoryError:
         return CheckerResult.skipped(name, "ran out of memory", time.perf_counter() - t0)
     except KcheckError as e:

@@ -137,7 +137,8 @@ def _parse_libsvm_text(text: str) -> list[tuple[float, dict[int, float]]]:
         parts = line.split()
         if not parts:
             continue
-        rows.append((float(parts[0]), {int(k): float(v) for k, v in (p.split(":") for p in parts[1:])}))
+        features = dict(p.split(":") for p in parts[1:])
+        rows.append((float(parts[0]), {int(k): float(v) for k, v in features.items()}))
     return rows
 
 

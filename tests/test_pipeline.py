@@ -144,3 +144,30 @@ def test_progress_is_reported(datasets):
     stages = []
     run(CheckConfig(train=str(datasets / "heart_scale")), progress=lambda s, d, t: stages.append(s))
     assert any("linear" in s for s in stages) and any("MultiLinear" in s for s in stages)
+
+
+def test_time_limit_skips_unfinished_checkers(datasets):
+    # A limit that has passed before the first checker starts: every checker is skipped, and
+    # with nothing to decide on the check says so.
+    with pytest.raises(KcheckError, match="no checker finished"):
+        run(CheckConfig(train=str(datasets / "svmguide1"), time_limit=1e-9))
+
+
+def test_time_limit_keeps_what_finished(datasets, monkeypatch):
+    import time
+
+    real = multilinear.run
+
+    def slow_multilinear(*args, **kwargs):
+        result = real(*args, **kwargs)
+        time.sleep(1.0)
+        return result
+
+    # MultiLinear runs first and finishes, but the limit passes before degree-2 can start:
+    # degree-2 is skipped and the verdict stands on MultiLinear.
+    monkeypatch.setattr(multilinear, "run", slow_multilinear)
+    v = run(CheckConfig(train=str(datasets / "fourclass"), time_limit=0.8)).json
+    assert v["checkers"]["multilinear"]["status"] == "ok"
+    assert v["checkers"]["degree2"]["status"] == "skipped"
+    assert v["checkers"]["degree2"]["reason"] == "time limit"
+    assert v["verdict"] == "kernel"

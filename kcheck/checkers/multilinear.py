@@ -6,10 +6,8 @@ linear; Huang & Lin found it right on all 15 of their data sets, at about the li
 
 from __future__ import annotations
 
-import multiprocessing
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 
@@ -19,6 +17,8 @@ import scipy.sparse as sp
 from kcheck import engines
 from kcheck.checkers import kmeans as km
 from kcheck.checkers.base import CheckerResult, Dataset, score
+from kcheck.errors import TimeLimitReached
+from kcheck.workers import end_pool, process_pool
 
 #: A cluster with fewer rows than this is not worth a 5-fold C search; it uses the baseline's C.
 MIN_CV_ROWS = 2 * engines.N_FOLDS
@@ -33,6 +33,8 @@ class MultiLinearOptions:
     fallback_C: float = 1.0
     n_iter: int = km.N_ITER
     n_clusters: int | None = None
+    #: time.perf_counter() value after which training stops (TimeLimitReached).
+    deadline: float | None = None
 
 
 @dataclass
@@ -91,16 +93,17 @@ def _fit_all(
     if options.jobs > 1 and T.X.nnz >= MIN_PARALLEL_NNZ and len(tasks) > 1:
         # Processes, not threads: LIBLINEAR draws CV folds from the process-wide rand(), so
         # threads would make the chosen C depend on timing.
-        ctx = multiprocessing.get_context("forkserver")
-        ctx.set_forkserver_preload(["kcheck.engines"])
         order = sorted(range(len(tasks)), key=lambda c: -members[c].size)
         try:
-            with ProcessPoolExecutor(max_workers=options.jobs, mp_context=ctx) as pool:
+            with process_pool(options.jobs, ["kcheck.engines"]) as pool:
                 futures = {c: pool.submit(_fit_cluster, *tasks[c]) for c in order}
                 for c in order:
                     results[c] = futures[c].result()
                     if on_done:
                         on_done()
+                    if _past(options.deadline):
+                        end_pool(pool)
+                        raise TimeLimitReached()
         except BrokenProcessPool:
             # Workers could not start (e.g. a __main__ read from stdin cannot be re-imported)
             # or died; every cluster is seeded on its own, so finishing here gives the same
@@ -108,10 +111,16 @@ def _fit_all(
             pass
     for c, task in enumerate(tasks):
         if results[c] is None:
+            if _past(options.deadline):
+                raise TimeLimitReached()
             results[c] = _fit_cluster(*task)
             if on_done:
                 on_done()
     return [r for r in results if r is not None]
+
+
+def _past(deadline: float | None) -> bool:
+    return deadline is not None and time.perf_counter() >= deadline
 
 
 @dataclass

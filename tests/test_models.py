@@ -1,0 +1,379 @@
+"""Model export, prediction with saved models, and the verify reference (kcheck/models.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from conftest import DATASETS, ROOT
+
+from kcheck import engines, models
+from kcheck.data import read_libsvm
+from kcheck.errors import KcheckError
+from kcheck.scaling import fit_scaler, read_range_file
+
+#: A 3 x 3 grid with a one-step refinement: enough to exercise the search, cheap to run.
+SMALL = models.Grid(log2_C=(1.0, 3.0, 5.0), log2_gamma=(3.0, 1.0, -1.0), refine=True,
+                    radius=1.0, step=1.0)
+
+
+def _scaled(name: str, method: str = "maxabs"):
+    y, X = read_libsvm(str(DATASETS / name))
+    scaler = fit_scaler(X, method=method)
+    return y, scaler.transform(X), scaler
+
+
+def _kcheck(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "kcheck", *args], cwd=cwd, capture_output=True, text=True,
+        timeout=300,
+    )
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory) -> dict[str, dict]:
+    """Models saved once: both kinds for heart_scale (13 features) and fourclass (2)."""
+    d = tmp_path_factory.mktemp("models")
+    out = {}
+    for name in ("fourclass", "heart_scale"):
+        y, X, scaler = _scaled(name)
+        for kind in models.KINDS:
+            grid = SMALL if name == "fourclass" else models.Grid((1.0,), (-3.0,))
+            out[f"{kind}:{name}"] = models.export(
+                X, y, scaler, kind, str(d / f"{name}.{kind}"), seed=0, grid=grid
+            )
+    out["kernel"], out["linear"] = out["kernel:fourclass"], out["linear:heart_scale"]
+    return out
+
+
+# --- grid search ----------------------------------------------------------------------------------
+
+
+def test_default_grid_is_grid_py():
+    assert models.GRID.log2_C == tuple(float(v) for v in range(-5, 16, 2))
+    assert models.GRID.log2_gamma == tuple(float(v) for v in range(3, -16, -2))
+    assert len(models.GRID.coarse) == 110 and not models.GRID.refine
+    assert models.EXPORT_GRID.refine
+
+
+def test_refinement_stays_inside_the_grid():
+    g = models.EXPORT_GRID
+    inner = g.refined((5.0, -7.0))
+    assert len(inner) == 25 and (5.5, -6.5) in inner and (4.0, -8.0) in inner
+    corner = g.refined((15.0, 3.0))
+    assert len(corner) == 9
+    assert all(c <= 15.0 and gm <= 3.0 for c, gm in corner)
+
+
+def test_tie_break_prefers_smaller_C_then_smaller_gamma():
+    scores = {(3.0, -1.0): 90, (1.0, 1.0): 90, (1.0, -3.0): 90, (-1.0, 1.0): 80}
+    assert models.best_point(scores) == (1.0, -3.0)
+    assert models.best_point({**scores, (5.0, 1.0): 91}) == (5.0, 1.0)
+
+
+def test_grid_search_reports_progress_and_refines():
+    y, X, _ = _scaled("heart_scale")
+    seen: list[tuple[int | None, int | None]] = []
+    found = models.rbf_grid_search(X, y, SMALL, seed=0,
+                                   progress=lambda s, d, t: seen.append((d, t)))
+    assert seen[0] == (0, SMALL.max_points)
+    assert seen[-1][0] == seen[-1][1] == found.points
+    assert 9 < found.points <= SMALL.max_points
+    assert found.scores[(found.log2_C, found.log2_gamma)] == found.correct
+    assert found.correct == max(found.scores.values())
+    assert found.C == 2.0**found.log2_C and found.gamma == 2.0**found.log2_gamma
+
+
+def test_grid_search_is_the_same_in_worker_processes(monkeypatch):
+    y, X, _ = _scaled("heart_scale")
+    grid = models.Grid(log2_C=(-1.0, 3.0), log2_gamma=(-1.0, -5.0))
+    serial = models.rbf_grid_search(X, y, grid, seed=3, jobs=1)
+    monkeypatch.setattr(models, "MIN_PARALLEL_WORK", 0)
+    parallel = models.rbf_grid_search(X, y, grid, seed=3, jobs=2)
+    assert serial.scores == parallel.scores
+    assert (serial.log2_C, serial.log2_gamma) == (parallel.log2_C, parallel.log2_gamma)
+
+
+# --- export ---------------------------------------------------------------------------------------
+
+
+def test_export_kernel_writes_model_range_and_entry(exported):
+    entry = exported["kernel"]
+    path = Path(entry["path"])
+    assert entry["kind"] == "kernel" and entry["range_path"] == str(path) + ".range"
+    assert set(entry) >= {"path", "range_path", "kind", "params", "cv_accuracy", "search_rows",
+                          "seconds"}
+    C, gamma = entry["params"]["C"], entry["params"]["gamma"]
+    assert float(np.log2(C)).is_integer() and float(np.log2(gamma)).is_integer()
+    assert gamma > 0 and entry["search_rows"] == 862 and entry["cv_accuracy"] > 0.9
+    text = path.read_text()
+    assert text.startswith("svm_type c_svc\nkernel_type rbf\n")
+    assert f"gamma {gamma:.17g}" in text
+    assert read_range_file(entry["range_path"]).n_features == 2
+    assert not [p for p in os.listdir(path.parent) if p.endswith(".tmp")]
+    model = engines.load_model(str(path))
+    assert isinstance(model, engines.RbfModel) and model.kernel == "rbf"
+
+
+def test_export_linear_writes_a_liblinear_model(exported):
+    entry = exported["linear"]
+    assert entry["kind"] == "linear" and set(entry["params"]) == {"C"}
+    assert entry["search_rows"] == 270 and 0.7 < entry["cv_accuracy"] <= 1.0
+    text = Path(entry["path"]).read_text()
+    assert text.startswith("solver_type L2R_L2LOSS_SVC\n") and "\nbias 1\n" in text
+    y, X, scaler = _scaled("heart_scale")
+    assert read_range_file(entry["range_path"]) == read_range_file(entry["range_path"], 13)
+    ours, _ = engines.fit_linear(X, y, seed=0)
+    saved = models.load(entry["path"])
+    assert np.array_equal(saved.predict_scaled(X), ours.predict(X))
+
+
+def test_kernel_search_uses_a_sample_but_trains_on_all_rows(tmp_path, monkeypatch):
+    y, X, scaler = _scaled("fourclass")
+    trained_on: list[int] = []
+    real_train = engines.train_rbf
+
+    def spy(problem, C, gamma):
+        trained_on.append(problem.n_rows)
+        return real_train(problem, C, gamma)
+
+    monkeypatch.setattr(engines, "train_rbf", spy)
+    entry = models.export(X, y, scaler, "kernel", str(tmp_path / "m"), seed=1, grid=SMALL,
+                          max_search_rows=200)
+    assert abs(entry["search_rows"] - 200) <= 2
+    assert trained_on == [862]
+
+
+def test_export_refuses_non_integer_labels(tmp_path):
+    y, X, scaler = _scaled("heart_scale")
+    y = np.where(y > 0, 2.5, -1.0)
+    for kind in models.KINDS:
+        with pytest.raises(KcheckError, match="not an integer"):
+            models.export(X, y, scaler, kind, str(tmp_path / kind), seed=0, grid=SMALL)
+    assert os.listdir(tmp_path) == []
+
+
+def test_export_to_a_missing_directory_is_a_clear_error(tmp_path):
+    y, X, scaler = _scaled("heart_scale")
+    with pytest.raises(KcheckError, match="cannot write model file"):
+        models.export(X, y, scaler, "linear", str(tmp_path / "no" / "m"), seed=0)
+
+
+def test_export_prints_nothing(tmp_path, capfd):
+    y, X, scaler = _scaled("heart_scale")
+    models.export(X, y, scaler, "kernel", str(tmp_path / "m"), seed=0,
+                  grid=models.Grid((1.0,), (-3.0,)))
+    out, err = capfd.readouterr()
+    assert out == "" and err == ""
+
+
+# --- predict --------------------------------------------------------------------------------------
+
+
+def test_predict_cli_kernel(exported):
+    entry = exported["kernel"]
+    r = _kcheck("predict", entry["path"], "datasets/fourclass")
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert len(lines) == 862 and set(lines) <= {"1", "-1"}
+    y, X, _ = _scaled("fourclass")
+    expected = models.load(entry["path"]).predict_scaled(X)
+    assert np.array_equal(np.array(lines, dtype=float), expected)
+    correct = int(np.sum(expected == y))
+    assert f"({correct}/862)" in r.stderr and r.stderr.startswith("Accuracy = ")
+
+
+def test_predict_cli_linear_to_file(exported, tmp_path):
+    out = tmp_path / "labels"
+    r = _kcheck("predict", exported["linear"]["path"], "datasets/heart_scale", "-o", str(out), "-q")
+    assert r.returncode == 0 and r.stdout == "" and r.stderr == ""
+    lines = out.read_text().splitlines()
+    assert len(lines) == 270 and set(lines) <= {"1", "-1"}
+
+
+def test_format_labels_like_svm_predict():
+    assert models.format_labels(np.array([1.0, -1.0, 0.0, 12.0])) == "1\n-1\n0\n12\n"
+    assert models.format_labels(np.array([])) == ""
+
+
+def _expect_usage_error(r: subprocess.CompletedProcess[str], *words: str) -> None:
+    assert r.returncode == 2, r.stderr
+    assert r.stdout == ""
+    lines = r.stderr.splitlines()
+    assert len(lines) == 1, r.stderr
+    assert lines[0].startswith("kcheck: error:")
+    for w in words:
+        assert w in lines[0]
+
+
+def _copy_model(entry: dict, dest: Path, with_range: str | None) -> Path:
+    model = dest / "copy.model"
+    model.write_text(Path(entry["path"]).read_text())
+    if with_range is not None:
+        (dest / "copy.model.range").write_text(Path(with_range).read_text())
+    return model
+
+
+@pytest.mark.parametrize(
+    "content",
+    ["not a model\n", "", "svm_type c_svc\nkernel_type rbf\nbogus 3\n",
+     "solver_type L2R_L2LOSS_SVC\nnr_class two\n", "svm_type epsilon_svr\n"],
+)
+def test_predict_rejects_a_bad_model_file(tmp_path, exported, content):
+    model = tmp_path / "bad.model"
+    model.write_text(content)
+    Path(str(model) + ".range").write_text(Path(exported["linear"]["range_path"]).read_text())
+    _expect_usage_error(_kcheck("predict", str(model), "datasets/heart_scale"), str(model))
+
+
+def test_predict_rejects_a_missing_model(tmp_path):
+    _expect_usage_error(_kcheck("predict", str(tmp_path / "none"), "datasets/heart_scale"),
+                        "none")
+
+
+def test_predict_needs_the_range_file(tmp_path, exported):
+    model = _copy_model(exported["kernel"], tmp_path, None)
+    _expect_usage_error(_kcheck("predict", str(model), "datasets/fourclass"),
+                        f"{model}.range", "not found")
+
+
+@pytest.mark.parametrize(
+    ("model", "data", "other", "words"),
+    [
+        ("kernel:heart_scale", "heart_scale", "fourclass", ("uses feature 3",)),
+        ("linear:heart_scale", "heart_scale", "fourclass", ("uses feature 3",)),
+        ("linear:fourclass", "fourclass", "heart_scale", ("scales 13 features", "has 2")),
+    ],
+)
+def test_predict_rejects_a_range_file_of_other_data(tmp_path, exported, model, data, other,
+                                                    words):
+    kind = model.split(":")[0]
+    path = _copy_model(exported[model], tmp_path, exported[f"{kind}:{other}"]["range_path"])
+    _expect_usage_error(_kcheck("predict", str(path), f"datasets/{data}"), "does not match",
+                        *words)
+
+
+def test_predict_warns_about_a_range_file_wider_than_the_support_vectors(tmp_path, exported):
+    path = _copy_model(exported["kernel:fourclass"], tmp_path,
+                       exported["kernel:heart_scale"]["range_path"])
+    r = _kcheck("predict", str(path), "datasets/fourclass", "-q")
+    assert r.returncode == 0 and len(r.stdout.splitlines()) == 862
+    assert r.stderr.startswith("kcheck: warning:") and "no support vector" in r.stderr
+
+
+def test_predict_rejects_a_range_file_that_drops_a_used_feature(tmp_path, exported):
+    # heart_scale's range without feature 5: the model was trained with it.
+    lines = Path(exported["linear"]["range_path"]).read_text().splitlines(keepends=True)
+    model = _copy_model(exported["linear"], tmp_path, None)
+    Path(f"{model}.range").write_text("".join(ln for ln in lines if not ln.startswith("5 ")))
+    _expect_usage_error(_kcheck("predict", str(model), "datasets/heart_scale"), "feature 5")
+
+
+def test_loaded_kernel_model_reports_its_features(exported):
+    saved = models.load(exported["kernel"]["path"])
+    assert isinstance(saved.model, engines.RbfModel)
+    assert saved.model.used_features().tolist() == [0, 1]
+
+
+# --- verify ---------------------------------------------------------------------------------------
+
+
+def _without_seconds(d):
+    if isinstance(d, dict):
+        return {k: _without_seconds(v) for k, v in d.items() if k != "seconds"}
+    return d
+
+
+def test_verify_json_and_determinism_across_jobs(tmp_path):
+    check = tmp_path / "check.json"
+    check.write_text(json.dumps({"schema_version": 1, "verdict": "kernel", "epsilon": 0.02}))
+    runs = []
+    for jobs in ("1", "2"):
+        r = _kcheck("verify", "datasets/fourclass", "-j", jobs, "--seed", "3",
+                    "--check-json", str(check), "--json")
+        assert r.returncode == 0, r.stderr
+        runs.append(json.loads(r.stdout))
+    v = runs[0]
+    assert _without_seconds(runs[0]) == _without_seconds(runs[1])
+    assert v["schema_version"] == 1 and v["kind"] == "verify" and v["kcheck_version"]
+    assert v["data"]["rows"] == v["data"]["cv_rows"] == 862
+    assert v["scaling"]["method"] == "maxabs"
+    assert set(v["linear"]) == {"cv_accuracy", "C", "seconds", "test_accuracy"}
+    assert set(v["rbf"]) >= {"cv_accuracy", "C", "gamma", "grid_points", "seconds",
+                             "test_accuracy"}
+    assert v["rbf"]["grid_points"] == 110
+    assert v["gap"] == pytest.approx(v["rbf"]["cv_accuracy"] - v["linear"]["cv_accuracy"],
+                                     abs=2e-6)
+    # fourclass needs a kernel (linear about 78%, RBF about 100%).
+    assert v["gap"] > 0.1 and v["verdict"] == "kernel" and v["epsilon"] == 0.02
+    assert v["confirms"] is True and v["check"]["verdict"] == "kernel"
+
+
+def test_verify_with_test_file_and_sample():
+    config = models.VerifyConfig(
+        str(DATASETS / "svmguide1"), test=str(DATASETS / "svmguide1.t"), max_rows=300,
+        grid=SMALL,
+    )
+    v = models.verify(config)
+    assert abs(v["data"]["cv_rows"] - 300) <= 2 and v["data"]["rows"] == 3089
+    assert v["test"] == {"path": str(DATASETS / "svmguide1.t"), "rows": 4000}
+    assert 0.9 < v["linear"]["test_accuracy"] <= 1.0
+    assert 0.9 < v["rbf"]["test_accuracy"] <= 1.0
+    assert v["test_gap"] == pytest.approx(
+        v["rbf"]["test_accuracy"] - v["linear"]["test_accuracy"], abs=2e-6)
+    assert v["confirms"] is None and v["check"] is None
+
+
+def test_verify_maps_non_integer_labels(tmp_path):
+    y, X = read_libsvm(str(DATASETS / "heart_scale"))
+    from kcheck.data import write_libsvm
+
+    path = tmp_path / "frac"
+    write_libsvm(str(path), np.where(y > 0, 0.5, 0.25), sp.csr_matrix(X))
+    v = models.verify(models.VerifyConfig(str(path), grid=models.Grid((1.0,), (-3.0,))))
+    assert v["data"]["classes"] == [0.25, 0.5]
+    assert 0.7 < v["linear"]["cv_accuracy"] < 1.0 and 0.7 < v["rbf"]["cv_accuracy"] < 1.0
+
+
+def test_verify_uses_the_check_epsilon_and_reports_disagreement(tmp_path):
+    check = tmp_path / "check.json"
+    check.write_text(json.dumps({"schema_version": 1, "verdict": "kernel", "epsilon": 0.5}))
+    v = models.verify(models.VerifyConfig(str(DATASETS / "heart_scale"), grid=SMALL,
+                                          check_json=str(check)))
+    assert v["epsilon"] == 0.5 and v["verdict"] == "linear" and v["confirms"] is False
+
+
+@pytest.mark.parametrize(
+    "content",
+    ["{", "[]", '{"schema_version": 1, "verdict": "maybe"}',
+     '{"schema_version": 1, "kind": "verify", "verdict": "linear"}'],
+)
+def test_verify_rejects_a_bad_check_json(tmp_path, content):
+    check = tmp_path / "check.json"
+    check.write_text(content)
+    _expect_usage_error(
+        _kcheck("verify", "datasets/heart_scale", "--check-json", str(check)), str(check)
+    )
+
+
+def test_verify_rejects_bad_options():
+    for args in (["--max-rows", "3"], ["-j", "0"], ["--epsilon", "2"]):
+        _expect_usage_error(_kcheck("verify", "datasets/heart_scale", *args))
+
+
+def test_check_model_out_then_predict(tmp_path):
+    model = tmp_path / "m"
+    r = _kcheck("check", "datasets/heart_scale", "--model-out", str(model), "--model", "linear",
+                "--json", "-q")
+    assert r.returncode == 0, r.stderr
+    entry = json.loads(r.stdout)["model"]
+    assert entry["kind"] == "linear" and entry["path"] == str(model)
+    assert Path(entry["range_path"]).is_file()
+    r = _kcheck("predict", str(model), "datasets/heart_scale")
+    assert r.returncode == 0 and len(r.stdout.splitlines()) == 270
