@@ -12,10 +12,8 @@ Nothing here prints; progress goes through a ``progress(stage, done, total)`` ca
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import tempfile
 import time
 import warnings
 from collections.abc import Callable, Iterable
@@ -27,6 +25,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from kcheck import __version__, engines
+from kcheck.atomic import atomic_path
 from kcheck.data import read_libsvm
 from kcheck.errors import KcheckError, KcheckWarning
 from kcheck.scaling import Scaler, fit_scaler, read_range_file, write_range_file
@@ -332,39 +331,8 @@ def export(
 
 def _save_atomically(save: Callable[[str], None], path: str) -> None:
     """The bindings write by path: save to a temporary file beside ``path``, then rename."""
-    directory = os.path.dirname(os.path.abspath(path))
-    try:
-        fd, tmp = tempfile.mkstemp(
-            prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory
-        )
-        os.close(fd)
-    except OSError as e:
-        raise KcheckError(f"cannot write model file {path}: {e.strerror or e}") from None
-    try:
+    with atomic_path(path, "model file") as tmp:
         save(tmp)
-        with open(tmp, "rb") as f:
-            os.fsync(f.fileno())
-        os.chmod(tmp, _new_file_mode(path))
-        os.replace(tmp, path)
-    except BaseException as e:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        if isinstance(e, OSError):
-            raise KcheckError(f"cannot write model file {path}: {e.strerror or e}") from None
-        raise
-
-
-def _new_file_mode(path: str) -> int:
-    """Keep an existing file's permissions; a new file gets the umask default."""
-    try:
-        return os.stat(path).st_mode & 0o7777
-    except OSError:
-        umask = os.umask(0)
-        os.umask(umask)
-        return 0o666 & ~umask
-
-
-# --- predict --------------------------------------------------------------------------------------
 
 
 @dataclass

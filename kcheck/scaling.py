@@ -17,11 +17,9 @@ range file that omits them reads back. Scaling is fitted on training data only.
 
 from __future__ import annotations
 
-import contextlib
 import math
 import operator
 import os
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property
@@ -30,6 +28,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from kcheck.atomic import atomic_open
 from kcheck.errors import DataFormatError, KcheckError
 
 __all__ = [
@@ -408,18 +407,6 @@ def _g17(value: float) -> str:
     return format(value, ".17g")
 
 
-def _current_umask() -> int:
-    """The process umask, read without the set-and-restore race where possible."""
-    with contextlib.suppress(OSError, ValueError):
-        with open("/proc/self/status", encoding="ascii") as f:
-            for line in f:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
 def write_range_file(path: str | os.PathLike[str], scaler: Scaler) -> None:
     """Write ``scaler`` in svm-scale's range-file format, atomically.
 
@@ -431,26 +418,8 @@ def write_range_file(path: str | os.PathLike[str], scaler: Scaler) -> None:
     fmin, fmax = scaler.feature_min, scaler.feature_max
     for j in np.flatnonzero(fmin != fmax).tolist():
         parts.append(f"{j + 1} {_g17(float(fmin[j]))} {_g17(float(fmax[j]))}\n")
-    directory = os.path.dirname(os.path.abspath(target))
-    try:
-        fd, tmp = tempfile.mkstemp(
-            prefix=f".{os.path.basename(target)}.", suffix=".tmp", dir=directory
-        )
-    except OSError as exc:
-        raise KcheckError(f"cannot write range file {target}: {exc.strerror or exc}") from exc
-    try:
-        with os.fdopen(fd, "w", encoding="ascii", newline="\n") as f:
-            f.write("".join(parts))
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o666 & ~_current_umask())
-        os.replace(tmp, target)
-    except BaseException as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        if isinstance(exc, OSError):
-            raise KcheckError(f"cannot write range file {target}: {exc.strerror or exc}") from exc
-        raise
+    with atomic_open(target, "w", "range file", encoding="ascii", newline="\n") as f:
+        f.write("".join(parts))
 
 
 def _numbered_lines(path: str, f: Any) -> Iterator[tuple[int, str]]:

@@ -1,0 +1,92 @@
+import os
+import stat
+import threading
+
+import pytest
+
+from kcheck.atomic import atomic_open, atomic_path, write_text
+from kcheck.errors import KcheckError
+
+
+def test_replaces_whole_file_and_leaves_no_temporary(tmp_path):
+    target = tmp_path / "out.json"
+    target.write_text("old")
+    write_text(target, "new")
+    assert target.read_text() == "new"
+    assert os.listdir(tmp_path) == ["out.json"]
+
+
+def test_failure_keeps_old_file(tmp_path):
+    target = tmp_path / "out.json"
+    target.write_text("old")
+    with pytest.raises(RuntimeError), atomic_open(target) as f:
+        f.write("half")
+        raise RuntimeError("interrupted")
+    assert target.read_text() == "old"
+    assert os.listdir(tmp_path) == ["out.json"]
+
+
+def test_keeps_permissions_of_replaced_file(tmp_path):
+    target = tmp_path / "out"
+    target.write_text("old")
+    os.chmod(target, 0o640)
+    write_text(target, "new")
+    assert stat.S_IMODE(os.stat(target).st_mode) == 0o640
+
+
+def test_symlink_target_is_replaced_not_the_link(tmp_path):
+    real = tmp_path / "real"
+    real.write_text("old")
+    link = tmp_path / "link"
+    link.symlink_to(real)
+    write_text(link, "new")
+    assert link.is_symlink() and real.read_text() == "new"
+
+
+def test_fifo_is_written_in_place(tmp_path):
+    # Renaming over a device or pipe would replace the node itself (think -o /dev/null).
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    got = []
+    reader = threading.Thread(target=lambda: got.append(open(fifo).read()))
+    reader.start()
+    write_text(fifo, "through the pipe")
+    reader.join(10)
+    assert got == ["through the pipe"]
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+
+
+def test_missing_directory_is_a_clear_error(tmp_path):
+    with pytest.raises(KcheckError, match=r"cannot write model file .*nodir/m: No such file"):
+        with atomic_path(tmp_path / "nodir" / "m", "model file"):
+            pass
+
+
+def test_disk_full_is_a_clear_error(tmp_path, monkeypatch):
+    real_open = open
+
+    class Full:
+        def __init__(self, f):
+            self.f = f
+
+        def write(self, s):
+            raise OSError(28, "No space left on device")
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *a):
+            self.f.close()
+
+    def fake_open(path, mode="r", *args, **kwargs):
+        f = real_open(path, mode, *args, **kwargs)
+        return Full(f) if "w" in mode else f
+
+    target = tmp_path / "out"
+    target.write_text("old")
+    monkeypatch.setattr("builtins.open", fake_open)
+    with pytest.raises(KcheckError, match="No space left on device"):
+        write_text(target, "new")
+    monkeypatch.undo()
+    assert target.read_text() == "old"
+    assert os.listdir(tmp_path) == ["out"]
