@@ -201,68 +201,86 @@ def cli() -> None:
     """Is a Gaussian (RBF) kernel classifier clearly better than a linear one for this data?"""
 
 
+_CHECK_OPTIONS = [
+    click.option("--epsilon", type=float, default=0.02, show_default=True,
+                 help="Smallest accuracy gain that makes the kernel worth it."),
+    click.option("--checkers", default="degree2,multilinear", show_default=True,
+                 help="Comma-separated checkers to run."),
+    click.option("--scaling", type=click.Choice(["maxabs", "minmax"]), default="maxabs",
+                 show_default=True, help="Feature scaling, fitted on the training file."),
+    click.option("--seed", type=int, default=0, show_default=True),
+    click.option("--memory-limit", type=str, default=None,
+                 help="Memory budget, e.g. 8G [default: half the available memory]; "
+                      "a batch divides it between its workers."),
+    click.option("--time-limit", type=float, default=None,
+                 help="Seconds for one check; checkers not done by then are skipped."),
+    click.option("--zero-based", is_flag=True, help="Feature indices in the files start at 0."),
+    click.option("--fail-on", type=click.Choice(["kernel", "linear"]), default=None,
+                 help="Exit with code 1 when a verdict is this (for CI gates)."),
+    click.option("-q", "--quiet", is_flag=True, help="Nothing on stderr except errors."),
+]
+
+
+def check_options(f: Callable[..., None]) -> Callable[..., None]:
+    """The options that ``check`` and ``batch`` share: what one check is, and the gate."""
+    for option in reversed(_CHECK_OPTIONS):
+        f = option(f)
+    return f
+
+
+def check_config(train: str, jobs: int, opts: dict[str, Any], **extra: Any) -> Any:
+    """A validated CheckConfig from the shared options (``fail_on`` and ``quiet`` excluded)."""
+    from kcheck.pipeline import CheckConfig
+
+    return CheckConfig(
+        train=train,
+        epsilon=opts["epsilon"],
+        checkers=tuple(c.strip() for c in opts["checkers"].split(",") if c.strip()),
+        scaling=opts["scaling"],
+        seed=opts["seed"],
+        jobs=jobs,
+        memory_limit=parse_size(opts["memory_limit"]) if opts["memory_limit"] else None,
+        zero_based=opts["zero_based"],
+        time_limit=opts["time_limit"],
+        **extra,
+    ).validated()
+
+
 @cli.command()
 @click.argument("train", type=str)
 @click.option("--test", "test", type=str, default=None, help="Also score every model on FILE.")
-@click.option("--epsilon", type=float, default=0.02, show_default=True,
-              help="Smallest accuracy gain that makes the kernel worth it.")
-@click.option("--checkers", default="degree2,multilinear", show_default=True,
-              help="Comma-separated checkers to run.")
-@click.option("--scaling", type=click.Choice(["maxabs", "minmax"]), default="maxabs",
-              show_default=True, help="Feature scaling fitted on TRAIN.")
-@click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--jobs", "-j", type=int, default=None,
               help="Worker processes for MultiLinear's clusters [default: CPU count].")
-@click.option("--memory-limit", type=str, default=None,
-              help="Memory budget, e.g. 8G [default: half the available memory].")
-@click.option("--zero-based", is_flag=True, help="Feature indices in the files start at 0.")
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON verdict on stdout.")
 @click.option("-o", "--output", type=str, default=None, help="Write the JSON verdict to FILE.")
-@click.option("--fail-on", type=click.Choice(["kernel", "linear"]), default=None,
-              help="Exit with code 1 when the verdict is this (for CI gates).")
-@click.option("--time-limit", type=float, default=None,
-              help="Seconds for the check; checkers not done by then are skipped.")
 @click.option("--model-out", type=str, default=None,
               help="Train the recommended model on all of TRAIN; save it to PATH (+ PATH.range).")
 @click.option("--model", "model_kind", type=click.Choice(["linear", "kernel"]), default=None,
               help="With --model-out: save this kind whatever the verdict.")
-@click.option("-q", "--quiet", is_flag=True, help="Nothing on stderr except errors.")
+@check_options
 def check(
     train: str,
     test: str | None,
-    epsilon: float,
-    checkers: str,
-    scaling: str,
-    seed: int,
     jobs: int | None,
-    memory_limit: str | None,
-    zero_based: bool,
     as_json: bool,
     output: str | None,
-    fail_on: str | None,
-    time_limit: float | None,
     model_out: str | None,
     model_kind: str | None,
-    quiet: bool,
+    **opts: Any,
 ) -> None:
     """Decide whether TRAIN needs a Gaussian kernel or a linear model is enough."""
-    from kcheck.pipeline import CheckConfig, run
+    from kcheck.pipeline import run
 
-    ui = Ui(quiet)
-    config = CheckConfig(
-        train=train,
+    ui = Ui(opts["quiet"])
+    fail_on = opts["fail_on"]
+    config = check_config(
+        train,
+        jobs if jobs is not None else (os.cpu_count() or 1),
+        opts,
         test=test,
-        epsilon=epsilon,
-        checkers=tuple(c.strip() for c in checkers.split(",") if c.strip()),
-        scaling=scaling,
-        seed=seed,
-        jobs=jobs if jobs is not None else (os.cpu_count() or 1),
-        memory_limit=parse_size(memory_limit) if memory_limit else None,
-        zero_based=zero_based,
         model_out=model_out,
         model_kind=model_kind,
-        time_limit=time_limit,
-    ).validated()
+    )
     if model_kind and not model_out:
         raise click.UsageError("--model needs --model-out")
     report = ui.run(lambda progress: run(config, progress))
@@ -394,36 +412,13 @@ def _names(lines: list[dict[str, Any]], limit: int = 5) -> str:
 @click.option("--resume", is_flag=True,
               help="With -o: skip data sets that already have an ok line in FILE; "
                    "errored ones run again.")
-@click.option("--fail-on", type=click.Choice(["kernel", "linear"]), default=None,
-              help="Exit with code 1 when any data set's verdict is this (for CI gates).")
-@click.option("--epsilon", type=float, default=0.02, show_default=True,
-              help="Smallest accuracy gain that makes the kernel worth it.")
-@click.option("--checkers", default="degree2,multilinear", show_default=True,
-              help="Comma-separated checkers to run.")
-@click.option("--scaling", type=click.Choice(["maxabs", "minmax"]), default="maxabs",
-              show_default=True, help="Feature scaling fitted on each training file.")
-@click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--memory-limit", type=str, default=None,
-              help="Memory budget for the whole batch, e.g. 8G [default: half the available "
-                   "memory].")
-@click.option("--zero-based", is_flag=True, help="Feature indices in the files start at 0.")
-@click.option("--time-limit", type=float, default=None,
-              help="Seconds for each data set's check; checkers not done by then are skipped.")
-@click.option("-q", "--quiet", is_flag=True, help="Nothing on stderr except errors.")
+@check_options
 def batch(
     paths: tuple[str, ...],
     jobs: int,
     output: str | None,
     resume: bool,
-    fail_on: str | None,
-    epsilon: float,
-    checkers: str,
-    scaling: str,
-    seed: int,
-    memory_limit: str | None,
-    zero_based: bool,
-    time_limit: float | None,
-    quiet: bool,
+    **opts: Any,
 ) -> None:
     """Check every data set in DIRs (walked in sorted order) and FILEs.
 
@@ -444,22 +439,12 @@ def batch(
     --resume carries on from there.
     """
     from kcheck.batch import discover, run_batch
-    from kcheck.pipeline import CheckConfig
 
+    quiet, fail_on = opts["quiet"], opts["fail_on"]
     ui = Ui(quiet)
     if resume and output is None:
         raise click.UsageError("--resume needs -o FILE: the results to resume from")
-    template = CheckConfig(
-        train="",
-        epsilon=epsilon,
-        checkers=tuple(c.strip() for c in checkers.split(",") if c.strip()),
-        scaling=scaling,
-        seed=seed,
-        jobs=os.cpu_count() or 1,
-        memory_limit=parse_size(memory_limit) if memory_limit else None,
-        zero_based=zero_based,
-        time_limit=time_limit,
-    ).validated()
+    template = check_config("", os.cpu_count() or 1, opts)
     found = discover(paths, exclude=[output] if output else [])
     for path, reason in found.skipped:
         ui.info(f"kcheck: skipping {path} ({reason})")

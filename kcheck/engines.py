@@ -122,6 +122,17 @@ class LinearModel:
             raise EngineError(f"cannot write model file {path}")
 
 
+def _binding_data(X: sp.spmatrix | np.ndarray, y: np.ndarray) -> tuple[sp.csr_matrix, np.ndarray]:
+    """X and y as both bindings take them, checked: sorted float64 CSR, contiguous float64."""
+    Xb = as_binding_csr(X)
+    yb = np.ascontiguousarray(y, dtype=np.float64)
+    if Xb.shape[0] != yb.shape[0]:
+        raise EngineError(f"{Xb.shape[0]} rows but {yb.shape[0]} labels")
+    if Xb.shape[0] == 0:
+        raise EngineError("cannot train on zero rows")
+    return Xb, yb
+
+
 @dataclass
 class Problem:
     """A LIBLINEAR problem built once and reused for the C search and the final training.
@@ -136,12 +147,7 @@ class Problem:
 
     @classmethod
     def from_data(cls, X: sp.spmatrix | np.ndarray, y: np.ndarray) -> Problem:
-        Xb = as_binding_csr(X)
-        yb = np.ascontiguousarray(y, dtype=np.float64)
-        if Xb.shape[0] != yb.shape[0]:
-            raise EngineError(f"{Xb.shape[0]} rows but {yb.shape[0]} labels")
-        if Xb.shape[0] == 0:
-            raise EngineError("cannot train on zero rows")
+        Xb, yb = _binding_data(X, y)
         prob = _ll.problem(yb, Xb)
         prob.set_bias(BIAS)
         return cls(prob, yb, Xb.shape[0])
@@ -309,12 +315,7 @@ class SvmProblem:
 
     @classmethod
     def from_data(cls, X: sp.spmatrix | np.ndarray, y: np.ndarray) -> SvmProblem:
-        Xb = as_binding_csr(X)
-        yb = np.ascontiguousarray(y, dtype=np.float64)
-        if Xb.shape[0] != yb.shape[0]:
-            raise EngineError(f"{Xb.shape[0]} rows but {yb.shape[0]} labels")
-        if Xb.shape[0] == 0:
-            raise EngineError("cannot train on zero rows")
+        Xb, yb = _binding_data(X, y)
         return cls(_svm.svm_problem(yb, Xb), Xb, yb)
 
 

@@ -28,24 +28,19 @@ from kcheck import __version__, engines
 from kcheck.atomic import atomic_path
 from kcheck.data import read_libsvm
 from kcheck.errors import KcheckError, KcheckWarning
+from kcheck.pipeline import MIN_ROWS, SCALINGS, Progress
 from kcheck.scaling import Scaler, fit_scaler, read_range_file, write_range_file
 from kcheck.split import stratified_subsample
 from kcheck.verdict import SCHEMA_VERSION, json_number, label_value
 from kcheck.workers import process_pool
 
-#: progress(stage, done, total): stage is a short description; done/total count steps or None.
-Progress = Callable[[str, int | None, int | None], None]
-
 KINDS = ("linear", "kernel")
-SCALINGS = ("maxabs", "minmax")
 #: Folds of every cross-validation here (grid.py's and LIBLINEAR's -C default).
 FOLDS = 5
 #: The kernel model's (C, gamma) search runs on at most this many rows (stratified sample):
 #: each grid point costs about (rows)^2 kernel evaluations, and the optimum moves little.
 MAX_SEARCH_ROWS = 10_000
 DEFAULT_EPSILON = 0.02
-#: Fewer rows than this cannot support a 5-fold comparison worth reporting.
-MIN_ROWS = 10
 #: Below this many rows x stored values (a grid point costs about that many flops), starting
 #: worker processes (about a second) costs more than sharing the grid saves.
 MIN_PARALLEL_WORK = 1_000_000
