@@ -21,7 +21,14 @@ from typing import Any, TypeVar
 import click
 from rich import box
 from rich.console import Console
-from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    Progress,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 from rich.table import Table
 
 from kcheck import __version__
@@ -70,26 +77,34 @@ class Ui:
         main thread only waits, and the signal interrupts the wait.
         """
         box: dict[str, Any] = {}
-        if self.interactive:
-            progress = Progress(
-                SpinnerColumn(),
-                TextColumn("{task.description}"),
-                BarColumn(),
-                TimeElapsedColumn(),
-                console=self.console,
-                transient=True,
-            )
-            task = progress.add_task("starting", total=None)
+        if not self.interactive:
+            # Off a terminal (logs, CI), progress would only be noise; the result says it all.
+            return _in_worker(lambda: fn(lambda stage, done, total: None), box)
+        progress = Progress(
+            SpinnerColumn(),
+            TextColumn("{task.description}"),
+            BarColumn(),
+            TextColumn("{task.fields[count]}"),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
+            console=self.console,
+            transient=True,
+        )
+        task = progress.add_task("starting", total=None, count="")
+        last = [""]
 
-            def report(stage: str, done: int | None, total: int | None) -> None:
-                label = f"{stage} ({done}/{total})" if total else stage
-                progress.update(task, description=label, completed=done or 0, total=total)
+        def report(stage: str, done: int | None, total: int | None) -> None:
+            count = "" if total is None else f"{done or 0}/{total}"
+            if stage != last[0]:
+                # A new stage restarts the clock, so the ETA is not averaged over earlier ones.
+                last[0] = stage
+                progress.reset(task, total=total, completed=done or 0, description=stage,
+                               count=count)
+            else:
+                progress.update(task, completed=done or 0, total=total, count=count)
 
-            with progress:
-                return _in_worker(lambda: fn(report), box)
-
-        # Off a terminal (logs, CI), progress would only be noise; the result says it all.
-        return _in_worker(lambda: fn(lambda stage, done, total: None), box)
+        with progress:
+            return _in_worker(lambda: fn(report), box)
 
 
 def _in_worker(fn: Callable[[], T], box: dict[str, Any]) -> T:
@@ -147,11 +162,12 @@ def _fmt_gap(c: dict[str, Any]) -> tuple[str, str]:
 
 def verdict_table(v: dict[str, Any]) -> Table:
     table = Table(title=f"kcheck: {v['data']['path']}", title_justify="left", box=box.SIMPLE_HEAD,
+                  pad_edge=False, padding=(0, 1),
                   caption="gap and interval in accuracy points, checker minus linear, on V",
                   caption_justify="left")
     for col, justify in (
         ("method", "left"),
-        ("val. acc.", "right"),
+        ("val.", "right"),
         ("gap", "right"),
         ("95% CI", "right"),
         ("C / K", "right"),
@@ -169,7 +185,7 @@ def verdict_table(v: dict[str, Any]) -> Table:
             param = f"C={c['C']:.3g}" if c.get("C") is not None else "-"
         status = c["status"]
         if status == "subsampled":
-            status += f" ({100 * c.get('fraction', 0):.0f}%)"
+            status = f"{100 * c.get('fraction', 0):.2g}% of T"
         table.add_row(name, _fmt_acc(c["val_accuracy"]), *_fmt_gap(c), param, status,
                       f"{c['seconds']:.2f}")
     return table
@@ -584,41 +600,9 @@ def verify(
         check_json=check_json,
         zero_based=zero_based,
     ).validated()
-    result = _run_with_eta(ui, lambda progress: models.verify(config, progress))
+    result = ui.run(lambda progress: models.verify(config, progress))
     _show_verify(ui, result)
     _emit_json(result, output, to_stdout=as_json or (output is None and not sys.stdout.isatty()))
-
-
-def _run_with_eta(ui: Ui, fn: Callable[[Callable[[str, int | None, int | None], None]], T]) -> T:
-    """:meth:`Ui.run` with a time-remaining column, for the long, counted grid search."""
-    if not ui.interactive:
-        return ui.run(fn)
-    from rich.progress import TimeRemainingColumn
-
-    progress = Progress(
-        SpinnerColumn(),
-        TextColumn("{task.description}"),
-        BarColumn(),
-        TextColumn("{task.fields[count]}"),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
-        console=ui.console,
-        transient=True,
-    )
-    task = progress.add_task("starting", total=None, count="")
-    last = [""]
-
-    def report(stage: str, done: int | None, total: int | None) -> None:
-        count = "" if total is None else f"{done or 0}/{total}"
-        if stage != last[0]:
-            # A new stage restarts the clock, so the ETA is not averaged over earlier stages.
-            last[0] = stage
-            progress.reset(task, total=total, completed=done or 0, description=stage, count=count)
-        else:
-            progress.update(task, completed=done or 0, total=total, count=count)
-
-    with progress:
-        return _in_worker(lambda: fn(report), {})
 
 
 def verify_table(v: dict[str, Any]) -> Table:

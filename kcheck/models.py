@@ -28,10 +28,10 @@ from kcheck import __version__, engines
 from kcheck.atomic import atomic_path
 from kcheck.data import read_libsvm
 from kcheck.errors import KcheckError, KcheckWarning
-from kcheck.pipeline import MIN_ROWS, SCALINGS, Progress
+from kcheck.pipeline import MIN_ROWS, SCALINGS, Progress, data_summary
 from kcheck.scaling import Scaler, fit_scaler, read_range_file, write_range_file
 from kcheck.split import stratified_subsample
-from kcheck.verdict import SCHEMA_VERSION, json_number, label_value
+from kcheck.verdict import SCHEMA_VERSION, json_number
 from kcheck.workers import process_pool
 
 KINDS = ("linear", "kernel")
@@ -578,15 +578,7 @@ def verify(config: VerifyConfig, progress: Progress | None = None) -> dict[str, 
         "kind": "verify",
         "seed": config.seed,
         "folds": FOLDS,
-        "data": {
-            "path": config.train,
-            "rows": int(n_rows),
-            "features": int(n_features),
-            "nnz": int(X.nnz),
-            "density": json_number(X.nnz / max(1, n_rows * n_features)),
-            "classes": [label_value(c) for c in classes],
-            "cv_rows": int(rows.size),
-        },
+        "data": {**data_summary(config.train, X, classes), "cv_rows": int(rows.size)},
         "scaling": {"method": scaler.method, "lower": scaler.lower, "upper": scaler.upper},
         "linear": {
             "cv_accuracy": json_number(lin_cv),
