@@ -62,7 +62,6 @@ SKIP_STEMS = frozenset(
 #: How much of a file (after decompression) is read to decide whether it is LIBSVM data.
 SNIFF_BYTES = 8192
 #: Keys of a line that hold wall-clock times: the only keys that may differ between runs.
-TIMING_KEYS = ("seconds", "read_seconds")
 
 _NUMBER = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"
 _LABEL_RE = re.compile(_NUMBER + r"\Z")
@@ -297,16 +296,6 @@ def check_one(
     except Exception as e:  # noqa: BLE001 - recorded on the line; the batch goes on
         return error_line(ds, config, error_message(e), time.perf_counter() - t0)
     return {"name": ds.name, "status": "ok", "error": None, **verdict}
-
-
-def without_timing(line: dict[str, Any]) -> dict[str, Any]:
-    """A copy of ``line`` without wall-clock fields, for comparing runs."""
-    out = {k: v for k, v in line.items() if k not in TIMING_KEYS}
-    if isinstance(out.get("linear"), dict):
-        out["linear"] = without_timing(out["linear"])
-    if isinstance(out.get("checkers"), dict):
-        out["checkers"] = {k: without_timing(v) for k, v in out["checkers"].items()}
-    return out
 
 
 # --- output --------------------------------------------------------------------------------

@@ -163,7 +163,8 @@ def _fmt_gap(c: dict[str, Any]) -> tuple[str, str]:
 def verdict_table(v: dict[str, Any]) -> Table:
     table = Table(title=f"kcheck: {v['data']['path']}", title_justify="left", box=box.SIMPLE_HEAD,
                   pad_edge=False, padding=(0, 1),
-                  caption="gap and interval in accuracy points, checker minus linear, on V",
+                  caption="gap and 95% interval in accuracy points, checker minus linear: on V "
+                          "(rbf: repeated CV on all rows)",
                   caption_justify="left")
     for col, justify in (
         ("method", "left"),
@@ -181,6 +182,8 @@ def verdict_table(v: dict[str, Any]) -> Table:
     for name, c in v["checkers"].items():
         if name == "multilinear":
             param = f"K={c.get('clusters', '-')}"
+        elif name == "rbf" and c.get("gamma") is not None:
+            param = f"C={c['C']:.2g} g={c['gamma']:.2g}"
         else:
             param = f"C={c['C']:.3g}" if c.get("C") is not None else "-"
         status = c["status"]
@@ -231,6 +234,10 @@ _CHECK_OPTIONS = [
     click.option("--time-limit", type=float, default=None,
                  help="Seconds for one check; checkers not done by then are skipped."),
     click.option("--zero-based", is_flag=True, help="Feature indices in the files start at 0."),
+    click.option("--exact", type=click.Choice(["auto", "always", "never"]), default="auto",
+                 show_default=True,
+                 help="Run the real RBF-vs-linear comparison (auto: where it is cheap, i.e. "
+                      "small data); where it runs, it decides the verdict."),
     click.option("--fail-on", type=click.Choice(["kernel", "linear"]), default=None,
                  help="Exit with code 1 when a verdict is this (for CI gates)."),
     click.option("-q", "--quiet", is_flag=True, help="Nothing on stderr except errors."),
@@ -258,6 +265,7 @@ def check_config(train: str, jobs: int, opts: dict[str, Any], **extra: Any) -> A
         memory_limit=parse_size(opts["memory_limit"]) if opts["memory_limit"] else None,
         zero_based=opts["zero_based"],
         time_limit=opts["time_limit"],
+        exact=opts["exact"],
         **extra,
     ).validated()
 

@@ -26,6 +26,7 @@ from kcheck.verdict import SCHEMA_VERSION, Gap, decide, json_number, label_value
 
 CHECKERS = ("degree2", "multilinear")
 SCALINGS = ("maxabs", "minmax")
+EXACT_MODES = ("auto", "always", "never")
 #: Fewer rows than this leave too few in V for any comparison to mean something.
 MIN_ROWS = 10
 #: A CV accuracy this far above the accuracy on V points to a fault (see DESIGN.md hazards).
@@ -73,6 +74,8 @@ class CheckConfig:
     model_kind: str | None = None
     #: Seconds for the whole check; checkers not finished by then are skipped.
     time_limit: float | None = None
+    #: The real RBF-vs-linear comparison: "auto" runs it where it is cheap (small data).
+    exact: str = "auto"
 
     def validated(self) -> CheckConfig:
         if not 0.0 <= self.epsilon < 1.0:
@@ -89,6 +92,8 @@ class CheckConfig:
             raise KcheckError("--jobs must be at least 1")
         if self.memory_limit is not None and self.memory_limit <= 0:
             raise KcheckError("--memory-limit must be positive")
+        if self.exact not in EXACT_MODES:
+            raise KcheckError(f"--exact must be one of {', '.join(EXACT_MODES)}")
         if self.time_limit is not None and not self.time_limit > 0:
             raise KcheckError("--time-limit must be a positive number of seconds")
         if self.model_kind not in (None, "linear", "kernel"):
@@ -167,6 +172,7 @@ def run(config: CheckConfig, progress: Progress | None = None) -> CheckReport:
     report("linear baseline (C search)", None, None)
     base = linear.run(T, V, linear.LinearOptions(seed=config.seed))
     results["linear"] = base
+    exact_json = _run_exact(config, T, V, base, deadline, results, report)
 
     # MultiLinear first: the method leans on it most, so a time limit should cut degree-2.
     if "multilinear" in config.checkers:
@@ -205,7 +211,9 @@ def run(config: CheckConfig, progress: Progress | None = None) -> CheckReport:
             ),
         )
     gaps: dict[str, Gap] = {}
-    for name in config.checkers:
+    for name in (*config.checkers, "rbf"):
+        if name not in results:
+            continue
         r = results[name]
         if r.correct is not None and base.correct is not None:
             reference = r.reference_correct if r.reference_correct is not None else base.correct
@@ -213,7 +221,8 @@ def run(config: CheckConfig, progress: Progress | None = None) -> CheckReport:
     if not gaps:
         reasons = "; ".join(f"{n}: {results[n].reason}" for n in config.checkers)
         raise KcheckError(f"{config.train}: no checker finished ({reasons})")
-    decision = decide(gaps, config.epsilon)
+    # The exact comparison is what the proxies approximate: where it ran, it alone decides.
+    decision = decide({"rbf": gaps["rbf"]} if "rbf" in gaps else gaps, config.epsilon)
 
     test_json = None
     if config.test is not None:
@@ -255,7 +264,12 @@ def run(config: CheckConfig, progress: Progress | None = None) -> CheckReport:
             "C": json_number(base.info["C"], 10),
             "seconds": round(base.seconds, 4),
         },
-        "checkers": {n: _checker_json(results[n], gaps.get(n)) for n in config.checkers},
+        "checkers": {
+            n: _checker_json(results[n], gaps.get(n))
+            for n in (*config.checkers, "rbf")
+            if n in results
+        },
+        "exact": exact_json,
         "test": test_json,
         "model": model_json,
         "warnings": warnings,
@@ -263,6 +277,49 @@ def run(config: CheckConfig, progress: Progress | None = None) -> CheckReport:
         "seconds": round(time.perf_counter() - t_start, 4),
     }
     return CheckReport(json=out, scaler=scaler, results=results)
+
+
+def _run_exact(
+    config: CheckConfig,
+    T: Dataset,
+    V: Dataset,
+    base: CheckerResult,
+    deadline: float | None,
+    results: dict[str, CheckerResult],
+    report: Progress,
+) -> dict[str, Any]:
+    """Run the exact RBF comparison on all rows (T and V) where it is cheap or asked for.
+
+    Whether ``auto`` runs it depends on a timed probe, so on data near the threshold the
+    decision (and so the JSON) can differ between machines; ``exact.ran`` records it.
+    """
+    from kcheck.checkers import exact
+
+    opts = exact.ExactOptions(seed=config.seed, jobs=config.jobs, deadline=deadline)
+    X_all = y_all = None
+    if config.exact == "never":
+        d = exact.RunDecision(False, "exact mode is off")
+    elif config.exact == "auto" and T.rows + V.rows > exact.MAX_ROWS:
+        # Say no before stacking T and V: that would copy all of the data.
+        d = exact.RunDecision(False, f"too large: more than {exact.MAX_ROWS:,} rows")
+    else:
+        X_all = sp.vstack([T.X, V.X], format="csr")
+        y_all = np.concatenate([T.y, V.y])
+        report("exact RBF comparison (estimating its cost)", None, None)
+        d = exact.decide_run(X_all, y_all, opts, linear_seconds=base.seconds, mode=config.exact)
+    out: dict[str, Any] = {
+        "mode": config.exact,
+        "ran": d.run,
+        "reason": d.reason,
+        "estimated_seconds": json_number(d.estimated_seconds, 3),
+        "budget_seconds": json_number(d.budget_seconds, 3),
+    }
+    if d.run and X_all is not None and y_all is not None:
+        Xa, ya = X_all, y_all
+        results["rbf"] = _guarded("rbf", deadline, lambda: exact.run(Xa, ya, opts, report))
+        if results["rbf"].status != "exact":
+            out.update(ran=False, reason=f"{d.reason}; then {results['rbf'].reason}")
+    return out
 
 
 def data_summary(path: str, X: sp.csr_matrix, classes: np.ndarray) -> dict[str, Any]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -60,6 +61,18 @@ def decide(gaps: dict[str, Gap], epsilon: float) -> Decision:
         return Decision("kernel", margin, name)
     margin = "clear" if all(g.high < epsilon for g in gaps.values()) else "borderline"
     return Decision("linear", margin, None)
+
+
+def without_timing(obj: Any) -> Any:
+    """The JSON without its wall-clock fields (every key ending in ``seconds``).
+
+    The same input and seed give the same JSON apart from these; tests compare through this.
+    """
+    if isinstance(obj, dict):
+        return {k: without_timing(v) for k, v in obj.items() if not k.endswith("seconds")}
+    if isinstance(obj, list):
+        return [without_timing(v) for v in obj]
+    return obj
 
 
 def json_number(x: float | None, digits: int = 6) -> float | None:

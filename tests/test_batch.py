@@ -24,6 +24,7 @@ from kcheck.batch import DataSet, discover, name_skip_reason, sniff, strip_compr
 from kcheck.data import write_libsvm
 from kcheck.errors import KcheckError
 from kcheck.pipeline import CheckConfig
+from kcheck.verdict import without_timing
 
 FAST = ("--checkers", "multilinear")
 
@@ -221,8 +222,8 @@ def test_parallel_lines_match_serial(serial_run, data_dir, tmp_path):
     out = tmp_path / "par.jsonl"
     r = kcheck("batch", str(data_dir), "-j", "2", "-o", str(out), *FAST, "-q")
     assert_batch_failed(r)
-    serial = {x["name"]: batch.without_timing(x) for x in lines_of(serial_out)}
-    parallel = {x["name"]: batch.without_timing(x) for x in lines_of(out)}
+    serial = {x["name"]: without_timing(x) for x in lines_of(serial_out)}
+    parallel = {x["name"]: without_timing(x) for x in lines_of(out)}
     assert parallel == serial
 
 

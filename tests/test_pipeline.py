@@ -9,23 +9,33 @@ from kcheck.checkers import multilinear
 from kcheck.data import write_libsvm
 from kcheck.errors import KcheckError
 from kcheck.pipeline import CheckConfig, run
-
-TIMING_KEYS = {"seconds", "read_seconds"}
-
-
-def strip_timing(obj):
-    if isinstance(obj, dict):
-        return {k: strip_timing(v) for k, v in obj.items() if k not in TIMING_KEYS}
-    if isinstance(obj, list):
-        return [strip_timing(v) for v in obj]
-    return obj
+from kcheck.verdict import without_timing as strip_timing
 
 
 def test_fourclass_needs_a_kernel(datasets):
-    v = run(CheckConfig(train=str(datasets / "fourclass"))).json
+    v = run(CheckConfig(train=str(datasets / "fourclass"), exact="never")).json
     assert v["verdict"] == "kernel"
     assert v["checkers"]["multilinear"]["gap"] >= 0.1
     assert v["deciding_checker"] == "multilinear"
+    assert "rbf" not in v["checkers"] and v["exact"]["ran"] is False
+
+
+def test_exact_mode_decides_where_it_runs(datasets):
+    v = run(CheckConfig(train=str(datasets / "fourclass"), exact="always")).json
+    rbf = v["checkers"]["rbf"]
+    assert rbf["status"] == "exact" and v["exact"]["ran"] is True
+    assert v["deciding_checker"] == "rbf" and v["verdict"] == "kernel"
+    # Exact mode scores all 862 rows by repeated CV: its interval lies far above epsilon.
+    assert rbf["gap_ci95"][0] > 0.1 and rbf["rows"] == 862
+
+
+def test_exact_mode_auto_skips_large_data_without_stacking(datasets, monkeypatch):
+    from kcheck.checkers import exact
+
+    monkeypatch.setattr(exact, "MAX_ROWS", 100)
+    v = run(CheckConfig(train=str(datasets / "fourclass"))).json
+    assert v["exact"] == {"mode": "auto", "ran": False, "reason": "too large: more than 100 rows",
+                          "estimated_seconds": None, "budget_seconds": None}
 
 
 def test_german_is_linear_enough(datasets):
