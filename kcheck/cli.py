@@ -182,6 +182,8 @@ def verdict_table(v: dict[str, Any]) -> Table:
     for name, c in v["checkers"].items():
         if name == "multilinear":
             param = f"K={c.get('clusters', '-')}"
+        elif name == "rff" and c.get("D") is not None:
+            param = f"D={c['D']} g={c['gamma']:.2g}"
         elif name == "rbf" and c.get("gamma") is not None:
             param = f"C={c['C']:.2g} g={c['gamma']:.2g}"
         else:
@@ -224,7 +226,7 @@ _CHECK_OPTIONS = [
     click.option("--epsilon", type=float, default=0.02, show_default=True,
                  help="Smallest accuracy gain that makes the kernel worth it."),
     click.option("--checkers", default="degree2,multilinear", show_default=True,
-                 help="Comma-separated checkers to run."),
+                 help="Comma-separated checkers to run, of degree2, multilinear, rff."),
     click.option("--scaling", type=click.Choice(["maxabs", "minmax"]), default="maxabs",
                  show_default=True, help="Feature scaling, fitted on the training file."),
     click.option("--seed", type=int, default=0, show_default=True),

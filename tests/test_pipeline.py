@@ -181,3 +181,12 @@ def test_time_limit_keeps_what_finished(datasets, monkeypatch):
     assert v["checkers"]["degree2"]["status"] == "skipped"
     assert v["checkers"]["degree2"]["reason"] == "time limit"
     assert v["verdict"] == "kernel"
+
+
+def test_rff_checker_is_opt_in(datasets):
+    default = run(CheckConfig(train=str(datasets / "fourclass"), exact="never")).json
+    assert "rff" not in default["checkers"]
+    v = run(CheckConfig(train=str(datasets / "fourclass"), exact="never",
+                        checkers=("multilinear", "rff"))).json
+    r = v["checkers"]["rff"]
+    assert r["status"] == "ok" and r["D"] >= 100 and r["gap"] > 0.1
