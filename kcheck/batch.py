@@ -38,7 +38,8 @@ from typing import IO, Any
 
 from kcheck import __version__
 from kcheck.errors import KcheckError
-from kcheck.pipeline import CheckConfig, Progress, default_memory_limit, run
+from kcheck.memory import default_memory_limit
+from kcheck.pipeline import CheckConfig, Progress, run
 from kcheck.verdict import SCHEMA_VERSION
 from kcheck.workers import end_pool, process_pool
 
@@ -137,8 +138,8 @@ def sniff(path: str) -> str | None:
         head, complete = _read_head(path, SNIFF_BYTES)
     except (OSError, EOFError, ValueError, lzma.LZMAError, zlib.error):
         return None
-    if b"\x00" in head:
-        return "binary file"
+    if head.startswith(b"\xef\xbb\xbf"):
+        head = head[3:]  # a UTF-8 BOM, which the reader skips too
     lines = head.decode("latin-1").split("\n")
     for number, line in enumerate(lines, start=1):
         text = line.split("#", 1)[0]
@@ -150,6 +151,10 @@ def sniff(path: str) -> str | None:
                 return None  # one very long token: nothing to judge by, let the reader decide
         if not tokens:
             continue
+        if "\x00" in line:
+            # NUL before any data: a binary file. NUL after a data line is corruption in a
+            # data file, which the check should report with its line number, not skip.
+            return "binary file"
         if not _LABEL_RE.match(tokens[0]):
             return f"not LIBSVM data (line {number} starts {tokens[0][:20]!r})"
         bad = next((t for t in tokens[1:] if not _FEATURE_RE.match(t)), None)
@@ -348,14 +353,23 @@ class LineWriter:
 
     def _write(self, data: bytes) -> None:
         with _signals_held():
-            self._f.write(data)
-            self._f.flush()
-            if self._sync:
-                os.fsync(self._f.fileno())
+            try:
+                self._f.write(data)
+                self._f.flush()
+                if self._sync:
+                    os.fsync(self._f.fileno())
+            except BrokenPipeError:
+                raise
+            except OSError as e:
+                where = self.path or "stdout"
+                raise KcheckError(f"{where}: cannot write: {e.strerror or e}") from None
 
     def close(self) -> None:
         if self._own:
-            self._f.close()
+            try:
+                self._f.close()
+            except OSError as e:
+                raise KcheckError(f"{self.path}: cannot write: {e.strerror or e}") from None
 
 
 class _TextAdapter:

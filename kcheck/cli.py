@@ -309,6 +309,10 @@ def check(
     )
     if model_kind and not model_out:
         raise click.UsageError("--model needs --model-out")
+    # Fail now, not after a long check (and not after --model-out has replaced a model).
+    for target, what in ((output, "-o"), (model_out, "--model-out")):
+        if target is not None:
+            _check_writable(target, what)
     report = ui.run(lambda progress: run(config, progress))
     verdict = report.json
     _show_verdict(ui, verdict)
@@ -358,6 +362,7 @@ def scale(
             method="maxabs" if maxabs else "minmax",
             lower=-1.0 if lower is None else lower,
             upper=1.0 if upper is None else upper,
+            source=file,
         )
     warning = densify_warning(X.nnz, scaler.nnz_after(X))
     if warning and not quiet:
@@ -672,7 +677,7 @@ def main(argv: list[str] | None = None) -> None:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", KcheckWarning)
         try:
-            cli.main(args=argv, prog_name="kcheck", standalone_mode=False)
+            _invoke(sys.argv[1:] if argv is None else argv)
         except GateTripped as e:
             code = EXIT_GATE
             _err(f"kcheck: {e}")
@@ -691,20 +696,57 @@ def main(argv: list[str] | None = None) -> None:
         except click.ClickException as e:
             e.show()
             code = EXIT_USAGE
+        except click.exceptions.Exit as e:
+            code = e.exit_code  # --help, --version
         except BrokenPipeError:
             # `kcheck ... | head`: the reader left; not an error of ours.
             _silence_stdout()
             code = EXIT_OK
+        except OSError as e:
+            # Disk full or an I/O error on stdout or a file: say so in one line.
+            code = EXIT_USAGE
+            where = f" {e.filename}" if getattr(e, "filename", None) else ""
+            _err(f"kcheck: error: cannot write or read{where}: {e.strerror or e}")
+        except MemoryError:
+            code = EXIT_USAGE
+            _err("kcheck: error: out of memory; try a smaller --memory-limit or fewer --jobs")
         finally:
             for w in caught:
                 if issubclass(w.category, KcheckWarning):
                     _err(f"kcheck: warning: {w.message}")
     if code in (EXIT_SIGINT, EXIT_SIGTERM):
         # Solver threads cannot be stopped; end now. Outputs are written atomically at the
-        # very end, so nothing partial exists.
+        # very end, so nothing partial exists. os._exit skips multiprocessing's clean-up of
+        # its temporary directory, so remove that here.
+        _remove_multiprocessing_tempdir()
         sys.stderr.flush()
         os._exit(code)
     sys.exit(code)
+
+
+def _check_writable(path: str, option: str) -> None:
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        raise KcheckError(f"{option} {path}: cannot write there: No such file or directory")
+    if not os.access(directory, os.W_OK):
+        raise KcheckError(f"{option} {path}: cannot write there: Permission denied")
+
+
+def _invoke(args: list[str]) -> None:
+    """Run the command without click's own ``main``, which turns a broken pipe into exit 1
+    (our gate code) and would take exit codes out of :func:`main`'s hands."""
+    with cli.make_context("kcheck", list(args)) as ctx:
+        cli.invoke(ctx)
+
+
+def _remove_multiprocessing_tempdir() -> None:
+    import multiprocessing
+    import shutil
+
+    config = getattr(multiprocessing.current_process(), "_config", {})
+    tempdir = config.get("tempdir")
+    if tempdir:
+        shutil.rmtree(tempdir, ignore_errors=True)
 
 
 def _on_sigterm(signum: int, frame: object) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import errno
 import math
 import os
 import sys
@@ -119,7 +120,19 @@ class LinearModel:
         if self._raw is None:
             raise EngineError("this model has no LIBLINEAR representation to save")
         if _ll.liblinear.save_model(os.fsencode(path), ctypes.pointer(self._raw)) != 0:
-            raise EngineError(f"cannot write model file {path}")
+            raise _save_failed(path, "LIBLINEAR")
+
+
+def _save_failed(path: str, library: str) -> OSError:
+    """The C libraries' save returns -1 without a reason; a full disk is the usual one, so
+    look for it. An OSError lets the caller name the real file, not a temporary one."""
+    try:
+        full = os.statvfs(os.path.dirname(os.path.abspath(path))).f_bavail == 0
+    except OSError:
+        full = False
+    if full:
+        return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    return OSError(errno.EIO, f"{library} could not write the model")
 
 
 def _binding_data(X: sp.spmatrix | np.ndarray, y: np.ndarray) -> tuple[sp.csr_matrix, np.ndarray]:
@@ -404,7 +417,7 @@ class RbfModel:
         if self._raw is None:
             raise EngineError("this model has no LIBSVM representation to save")
         if _svm.libsvm.svm_save_model(os.fsencode(path), self._raw) != 0:
-            raise EngineError(f"cannot write model file {path}")
+            raise _save_failed(path, "LIBSVM")
 
 
 def _rbf_from_raw(m: _svm.svm_model, C: float | None, problem: SvmProblem | None) -> RbfModel:

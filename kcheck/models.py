@@ -310,8 +310,12 @@ def export(
         cv = found.cv_accuracy
         params = {"C": found.C, "gamma": found.gamma}
         search_rows, grid_points = int(rows.size), found.points
-    _save_atomically(model.save, path)
-    write_range_file(range_path, scaler)
+    # Both files are written in full before either is renamed into place, so a failure leaves
+    # the old pair (or nothing) rather than a new model beside an old range file.
+    with atomic_path(path, "model file") as model_tmp:
+        model.save(model_tmp)
+        with atomic_path(range_path, "range file") as range_tmp:
+            write_range_file(range_tmp, scaler)
     return {
         "path": path,
         "range_path": range_path,
@@ -322,12 +326,6 @@ def export(
         "grid_points": grid_points,
         "seconds": round(time.perf_counter() - t0, 4),
     }
-
-
-def _save_atomically(save: Callable[[str], None], path: str) -> None:
-    """The bindings write by path: save to a temporary file beside ``path``, then rename."""
-    with atomic_path(path, "model file") as tmp:
-        save(tmp)
 
 
 @dataclass
@@ -526,7 +524,7 @@ def verify(config: VerifyConfig, progress: Progress | None = None) -> dict[str, 
         )
     n_rows, n_features = X.shape
     report("scaling", None, None)
-    scaler = fit_scaler(X, method=config.scaling, lower=-1.0, upper=1.0)
+    scaler = fit_scaler(X, method=config.scaling, lower=-1.0, upper=1.0, source=config.train)
     X = engines.as_binding_csr(scaler.transform(X))
     y = _class_codes(y_raw, classes)
     rows = (

@@ -6,7 +6,6 @@ Progress is reported through a callback so that the CLI alone decides what to sh
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -20,6 +19,7 @@ from kcheck.checkers import degree2, linear, multilinear, rff
 from kcheck.checkers.base import CheckerResult, Dataset
 from kcheck.data import read_libsvm
 from kcheck.errors import KcheckError, TimeLimitReached
+from kcheck.memory import default_memory_limit
 from kcheck.scaling import Scaler, fit_scaler
 from kcheck.split import stratified_split
 from kcheck.verdict import SCHEMA_VERSION, Gap, decide, json_number, label_value, paired_gap
@@ -34,31 +34,14 @@ SCALINGS = ("maxabs", "minmax")
 EXACT_MODES = ("auto", "always", "never")
 #: Fewer rows than this leave too few in V for any comparison to mean something.
 MIN_ROWS = 10
+#: Fewer rows per class than this (on average) leave most classes absent from V or T: 3,000
+#: classes in 6,000 rows took minutes and scored 0.03% for every method.
+MIN_ROWS_PER_CLASS = 5
 #: A CV accuracy this far above the accuracy on V points to a fault (see DESIGN.md hazards).
 CV_VAL_ALARM = 0.10
-#: Degree-2's time budget: this multiple of the linear baseline's seconds, but at least
-#: DEG2_MIN_SECONDS. Its expansion grows as k^2 per row, so on wide data a full run costs 10-60x
-#: the linear model (see scripts/results/reproduce.md); beyond the budget it runs on a subsample.
-DEG2_TIME_FACTOR = 1.0
-DEG2_MIN_SECONDS = 0.5
 
 #: progress(stage, done, total): stage is a short description; done/total count steps or None.
 Progress = Callable[[str, int | None, int | None], None]
-
-
-def default_memory_limit() -> int:
-    """Half of the memory available now (MemAvailable), as DESIGN.md fixes."""
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024 // 2
-    except OSError:
-        pass
-    try:
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 2
-    except (ValueError, OSError, AttributeError):
-        return 4 * 2**30
 
 
 @dataclass(frozen=True)
@@ -159,12 +142,17 @@ def run(config: CheckConfig, progress: Progress | None = None) -> CheckReport:
             f"{config.train}: {X.shape[0]} rows are too few to compare classifiers "
             f"(at least {MIN_ROWS} are needed)"
         )
+    if X.shape[0] < MIN_ROWS_PER_CLASS * classes.size:
+        raise KcheckError(
+            f"{config.train}: {classes.size:,} classes in {X.shape[0]:,} rows; comparing "
+            f"classifiers needs at least {MIN_ROWS_PER_CLASS} rows per class on average"
+        )
     n_rows, n_features = X.shape
     data_info = data_summary(config.train, X, classes)
 
     report("scaling", None, None)
     lower, upper = (-1.0, 1.0)
-    scaler = fit_scaler(X, method=config.scaling, lower=lower, upper=upper)
+    scaler = fit_scaler(X, method=config.scaling, lower=lower, upper=upper, source=config.train)
     X = _scale(scaler, X, memory_limit, config.train)
     y = _training_labels(y_raw)
 
@@ -198,9 +186,7 @@ def run(config: CheckConfig, progress: Progress | None = None) -> CheckReport:
 
     if "degree2" in config.checkers:
         report("degree-2 checker", None, None)
-        budget = max(DEG2_TIME_FACTOR * base.seconds, DEG2_MIN_SECONDS)
-        if deadline is not None:
-            budget = min(budget, deadline - time.perf_counter())
+        left = None if deadline is None else deadline - time.perf_counter()
         results["degree2"] = _guarded(
             "degree2",
             deadline,
@@ -210,7 +196,10 @@ def run(config: CheckConfig, progress: Progress | None = None) -> CheckReport:
                 degree2.Degree2Options(
                     seed=config.seed,
                     memory_limit=memory_limit,
-                    time_budget=budget,
+                    max_cost_nnz=int(
+                        max(degree2.COST_FACTOR * T.X.nnz, degree2.MIN_COST_NNZ)
+                    ),
+                    time_budget=left,
                     seconds_per_nnz=base.seconds / max(T.X.nnz, 1),
                 ),
             ),

@@ -30,6 +30,7 @@ import scipy.sparse as sp
 
 from kcheck.atomic import atomic_open
 from kcheck.errors import DataFormatError, KcheckError
+from kcheck.memory import check_width
 
 __all__ = [
     "METHODS",
@@ -100,8 +101,9 @@ class Scaler:
         if (fmin > fmax).any():
             j = int(np.flatnonzero(fmin > fmax)[0])
             raise ValueError(f"feature {j + 1}: min {fmin[j]!r} > max {fmax[j]!r}")
+        # Max-abs divides by max |x|, which is finite; only min-max needs max - min to be.
         with np.errstate(over="ignore"):
-            if not np.isfinite(fmax - fmin).all():
+            if self.method == "minmax" and not np.isfinite(fmax - fmin).all():
                 j = int(np.flatnonzero(~np.isfinite(fmax - fmin))[0])
                 raise KcheckError(f"feature {j + 1}: range [{fmin[j]:g}, {fmax[j]:g}] too wide")
         if self.method == "maxabs" and not np.array_equal(fmin, -fmax):
@@ -384,13 +386,30 @@ def _column_min_max(X: Any) -> tuple[np.ndarray, np.ndarray]:
     return fmin, fmax
 
 
-def fit_scaler(X: Any, method: str = "minmax", lower: float = -1.0, upper: float = 1.0) -> Scaler:
+def fit_scaler(
+    X: Any,
+    method: str = "minmax",
+    lower: float = -1.0,
+    upper: float = 1.0,
+    source: str | None = None,
+) -> Scaler:
     """Fit a scaling on training data ``X`` (sparse or dense, rows x features).
 
     Min and max include implicit zeros, so on sparse data the fitted range matches what
     svm-scale computes from the same file. Constant and absent features get min == max == 0.
+    ``source`` (the file X came from) prefixes the message of a data problem.
     """
     _check_options(method, lower, upper)
+    check_width(source or "the data", int(X.shape[1]))
+    try:
+        return _fit(X, method, lower, upper)
+    except KcheckError as e:
+        if source is None:
+            raise
+        raise KcheckError(f"{source}: {e}") from None
+
+
+def _fit(X: Any, method: str, lower: float, upper: float) -> Scaler:
     fmin, fmax = _column_min_max(X)
     const = fmin == fmax
     if method == "maxabs":

@@ -114,16 +114,28 @@ def test_plan_subsamples_to_fit_time_budget(rng):
     assert (plan.rows, plan.limited_by, plan.reason) == (1500, "time", None)
     opts = degree2.Degree2Options(time_budget=10 * row_seconds, seconds_per_nnz=1e-6)
     plan = degree2.plan_rows(T, 2, opts)
-    assert plan.rows == 0 and "time budget" in plan.reason
+    assert plan.rows == 0 and "time left" in plan.reason
     # A budget that covers all rows leaves T whole.
     opts = degree2.Degree2Options(time_budget=1e6, seconds_per_nnz=1e-6)
     assert degree2.plan_rows(T, 2, opts) == degree2.Plan(4000, None, None)
 
 
-def test_small_expansion_ignores_the_time_budget(rng):
+def test_plan_caps_rows_by_cost_deterministically(rng):
+    D = random_matrix(rng, 4000, 20, 1.0)
+    T = Dataset(sp.csr_matrix(D), np.tile([1.0, -1.0], 2000))
+    per_row = 20 + 20 * 21 // 2
+    plan = degree2.plan_rows(T, 2, degree2.Degree2Options(max_cost_nnz=1500 * per_row))
+    assert (plan.rows, plan.limited_by) == (1500, "cost")
+    plan = degree2.plan_rows(T, 2, degree2.Degree2Options(max_cost_nnz=10 * per_row))
+    assert plan.rows == 0 and f"cost budget of {10 * per_row:,}" in plan.reason
+
+
+def test_small_expansion_ignores_the_cost_budget(rng):
     T = Dataset(sp.csr_matrix(random_matrix(rng, 500, 10, 1.0)), np.tile([1.0, -1.0], 250))
-    opts = degree2.Degree2Options(time_budget=1e-9, seconds_per_nnz=1.0)
+    opts = degree2.Degree2Options(max_cost_nnz=1)
     assert degree2.plan_rows(T, 2, opts).rows == 500
+    # ... but not when one-vs-rest multiplies it: 500 classes would train 500 models.
+    assert degree2.plan_rows(T, 500, opts).rows == 0
 
 
 def test_run_reports_subsample(rng):

@@ -36,6 +36,11 @@ DEFAULT_MAX_NNZ = 60_000_000
 #: 2.0, madelon's 20 useful features 1.4, dna 1.2, german.numer 0.9, poker 10 (the outlier:
 #: at large C its Newton solves take many iterations). 3 covers all but the outlier.
 TIME_PER_NNZ_RATIO = 3.0
+#: Degree-2's cost budget in expanded stored values: COST_FACTOR x the stored values of T (so
+#: that, at TIME_PER_NNZ_RATIO, it costs about as much as the linear baseline), but at least
+#: MIN_COST_NNZ. A count rather than a clock keeps the JSON the same from run to run.
+COST_FACTOR = 1.0 / TIME_PER_NNZ_RATIO
+MIN_COST_NNZ = 100_000
 #: An expansion this small runs in full whatever the budget: it takes well under a second, and
 #: on small data the linear baseline's time is too short to scale a budget from.
 FREE_NNZ = 300_000
@@ -136,13 +141,15 @@ def _expand_rows(
 
 @dataclass(frozen=True)
 class Degree2Options:
-    """``time_budget`` (seconds) and ``seconds_per_nnz`` (the linear baseline's measured cost
-    per stored value of T) cap the expansion by cost; without them only memory caps it."""
+    """``max_cost_nnz`` caps the expanded nonzeros by cost, deterministically (a count, not a
+    clock). ``time_budget`` (seconds) with ``seconds_per_nnz`` (the linear baseline's measured
+    seconds per stored value of T) caps it by the time left under ``--time-limit``."""
 
     seed: int = 0
     memory_limit: int = 8 * 2**30
     max_nnz: int = DEFAULT_MAX_NNZ
     min_rows: int = MIN_ROWS
+    max_cost_nnz: int | None = None
     time_budget: float | None = None
     seconds_per_nnz: float | None = None
 
@@ -151,7 +158,7 @@ class Degree2Options:
 class Plan:
     rows: int
     reason: str | None = None
-    limited_by: str | None = None  # "memory" | "time" | None (all rows)
+    limited_by: str | None = None  # "memory" | "cost" | "time" | None (all rows)
 
 
 def plan_rows(T: Dataset, n_classes: int, options: Degree2Options) -> Plan:
@@ -171,17 +178,25 @@ def plan_rows(T: Dataset, n_classes: int, options: Degree2Options) -> Plan:
     row_cost = mean_nnz * BYTES_PER_NNZ + BYTES_PER_ROW
     limits = {
         "memory": min(int(budget_bytes // row_cost), int(options.max_nnz // mean_nnz)),
+        "cost": T.rows,
         "time": T.rows,
     }
-    small = float(per_row.sum()) <= FREE_NNZ
-    if options.time_budget is not None and options.seconds_per_nnz is not None and not small:
+    # One-vs-rest trains n_w models, so a small expansion is small in all of them together.
+    small = float(per_row.sum()) * n_w <= FREE_NNZ
+    if options.max_cost_nnz is not None and not small:
+        limits["cost"] = int(options.max_cost_nnz // mean_nnz)
+    if options.time_budget is not None and options.seconds_per_nnz is not None:
         seconds_per_row = TIME_PER_NNZ_RATIO * options.seconds_per_nnz * mean_nnz
         limits["time"] = int(options.time_budget / max(seconds_per_row, 1e-12))
     limited_by = min(limits, key=lambda k: limits[k])
     rows = min(T.rows, limits[limited_by])
     if rows < min(options.min_rows, T.rows):
-        what = (f"the memory limit of {_gib(options.memory_limit)}" if limited_by == "memory"
-                else f"the time budget of {options.time_budget:.1f}s")
+        if limited_by == "memory":
+            what = f"the memory limit of {_gib(options.memory_limit)}"
+        elif limited_by == "cost":
+            what = f"the cost budget of {options.max_cost_nnz:,} expanded values"
+        else:
+            what = "the time left before the time limit"
         return Plan(0, (
             f"only {rows:,} rows of the expansion ({mean_nnz:,.0f} nonzeros a row) fit "
             f"{what}"

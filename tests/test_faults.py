@@ -1,0 +1,578 @@
+"""Faults around the outputs: every file kcheck writes is whole or untouched, errors are one line.
+
+The files: the JSON verdict (``check -o``), the model and its range file (``--model-out``),
+scaled data (``scale -o``), a range file (``scale -s``), batch JSON lines (``batch -o``), labels
+(``predict -o``) and the verify JSON (``verify -o``). For each, a failed run (bad input, a full
+disk, a read-only or missing directory) and an interrupted run (SIGINT, SIGTERM) must leave an
+existing file as it was and no temporary file behind, and end with exit 2 (130, 143) and one
+``kcheck: error: ...`` line. Standard output may be a full device or a pipe whose reader left.
+
+The last part checks determinism: the same input and seed give the same JSON, apart from the
+keys that end in ``seconds``, whatever ``--jobs``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from kcheck.checkers.multilinear import MIN_PARALLEL_NNZ
+from kcheck.data import write_libsvm
+from kcheck.verdict import without_timing
+
+ROOT = Path(__file__).resolve().parent.parent
+DATASETS = ROOT / "datasets"
+PLAIN = Path(__file__).resolve().parent / "data" / "hostile" / "plain.svm"
+GARBAGE = Path(__file__).resolve().parent / "data" / "hostile" / "garbage.bin"
+OLD = b"old content\n"
+
+
+# --- running kcheck ------------------------------------------------------------------------
+
+
+@dataclass
+class Run:
+    args: tuple[str, ...]
+    code: int
+    stdout: bytes
+    stderr: str
+
+    def describe(self) -> str:
+        return f"kcheck {' '.join(self.args)} -> exit {self.code}\nstderr: {self.stderr[-3000:]}"
+
+
+def _drop_file_access_override() -> None:
+    """preexec_fn: the child runs without root's right to read and write any file."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    for cap in (1, 2):  # CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH
+        if libc.prctl(24, cap, 0, 0, 0) != 0:  # PR_CAPBSET_DROP
+            raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP) failed")
+
+
+def kcheck(*args: str, tmpdir: Path | None = None, stdout=subprocess.PIPE,
+           drop_root: bool = False, timeout: float = 120) -> Run:
+    env = dict(os.environ)
+    if tmpdir is not None:
+        env["TMPDIR"] = str(tmpdir)
+    preexec = _drop_file_access_override if drop_root and os.geteuid() == 0 else None
+    r = subprocess.run([sys.executable, "-m", "kcheck", *args], stdout=stdout,
+                       stderr=subprocess.PIPE, env=env, timeout=timeout, preexec_fn=preexec)
+    return Run(args, r.returncode, r.stdout or b"", r.stderr.decode("utf-8", "replace"))
+
+
+def assert_one_error_line(run: Run, *fragments: str) -> str:
+    assert "Traceback" not in run.stderr, run.describe()
+    assert run.code == 2, run.describe()
+    lines = [x for x in run.stderr.splitlines() if x.strip()]
+    assert len(lines) == 1 and lines[0].startswith("kcheck: error: "), run.describe()
+    for fragment in fragments:
+        assert fragment in lines[0], run.describe()
+    return lines[0]
+
+
+def snapshot(d: Path) -> dict[str, bytes | None]:
+    """Every entry of d (files with their bytes, directories as None), hidden ones included."""
+    return {p.name: (p.read_bytes() if p.is_file() else None) for p in d.iterdir()}
+
+
+def _descendants(pid: int) -> set[int]:
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+    found: set[int] = set()
+    todo = [pid]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            if c not in found:
+                found.add(c)
+                todo.append(c)
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+# --- the writers ---------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("model") / "plain.model"
+    r = kcheck("check", str(PLAIN), "--checkers", "multilinear", "-q", "--model-out", str(path),
+               "--model", "linear")
+    assert r.code == 0, r.describe()
+    return path
+
+
+#: name -> (arguments with {data}, {model} and {out}; files written besides {out}).
+WRITERS: dict[str, tuple[list[str], list[str]]] = {
+    "check -o": (["check", "{data}", "--checkers", "multilinear", "-q", "-o", "{out}"], []),
+    "check --model-out": (["check", "{data}", "--checkers", "multilinear", "-q",
+                           "--model-out", "{out}", "--model", "linear"], [".range"]),
+    "scale -o": (["scale", "{data}", "-q", "-o", "{out}"], []),
+    "scale -s": (["scale", "{data}", "-q", "-s", "{out}", "-o", os.devnull], []),
+    "batch -o": (["batch", "{data}", "--checkers", "multilinear", "-q", "-o", "{out}"], []),
+    "predict -o": (["predict", "{model}", "{data}", "-q", "-o", "{out}"], []),
+    "verify -o": (["verify", "{data}", "-q", "-j", "1", "-o", "{out}"], []),
+}
+
+
+def writer_args(name: str, data: Path | str, model: Path, out: Path | str) -> list[str]:
+    args, _ = WRITERS[name]
+    return [a.format(data=data, model=model, out=out) for a in args]
+
+
+def with_old_files(d: Path, name: str, target: str = "out") -> Path:
+    """Create the writer's output files in d with old content; return the main one."""
+    out = d / target
+    out.write_bytes(OLD)
+    for suffix in WRITERS[name][1]:
+        (d / (target + suffix)).write_bytes(OLD)
+    return out
+
+
+def writer_params(known: dict[str, str] | None = None) -> list:
+    known = known or {}
+    return [
+        pytest.param(name, id=name.replace(" ", "").replace("-", "_"),
+                     marks=[pytest.mark.xfail(strict=True, reason=known[name])]
+                     if name in known else [])
+        for name in WRITERS
+    ]
+
+
+# --- a failed run leaves existing outputs as they were -------------------------------------
+
+
+@pytest.mark.parametrize("writer", writer_params())
+def test_bad_input_leaves_existing_outputs_untouched(writer: str, tmp_path: Path, model: Path):
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    out = with_old_files(out_dir, writer)
+    before = snapshot(out_dir)
+    if writer == "batch -o":
+        empty = tmp_path / "no_data"  # a batch records bad files; with no data files it fails
+        empty.mkdir()
+        r = kcheck(*writer_args(writer, empty, model, out), tmpdir=tmp_path)
+        assert_one_error_line(r, "no LIBSVM data files found")
+    else:
+        r = kcheck(*writer_args(writer, GARBAGE, model, out), tmpdir=tmp_path)
+        assert_one_error_line(r, f"{GARBAGE}:1:")
+    assert snapshot(out_dir) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        ["out", "no_data"] if writer == "batch -o" else ["out"])
+
+
+MODEL_BEFORE_PAIR = (
+    "models.export saves the model (renamed over PATH) before it writes PATH.range, so when "
+    "the range file cannot be written the run fails (exit 2) with a new model beside the old "
+    "range file"
+)
+MODEL_BEFORE_JSON = (
+    "the model is exported inside pipeline.run, before cli.check writes -o; an -o that cannot "
+    "be written fails the run (exit 2) after the old model was replaced"
+)
+
+
+def test_model_is_not_replaced_when_its_range_file_fails(tmp_path: Path) -> None:
+    m = tmp_path / "m"
+    m.write_bytes(OLD)
+    (tmp_path / "m.range").mkdir()  # cannot be replaced by a file
+    r = kcheck("check", str(PLAIN), "--checkers", "multilinear", "-q", "--model-out", str(m))
+    assert_one_error_line(r, "m.range")
+    assert m.read_bytes() == OLD
+
+
+def test_model_is_not_replaced_when_the_json_output_fails(tmp_path: Path) -> None:
+    m = tmp_path / "m"
+    m.write_bytes(OLD)
+    (tmp_path / "m.range").write_bytes(OLD)
+    r = kcheck("check", str(PLAIN), "--checkers", "multilinear", "-q", "--model-out", str(m),
+               "-o", str(tmp_path / "missing" / "verdict.json"))
+    assert_one_error_line(r, "verdict.json")
+    assert m.read_bytes() == OLD and (tmp_path / "m.range").read_bytes() == OLD
+
+
+# --- missing and read-only directories -----------------------------------------------------
+
+
+@pytest.mark.parametrize("writer", writer_params())
+def test_missing_directory(writer: str, tmp_path: Path, model: Path) -> None:
+    out = tmp_path / "missing" / "out"
+    r = kcheck(*writer_args(writer, PLAIN, model, out), tmpdir=tmp_path)
+    assert_one_error_line(r, str(out), "No such file or directory")
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+@pytest.fixture(scope="module")
+def can_drop_root(tmp_path_factory: pytest.TempPathFactory) -> bool:
+    """True if permissions apply to the kcheck runs (not root, or root without override)."""
+    locked = tmp_path_factory.mktemp("probe") / "locked"
+    locked.write_text("secret")
+    locked.chmod(0)
+    preexec = _drop_file_access_override if os.geteuid() == 0 else None
+    try:
+        probe = subprocess.run([sys.executable, "-c", f"open({str(locked)!r}).read()"],
+                               preexec_fn=preexec, capture_output=True)
+    except OSError:
+        return False
+    return probe.returncode != 0
+
+
+@pytest.mark.parametrize("writer", writer_params())
+def test_read_only_directory(writer: str, tmp_path: Path, model: Path, can_drop_root: bool):
+    if not can_drop_root:
+        pytest.skip("file permissions do not apply to this user here")
+    d = tmp_path / "ro"
+    d.mkdir()
+    out = with_old_files(d, writer)
+    # batch -o appends to its file in place (a writable file in a read-only directory is fine):
+    # give it a new file, which it cannot create.
+    target = d / "new" if writer == "batch -o" else out
+    d.chmod(0o555)
+    before = snapshot(d)
+    try:
+        r = kcheck(*writer_args(writer, PLAIN, model, target), drop_root=True, tmpdir=tmp_path)
+    finally:
+        d.chmod(0o755)
+    assert_one_error_line(r, str(target), "Permission denied")
+    assert snapshot(d) == before
+
+
+# --- a full disk ---------------------------------------------------------------------------
+
+
+STDOUT_WRITE_ERROR = (
+    "an OSError other than EPIPE while writing stdout (here ENOSPC) escapes main(): traceback "
+    "and exit 1"
+)
+
+
+@pytest.mark.parametrize("writer", writer_params())
+def test_full_device(writer: str, tmp_path: Path, model: Path) -> None:
+    """/dev/full as the output: written in place (a device is not renamed over), ENOSPC."""
+    r = kcheck(*writer_args(writer, PLAIN, model, "/dev/full"), tmpdir=tmp_path)
+    assert_one_error_line(r, "/dev/full", "No space left on device")
+    assert list(tmp_path.iterdir()) == []  # no temporary file left in TMPDIR
+
+
+STDOUT_WRITERS = {
+    "check": ["check", str(PLAIN), "--checkers", "multilinear", "-q"],
+    "scale": ["scale", str(PLAIN), "-q"],
+    "predict": ["predict", "{model}", str(PLAIN), "-q"],
+    "batch": ["batch", str(PLAIN), "--checkers", "multilinear", "-q"],
+    "verify": ["verify", str(PLAIN), "-q", "-j", "1"],
+}
+
+
+@pytest.mark.parametrize("command", list(STDOUT_WRITERS))
+def test_stdout_on_a_full_device(command: str, model: Path) -> None:
+    args = [a.format(model=model) for a in STDOUT_WRITERS[command]]
+    with open("/dev/full", "wb") as full:
+        r = kcheck(*args, stdout=full)
+    assert_one_error_line(r, "No space left on device")
+
+
+@pytest.fixture
+def full_tmpfs(tmp_path: Path) -> Iterator[Path]:
+    """A 256 KB tmpfs, mounted for the test; skipped where mounting is not allowed."""
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mnt)],
+                       capture_output=True)
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {r.stderr.decode().strip()}")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+
+
+def fill(d: Path) -> None:
+    """Fill the file system of d up to the last byte."""
+    with contextlib.suppress(OSError), open(d / ".filler", "wb") as f:
+        while True:
+            f.write(b"\0" * 4096)
+            f.flush()
+
+
+@pytest.mark.parametrize(
+    "writer",
+    writer_params(),
+)
+def test_full_file_system(writer: str, full_tmpfs: Path, tmp_path: Path, model: Path) -> None:
+    """A real file system without space: the old file stays, no temporary file is left."""
+    out = with_old_files(full_tmpfs, writer)
+    new = full_tmpfs / "new"  # batch -o starts its file afresh: give it a new one
+    fill(full_tmpfs)
+    before = snapshot(full_tmpfs)
+    target = new if writer == "batch -o" else out
+    r = kcheck(*writer_args(writer, PLAIN, model, target), tmpdir=tmp_path / "mnt")
+    assert_one_error_line(r, str(target), "No space left on device")
+    after = snapshot(full_tmpfs)
+    after.pop("new", None)
+    assert after == before
+
+
+# --- interrupted runs ----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def slow_model_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """1,500 rows where the check takes well under a second and the kernel model's grid
+    search takes minutes: a signal at 1.5 s lands in the model's training."""
+    rng = np.random.default_rng(0)
+    X = np.round(rng.normal(size=(1500, 10)), 3)
+    y = np.where(np.sin(2 * X[:, 0]) + X[:, 1] * X[:, 2] > 0, 1.0, -1.0)
+    path = tmp_path_factory.mktemp("slow") / "slow.svm"
+    write_libsvm(str(path), y, X)
+    return path
+
+
+@pytest.fixture(scope="module")
+def parallel_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Dense data whose training part T (3/4) holds just over MIN_PARALLEL_NNZ stored values,
+    so MultiLinear trains its clusters in worker processes when -j > 1."""
+    d = 30
+    rows = int(MIN_PARALLEL_NNZ / (0.75 * d) * 1.05)
+    rng = np.random.default_rng(0)
+    X = np.round(rng.normal(size=(rows, d)), 3)
+    y = np.where(np.sin(2 * X[:, 0]) + X[:, 1] * X[:, 2] > 0, 1.0, -1.0)
+    path = tmp_path_factory.mktemp("parallel") / "parallel.svm"
+    write_libsvm(str(path), y, X)
+    return path
+
+
+def interrupt(args: list[str], sig: int, *, after: float, tmpdir: Path,
+              when_exists: Path | None = None) -> tuple[Run, set[int]]:
+    """Start kcheck, send ``sig`` after ``after`` seconds (or once ``when_exists`` matches a
+    file), and return the run and the processes it had started."""
+    env = dict(os.environ, TMPDIR=str(tmpdir))
+    proc = subprocess.Popen([sys.executable, "-m", "kcheck", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=env, start_new_session=True)
+    try:
+        deadline = time.monotonic() + (30 if when_exists else after)
+        while time.monotonic() < deadline and proc.poll() is None:
+            if when_exists is not None and list(when_exists.parent.glob(when_exists.name)):
+                break
+            time.sleep(0.002 if when_exists else 0.05)
+        assert proc.poll() is None, "kcheck ended before it could be interrupted"
+        children = _descendants(proc.pid)
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    return Run(tuple(args), proc.returncode, out, err.decode("utf-8", "replace")), children
+
+
+def our_temporary_files(tmpdir: Path) -> list[str]:
+    """What a run left in TMPDIR, apart from multiprocessing's directory (tested apart)."""
+    return [p.name for p in tmpdir.iterdir() if not p.name.startswith("pymp-")]
+
+
+def assert_interrupted(run: Run, code: int, children: set[int]) -> None:
+    assert run.code == code, run.describe()
+    assert "Traceback" not in run.stderr and "interrupted" in run.stderr, run.describe()
+    assert run.stdout == b""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(_alive(p) for p in children):
+        time.sleep(0.1)
+    assert not any(_alive(p) for p in children), "worker processes outlived kcheck"
+
+
+@pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_interrupted_check_keeps_json_and_model(sig, code, slow_model_data, tmp_path):
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    for name in ("verdict.json", "m", "m.range"):
+        (out_dir / name).write_bytes(OLD)
+    before = snapshot(out_dir)
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    run, children = interrupt(
+        ["check", str(slow_model_data), "-j", "2", "--checkers", "multilinear", "-o",
+         str(out_dir / "verdict.json"), "--model-out", str(out_dir / "m"), "--model", "kernel"],
+        sig, after=1.5, tmpdir=tmpdir)
+    assert_interrupted(run, code, children)
+    assert snapshot(out_dir) == before
+    assert our_temporary_files(tmpdir) == []
+
+
+POOL_TEMP_DIR = (
+    "main() ends an interrupted run with os._exit, which skips multiprocessing's exit "
+    "handlers: the fork server's pymp-XXXX directory (with its socket) stays in TMPDIR"
+)
+
+
+def test_interrupt_leaves_no_temporary_directory(slow_model_data: Path, tmp_path: Path):
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    run, children = interrupt(
+        ["check", str(slow_model_data), "-j", "2", "--checkers", "multilinear", "-q",
+         "--model-out", str(tmp_path / "m"), "--model", "kernel"],
+        signal.SIGINT, after=1.5, tmpdir=tmpdir)
+    assert_interrupted(run, 130, children)
+    assert list(tmpdir.iterdir()) == []
+
+
+def test_interrupted_verify_keeps_its_json(slow_model_data: Path, tmp_path: Path) -> None:
+    out = tmp_path / "verify.json"
+    out.write_bytes(OLD)
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    run, children = interrupt(["verify", str(slow_model_data), "-j", "2", "-o", str(out)],
+                              signal.SIGTERM, after=1.5, tmpdir=tmpdir)
+    assert_interrupted(run, 143, children)
+    assert out.read_bytes() == OLD
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["tmp", "verify.json"]
+    assert our_temporary_files(tmpdir) == []
+
+
+def test_scale_interrupted_while_writing(parallel_data: Path, tmp_path: Path) -> None:
+    """SIGINT while the scaled data is being written: the old file stays, the partial one goes."""
+    out = tmp_path / "scaled"
+    out.write_bytes(OLD)
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    run, _ = interrupt(["scale", str(parallel_data), "-q", "-o", str(out)], signal.SIGINT,
+                       after=0, tmpdir=tmpdir, when_exists=tmp_path / ".scaled.*")
+    assert_interrupted(run, 130, set())
+    assert out.read_bytes() == OLD
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["scaled", "tmp"]
+
+
+# --- a reader that leaves: broken pipes ----------------------------------------------------
+
+
+BROKEN_PIPE_EXIT = (
+    "click's Command.main catches the EPIPE OSError itself and calls sys.exit(1), so the "
+    "BrokenPipeError handler in cli.main never runs: exit 1, the code of a tripped --fail-on "
+    "gate"
+)
+
+
+def closed_reader(args: list[str]) -> Run:
+    """Run kcheck with a stdout pipe whose read end is closed at once (``kcheck ... | true``)."""
+    r, w = os.pipe()
+    os.close(r)
+    try:
+        proc = subprocess.run([sys.executable, "-m", "kcheck", *args], stdout=w,
+                              stderr=subprocess.PIPE, timeout=120)
+    finally:
+        os.close(w)
+    return Run(tuple(args), proc.returncode, b"", proc.stderr.decode("utf-8", "replace"))
+
+
+@pytest.mark.parametrize("command", list(STDOUT_WRITERS))
+def test_broken_pipe_prints_no_traceback(command: str, model: Path) -> None:
+    r = closed_reader([a.format(model=model) for a in STDOUT_WRITERS[command]])
+    assert "Traceback" not in r.stderr and "Exception ignored" not in r.stderr, r.describe()
+    assert r.code == 0, r.describe()
+
+
+@pytest.mark.parametrize("command", list(STDOUT_WRITERS))
+def test_broken_pipe_is_not_a_failure(command: str, model: Path) -> None:
+    r = closed_reader([a.format(model=model) for a in STDOUT_WRITERS[command]])
+    assert r.code == 0, r.describe()
+
+
+def test_scale_into_head(tmp_path: Path) -> None:
+    """``kcheck scale big | head -c 10`` as a shell runs it."""
+    script = (f"{sys.executable} -m kcheck scale {DATASETS / 'svmguide1'} -q | head -c 10; "
+              "echo; echo ${PIPESTATUS[0]} >&2")
+    r = subprocess.run(["bash", "-c", script], capture_output=True, timeout=60)
+    err = r.stderr.decode()
+    assert "Traceback" not in err and "Exception ignored" not in err, err
+    assert len(r.stdout) == 11
+    assert err.strip().splitlines()[-1] == "0", err
+
+
+# --- determinism ---------------------------------------------------------------------------
+
+
+def test_check_json_does_not_depend_on_jobs(parallel_data: Path) -> None:
+    """-j 1 and -j 2 give the same JSON; with -j 2, MultiLinear really used workers."""
+    base = ["check", str(parallel_data), "--checkers", "multilinear", "-q"]
+    one = kcheck(*base, "-j", "1")
+    assert one.code == 0, one.describe()
+    proc = subprocess.Popen([sys.executable, "-m", "kcheck", *base, "-j", "2"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    workers: set[int] = set()
+    while proc.poll() is None:
+        workers |= _descendants(proc.pid)
+        time.sleep(0.05)
+    out, err = proc.communicate()
+    assert proc.returncode == 0, err
+    assert len(workers) >= 2, "no worker processes seen: the parallel path was not taken"
+    a, b = json.loads(one.stdout), json.loads(out)
+    assert a["split"]["train"] * a["data"]["features"] >= MIN_PARALLEL_NNZ
+    assert without_timing(a) == without_timing(b)
+
+
+def test_batch_json_does_not_depend_on_jobs(tmp_path: Path) -> None:
+    d = tmp_path / "data"
+    d.mkdir()
+    for name in ("heart_scale", "fourclass"):
+        shutil.copy(DATASETS / name, d / name)
+    shutil.copy(PLAIN, d / "plain")
+    runs = {}
+    for jobs in ("1", "2"):
+        out = tmp_path / f"j{jobs}.jsonl"
+        r = kcheck("batch", str(d), "-j", jobs, "-q", "--exact", "always", "-o", str(out))
+        assert r.code == 0, r.describe()
+        runs[jobs] = {x["name"]: without_timing(x)
+                      for x in map(json.loads, out.read_text().splitlines())}
+    assert set(runs["1"]) == {"heart_scale", "fourclass", "plain"}
+    assert runs["1"] == runs["2"]
+
+
+DEGREE2_CLOCK = (
+    "degree-2's time budget is max(linear seconds, DEG2_MIN_SECONDS): below 0.5 s of "
+    "baseline the rows it may expand scale with the measured seconds, and the skip/subsample "
+    "reason prints the budget in seconds, so the JSON depends on the machine's speed"
+)
+
+
+def test_degree2_json_does_not_depend_on_machine_speed(tmp_path: Path, monkeypatch) -> None:
+    """The same check on a machine four times slower (a clock running four times faster)."""
+    from kcheck.pipeline import CheckConfig, run
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(3000, 20))
+    y = np.where(X[:, 0] * X[:, 1] + 0.3 * X[:, 2] > 0, 1.0, -1.0)
+    path = tmp_path / "d2.svm"
+    write_libsvm(str(path), y, X)
+    config = CheckConfig(train=str(path), checkers=("degree2", "multilinear"), jobs=1,
+                         exact="never")
+    fast = run(config).json
+    real = time.perf_counter
+    start = real()
+    monkeypatch.setattr(time, "perf_counter", lambda: start + 4.0 * (real() - start))
+    slow = run(config).json
+    assert without_timing(fast) == without_timing(slow)
