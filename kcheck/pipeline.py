@@ -235,7 +235,9 @@ def run(config: CheckConfig, progress: Progress | None = None) -> CheckReport:
     test_json = None
     if config.test is not None:
         report("scoring " + config.test, None, None)
+        t_test = time.perf_counter()
         test_json = _score_test(config, n_features, scaler, y_raw, results)
+        test_json["seconds"] = round(time.perf_counter() - t_test, 4)
 
     model_json = None
     if config.model_out is not None:

@@ -233,7 +233,7 @@ def main() -> int:
         v = full["verdict"]
         d2 = v["checkers"]["degree2"]
         ml = v["checkers"]["multilinear"]
-        check_s = v["seconds"] - v["read_seconds"]
+        check_s = v["seconds"] - v["read_seconds"] - (v["test"] or {}).get("seconds", 0.0)
         d2_status = d2["status"]
         if d2_status == "subsampled":
             d2_status += f" {100 * d2['fraction']:.1f}%"
