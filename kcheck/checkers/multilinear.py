@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 
@@ -87,22 +88,31 @@ def _fit_all(
     options: MultiLinearOptions,
     on_done: Callable[[], None] | None,
 ) -> list[ClusterModel]:
-    tasks = [
-        (T.X[rows], T.y[rows], _cluster_seed(options.seed, c), options.fallback_C)
-        for c, rows in enumerate(members)
-    ]
-    results: list[ClusterModel | None] = [None] * len(tasks)
-    if options.jobs > 1 and T.X.nnz >= MIN_PARALLEL_NNZ and len(tasks) > 1:
+    """Fit every cluster's model. A cluster's rows are copied out of T only when its turn
+    comes (at most ``2 x jobs`` at a time in flight), so the copies never add up to T."""
+
+    def task(c: int) -> tuple[sp.csr_matrix, np.ndarray, int, float]:
+        rows = members[c]
+        return T.X[rows], T.y[rows], _cluster_seed(options.seed, c), options.fallback_C
+
+    results: list[ClusterModel | None] = [None] * len(members)
+    if options.jobs > 1 and T.X.nnz >= MIN_PARALLEL_NNZ and len(members) > 1:
         # Processes, not threads: LIBLINEAR draws CV folds from the process-wide rand(), so
-        # threads would make the chosen C depend on timing.
-        order = sorted(range(len(tasks)), key=lambda c: -members[c].size)
+        # threads would make the chosen C depend on timing. Largest clusters first.
+        order = sorted(range(len(members)), key=lambda c: -members[c].size)
         try:
             with process_pool(options.jobs, ["kcheck.engines"]) as pool:
-                futures = {c: pool.submit(_fit_cluster, *tasks[c]) for c in order}
-                for c in order:
-                    results[c] = futures[c].result()
-                    if on_done:
-                        on_done()
+                pending: dict[int, Future[ClusterModel]] = {}
+                queue = list(order)
+                while queue or pending:
+                    while queue and len(pending) < 2 * options.jobs:
+                        c = queue.pop(0)
+                        pending[c] = pool.submit(_fit_cluster, *task(c))
+                    done, _ = wait(pending.values(), return_when=FIRST_COMPLETED)
+                    for c in [c for c, f in pending.items() if f in done]:
+                        results[c] = pending.pop(c).result()
+                        if on_done:
+                            on_done()
                     if _past(options.deadline):
                         end_pool(pool)
                         raise TimeLimitReached()
@@ -111,11 +121,11 @@ def _fit_all(
             # or died; every cluster is seeded on its own, so finishing here gives the same
             # models.
             pass
-    for c, task in enumerate(tasks):
+    for c in range(len(members)):
         if results[c] is None:
             if _past(options.deadline):
                 raise TimeLimitReached()
-            results[c] = _fit_cluster(*task)
+            results[c] = _fit_cluster(*task(c))
             if on_done:
                 on_done()
     return [r for r in results if r is not None]
