@@ -14,7 +14,6 @@ keys that end in ``seconds``, whatever ``--jobs``.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import json
 import os
 import shutil
@@ -23,11 +22,11 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pytest
+from runner import Run, drop_file_access_override, run_kcheck
 
 from kcheck.checkers.multilinear import MIN_PARALLEL_NNZ
 from kcheck.data import write_libsvm
@@ -43,34 +42,12 @@ OLD = b"old content\n"
 # --- running kcheck ------------------------------------------------------------------------
 
 
-@dataclass
-class Run:
-    args: tuple[str, ...]
-    code: int
-    stdout: bytes
-    stderr: str
-
-    def describe(self) -> str:
-        return f"kcheck {' '.join(self.args)} -> exit {self.code}\nstderr: {self.stderr[-3000:]}"
-
-
-def _drop_file_access_override() -> None:
-    """preexec_fn: the child runs without root's right to read and write any file."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    for cap in (1, 2):  # CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH
-        if libc.prctl(24, cap, 0, 0, 0) != 0:  # PR_CAPBSET_DROP
-            raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP) failed")
-
-
 def kcheck(*args: str, tmpdir: Path | None = None, stdout=subprocess.PIPE,
            drop_root: bool = False, timeout: float = 120) -> Run:
     env = dict(os.environ)
     if tmpdir is not None:
         env["TMPDIR"] = str(tmpdir)
-    preexec = _drop_file_access_override if drop_root and os.geteuid() == 0 else None
-    r = subprocess.run([sys.executable, "-m", "kcheck", *args], stdout=stdout,
-                       stderr=subprocess.PIPE, env=env, timeout=timeout, preexec_fn=preexec)
-    return Run(args, r.returncode, r.stdout or b"", r.stderr.decode("utf-8", "replace"))
+    return run_kcheck(args, timeout=timeout, drop_root=drop_root, env=env, stdout=stdout)
 
 
 def assert_one_error_line(run: Run, *fragments: str) -> str:
@@ -234,7 +211,7 @@ def can_drop_root(tmp_path_factory: pytest.TempPathFactory) -> bool:
     locked = tmp_path_factory.mktemp("probe") / "locked"
     locked.write_text("secret")
     locked.chmod(0)
-    preexec = _drop_file_access_override if os.geteuid() == 0 else None
+    preexec = drop_file_access_override if os.geteuid() == 0 else None
     try:
         probe = subprocess.run([sys.executable, "-c", f"open({str(locked)!r}).read()"],
                                preexec_fn=preexec, capture_output=True)

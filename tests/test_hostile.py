@@ -16,14 +16,11 @@ files through ``kcheck batch``.
 
 from __future__ import annotations
 
-import ctypes
 import json
 import math
 import os
 import random
-import resource
 import shutil
-import signal
 import subprocess
 import sys
 import threading
@@ -33,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from runner import Run, drop_file_access_override, run_kcheck
 
 from kcheck.verdict import without_timing
 
@@ -48,40 +46,6 @@ BIG_LINE_BYTES = 50 * 2**20
 # --- running kcheck ------------------------------------------------------------------------
 
 
-@dataclass
-class Run:
-    args: list[str]
-    code: int
-    stdout: bytes
-    stderr: str
-    seconds: float
-
-    def describe(self) -> str:
-        return (f"kcheck {' '.join(self.args)} -> exit {self.code} in {self.seconds:.1f}s\n"
-                f"stderr: {self.stderr[-3000:]}")
-
-
-def _drop_file_access_override() -> None:
-    """preexec_fn: run the child without root's right to read and write any file.
-
-    Drops CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH from the bounding set, so the program
-    that is executed next gets neither, and file permissions apply to it as to any user.
-    """
-    libc = ctypes.CDLL(None, use_errno=True)
-    for cap in (1, 2):  # CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH
-        if libc.prctl(24, cap, 0, 0, 0) != 0:  # PR_CAPBSET_DROP
-            raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP) failed")
-
-
-def _preexec(drop_root: bool) -> Callable[[], None]:
-    def setup() -> None:
-        resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE, ADDRESS_SPACE))
-        if drop_root and os.geteuid() == 0:
-            _drop_file_access_override()
-
-    return setup
-
-
 def kcheck(
     *args: str,
     seconds: float = DEFAULT_SECONDS,
@@ -89,26 +53,9 @@ def kcheck(
     drop_root: bool = False,
     cwd: Path | None = None,
 ) -> Run:
-    """Run ``python -m kcheck ARGS`` capped in memory and time; kill it (and its children)
-    and fail the test if it does not end in time."""
-    argv = [sys.executable, "-m", "kcheck", *args]
-    t0 = time.monotonic()
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd,
-                            preexec_fn=_preexec(drop_root), start_new_session=True)
-    try:
-        if during is not None:
-            during(proc)
-        out, err = proc.communicate(timeout=seconds)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
-        pytest.fail(f"kcheck {' '.join(args)} did not end within {seconds:g}s (hang?)")
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-    return Run(list(args), proc.returncode, out, err.decode("utf-8", "replace"),
-               time.monotonic() - t0)
+    """Run ``python -m kcheck ARGS`` capped in memory and time."""
+    return run_kcheck(args, timeout=seconds, address_space=ADDRESS_SPACE, drop_root=drop_root,
+                      cwd=cwd, during=during)
 
 
 # --- expected outcomes ---------------------------------------------------------------------
@@ -507,7 +454,7 @@ def _can_drop_root(d: Path) -> bool:
     locked = d / "locked"
     locked.write_text("secret")
     locked.chmod(0)
-    drop = _drop_file_access_override if os.geteuid() == 0 else None
+    drop = drop_file_access_override if os.geteuid() == 0 else None
     try:
         probe = subprocess.run([sys.executable, "-c", f"open({str(locked)!r}).read()"],
                                preexec_fn=drop, capture_output=True)
@@ -632,7 +579,5 @@ def test_standard_input(command: str, name: str, outcome: Outcome, refs: Referen
     args = ["check", "-", "--checkers", "multilinear", "-q"] if command == "check" \
         else ["scale", "-", "-q"]
     with open(CORPUS / name, "rb") as f:
-        proc = subprocess.run([sys.executable, "-m", "kcheck", *args], stdin=f,
-                              capture_output=True, timeout=60, preexec_fn=_preexec(False))
-    run = Run(args, proc.returncode, proc.stdout, proc.stderr.decode("utf-8", "replace"), 0.0)
+        run = run_kcheck(args, timeout=60, address_space=ADDRESS_SPACE, stdin=f)
     assert_outcome(run, outcome, Ctx(path="<stdin>", refs=refs))

@@ -8,19 +8,14 @@ OOM kill of the machine running the tests.
 from __future__ import annotations
 
 import json
-import os
 import random
-import resource
-import signal
-import subprocess
-import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from runner import Run, run_kcheck
 
 from kcheck.checkers import degree2
 from kcheck.checkers.base import Dataset
@@ -32,41 +27,9 @@ GiB = 2**30
 ADDRESS_SPACE = 3 * GiB
 
 
-@dataclass
-class Run:
-    args: tuple[str, ...]
-    code: int
-    stdout: bytes
-    stderr: str
-    seconds: float
-
-    def describe(self) -> str:
-        return (f"kcheck {' '.join(self.args)} -> exit {self.code} in {self.seconds:.1f}s\n"
-                f"stderr: {self.stderr[-3000:]}")
-
-    @property
-    def json(self) -> dict:
-        return json.loads(self.stdout)
-
-
-def _cap_address_space() -> None:
-    resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE, ADDRESS_SPACE))
-
-
 def kcheck(*args: str, timeout: float = 120, cap: bool = True) -> Run:
     """Run ``python -m kcheck ARGS`` (address space capped); fail the test after ``timeout``."""
-    t0 = time.monotonic()
-    proc = subprocess.Popen([sys.executable, "-m", "kcheck", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, start_new_session=True,
-                            preexec_fn=_cap_address_space if cap else None)
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
-        pytest.fail(f"kcheck {' '.join(args)} did not end within {timeout:g}s")
-    return Run(args, proc.returncode, out, err.decode("utf-8", "replace"),
-               time.monotonic() - t0)
+    return run_kcheck(args, timeout=timeout, address_space=ADDRESS_SPACE if cap else None)
 
 
 def assert_clean(run: Run) -> None:

@@ -1,0 +1,102 @@
+"""Running ``python -m kcheck`` as users do, for the tests that need a real process.
+
+One runner for the hostile-input, fault and limit tests: an optional address-space cap (a
+runaway allocation fails the test instead of hurting the machine), an optional loss of root's
+file-access override (so permission errors can be tested as root), and a hard timeout that
+kills the whole process group and fails the test.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import resource
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+
+@dataclass
+class Run:
+    args: tuple[str, ...]
+    code: int
+    stdout: bytes
+    stderr: str
+    seconds: float = 0.0
+
+    def describe(self) -> str:
+        return (f"kcheck {' '.join(self.args)} -> exit {self.code} in {self.seconds:.1f}s\n"
+                f"stderr: {self.stderr[-3000:]}")
+
+    @property
+    def json(self) -> Any:
+        return json.loads(self.stdout)
+
+
+def drop_file_access_override() -> None:
+    """preexec_fn: run the child without root's right to read and write any file.
+
+    Drops CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH from the bounding set, so the program
+    that is executed next gets neither, and file permissions apply to it as to any user.
+    """
+    libc = ctypes.CDLL(None, use_errno=True)
+    for cap in (1, 2):  # CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH
+        if libc.prctl(24, cap, 0, 0, 0) != 0:  # PR_CAPBSET_DROP
+            raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP) failed")
+
+
+def _preexec(address_space: int | None, drop_root: bool) -> Callable[[], None] | None:
+    drop = drop_root and os.geteuid() == 0
+    if address_space is None and not drop:
+        return None
+
+    def setup() -> None:
+        if address_space is not None:
+            resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))
+        if drop:
+            drop_file_access_override()
+
+    return setup
+
+
+def run_kcheck(
+    args: Sequence[str],
+    *,
+    timeout: float = 120.0,
+    address_space: int | None = None,
+    drop_root: bool = False,
+    env: dict[str, str] | None = None,
+    stdout: Any = subprocess.PIPE,
+    stdin: Any = None,
+    cwd: Path | None = None,
+    during: Callable[[subprocess.Popen], None] | None = None,
+) -> Run:
+    """Run ``python -m kcheck ARGS``; kill it (and its children) and fail the test if it does
+    not end within ``timeout`` seconds."""
+    t0 = time.monotonic()
+    proc = subprocess.Popen([sys.executable, "-m", "kcheck", *args], stdout=stdout,
+                            stdin=stdin, stderr=subprocess.PIPE, cwd=cwd, env=env,
+                            start_new_session=True,
+                            preexec_fn=_preexec(address_space, drop_root))
+    try:
+        if during is not None:
+            during(proc)
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        pytest.fail(f"kcheck {' '.join(args)} did not end within {timeout:g}s (hang?)")
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    return Run(tuple(args), proc.returncode, out or b"", err.decode("utf-8", "replace"),
+               time.monotonic() - t0)
