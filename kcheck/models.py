@@ -296,7 +296,7 @@ def export(
     model: engines.LinearModel | engines.RbfModel
     if kind == "linear":
         report("training the linear model on all rows", None, None)
-        model, cv = engines.fit_linear(X, y, seed=seed)
+        model, cv = engines.fit_linear(X, y, seed=seed, compact=False)
         params = {"C": json_number(model.C, 10)}
         search_rows, grid_points = int(y.size), None
     else:

@@ -74,3 +74,25 @@ def test_save_and_load_round_trip(rng, tmp_path):
     model.save(str(path))
     loaded = engines.load_liblinear_model(str(path))
     assert np.array_equal(loaded.predict(sp.csr_matrix(X)), model.predict(sp.csr_matrix(X)))
+
+
+def test_compacted_model_predicts_like_a_full_one(rng):
+    # Two used columns in a width of 5,000: LIBLINEAR trains on the two, and the model
+    # scores full-width (and narrower) data as if it had all columns.
+    n = 200
+    X = sp.lil_matrix((n, 5000))
+    a, b = rng.normal(size=n), rng.normal(size=n)
+    X[:, 10] = a[:, None]
+    X[:, 4000] = b[:, None]
+    X = sp.csr_matrix(X)
+    y = np.where(a + b > 0, 1.0, -1.0)
+    compact, _ = engines.fit_linear(X, y, seed=0, C=1.0)
+    full, _ = engines.fit_linear(X, y, seed=0, C=1.0, compact=False)
+    assert compact.columns is not None and list(compact.columns) == [10, 4000]
+    assert full.columns is None and full.weights.shape[0] == 5000
+    np.testing.assert_allclose(compact.decision_function(X), full.decision_function(X),
+                               rtol=1e-6, atol=1e-9)
+    narrow = X[:, :100]
+    assert np.array_equal(compact.predict(narrow), full.predict(narrow))
+    with pytest.raises(EngineError):
+        compact.save("/nonexistent/never-written")

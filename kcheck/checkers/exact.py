@@ -561,7 +561,8 @@ def run(
             raise TimeLimitReached("exact comparison")
 
     check_time()
-    linear_C, linear_cv = engines.search_C(engines.Problem.from_data(Xb, yb), seed=seed)
+    linear_model, linear_cv = engines.fit_linear(Xb, yb, seed=seed)
+    linear_C = linear_model.C
     check_time()
 
     scores: dict[tuple[float, float], int] = {}

@@ -51,13 +51,15 @@ class ClusterModel:
     labels: np.ndarray | None = None
     C: float | None = None
     tuned: bool = False
+    columns: np.ndarray | None = None
 
     def predict(self, X: sp.csr_matrix) -> np.ndarray:
         if self.constant is not None:
             return np.full(X.shape[0], self.constant)
         assert self.weights is not None and self.bias_weights is not None
         assert self.labels is not None and self.C is not None
-        model = engines.LinearModel(self.weights, self.bias_weights, self.labels, self.C)
+        model = engines.LinearModel(self.weights, self.bias_weights, self.labels, self.C,
+                                    columns=self.columns)
         return model.predict(X)
 
 
@@ -79,6 +81,7 @@ def _fit_cluster(X: sp.csr_matrix, y: np.ndarray, seed: int, fallback_C: float) 
         labels=model.labels,
         C=model.C,
         tuned=tune,
+        columns=model.columns,
     )
 
 
@@ -137,11 +140,22 @@ def _past(deadline: float | None) -> bool:
 
 @dataclass
 class MultiLinearModel:
+    """Centers over ``columns`` of X (all columns when None): a column where every center is
+    0 adds the same to a row's distance to each center, so leaving it out changes no
+    nearest center, and K dense centers need not span a stray huge index."""
+
     centers: np.ndarray
     clusters: list[ClusterModel]
+    columns: np.ndarray | None = None
 
     def predict(self, X: sp.csr_matrix) -> np.ndarray:
-        assign = km.nearest_center(X, self.centers)
+        Xc = X
+        if self.columns is not None:
+            Xc = X[:, self.columns[: int(np.searchsorted(self.columns, X.shape[1]))]]
+            missing = self.centers.shape[1] - Xc.shape[1]
+            if missing:  # X narrower than the training data: its absent columns are 0
+                Xc = sp.hstack([Xc, sp.csr_matrix((X.shape[0], missing))], format="csr")
+        assign = km.nearest_center(Xc, self.centers)
         out = np.empty(X.shape[0], dtype=np.float64)
         for c, idx in _groups(assign, len(self.clusters)):
             out[idx] = self.clusters[c].predict(X[idx])
@@ -165,13 +179,20 @@ def run(
     """Cluster T, fit one model per cluster (its own C), score nearest-center predictions on V."""
     t0 = time.perf_counter()
     k = options.n_clusters or km.n_clusters(T.rows)
-    result = km.kmeans(T.X, k, seed=options.seed, n_iter=options.n_iter)
+    columns = None
+    X_km = T.X
+    if T.X.shape[1] >= engines.COMPACT_MIN_WIDTH:
+        used = np.unique(T.X.indices)
+        if used.size < T.X.shape[1] // 2:
+            columns, X_km = used, T.X[:, used]
+    result = km.kmeans(X_km, k, seed=options.seed, n_iter=options.n_iter)
+    del X_km
     # The final reassignment can leave a center without rows; such a center is dropped.
     groups = list(_groups(result.labels, k))
     members = [idx for _, idx in groups]
     centers = result.centers[[c for c, _ in groups]]
     clusters = _fit_all(T, members, options, on_cluster_done)
-    model = MultiLinearModel(centers, clusters)
+    model = MultiLinearModel(centers, clusters, columns)
     acc, correct = score(model.predict, V)
     return CheckerResult(
         name="multilinear",
