@@ -123,12 +123,14 @@ def _rows_dense(X: sp.csr_matrix | np.ndarray, rows: np.ndarray) -> np.ndarray:
 def _means(
     X: sp.csr_matrix | np.ndarray, labels: np.ndarray, k: int, old: np.ndarray
 ) -> np.ndarray:
+    """Cluster means, built in one dense K x n array (centers dominate memory on wide data)."""
     n_rows = X.shape[0]
     counts = np.bincount(labels, minlength=k).astype(np.float64)
     M = sp.csr_matrix((np.ones(n_rows), (labels, np.arange(n_rows))), shape=(k, n_rows))
     sums = M @ X
-    sums = sums.toarray() if sp.issparse(sums) else np.asarray(sums)
-    centers = old.copy()
+    centers = sums.toarray() if sp.issparse(sums) else np.array(sums, dtype=np.float64)
+    del sums
     nz = counts > 0
-    centers[nz] = sums[nz] / counts[nz, None]
+    centers[nz] /= counts[nz, None]
+    centers[~nz] = old[~nz]  # kmeans() re-seeds empty clusters, so this is a safeguard
     return centers

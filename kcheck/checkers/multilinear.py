@@ -190,7 +190,9 @@ def run(
     # The final reassignment can leave a center without rows; such a center is dropped.
     groups = list(_groups(result.labels, k))
     members = [idx for _, idx in groups]
-    centers = result.centers[[c for c, _ in groups]]
+    kept = [c for c, _ in groups]
+    # Index (a copy of K x n) only when a center was dropped; on wide data centers are large.
+    centers = result.centers if len(kept) == k else result.centers[kept]
     clusters = _fit_all(T, members, options, on_cluster_done)
     model = MultiLinearModel(centers, clusters, columns)
     acc, correct = score(model.predict, V)
