@@ -116,21 +116,36 @@ def kmeans(
 
 
 def _rows_dense(X: sp.csr_matrix | np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """Rows of X as K x n centers stored column-major (a transposed C array), so that
+    ``centers.T`` is C-contiguous and X @ centers.T copies no K x n array."""
     sub = X[rows]
-    return np.asarray(sub.toarray() if sp.issparse(sub) else sub, dtype=np.float64)
+    dense = np.asarray(sub.toarray() if sp.issparse(sub) else sub, dtype=np.float64)
+    return np.ascontiguousarray(dense.T).T
 
 
 def _means(
     X: sp.csr_matrix | np.ndarray, labels: np.ndarray, k: int, old: np.ndarray
 ) -> np.ndarray:
-    """Cluster means, built in one dense K x n array (centers dominate memory on wide data)."""
-    n_rows = X.shape[0]
+    """Cluster means as K x n stored column-major (see :func:`_rows_dense`).
+
+    On sparse X the sums come from one bincount over the stored values straight into the
+    n x K layout: one dense array, where a sparse product and its densified copy took three.
+    """
+    n_rows, n = X.shape
     counts = np.bincount(labels, minlength=k).astype(np.float64)
-    M = sp.csr_matrix((np.ones(n_rows), (labels, np.arange(n_rows))), shape=(k, n_rows))
-    sums = M @ X
-    centers = sums.toarray() if sp.issparse(sums) else np.array(sums, dtype=np.float64)
-    del sums
+    sums_t: np.ndarray
+    if not isinstance(X, np.ndarray):
+        row_of = np.repeat(labels, np.diff(X.indptr))
+        flat = X.indices.astype(np.int64) * k + row_of
+        del row_of
+        sums_t = np.bincount(flat, weights=X.data, minlength=n * k).reshape(n, k)
+        del flat
+    else:
+        onehot = np.zeros((n_rows, k))
+        onehot[np.arange(n_rows), labels] = 1.0
+        sums_t = np.asarray(X.T @ onehot, dtype=np.float64)
     nz = counts > 0
-    centers[nz] /= counts[nz, None]
-    centers[~nz] = old[~nz]  # kmeans() re-seeds empty clusters, so this is a safeguard
-    return centers
+    sums_t[:, nz] /= counts[nz]
+    if not nz.all():  # kmeans() re-seeds empty clusters, so this is a safeguard
+        sums_t[:, ~nz] = old.T[:, ~nz]
+    return sums_t.T
