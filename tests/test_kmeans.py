@@ -56,3 +56,9 @@ def test_seeded():
     D = np.random.default_rng(0).normal(size=(100, 3))
     a, b = km.kmeans(D, 5, seed=4), km.kmeans(D, 5, seed=4)
     assert np.array_equal(a.labels, b.labels)
+
+
+def test_all_zero_data_keeps_its_centers_at_zero():
+    X = sp.csr_matrix((30, 4))
+    res = km.kmeans(X, 3, seed=0)
+    assert res.centers.dtype == np.float64 and not res.centers.any()

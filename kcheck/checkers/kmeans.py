@@ -138,7 +138,9 @@ def _means(
         row_of = np.repeat(labels, np.diff(X.indptr))
         flat = X.indices.astype(np.int64) * k + row_of
         del row_of
-        sums_t = np.bincount(flat, weights=X.data, minlength=n * k).reshape(n, k)
+        # (astype: with no stored values at all, bincount returns integers)
+        sums_t = np.bincount(flat, weights=X.data, minlength=n * k).astype(np.float64, copy=False)
+        sums_t = sums_t.reshape(n, k)
         del flat
     else:
         onehot = np.zeros((n_rows, k))
