@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from runner import alive, descendants
 
 from kcheck import batch
 from kcheck.batch import DataSet, discover, name_skip_reason, sniff, strip_compression
@@ -359,32 +360,6 @@ def test_plan_divides_memory_and_cpus():
     assert workers == 2 and each.jobs == 2 and each.memory_limit == 4 * 2**30
 
 
-def _descendants(pid: int) -> set[int]:
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(entry))
-    out, todo = set(), [pid]
-    while todo:
-        for c in children.get(todo.pop(), []):
-            out.add(c)
-            todo.append(c)
-    return out
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
 @pytest.fixture(scope="module")
 def slow_dir(data_dir, tmp_path_factory) -> Path:
     """One quick data set, then three that take about a minute each."""
@@ -414,7 +389,7 @@ def test_interrupt_ends_workers_and_keeps_whole_lines(slow_dir, tmp_path, jobs, 
             time.sleep(0.05)
         assert out.read_text(), "the quick data set never finished"
         time.sleep(0.3)  # the slow ones are under way
-        workers = _descendants(proc.pid) if jobs != "1" else set()
+        workers = descendants(proc.pid) if jobs != "1" else set()
         assert workers or jobs == "1"
         proc.send_signal(sig)
         _, err = proc.communicate(timeout=30)
@@ -428,9 +403,9 @@ def test_interrupt_ends_workers_and_keeps_whole_lines(slow_dir, tmp_path, jobs, 
     assert names == ["a_quick"]
     # The workers, busy with checks that take a minute, were ended with the batch.
     deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and any(_alive(p) for p in workers):
+    while time.monotonic() < deadline and any(alive(p) for p in workers):
         time.sleep(0.1)
-    assert not any(_alive(p) for p in workers)
+    assert not any(alive(p) for p in workers)
 
 
 def test_read_results_takes_each_names_latest_line(tmp_path):

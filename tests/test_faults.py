@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from runner import Run, drop_file_access_override, run_kcheck
+from runner import Run, alive, descendants, drop_file_access_override, run_kcheck
 
 from kcheck.checkers.multilinear import MIN_PARALLEL_NNZ
 from kcheck.data import write_libsvm
@@ -63,34 +63,6 @@ def assert_one_error_line(run: Run, *fragments: str) -> str:
 def snapshot(d: Path) -> dict[str, bytes | None]:
     """Every entry of d (files with their bytes, directories as None), hidden ones included."""
     return {p.name: (p.read_bytes() if p.is_file() else None) for p in d.iterdir()}
-
-
-def _descendants(pid: int) -> set[int]:
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, ValueError, IndexError):
-                continue
-            children.setdefault(ppid, []).append(int(entry))
-    found: set[int] = set()
-    todo = [pid]
-    while todo:
-        for c in children.get(todo.pop(), []):
-            if c not in found:
-                found.add(c)
-                todo.append(c)
-    return found
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 # --- the writers ---------------------------------------------------------------------------
@@ -358,7 +330,7 @@ def interrupt(args: list[str], sig: int, *, after: float, tmpdir: Path,
                 break
             time.sleep(0.002 if when_exists else 0.05)
         assert proc.poll() is None, "kcheck ended before it could be interrupted"
-        children = _descendants(proc.pid)
+        children = descendants(proc.pid)
         proc.send_signal(sig)
         out, err = proc.communicate(timeout=30)
     finally:
@@ -378,9 +350,9 @@ def assert_interrupted(run: Run, code: int, children: set[int]) -> None:
     assert "Traceback" not in run.stderr and "interrupted" in run.stderr, run.describe()
     assert run.stdout == b""
     deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and any(_alive(p) for p in children):
+    while time.monotonic() < deadline and any(alive(p) for p in children):
         time.sleep(0.1)
-    assert not any(_alive(p) for p in children), "worker processes outlived kcheck"
+    assert not any(alive(p) for p in children), "worker processes outlived kcheck"
 
 
 @pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
@@ -502,7 +474,7 @@ def test_check_json_does_not_depend_on_jobs(parallel_data: Path) -> None:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     workers: set[int] = set()
     while proc.poll() is None:
-        workers |= _descendants(proc.pid)
+        workers |= descendants(proc.pid)
         time.sleep(0.05)
     out, err = proc.communicate()
     assert proc.returncode == 0, err
