@@ -469,6 +469,119 @@ def train_rbf(problem: SvmProblem, C: float, gamma: float) -> RbfModel:
     return _rbf_from_raw(_svm.toPyModel(ptr), C, problem)
 
 
+# --- precomputed kernels (-t 4) ------------------------------------------------------------------
+
+
+def squared_distances(
+    X: sp.spmatrix | np.ndarray, Z: sp.spmatrix | np.ndarray | None = None
+) -> np.ndarray:
+    """Dense matrix of |x_i - z_j|^2 from one matrix product (BLAS), clipped at 0.
+
+    An RBF kernel for any gamma is then exp(-gamma * D): one product serves the whole grid,
+    where LIBSVM's own kernel recomputes every dot product from its node lists for every
+    training. On 2,000 DNA rows (180 features) that made a 5-fold CV 10x faster.
+    """
+    A = as_binding_csr(X)
+    B = A if Z is None else as_binding_csr(Z)
+    a2 = np.asarray(A.multiply(A).sum(axis=1)).ravel()
+    b2 = a2 if Z is None else np.asarray(B.multiply(B).sum(axis=1)).ravel()
+    G = A @ B.T
+    D = np.asarray(G.toarray() if sp.issparse(G) else G, dtype=np.float64)
+    D *= -2.0
+    D += a2[:, None]
+    D += b2[None, :]
+    np.maximum(D, 0.0, out=D)
+    if Z is None:
+        np.fill_diagonal(D, 0.0)
+    return D
+
+
+def _kernel_rows(K: np.ndarray, serial: bool) -> sp.csr_matrix:
+    """LIBSVM's precomputed-kernel rows: ``0:serial`` (or 0 for test rows), then every K entry.
+
+    LIBSVM reads a kernel value by its position in the row, so no entry may be missing: the
+    CSR is built with explicit zeros, which the binding copies as they are.
+    """
+    n, m = K.shape
+    data = np.empty((n, m + 1), dtype=np.float64)
+    data[:, 0] = np.arange(1, n + 1) if serial else 0.0
+    data[:, 1:] = K
+    indices = np.tile(np.arange(m + 1, dtype=np.int32), n)
+    indptr = np.arange(0, n * (m + 1) + 1, m + 1, dtype=np.int64)
+    out = sp.csr_matrix((data.ravel(), indices, indptr), shape=(n, m + 1))
+    out.has_sorted_indices = True
+    return out
+
+
+def _kernel_parameter(C: float) -> _svm.svm_parameter:
+    return _svm.svm_parameter(f"-s 0 -t 4 -c {C!r} -m {SVM_CACHE_MB} -q")
+
+
+@dataclass
+class KernelProblem:
+    """A LIBSVM problem over a precomputed kernel matrix of its own rows (``-t 4``).
+
+    28 bytes per kernel entry (the CSR it is built from and LIBSVM's node copy); callers
+    bound the rows so that this fits.
+    """
+
+    _prob: _svm.svm_problem
+    y: np.ndarray
+
+    @property
+    def n_rows(self) -> int:
+        return int(self.y.shape[0])
+
+    @classmethod
+    def from_kernel(cls, K: np.ndarray, y: np.ndarray) -> KernelProblem:
+        yb = np.ascontiguousarray(y, dtype=np.float64)
+        if K.ndim != 2 or K.shape[0] != K.shape[1] or K.shape[0] != yb.shape[0]:
+            raise EngineError(f"a kernel matrix of shape {K.shape} for {yb.shape[0]} labels")
+        if yb.shape[0] == 0:
+            raise EngineError("cannot train on zero rows")
+        return cls(_svm.svm_problem(yb, _kernel_rows(K, serial=True), isKernel=True), yb)
+
+
+def cv_kernel(problem: KernelProblem, C: float, *, folds: int, seed: int) -> int:
+    """:func:`cv_rbf` on a precomputed kernel: the same folds and the same count."""
+    if problem.n_rows < folds:
+        raise EngineError(f"{problem.n_rows} rows are too few for {folds}-fold CV")
+    param = _kernel_parameter(C)
+    err = _svm.libsvm.svm_check_parameter(problem._prob, param)
+    if err:
+        raise EngineError(f"LIBSVM: {err.decode()}")
+    target = (ctypes.c_double * problem.n_rows)()
+    _one_omp_thread()
+    _seed_c_rand(seed)
+    _svm.libsvm.svm_cross_validation(problem._prob, param, folds, target)
+    predicted = np.ctypeslib.as_array(target, shape=(problem.n_rows,))
+    return int(np.count_nonzero(predicted == problem.y))
+
+
+def fit_predict_kernel(
+    problem: KernelProblem, C: float, K_test: np.ndarray
+) -> np.ndarray:
+    """Train C-SVC on the problem's kernel and predict rows whose kernel against it is K_test."""
+    param = _kernel_parameter(C)
+    err = _svm.libsvm.svm_check_parameter(problem._prob, param)
+    if err:
+        raise EngineError(f"LIBSVM: {err.decode()}")
+    _one_omp_thread()
+    ptr = _svm.libsvm.svm_train(problem._prob, param)
+    if not ptr:
+        raise EngineError("LIBSVM failed to train a model")
+    model = _svm.toPyModel(ptr)
+    n = K_test.shape[0]
+    out = np.empty(n, dtype=np.float64)
+    if n == 0:
+        return out
+    nodes = _svm.svm_problem(np.zeros(n), _kernel_rows(K_test, serial=False), isKernel=True)
+    predict = _svm.libsvm.svm_predict
+    for i in range(n):
+        out[i] = predict(model, nodes.x[i])
+    return out
+
+
 _stderr_lock = threading.Lock()
 
 

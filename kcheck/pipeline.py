@@ -14,15 +14,23 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from kcheck import __version__
-from kcheck.checkers import degree2, linear, multilinear, rff
+from kcheck import __version__, budget
+from kcheck.checkers import degree2, exact, linear, multilinear, rff
 from kcheck.checkers.base import CheckerResult, Dataset
 from kcheck.data import read_libsvm
 from kcheck.errors import KcheckError, TimeLimitReached
 from kcheck.memory import default_memory_limit
 from kcheck.scaling import Scaler, fit_scaler
 from kcheck.split import stratified_split
-from kcheck.verdict import SCHEMA_VERSION, Gap, decide, json_number, label_value, paired_gap
+from kcheck.verdict import (
+    SCHEMA_VERSION,
+    Decision,
+    Gap,
+    decide,
+    json_number,
+    label_value,
+    paired_gap,
+)
 
 #: Every checker there is; DEFAULT_CHECKERS run unless --checkers says otherwise. rff is
 #: opt-in: it catches smooth low-dimensional boundaries the others miss (wavy 5-D set: +3.3
@@ -37,6 +45,8 @@ MIN_ROWS = 10
 #: Fewer rows per class than this (on average) leave most classes absent from V or T: 3,000
 #: classes in 6,000 rows took minutes and scored 0.03% for every method.
 MIN_ROWS_PER_CLASS = 5
+#: Exact mode's relative budget: this many times the linear baseline's counted cost.
+EXACT_LINEAR_FACTOR = 3.0
 #: A CV accuracy this far above the accuracy on V points to a fault (see DESIGN.md hazards).
 CV_VAL_ALARM = 0.10
 
@@ -165,7 +175,10 @@ def run(config: CheckConfig, progress: Progress | None = None) -> CheckReport:
     report("linear baseline (C search)", None, None)
     base = linear.run(T, V, linear.LinearOptions(seed=config.seed))
     results["linear"] = base
-    exact_json = _run_exact(config, T, V, base, deadline, results, report)
+    exact_json = _run_exact(config, T, V, memory_limit, deadline, results, report)
+    # The floor of counted work is for the whole check: where exact mode ran, it decides
+    # alone, so degree-2 keeps only its relative budget.
+    degree2_floor = 0.0 if "rbf" in results else budget.FLOOR_SECONDS
 
     # MultiLinear first: the method leans on it most, so a time limit should cut degree-2.
     if "multilinear" in config.checkers:
@@ -201,6 +214,7 @@ def run(config: CheckConfig, progress: Progress | None = None) -> CheckReport:
                     ),
                     time_budget=left,
                     seconds_per_nnz=base.seconds / max(T.X.nnz, 1),
+                    floor_seconds=degree2_floor,
                 ),
             ),
         )
@@ -231,6 +245,7 @@ def run(config: CheckConfig, progress: Progress | None = None) -> CheckReport:
         raise KcheckError(f"{config.train}: no checker finished ({reasons})")
     # The exact comparison is what the proxies approximate: where it ran, it alone decides.
     decision = decide({"rbf": gaps["rbf"]} if "rbf" in gaps else gaps, config.epsilon)
+    decision, cut_short = _cut_short(decision, config.checkers, results)
 
     test_json = None
     if config.test is not None:
@@ -256,7 +271,7 @@ def run(config: CheckConfig, progress: Progress | None = None) -> CheckReport:
             progress=report,
         )
 
-    warnings = _sanity_warnings(results)
+    warnings = cut_short + _sanity_warnings(results)
     out: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
         "kcheck_version": __version__,
@@ -289,40 +304,59 @@ def run(config: CheckConfig, progress: Progress | None = None) -> CheckReport:
     return CheckReport(json=out, scaler=scaler, results=results)
 
 
+def _exact_budget(T: Dataset, V: Dataset) -> float:
+    """Counted seconds exact mode may take: the floor, or 3x the linear baseline's counted cost."""
+    n_classes = int(np.unique(T.y).size)
+    return max(
+        budget.FLOOR_SECONDS,
+        EXACT_LINEAR_FACTOR * budget.linear_seconds(T.X.nnz + V.X.nnz, n_classes),
+    )
+
+
 def _run_exact(
     config: CheckConfig,
     T: Dataset,
     V: Dataset,
-    base: CheckerResult,
+    memory_limit: int,
     deadline: float | None,
     results: dict[str, CheckerResult],
     report: Progress,
 ) -> dict[str, Any]:
     """Run the exact RBF comparison on all rows (T and V) where it is cheap or asked for.
 
-    Whether ``auto`` runs it depends on a timed probe, so on data near the threshold the
-    decision (and so the JSON) can differ between machines; ``exact.ran`` records it.
+    Whether ``auto`` runs it is decided from counted work (kcheck.budget), so the same data
+    and options give the same decision on every machine.
     """
-    from kcheck.checkers import exact
-
-    opts = exact.ExactOptions(seed=config.seed, jobs=config.jobs, deadline=deadline)
+    opts = exact.ExactOptions(
+        seed=config.seed, jobs=config.jobs, deadline=deadline, epsilon=config.epsilon
+    )
+    rows = T.rows + V.rows
     X_all = y_all = None
     if config.exact == "never":
         d = exact.RunDecision(False, "exact mode is off")
-    elif config.exact == "auto" and T.rows + V.rows > exact.MAX_ROWS:
+    elif config.exact == "auto" and rows > exact.MAX_ROWS:
         # Say no before stacking T and V: that would copy all of the data.
-        d = exact.RunDecision(False, f"too large: more than {exact.MAX_ROWS:,} rows")
+        d = exact.RunDecision(
+            False, f"too large: {rows:,} rows (auto considers at most {exact.MAX_ROWS:,})"
+        )
     else:
         X_all = sp.vstack([T.X, V.X], format="csr")
         y_all = np.concatenate([T.y, V.y])
-        report("exact RBF comparison (estimating its cost)", None, None)
-        d = exact.decide_run(X_all, y_all, opts, linear_seconds=base.seconds, mode=config.exact)
+        d = exact.decide_run(
+            X_all,
+            y_all,
+            opts,
+            budget_seconds=_exact_budget(T, V),
+            memory_limit=memory_limit,
+            mode=config.exact,
+        )
     out: dict[str, Any] = {
         "mode": config.exact,
         "ran": d.run,
         "reason": d.reason,
-        "estimated_seconds": json_number(d.estimated_seconds, 3),
-        "budget_seconds": json_number(d.budget_seconds, 3),
+        # Counted reference seconds (kcheck.budget), the same on every machine.
+        "estimated_seconds": d.estimated_seconds,
+        "budget_seconds": d.budget_seconds,
     }
     if d.run and X_all is not None and y_all is not None:
         Xa, ya = X_all, y_all
@@ -423,6 +457,32 @@ def _score_test(
             continue
         out[name] = json_number(float(np.mean(r.predict(X) == y))) if y.size else None
     return out
+
+
+def _cut_short(
+    decision: Decision, checkers: tuple[str, ...], results: dict[str, CheckerResult]
+) -> tuple[Decision, list[str]]:
+    """A linear verdict is not ``clear`` while a checker that might have overturned it did not
+    run: skipped (budget, memory, time limit) or stopped. Where exact mode decided, the
+    proxies do not matter; a degree-2 subsample under its budget is not cut short, its
+    interval already reflects the subsample."""
+    if decision.verdict != "linear" or "rbf" in results:
+        return decision, []
+    notes = []
+    for name in checkers:
+        r = results.get(name)
+        if r is None:
+            continue
+        if r.status == "skipped":
+            what = "did not run"
+        elif r.info.get("limited_by") in ("time", "memory"):
+            what = "was cut short"
+        else:
+            continue
+        notes.append(f"{name} {what} ({r.reason}), so it cannot confirm the linear verdict")
+    if notes and decision.margin == "clear":
+        decision = Decision(decision.verdict, "borderline", decision.deciding)
+    return decision, notes
 
 
 def _sanity_warnings(results: dict[str, CheckerResult]) -> list[str]:

@@ -8,15 +8,14 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from kcheck import engines, models
+from kcheck import engines
 from kcheck.checkers import exact
 from kcheck.checkers.base import CheckerResult
 from kcheck.errors import TimeLimitReached
 from kcheck.verdict import decide, paired_gap
-from kcheck.workers import process_pool
 
 #: A 3 x 3 grid: enough to exercise the search, cheap to run.
-SMALL = models.Grid(log2_C=(-1.0, 3.0, 7.0), log2_gamma=(3.0, -1.0, -5.0))
+SMALL = {"log2_C": (-1.0, 3.0, 7.0), "log2_gamma_factor": (-2.0, 0.0, 2.0)}
 
 
 def circles(rows: int = 300, seed: int = 0) -> tuple[sp.csr_matrix, np.ndarray]:
@@ -50,113 +49,112 @@ def linear_result() -> CheckerResult:
     return exact.run(X, y, exact.ExactOptions(seed=0))
 
 
-# --- should_run ----------------------------------------------------------------------------------
+# --- decide_run: counted work, never a clock ----------------------------------------------------
 
 
-def _fixed_estimate(monkeypatch: pytest.MonkeyPatch, seconds: float) -> list[bool]:
-    calls: list[bool] = []
-
-    def fake(X, y, options, *, probe=True, stop_above=None):
-        calls.append(probe)
-        return seconds if probe else 0.0
-
-    monkeypatch.setattr(exact, "estimate_seconds", fake)
-    return calls
+GIB = 2**30
 
 
-@pytest.mark.parametrize(
-    ("estimate", "linear_seconds", "expected"),
-    [
-        (4.9, 0.01, True),  # within the 5 s floor
-        (5.0, 0.01, True),  # the floor is inclusive
-        (5.1, 0.01, False),  # over it, and 3x linear is tiny
-        (8.9, 3.0, True),  # over 5 s but within 3x the linear model's 3 s
-        (9.1, 3.0, False),
-    ],
-)
-def test_auto_threshold(monkeypatch, estimate, linear_seconds, expected):
-    calls = _fixed_estimate(monkeypatch, estimate)
-    X, y = circles(60)
-    run, reason = exact.should_run(
-        X, y, exact.ExactOptions(), linear_seconds=linear_seconds, mode="auto"
-    )
-    assert run is expected
-    assert f"estimated {estimate:.1f}s" in reason
-    assert ("within" if expected else "over") in reason
-    assert True in calls  # auto probes when the data is not obviously too large
+def test_auto_runs_within_the_budget_and_not_over_it():
+    X, y = circles(300)
+    est = exact.estimated_seconds(X, 2, exact.ExactOptions())
+    assert est > 0
+    within = exact.decide_run(X, y, exact.ExactOptions(), budget_seconds=est, memory_limit=GIB,
+                              mode="auto")
+    assert within.run and "within" in within.reason
+    assert within.estimated_seconds == pytest.approx(est, abs=1e-3)
+    over = exact.decide_run(X, y, exact.ExactOptions(), budget_seconds=est * 0.99,
+                            memory_limit=GIB, mode="auto")
+    assert not over.run and "over" in over.reason
 
 
-def test_always_and_never_ignore_the_estimate(monkeypatch):
-    calls = _fixed_estimate(monkeypatch, 1e6)
-    X, y = circles(60)
+def test_the_decision_does_not_depend_on_load(monkeypatch):
+    """A busy machine (every clock read far later) decides exactly as an idle one."""
+    X, y = circles(300)
+    before = exact.decide_run(X, y, exact.ExactOptions(), budget_seconds=10.0,
+                              memory_limit=GIB, mode="auto")
+    real = time.perf_counter
+    monkeypatch.setattr(time, "perf_counter", lambda: real() + 1e6)
+    after = exact.decide_run(X, y, exact.ExactOptions(), budget_seconds=10.0,
+                             memory_limit=GIB, mode="auto")
+    assert before == after
+
+
+def test_estimate_grows_with_rows_grid_and_repeats():
+    X, y = circles(1200)
+    small, _ = circles(300)
     opts = exact.ExactOptions()
-    assert exact.should_run(X, y, opts, linear_seconds=0.01, mode="always")[0] is True
-    calls_before = len(calls)
-    _fixed_estimate(monkeypatch, 0.0)
-    run, reason = exact.should_run(X, y, opts, linear_seconds=0.01, mode="never")
-    assert run is False and reason
-    assert calls_before == 0  # "always" does not even estimate
+    assert exact.estimated_seconds(X, 2, opts) > exact.estimated_seconds(small, 2, opts)
+    fewer = exact.ExactOptions(log2_C=(1.0,), repeats=1)
+    assert exact.estimated_seconds(X, 2, fewer) < exact.estimated_seconds(X, 2, opts)
+    # Multiclass one-vs-one costs more than a binary problem of the same size.
+    assert exact.estimated_seconds(X, 10, opts) > exact.estimated_seconds(X, 2, opts)
+
+
+def test_always_and_never_ignore_the_estimate():
+    X, y = circles(300)
+    opts = exact.ExactOptions()
+    always = exact.decide_run(X, y, opts, budget_seconds=0.0, memory_limit=GIB, mode="always")
+    assert always.run
+    never = exact.decide_run(X, y, opts, budget_seconds=1e9, memory_limit=GIB, mode="never")
+    assert not never.run and never.reason == "exact mode is off"
     with pytest.raises(ValueError):
-        exact.should_run(X, y, opts, linear_seconds=0.01, mode="sometimes")
+        exact.decide_run(X, y, opts, budget_seconds=1.0, memory_limit=GIB, mode="sometimes")
 
 
-def _no_probe(monkeypatch: pytest.MonkeyPatch) -> None:
-    def fail(*args, **kwargs):
-        raise AssertionError("probed data that is obviously too large")
-
-    monkeypatch.setattr(exact, "_time_cv", fail)
-    monkeypatch.setattr(engines, "cv_rbf", fail)
-
-
-def test_too_many_rows_skip_without_probe(monkeypatch):
-    _no_probe(monkeypatch)
-    rows = exact.MAX_ROWS + 1
-    X = sp.csr_matrix(np.ones((rows, 1)))
-    y = np.where(np.arange(rows) % 2 == 0, 1.0, -1.0)
-    run, reason = exact.should_run(X, y, exact.ExactOptions(), linear_seconds=100.0, mode="auto")
-    assert run is False
-    assert reason.startswith("too large") and f"{rows:,} rows" in reason
+def test_too_many_rows_or_too_little_memory_refuse():
+    X, y = circles(exact.MAX_ROWS + 1)
+    d = exact.decide_run(X, y, exact.ExactOptions(), budget_seconds=1e9, memory_limit=64 * GIB,
+                         mode="auto")
+    assert not d.run and d.reason.startswith("too large")
+    X, y = circles(500)
+    tiny = exact.matrix_bytes(500) - 1
+    for mode in ("auto", "always"):
+        d = exact.decide_run(X, y, exact.ExactOptions(), budget_seconds=1e9, memory_limit=tiny,
+                             mode=mode)
+        assert not d.run and "memory limit" in d.reason
 
 
-def test_too_much_work_skips_without_probe(monkeypatch):
-    _no_probe(monkeypatch)
-    # 2,000 dense rows of 200 features: rows x stored values = 8e8, over MAX_WORK.
-    X = sp.csr_matrix(np.ones((2000, 200)))
-    y = np.where(np.arange(2000) % 2 == 0, 1.0, -1.0)
-    assert exact._work(X) > exact.MAX_WORK
-    run, reason = exact.should_run(X, y, exact.ExactOptions(), linear_seconds=100.0, mode="auto")
-    assert run is False and reason.startswith("too large")
-
-
-def test_prior_far_over_the_budget_skips_without_probe(monkeypatch):
-    _no_probe(monkeypatch)
-    # Under MAX_WORK, but the size-only estimate is over PRIOR_MARGIN x the 5 s budget.
-    X = sp.csr_matrix(np.ones((1000, 100)))
-    y = np.where(np.arange(1000) % 2 == 0, 1.0, -1.0)
-    assert exact._work(X) <= exact.MAX_WORK
-    prior = exact.estimate_seconds(X, y, exact.ExactOptions(), probe=False)
-    assert prior > exact.PRIOR_MARGIN * exact.AUTO_SECONDS
-    run, reason = exact.should_run(X, y, exact.ExactOptions(), linear_seconds=0.01, mode="auto")
-    assert run is False and reason.startswith("too large")
-
-
-def test_estimate_with_a_real_probe_is_positive_and_scales_with_the_grid():
-    X, y = circles(200)
-    small = exact.estimate_seconds(X, y, exact.ExactOptions(grid=SMALL, repeats=1))
-    assert 0.0 < small < 5.0
-    prior_small = exact.estimate_seconds(X, y, exact.ExactOptions(grid=SMALL, repeats=1),
-                                         probe=False)
-    prior_full = exact.estimate_seconds(X, y, exact.ExactOptions(repeats=1), probe=False)
-    assert prior_full == pytest.approx(prior_small * (64 + 1) / (9 + 1))
+def test_auto_budget_is_capped_by_the_time_left():
+    X, y = circles(300)
+    est = exact.estimated_seconds(X, 2, exact.ExactOptions())
+    soon = exact.ExactOptions(deadline=time.perf_counter() + est / 2)
+    d = exact.decide_run(X, y, soon, budget_seconds=1e3, memory_limit=GIB, mode="auto")
+    assert not d.run and "time limit" in d.reason
+    later = exact.ExactOptions(deadline=time.perf_counter() + 1e4)
+    assert exact.decide_run(X, y, later, budget_seconds=1e3, memory_limit=GIB, mode="auto").run
 
 
 def test_default_repeats_by_size():
-    assert [exact.default_repeats(n) for n in (100, 999, 1000, 1999, 2000, 4999, 5000)] == [
-        5, 5, 3, 3, 2, 2, 1,
-    ]
-    assert exact.ExactOptions(repeats=7).resolved_repeats(100) == 7
-    assert exact.ExactOptions().resolved_grid() is exact.DEFAULT_GRID
-    assert len(exact.DEFAULT_GRID.coarse) == 64
+    assert [exact.default_repeats(n) for n in (100, 999, 1000, 1999, 2000, 4999)] == [
+        5, 5, 3, 3, 2, 2]
+    assert exact.ExactOptions(repeats=7).max_repeats(100) == 7
+    assert exact.ExactOptions().grid_points() == len(exact.LOG2_C) * len(exact.LOG2_GAMMA_FACTOR)
+
+
+def test_grid_is_placed_by_the_median_distance():
+    X, y = circles(200)
+    D = engines.squared_distances(X)
+    med = exact.median_sq_distance(D)
+    Xd = X.toarray()
+    direct = ((Xd[:, None, :] - Xd[None, :, :]) ** 2).sum(axis=2)
+    np.testing.assert_allclose(D, direct, atol=1e-12)
+    assert med == pytest.approx(float(np.median(direct[np.triu_indices(200, 1)])))
+    points = exact.grid_for(med, exact.ExactOptions())
+    gammas = sorted({2.0**g for _, g in points})
+    assert gammas == pytest.approx([2.0**f / med for f in exact.LOG2_GAMMA_FACTOR])
+    assert exact.median_sq_distance(np.zeros((3, 3))) == 1.0  # all rows equal
+
+
+def test_precomputed_kernel_gives_libsvms_own_cv():
+    """The precomputed kernel is exp(-gamma D): LIBSVM's CV counts match its own RBF kernel."""
+    X, y = circles(200, seed=3)
+    D = engines.squared_distances(X)
+    rbf = engines.SvmProblem.from_data(X, y)
+    for c, g in ((0.5, 1.0), (8.0, 16.0), (128.0, 0.25)):
+        kp = engines.KernelProblem.from_kernel(np.exp(-g * D), y)
+        assert engines.cv_kernel(kp, c, folds=5, seed=2) == engines.cv_rbf(
+            rbf, c, g, folds=5, seed=2)
 
 
 # --- the comparison ------------------------------------------------------------------------------
@@ -185,7 +183,8 @@ def test_linear_data_gives_a_small_gap(linear_result):
 def test_per_row_arrays_and_info(circles_result):
     r = circles_result
     rows, repeats = 300, r.info["repeats"]
-    assert repeats == exact.default_repeats(rows) == 5
+    # The gap (about 40 points) is clear of epsilon after the minimum number of repeats.
+    assert repeats == exact.MIN_REPEATS and r.info["stopped_early"]
     for a in (r.correct, r.reference_correct):
         assert a is not None
         assert a.shape == (rows,) and a.dtype == np.float64
@@ -195,7 +194,9 @@ def test_per_row_arrays_and_info(circles_result):
     assert r.val_accuracy == pytest.approx(float(r.correct.mean()))
     assert set(r.info) >= {"C", "gamma", "linear_C", "folds", "repeats", "rows", "grid_points",
                            "linear_cv_accuracy", "linear_accuracy", "repeat_gaps"}
-    assert r.info["rows"] == rows and r.info["folds"] == 5 and r.info["grid_points"] == 64
+    assert r.info["rows"] == rows and r.info["folds"] == 5
+    assert r.info["grid_points"] == exact.ExactOptions().grid_points()
+    assert r.info["tune_rows"] == rows
     # The mean of the per-repeat gaps is the gap of the per-row means.
     gap = paired_gap(r.correct, r.reference_correct).value
     assert np.mean(r.info["repeat_gaps"]) == pytest.approx(gap, abs=1e-6)
@@ -204,7 +205,7 @@ def test_per_row_arrays_and_info(circles_result):
 def test_reference_is_the_linear_models_own_cv_result():
     """Redo the linear side by hand: -C search on all rows, then the documented folds."""
     X, y = noisy_linear(120, seed=3)
-    opts = exact.ExactOptions(seed=4, grid=SMALL, repeats=2)
+    opts = exact.ExactOptions(seed=4, **SMALL, repeats=2)
     r = exact.run(X, y, opts)
     Xb = engines.as_binding_csr(X)
     C, cv = engines.search_C(engines.Problem.from_data(Xb, y), seed=4)
@@ -223,35 +224,51 @@ def test_reference_is_the_linear_models_own_cv_result():
     assert r.info["linear_accuracy"] == pytest.approx(float(np.mean(per_repeat)))
 
 
-def test_chosen_point_is_the_grid_searchs(monkeypatch):
+def test_chosen_point_is_the_grid_searchs():
+    """Redo the search by hand: LIBSVM's own RBF CV at every grid point, ties to smaller C."""
     X, y = circles(150, seed=2)
-    r = exact.run(X, y, exact.ExactOptions(seed=1, grid=SMALL, repeats=1))
-    found = models.rbf_grid_search(X, y, SMALL, seed=1)
-    assert (r.info["C"], r.info["gamma"]) == (found.C, found.gamma)
-    assert r.cv_accuracy == pytest.approx(found.cv_accuracy)
+    opts = exact.ExactOptions(seed=1, repeats=1, **SMALL)
+    r = exact.run(X, y, opts)
+    med = exact.median_sq_distance(engines.squared_distances(X))
+    problem = engines.SvmProblem.from_data(X, y)
+    scores = {(c, g): engines.cv_rbf(problem, 2.0**c, 2.0**g, folds=5, seed=1)
+              for c, g in exact.grid_for(med, opts)}
+    c, g = exact.best_point(scores)
+    assert r.info["C"] == 2.0**c and r.info["gamma"] == pytest.approx(2.0**g)
+    assert r.cv_accuracy == pytest.approx(scores[(c, g)] / 150)
 
 
-def test_deterministic_for_a_seed_and_across_jobs(monkeypatch):
+def test_tuning_uses_a_stratified_sample_above_tune_rows():
+    X, y = circles(300, seed=4)
+    r = exact.run(X, y, exact.ExactOptions(seed=0, repeats=1, tune_rows=100, **SMALL))
+    assert r.info["tune_rows"] == 100 and r.info["rows"] == 300
+    assert r.correct is not None and r.correct.shape == (300,)
+
+
+def test_repeats_stop_early_only_when_the_interval_is_clear():
+    X, y = noisy_linear(300, seed=1)
+    # epsilon far above any gap: clear after the minimum; epsilon at the gap: never clear.
+    far = exact.run(X, y, exact.ExactOptions(seed=0, epsilon=0.5, **SMALL))
+    assert far.info["repeats"] == exact.MIN_REPEATS and far.info["stopped_early"]
+    gap = paired_gap(far.correct, far.reference_correct).value
+    near = exact.run(X, y, exact.ExactOptions(seed=0, epsilon=gap, **SMALL))
+    assert near.info["repeats"] == exact.default_repeats(300) and not near.info["stopped_early"]
+    fixed = exact.run(X, y, exact.ExactOptions(seed=0, epsilon=0.5, repeats=3, **SMALL))
+    assert fixed.info["repeats"] == 3
+
+
+def test_deterministic_for_a_seed_and_across_jobs():
     X, y = circles(120, seed=5)
-    opts = exact.ExactOptions(seed=7, grid=SMALL, repeats=2)
+    opts = exact.ExactOptions(seed=7, repeats=2, **SMALL)
     a = exact.run(X, y, opts)
     b = exact.run(X, y, opts)
-    monkeypatch.setattr(exact, "MIN_PARALLEL_WORK", 0)  # use worker processes even here
-    pools = []
-
-    def counting_pool(*args, **kwargs):
-        pools.append(args[0])
-        return process_pool(*args, **kwargs)
-
-    monkeypatch.setattr(exact, "process_pool", counting_pool)
-    c = exact.run(X, y, exact.ExactOptions(seed=7, grid=SMALL, repeats=2, jobs=2))
-    assert pools == [2]
+    c = exact.run(X, y, exact.ExactOptions(seed=7, repeats=2, jobs=2, **SMALL))
     for other in (b, c):
         np.testing.assert_array_equal(a.correct, other.correct)
         np.testing.assert_array_equal(a.reference_correct, other.reference_correct)
         assert a.info == other.info
         assert a.cv_accuracy == other.cv_accuracy
-    d = exact.run(X, y, exact.ExactOptions(seed=8, grid=SMALL, repeats=2))
+    d = exact.run(X, y, exact.ExactOptions(seed=8, repeats=2, **SMALL))
     assert d.info["repeat_gaps"] != a.info["repeat_gaps"] or not np.array_equal(
         d.correct, a.correct
     )
@@ -278,7 +295,7 @@ def test_predict_trains_on_all_rows(circles_result):
 
 def test_too_few_rows_are_skipped():
     X, y = circles(8)
-    r = exact.run(X, y, exact.ExactOptions(grid=SMALL))
+    r = exact.run(X, y, exact.ExactOptions(**SMALL))
     assert r.status == "skipped" and r.reason and "too few" in r.reason
 
 
@@ -286,27 +303,4 @@ def test_deadline_stops_the_comparison():
     X, y = circles(60)
     past = time.perf_counter() - 1.0
     with pytest.raises(TimeLimitReached):
-        exact.run(X, y, exact.ExactOptions(grid=SMALL, deadline=past))
-
-
-def test_estimate_credits_jobs_only_with_idle_cores(monkeypatch):
-    X, y = circles(200)
-    monkeypatch.setattr(exact, "MIN_PARALLEL_WORK", 0)
-    serial = exact.estimate_seconds(X, y, exact.ExactOptions(jobs=1), probe=False)
-    monkeypatch.setattr(exact, "idle_cores", lambda: 2)
-    two = exact.estimate_seconds(X, y, exact.ExactOptions(jobs=2), probe=False)
-    assert two == pytest.approx(serial / 2 + exact.POOL_SECONDS)
-    monkeypatch.setattr(exact, "idle_cores", lambda: 1)  # a busy machine: no credit
-    assert exact.estimate_seconds(X, y, exact.ExactOptions(jobs=2), probe=False) == serial
-
-
-def test_auto_budget_is_capped_by_the_time_left(monkeypatch):
-    _fixed_estimate(monkeypatch, 3.0)
-    X, y = circles(60)
-    soon = exact.ExactOptions(deadline=time.perf_counter() + 2.0)
-    run, reason = exact.should_run(X, y, soon, linear_seconds=0.01, mode="auto")
-    assert run is False and "time left" in reason
-    later = exact.ExactOptions(deadline=time.perf_counter() + 60.0)
-    assert exact.should_run(X, y, later, linear_seconds=0.01, mode="auto")[0] is True
-    gone = exact.ExactOptions(deadline=time.perf_counter() - 1.0)
-    assert exact.should_run(X, y, gone, linear_seconds=0.01, mode="auto") == (False, "time limit")
+        exact.run(X, y, exact.ExactOptions(**SMALL, deadline=past))

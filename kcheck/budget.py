@@ -1,0 +1,101 @@
+"""Counted work: what each step costs, in seconds of the reference machine, from counts alone.
+
+Every choice that changes what a check computes (run exact mode or not, run degree-2 in full,
+on a subsample or not at all) is taken from these estimates, never from a clock: a timed probe
+made the same file's verdict JSON differ from run to run. The estimates are numbers of the data
+(rows, stored values, classes, expansion size) times per-unit costs measured once on the
+reference machine (2 cores, `scripts/calibrate.py`); a faster or busier machine changes how
+long a check takes, not what it computes.
+
+Budgets:
+
+* **Floor.** Small data gets about ``FLOOR_SECONDS`` of counted work for the checks that need
+  it (the exact comparison, or else degree-2 in full), whatever the linear model costs: with
+  budgets relative to a 0.1 s linear model alone, a 1,000-row dense set skipped both and the
+  verdict missed a 6-point kernel gain.
+* **Relative.** Above the floor, each budget is a multiple of the linear baseline's counted
+  cost, so the ratios on large data stay where they were.
+"""
+
+from __future__ import annotations
+
+#: Seconds of counted work that small data may always spend on exact mode or degree-2.
+FLOOR_SECONDS = 10.0
+#: The floor lets degree-2 run in full only where T holds at most this many stored values:
+#: above it, the relative budget alone decides, as it did before the floor existed (a9a's T
+#: holds 339k values and its full expansion takes 20-30 s).
+FLOOR_MAX_NNZ = 300_000
+
+#: LIBLINEAR -s 2 -B 1 with its -C search, per stored value and one-vs-rest model. Measured
+#: 1.4-3.3 us (median 2.6) on 13 sets (scripts/results/calibrate.md).
+LINEAR_SECONDS_PER_NNZ = 3.0e-6
+#: The same on the degree-2 expansion, per expanded value and model: 1.6-6.9 us (median 3.4);
+#: larger T lean high, as the C search needs more Newton steps there.
+DEGREE2_SECONDS_PER_NNZ = 5.0e-6
+#: Exact mode: LIBSVM on a precomputed kernel, per entry of a training kernel matrix and CV
+#: fold or training (binary; one-vs-one multiclass costs up to twice that). Measured 3e-8 to
+#: 1.1e-7 (median 8e-8) on ten sets; madelon, whose noise makes every row a support vector at
+#: large gamma, took 4e-7 ...
+KERNEL_SECONDS_PER_ENTRY = 8.0e-8
+#: ... building a precomputed problem, per kernel entry ...
+BUILD_SECONDS_PER_ENTRY = 4.0e-8
+#: ... and the distance product, per row x stored value.
+DISTANCE_SECONDS_PER_WORK = 2.0e-9
+
+
+def n_models(n_classes: int) -> int:
+    """One-vs-rest models LIBLINEAR trains: one for two classes, one per class above."""
+    return 1 if n_classes <= 2 else n_classes
+
+
+def linear_seconds(nnz: int, n_classes: int) -> float:
+    """Counted seconds of the linear baseline (C search and training) on ``nnz`` values."""
+    return LINEAR_SECONDS_PER_NNZ * nnz * n_models(n_classes)
+
+
+def degree2_seconds(expanded_nnz: int, n_classes: int) -> float:
+    """Counted seconds of degree-2's C search and training on ``expanded_nnz`` values."""
+    return DEGREE2_SECONDS_PER_NNZ * expanded_nnz * n_models(n_classes)
+
+
+def _pairs_factor(n_classes: int) -> float:
+    """One-vs-one trains k(k-1)/2 pairs of about 2n/k rows: 2(k-1)/k times a binary problem."""
+    return 2.0 * (n_classes - 1) / n_classes if n_classes > 2 else 1.0
+
+
+def exact_seconds(
+    *,
+    rows: int,
+    nnz: int,
+    n_classes: int,
+    tune_rows: int,
+    grid_points: int,
+    repeats: int,
+    folds: int,
+) -> float:
+    """Counted seconds of the exact comparison (kcheck.checkers.exact.run)."""
+    pairs = _pairs_factor(n_classes)
+    gammas = 4
+    train_share = (folds - 1) / folds
+    tune_entries = float(tune_rows) ** 2
+    tuning = grid_points * folds * KERNEL_SECONDS_PER_ENTRY * pairs * tune_entries * train_share**2
+    tuning += gammas * BUILD_SECONDS_PER_ENTRY * tune_entries
+    fold_entries = (train_share * rows) ** 2
+    per_repeat = folds * (
+        (KERNEL_SECONDS_PER_ENTRY * pairs + BUILD_SECONDS_PER_ENTRY) * fold_entries
+        + linear_seconds(int(nnz * train_share), n_classes) / 10.0
+    )
+    return (
+        linear_seconds(nnz, n_classes)
+        + DISTANCE_SECONDS_PER_WORK * rows * max(nnz, rows)
+        + tuning
+        + repeats * per_repeat
+    )
+
+
+def size_text(n_bytes: float) -> str:
+    """A byte count in a unit that shows it (1M is not '0.0 GiB')."""
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n_bytes >= size:
+            return f"{n_bytes / size:.1f} {unit}"
+    return f"{int(n_bytes)} B"
