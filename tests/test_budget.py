@@ -1,0 +1,150 @@
+"""Budgets from counted work: the same JSON under load, the floor for small data, cut-short
+margins (kcheck/budget.py and how the pipeline uses it)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from runner import run_kcheck
+
+from kcheck import budget
+from kcheck.checkers import degree2
+from kcheck.checkers.base import CheckerResult
+from kcheck.data import write_libsvm
+from kcheck.pipeline import CheckConfig, run
+from kcheck.verdict import without_timing
+
+
+def interactions(rows: int = 1000, features: int = 40, seed: int = 0) -> tuple[np.ndarray, ...]:
+    """Dense uniform features; the label is the sign of a sum of pairwise products (no linear
+    part): the pattern of the small dense sets where a floor-less budget skipped degree-2."""
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-1.0, 1.0, size=(rows, features))
+    pairs = [(0, 1), (2, 3), (4, 5), (6, 7)]
+    score = sum(X[:, i] * X[:, j] for i, j in pairs) + rng.normal(0.0, 0.1, rows)
+    return np.where(score > 0, 1.0, -1.0), X
+
+
+@pytest.fixture(scope="module")
+def interaction_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    y, X = interactions()
+    path = tmp_path_factory.mktemp("floor") / "interactions.svm"
+    write_libsvm(str(path), y, X)
+    return path
+
+
+def test_counted_costs_are_monotone_and_model_counts() -> None:
+    assert budget.n_models(2) == 1 and budget.n_models(3) == 3
+    assert budget.linear_seconds(1000, 10) == 10 * budget.linear_seconds(1000, 2)
+    assert budget.degree2_seconds(2_000_000, 2) == pytest.approx(10.0)
+    small = budget.exact_seconds(rows=500, nnz=5000, n_classes=2, tune_rows=500,
+                                 grid_points=28, repeats=2, folds=5)
+    large = budget.exact_seconds(rows=2000, nnz=20000, n_classes=2, tune_rows=600,
+                                 grid_points=28, repeats=2, folds=5)
+    assert 0 < small < large
+    assert budget.size_text(2**20) == "1.0 MiB" and budget.size_text(3 * 2**30) == "3.0 GiB"
+
+
+def test_the_floor_runs_degree2_in_full_on_small_dense_data(interaction_file: Path) -> None:
+    """1,000 rows x 40 dense features: the relative budget alone (a third of T's values, at
+    least 100k) fits 116 rows and skipped degree-2; the floor runs its full expansion (645k
+    values, about 3 s here), and it finds the products. Exact mode is off so that it does not
+    decide in degree-2's place."""
+    v = run(CheckConfig(train=str(interaction_file), exact="never")).json
+    d2 = v["checkers"]["degree2"]
+    assert d2["status"] == "ok" and d2["fraction"] == 1.0, d2
+    assert d2["gap"] > 0.1 and d2["gap_ci95"][0] > 0.02
+    assert v["verdict"] == "kernel" and v["margin"] == "clear"
+    assert v["deciding_checker"] == "degree2"
+
+
+def test_without_the_floor_the_same_data_skips_degree2(interaction_file: Path) -> None:
+    """What the floor changes: with floor_seconds 0 (as where exact mode ran) only the relative
+    budget applies, and too few rows fit it."""
+    from kcheck.checkers.base import Dataset
+    from kcheck.data import read_libsvm
+
+    y, X = read_libsvm(str(interaction_file))
+    T = Dataset(X[:750], y[:750])
+    opts = degree2.Degree2Options(max_cost_nnz=max(T.X.nnz // 3, degree2.MIN_COST_NNZ))
+    assert degree2.plan_rows(T, 2, opts).rows == 0
+    floored = degree2.Degree2Options(max_cost_nnz=opts.max_cost_nnz,
+                                     floor_seconds=budget.FLOOR_SECONDS)
+    assert degree2.plan_rows(T, 2, floored).rows == 750
+    # Above FLOOR_MAX_NNZ stored values the floor never applies (large data keeps its ratios).
+    wide = Dataset(sp.hstack([T.X] * 12, format="csr"), T.y)
+    assert wide.X.nnz > budget.FLOOR_MAX_NNZ
+    huge_floor = degree2.Degree2Options(max_cost_nnz=wide.X.nnz // 3, floor_seconds=1e9)
+    assert degree2.plan_rows(wide, 2, huge_floor).rows < 750
+
+
+def test_multilinear_keeps_fifty_rows_a_cluster(datasets: Path) -> None:
+    v = run(CheckConfig(train=str(datasets / "fourclass"), exact="never")).json
+    # T holds 646 rows: the paper's K would be 32 clusters of 20 rows.
+    assert v["split"]["train"] == 646
+    assert v["checkers"]["multilinear"]["clusters"] == 12
+    assert v["verdict"] == "kernel"
+
+
+def test_a_skipped_checker_leaves_a_linear_verdict_borderline(
+    datasets: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clear = run(CheckConfig(train=str(datasets / "german.numer"), exact="never")).json
+    assert clear["verdict"] == "linear" and clear["margin"] == "clear"
+    assert clear["warnings"] == []
+
+    def skipped(*args: object, **kwargs: object) -> CheckerResult:
+        return CheckerResult.skipped("degree2", "ran out of memory")
+
+    monkeypatch.setattr(degree2, "run", skipped)
+    cut = run(CheckConfig(train=str(datasets / "german.numer"), exact="never")).json
+    assert cut["verdict"] == "linear" and cut["margin"] == "borderline"
+    assert cut["warnings"] == [
+        "degree2 did not run (ran out of memory), so it cannot confirm the linear verdict"
+    ]
+
+
+HOG = "import time\nt = time.time()\nwhile time.time() - t < 600: pass\n"
+MEMORY_HOG = (
+    "import sys, time\nb = bytearray(4 << 30)\nb[::4096] = b'x' * len(b[::4096])\n"
+    "sys.stdout.write('ready\\n'); sys.stdout.flush()\ntime.sleep(600)\n"
+)
+
+
+def _check(path: Path, *extra: str) -> dict[str, object]:
+    r = run_kcheck(["check", str(path), "--json", "-q", *extra], timeout=300)
+    assert r.code == 0, r.describe()
+    return without_timing(json.loads(r.stdout))  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize("name", ["fourclass", "svmguide1"])
+def test_same_json_under_load_with_any_jobs_and_free_memory(datasets: Path, name: str) -> None:
+    """fourclass runs exact mode (its old timed probe flipped between runs); svmguide1 lies
+    just over the exact budget. Neither may change with a CPU hog on every core, with -j 2, or
+    with 4 GiB less free memory."""
+    path = datasets / name
+    quiet = _check(path)
+    hogs = [subprocess.Popen([sys.executable, "-c", HOG]) for _ in range(2)]
+    try:
+        loaded = _check(path)
+        loaded_j2 = _check(path, "-j", "2")
+    finally:
+        for h in hogs:
+            h.kill()
+            h.wait()
+    mem = subprocess.Popen([sys.executable, "-c", MEMORY_HOG], stdout=subprocess.PIPE)
+    try:
+        assert mem.stdout is not None and mem.stdout.readline() == b"ready\n"
+        squeezed = _check(path)
+    finally:
+        mem.kill()
+        mem.wait()
+    assert loaded == quiet
+    assert loaded_j2 == quiet
+    assert squeezed == quiet
