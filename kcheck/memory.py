@@ -4,35 +4,69 @@ from __future__ import annotations
 
 import os
 
-from kcheck.errors import KcheckError
+from kcheck.errors import DataFormatError, KcheckError
 
-#: Width-sized float64 arrays a check keeps at once (feature ranges, weights, work vectors).
-WIDTH_ARRAYS = 4
+#: Bytes a check holds per column of the data's width, measured: the scaler's min, max and
+#: divisor and its kept mask, the reader's and the scaler's column scratch, and the column
+#: arrays of the split and the checkers (58 bytes measured on a file with one index of 5e7).
+BYTES_PER_COLUMN = 64
+#: A line of the input costs about this many times its length while the reader parses it
+#: (the line, numpy views of its bytes and the per-token arrays of the fast parser).
+LINE_COST = 32
+#: Lines are never capped below this, so that a small --memory-limit still reads wide rows.
+MIN_LINE_CAP = 1 << 20
+
+
+def _physical_memory() -> int:
+    """Physical RAM, or the cgroup's memory limit where that is lower."""
+    total = 0
+    try:
+        total = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        pass
+    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            with open(path) as f:
+                text = f.read().strip()
+        except OSError:
+            continue
+        if text.isdigit() and 0 < int(text) < (total or 2**62):
+            total = int(text)
+    return total or 8 * 2**30
 
 
 def default_memory_limit() -> int:
-    """Half of the memory available now (MemAvailable), as DESIGN.md fixes."""
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024 // 2
-    except OSError:
-        pass
-    try:
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 2
-    except (ValueError, OSError, AttributeError):
-        return 4 * 2**30
+    """Half of physical RAM (or of the cgroup limit): the same on every run of one machine,
+    so that what a check subsamples or skips never depends on what else runs right then."""
+    return _physical_memory() // 2
+
+
+def max_line_bytes(memory_limit: int | None = None) -> int:
+    """The longest input line accepted: one that the reader can parse within the limit.
+
+    A stream without a newline (``/dev/zero``) would otherwise be buffered until memory ran
+    out.
+    """
+    limit = memory_limit or default_memory_limit()
+    return max(MIN_LINE_CAP, limit // LINE_COST)
 
 
 def check_width(source: str, n_features: int, memory_limit: int | None = None) -> None:
     """Refuse a width whose per-feature arrays alone would not fit: one stray index of 2^31
     would otherwise make every per-feature array 16 GiB."""
     limit = memory_limit or default_memory_limit()
-    need = WIDTH_ARRAYS * 8 * n_features
+    need = BYTES_PER_COLUMN * n_features
     if need > limit:
         raise KcheckError(
-            f"{source}: the largest feature index is {n_features}, so per-feature arrays "
-            f"would need {need / 2**30:.1f} GiB, over the memory limit of "
-            f"{limit / 2**30:.1f} GiB (a stray huge index?)"
+            f"{source}: the largest feature index is {n_features:,}, so per-feature arrays "
+            f"would need {need / 2**30:.2f} GiB, over the memory limit of "
+            f"{limit / 2**30:.2f} GiB (a stray huge index?)"
         )
+
+
+def line_too_long(source: str, line: int | None, cap: int) -> DataFormatError:
+    """The error for a line over :func:`max_line_bytes`."""
+    return DataFormatError(
+        source, line, f"line longer than {cap:,} bytes with no line end (the cap for this "
+        "memory limit; is this a LIBSVM text file?)"
+    )

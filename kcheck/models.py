@@ -25,7 +25,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from kcheck import __version__, engines
-from kcheck.atomic import atomic_path
+from kcheck.atomic import atomic_paths
 from kcheck.data import read_libsvm
 from kcheck.errors import KcheckError, KcheckWarning
 from kcheck.pipeline import MIN_ROWS, SCALINGS, Progress, data_summary
@@ -311,11 +311,12 @@ def export(
         params = {"C": found.C, "gamma": found.gamma}
         search_rows, grid_points = int(rows.size), found.points
     # Both files are written in full before either is renamed into place, so a failure leaves
-    # the old pair (or nothing) rather than a new model beside an old range file.
-    with atomic_path(path, "model file") as model_tmp:
+    # the old pair (or nothing) rather than a new model beside an old range file. The model is
+    # renamed first, and an interrupt waits for both renames (kcheck.atomic).
+    with atomic_paths([(path, "model file"), (range_path, "range file")]) as (model_tmp,
+                                                                              range_tmp):
         model.save(model_tmp)
-        with atomic_path(range_path, "range file") as range_tmp:
-            write_range_file(range_tmp, scaler)
+        write_range_file(range_tmp, scaler)
     return {
         "path": path,
         "range_path": range_path,
@@ -343,8 +344,12 @@ class SavedModel:
         return self.model.predict(engines.as_binding_csr(X))
 
 
-def load(path: str) -> SavedModel:
-    """Load ``path`` (LIBLINEAR or LIBSVM) and ``path``.range; refuse a pair that disagrees."""
+def load(path: str, memory_limit: int | None = None) -> SavedModel:
+    """Load ``path`` (LIBLINEAR or LIBSVM) and ``path``.range; refuse a pair that disagrees.
+
+    Both files may come from anywhere: each is parsed and checked in full, against the
+    memory limit too, before any C code sees it.
+    """
     kind = engines.model_file_kind(path)
     range_path = path + RANGE_SUFFIX
     if not os.path.isfile(range_path):
@@ -352,8 +357,8 @@ def load(path: str) -> SavedModel:
             f"range file {range_path} not found; predict applies the scaling saved next to "
             "the model (MODEL.range, written by kcheck check --model-out or svm-scale -s)"
         )
-    scaler = read_range_file(range_path)
-    model = engines.load_model(path)
+    scaler = read_range_file(range_path, memory_limit=memory_limit)
+    model = engines.load_model(path, memory_limit)
     _check_widths(path, range_path, model, scaler)
     return SavedModel(path, range_path, kind, model, scaler)
 
@@ -416,13 +421,15 @@ def predict_file(
     *,
     zero_based: bool = False,
     progress: Progress | None = None,
+    memory_limit: int | None = None,
 ) -> Prediction:
     """Scale ``data_path`` with the model's range file and predict every row."""
     report = progress or _noop
     report("loading " + model_path, None, None)
-    saved = load(model_path)
+    saved = load(model_path, memory_limit)
     report("reading " + data_path, None, None)
-    y, X = read_libsvm(data_path, n_features=saved.scaler.n_features, zero_based=zero_based)
+    y, X = read_libsvm(data_path, n_features=saved.scaler.n_features, zero_based=zero_based,
+                       memory_limit=memory_limit)
     report("predicting", None, None)
     labels = saved.predict_scaled(saved.scaler.transform(X))
     known = np.isfinite(y)

@@ -124,7 +124,8 @@ def run(config: CheckConfig, progress: Progress | None = None) -> CheckReport:
 
     report("reading " + config.train, None, None)
     t0 = time.perf_counter()
-    y_raw, X = read_libsvm(config.train, zero_based=config.zero_based)
+    y_raw, X = read_libsvm(config.train, zero_based=config.zero_based,
+                           memory_limit=memory_limit)
     read_seconds = time.perf_counter() - t0
     if config.model_out is not None:
         from kcheck import models
@@ -152,7 +153,8 @@ def run(config: CheckConfig, progress: Progress | None = None) -> CheckReport:
 
     report("scaling", None, None)
     lower, upper = (-1.0, 1.0)
-    scaler = fit_scaler(X, method=config.scaling, lower=lower, upper=upper, source=config.train)
+    scaler = fit_scaler(X, method=config.scaling, lower=lower, upper=upper, source=config.train,
+                        memory_limit=memory_limit)
     X = _scale(scaler, X, memory_limit, config.train)
     y = _training_labels(y_raw)
 
@@ -407,7 +409,8 @@ def _score_test(
 ) -> dict[str, Any]:
     """Accuracy on the test file of every model trained on T (same scaling as training)."""
     assert config.test is not None
-    y_raw, X = read_libsvm(config.test, n_features=n_features, zero_based=config.zero_based)
+    y_raw, X = read_libsvm(config.test, n_features=n_features, zero_based=config.zero_based,
+                           memory_limit=config.memory_limit)
     X = scaler.transform(X)
     classes = np.unique(y_train_raw)
     if np.array_equal(_training_labels(y_train_raw), y_train_raw):

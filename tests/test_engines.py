@@ -3,7 +3,7 @@ import pytest
 import scipy.sparse as sp
 
 from kcheck import engines
-from kcheck.errors import EngineError
+from kcheck.errors import EngineError, KcheckError
 
 
 def _blobs(rng, n=300, classes=(-1.0, 1.0), dim=5):
@@ -63,8 +63,9 @@ def test_too_few_rows_for_cv():
 def test_load_model_failure_is_an_error(tmp_path, capfd):
     bad = tmp_path / "bad.model"
     bad.write_text("not a model\n")
-    with pytest.raises(EngineError, match="not a LIBLINEAR model"):
-        engines.load_liblinear_model(str(bad))
+    with pytest.raises(KcheckError, match="not a LIBLINEAR or LIBSVM model"):
+        engines.load_model(str(bad))
+    assert capfd.readouterr() == ("", "")
 
 
 def test_save_and_load_round_trip(rng, tmp_path):
@@ -72,7 +73,7 @@ def test_save_and_load_round_trip(rng, tmp_path):
     model, _ = engines.fit_linear(X, y, seed=0)
     path = tmp_path / "m.model"
     model.save(str(path))
-    loaded = engines.load_liblinear_model(str(path))
+    loaded = engines.load_model(str(path))
     assert np.array_equal(loaded.predict(sp.csr_matrix(X)), model.predict(sp.csr_matrix(X)))
 
 
