@@ -301,7 +301,7 @@ def _read_linear(r: _Reader, limit: int) -> LinearFile:
         if key == b"solver_type":
             name = _one(r, key, values).decode("ascii", "replace")
             if name not in LIBLINEAR_SOLVERS:
-                raise r.error(f"unknown LIBLINEAR solver_type {name!r}")
+                raise r.error(f"unknown LIBLINEAR solver_type {_shown(name.encode())}")
             if name not in LIBLINEAR_CLASSIFIERS:
                 what = "one-class" if name == "ONECLASS_SVM" else "regression"
                 raise r.error(f"a LIBLINEAR {name} model (-s {LIBLINEAR_SOLVERS[name]}) is a "
@@ -449,7 +449,7 @@ def _read_svm(r: _Reader, limit: int) -> SvmFile:
         if key == b"svm_type":
             name = _one(r, key, values).decode("ascii", "replace")
             if name not in SVM_TYPES:
-                raise r.error(f"unknown LIBSVM svm_type {name!r}")
+                raise r.error(f"unknown LIBSVM svm_type {_shown(name.encode())}")
             if name not in SVM_CLASSIFIERS:
                 what = "one-class" if name == "one_class" else "regression"
                 raise r.error(f"a LIBSVM {name} model is a {what} model; kcheck predicts "
@@ -458,7 +458,7 @@ def _read_svm(r: _Reader, limit: int) -> SvmFile:
         elif key == b"kernel_type":
             name = _one(r, key, values).decode("ascii", "replace")
             if name not in KERNELS:
-                raise r.error(f"unknown LIBSVM kernel_type {name!r}")
+                raise r.error(f"unknown LIBSVM kernel_type {_shown(name.encode())}")
             if name == "precomputed":
                 raise r.error("a model with a precomputed kernel needs the training kernel "
                               "matrix to predict; kcheck cannot use it")

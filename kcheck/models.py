@@ -357,8 +357,11 @@ def load(path: str, memory_limit: int | None = None) -> SavedModel:
             f"range file {range_path} not found; predict applies the scaling saved next to "
             "the model (MODEL.range, written by kcheck check --model-out or svm-scale -s)"
         )
-    scaler = read_range_file(range_path, memory_limit=memory_limit)
     model = engines.load_model(path, memory_limit)
+    # A LIBLINEAR model knows its width, and a range file wider than it does not belong to it:
+    # refuse that at its line instead of allocating the range file's width first.
+    width = model.n_features if isinstance(model, engines.LinearModel) else None
+    scaler = read_range_file(range_path, memory_limit=memory_limit, max_features=width)
     _check_widths(path, range_path, model, scaler)
     return SavedModel(path, range_path, kind, model, scaler)
 

@@ -480,6 +480,7 @@ def read_range_file(
     *,
     method: str | None = None,
     memory_limit: int | None = None,
+    max_features: int | None = None,
 ) -> Scaler:
     """Read an svm-scale range file (ours or ``svm-scale -s``'s; a ``y`` section is skipped).
 
@@ -491,7 +492,8 @@ def read_range_file(
 
     A range file may come from anywhere: its indices get the same width guard as a data
     file's (:func:`kcheck.memory.check_width`, against ``memory_limit``), and its lines the
-    same length cap, before anything is allocated for them.
+    same length cap, before anything is allocated for them. With ``max_features`` (the
+    width of the model the file belongs to), a larger index is refused at its line.
     """
     if n_features is not None:
         n_features = operator.index(n_features)
@@ -503,7 +505,8 @@ def read_range_file(
     try:
         with open(where, "rb") as f:
             lines = _numbered_lines(where, f, max_line_bytes(memory_limit))
-            return _parse_range_file(where, lines, n_features, method, memory_limit)
+            return _parse_range_file(where, lines, n_features, method, memory_limit,
+                                     max_features)
     except OSError as exc:
         raise DataFormatError(
             where, None, f"cannot read range file: {exc.strerror or exc}"
@@ -516,6 +519,7 @@ def _parse_range_file(
     n_features: int | None,
     method: str | None,
     memory_limit: int | None = None,
+    max_features: int | None = None,
 ) -> Scaler:
     lineno = 0
 
@@ -569,6 +573,11 @@ def _parse_range_file(
             raise DataFormatError(
                 path, lineno, f"expected an index of at most {MAX_INDEX} (a C int), found "
                 f"{_shown(fields[0])}"
+            )
+        if max_features is not None and idx > max_features:
+            raise DataFormatError(
+                path, lineno, f"feature {idx} is beyond the model's {max_features} features "
+                "(is this the model's range file?)"
             )
         if idx > width_ok:
             check_width(f"{path}:{lineno}", idx, memory_limit)
