@@ -102,6 +102,8 @@ class LinearModel:
     C: float
     _raw: Any = field(default=None, repr=False)
     columns: np.ndarray | None = None
+    #: With ``columns``: the width of the data it was trained on, which a saved file keeps.
+    width: int | None = None
 
     @property
     def n_features(self) -> int:
@@ -129,11 +131,46 @@ class LinearModel:
         return self.labels[np.argmax(dec, axis=1)]
 
     def save(self, path: str) -> None:
-        """Save in LIBLINEAR's text format (readable by ``predict``)."""
+        """Save in LIBLINEAR's text format (readable by ``predict``), at the data's full width.
+
+        A model trained on the columns in use is written as if trained on all of them: the
+        other columns get weight 0, which is what full-width training gives them (their
+        gradient is 0, and the regulariser pulls them to 0).
+        """
         if self._raw is None:
             raise EngineError("this model has no LIBLINEAR representation to save")
-        if _ll.liblinear.save_model(os.fsencode(path), ctypes.pointer(self._raw)) != 0:
+        raw = self._raw
+        keep: tuple[Any, ...] = ()
+        if self.columns is not None:
+            if self.width is None:
+                raise EngineError("this model does not know the width of its data")
+            raw, keep = self._full_width()
+        if _ll.liblinear.save_model(os.fsencode(path), ctypes.pointer(raw)) != 0:
             raise _save_failed(path, "LIBLINEAR")
+        del keep
+
+    def _full_width(self) -> tuple[_ll.model, tuple[Any, ...]]:
+        """A LIBLINEAR model struct of the full width, pointing at numpy-owned weights (kept
+        alive by the returned tuple; a struct made in Python is never freed by the C library)."""
+        assert self.columns is not None and self.width is not None
+        src = self._raw
+        nr_w = self.weights.shape[1]
+        has_bias = src.bias >= 0
+        w = np.zeros((self.width + (1 if has_bias else 0), nr_w), dtype=np.float64)
+        w[self.columns] = self.weights
+        if has_bias:
+            trained = np.ctypeslib.as_array(src.w, shape=((self.columns.size + 1) * nr_w,))
+            w[self.width] = trained[self.columns.size * nr_w :]
+        m = _ll.model()
+        m.param = src.param
+        m.nr_class = src.nr_class
+        m.nr_feature = self.width
+        m.bias = src.bias
+        m.label = src.label
+        if hasattr(src, "rho"):
+            m.rho = src.rho
+        m.w = w.ctypes.data_as(ctypes.POINTER(ctypes.c_double))
+        return m, (w, src)
 
 
 def _save_failed(path: str, library: str) -> OSError:
@@ -257,11 +294,11 @@ def fit_linear(
     With ``compact``, when fewer than half of X's columns hold a value (a stray large index,
     a cluster of sparse text), LIBLINEAR sees only those columns: its work vectors are as long
     as the width, so one stray index of 3,000,000 made a 40-row C search take 12 s. Such a
-    model cannot be saved (its feature numbers are not the file's); pass ``compact=False``
-    for a model that will be. Returns the model and the search's CV accuracy (None when C
-    was given).
+    model still saves at X's full width (:meth:`LinearModel.save`). Returns the model and the
+    search's CV accuracy (None when C was given).
     """
     columns = None
+    width = X.shape[1]
     if compact and X.shape[1] >= COMPACT_MIN_WIDTH:
         Xb = as_binding_csr(X)
         used = np.unique(Xb.indices)
@@ -274,7 +311,7 @@ def fit_linear(
     model = train_linear(problem, C, eps=eps)
     if columns is not None:
         model = LinearModel(model.weights, model.bias_weights, model.labels, model.C,
-                            columns=columns)
+                            _raw=model._raw, columns=columns, width=int(width))
     return model, cv
 
 

@@ -296,7 +296,9 @@ def export(
     model: engines.LinearModel | engines.RbfModel
     if kind == "linear":
         report("training the linear model on all rows", None, None)
-        model, cv = engines.fit_linear(X, y, seed=seed, compact=False)
+        # Trained on the columns in use, saved at full width: on 20 million mostly empty
+        # columns, full-width training took 370 s and 2.75 GB.
+        model, cv = engines.fit_linear(X, y, seed=seed)
         params = {"C": json_number(model.C, 10)}
         search_rows, grid_points = int(y.size), None
     else:

@@ -95,5 +95,28 @@ def test_compacted_model_predicts_like_a_full_one(rng):
                                rtol=1e-6, atol=1e-9)
     narrow = X[:, :100]
     assert np.array_equal(compact.predict(narrow), full.predict(narrow))
-    with pytest.raises(EngineError):
-        compact.save("/nonexistent/never-written")
+
+
+def test_a_compacted_model_saves_at_full_width(rng, tmp_path):
+    """Trained on the columns in use, written as LIBLINEAR would write the full-width model."""
+    n = 300
+    X = sp.lil_matrix((n, 5000))
+    a, b = rng.normal(size=n), rng.normal(size=n)
+    X[:, 10] = a[:, None]
+    X[:, 4000] = b[:, None]
+    X = sp.csr_matrix(X)
+    y = np.where(a - b > 0.2, 1.0, -1.0)
+    compact, _ = engines.fit_linear(X, y, seed=0)
+    full, _ = engines.fit_linear(X, y, seed=0, compact=False)
+    assert compact.columns is not None and compact.C == full.C
+    compact.save(str(tmp_path / "compact.model"))
+    full.save(str(tmp_path / "full.model"))
+    a_text = (tmp_path / "compact.model").read_text().splitlines()
+    b_text = (tmp_path / "full.model").read_text().splitlines()
+    assert a_text[:6] == b_text[:6] and len(a_text) == len(b_text) == 6 + 5001
+    a_w = np.array([float(v) for v in a_text[6:]])
+    b_w = np.array([float(v) for v in b_text[6:]])
+    assert np.count_nonzero(a_w) == 3  # columns 10 and 4000 and the bias
+    np.testing.assert_allclose(a_w, b_w, rtol=1e-6, atol=1e-12)
+    loaded = engines.load_model(str(tmp_path / "compact.model"))
+    assert np.array_equal(loaded.predict(X), full.predict(X))
