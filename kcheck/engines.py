@@ -109,6 +109,13 @@ class LinearModel:
     def n_features(self) -> int:
         return int(self.weights.shape[0])
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickle the numpy weights only (a worker process sends its model back this way); the
+        C model is left behind, so an unpickled model predicts but cannot be saved."""
+        state = dict(self.__dict__)
+        state["_raw"] = None
+        return state
+
     def decision_function(self, X: sp.spmatrix | np.ndarray) -> np.ndarray:
         W = self.weights
         if self.columns is not None:

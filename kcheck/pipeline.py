@@ -23,6 +23,7 @@ from kcheck.memory import default_memory_limit
 from kcheck.scaling import Scaler, fit_scaler
 from kcheck.split import stratified_split
 from kcheck.verdict import SCHEMA_VERSION, Gap, decide, json_number, label_value, paired_gap
+from kcheck.workers import run_until
 
 #: Every checker there is; DEFAULT_CHECKERS run unless --checkers says otherwise. rff is
 #: opt-in: it catches smooth low-dimensional boundaries the others miss (wavy 5-D set: +3.3
@@ -39,6 +40,8 @@ MIN_ROWS = 10
 MIN_ROWS_PER_CLASS = 5
 #: A CV accuracy this far above the accuracy on V points to a fault (see DESIGN.md hazards).
 CV_VAL_ALARM = 0.10
+#: A --time-limit of this many seconds (about 30 years) or more, inf included, is no limit.
+MAX_TIME_LIMIT = 1e9
 
 #: progress(stage, done, total): stage is a short description; done/total count steps or None.
 Progress = Callable[[str, int | None, int | None], None]
@@ -120,7 +123,9 @@ def run(config: CheckConfig, progress: Progress | None = None) -> CheckReport:
     report = progress or _noop
     t_start = time.perf_counter()
     memory_limit = config.memory_limit or default_memory_limit()
-    deadline = t_start + config.time_limit if config.time_limit is not None else None
+    # An infinite (or absurdly long) limit is no limit: a deadline of inf overflows timeouts.
+    limited = config.time_limit is not None and config.time_limit < MAX_TIME_LIMIT
+    deadline = t_start + config.time_limit if limited and config.time_limit else None
 
     report("reading " + config.train, None, None)
     t0 = time.perf_counter()
@@ -165,7 +170,16 @@ def run(config: CheckConfig, progress: Progress | None = None) -> CheckReport:
 
     results: dict[str, CheckerResult] = {}
     report("linear baseline (C search)", None, None)
-    base = linear.run(T, V, linear.LinearOptions(seed=config.seed))
+    try:
+        # With a time limit, in a worker process that is killed at the deadline: LIBLINEAR's
+        # C search cannot be interrupted, and it took 50 s on 1,000 classes.
+        base = run_until(deadline, linear.run, T, V, linear.LinearOptions(seed=config.seed))
+    except TimeLimitReached:
+        raise KcheckError(
+            f"{config.train}: the time limit (--time-limit {config.time_limit:g}) passed before "
+            "the linear baseline finished; every checker is compared with it, so nothing was "
+            "decided"
+        ) from None
     results["linear"] = base
     exact_json = _run_exact(config, T, V, base, deadline, results, report)
 
@@ -192,7 +206,9 @@ def run(config: CheckConfig, progress: Progress | None = None) -> CheckReport:
         results["degree2"] = _guarded(
             "degree2",
             deadline,
-            lambda: degree2.run(
+            lambda: run_until(
+                deadline,
+                degree2.run,
                 T,
                 V,
                 degree2.Degree2Options(
@@ -211,7 +227,9 @@ def run(config: CheckConfig, progress: Progress | None = None) -> CheckReport:
         results["rff"] = _guarded(
             "rff",
             deadline,
-            lambda: rff.run(
+            lambda: run_until(
+                deadline,
+                rff.run,
                 T,
                 V,
                 rff.RffOptions(
@@ -256,6 +274,7 @@ def run(config: CheckConfig, progress: Progress | None = None) -> CheckReport:
             seed=config.seed,
             jobs=config.jobs,
             progress=report,
+            deadline=deadline,
         )
 
     warnings = _sanity_warnings(results)

@@ -157,9 +157,9 @@ def test_progress_is_reported(datasets):
 
 
 def test_time_limit_skips_unfinished_checkers(datasets):
-    # A limit that has passed before the first checker starts: every checker is skipped, and
-    # with nothing to decide on the check says so.
-    with pytest.raises(KcheckError, match="no checker finished"):
+    # A limit that has passed before the baseline starts: nothing can be compared, and the
+    # check says so.
+    with pytest.raises(KcheckError, match="before the linear baseline finished"):
         run(CheckConfig(train=str(datasets / "svmguide1"), time_limit=1e-9))
 
 

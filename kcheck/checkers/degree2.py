@@ -8,6 +8,7 @@ and T is subsampled (or the checker skipped) when it would not fit the memory bu
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from dataclasses import dataclass
@@ -237,9 +238,8 @@ def run(T: Dataset, V: Dataset, options: Degree2Options) -> CheckerResult:
     model, cv = engines.fit_linear(PT, yT, seed=options.seed)
     del PT
 
-    def predict(X: sp.csr_matrix) -> np.ndarray:
-        return _predict_chunked(model, X)
-
+    # A partial, not a closure: it pickles, so the checker can run in a worker process.
+    predict = functools.partial(_predict_chunked, model)
     acc, correct = score(predict, V)
     fraction = XT.shape[0] / T.rows
     info.update({"C": model.C, "fraction": fraction, "rows": int(XT.shape[0])})
