@@ -70,3 +70,32 @@ def line_too_long(source: str, line: int | None, cap: int) -> DataFormatError:
         source, line, f"line longer than {cap:,} bytes with no line end (the cap for this "
         "memory limit; is this a LIBSVM text file?)"
     )
+
+
+#: What a whole check holds at its peak, per byte of the data's CSR arrays, measured with
+#: scripts/bench_memory.py (webspam-like: 2.44), plus FIXED_BYTES: the design's target.
+CHECK_BYTES_PER_CSR_BYTE = 3
+FIXED_BYTES = 64 * 2**20
+
+
+def csr_bytes(X: object) -> int:
+    """Bytes of a CSR matrix's three arrays."""
+    return int(sum(getattr(X, a).nbytes for a in ("data", "indices", "indptr")))
+
+
+def check_fits(source: str, data_bytes: int, memory_limit: int) -> None:
+    """Refuse at once a check that cannot keep to the memory limit, rather than fail later."""
+    need = CHECK_BYTES_PER_CSR_BYTE * data_bytes + FIXED_BYTES
+    if need > memory_limit:
+        raise KcheckError(
+            f"{source}: a check of this data needs about {need / 2**20:,.0f} MB "
+            f"({CHECK_BYTES_PER_CSR_BYTE}x its {data_bytes / 2**20:,.0f} MB in memory plus "
+            f"{FIXED_BYTES // 2**20} MB), over the memory limit of "
+            f"{memory_limit / 2**20:,.0f} MB"
+        )
+
+
+def checker_budget(memory_limit: int, data_bytes: int) -> int:
+    """What a checker may allocate on top of the data in memory (T and V, about the CSR
+    bytes, and the working set of the other steps), so that the run keeps to the limit."""
+    return max(0, memory_limit - 2 * data_bytes - FIXED_BYTES)

@@ -19,7 +19,7 @@ from kcheck.checkers import degree2, linear, multilinear, rff
 from kcheck.checkers.base import CheckerResult, Dataset
 from kcheck.data import read_libsvm
 from kcheck.errors import KcheckError, TimeLimitReached
-from kcheck.memory import default_memory_limit
+from kcheck.memory import check_fits, checker_budget, csr_bytes, default_memory_limit
 from kcheck.scaling import Scaler, fit_scaler
 from kcheck.split import stratified_split
 from kcheck.verdict import SCHEMA_VERSION, Gap, decide, json_number, label_value, paired_gap
@@ -155,6 +155,8 @@ def run(config: CheckConfig, progress: Progress | None = None) -> CheckReport:
         )
     n_rows, n_features = X.shape
     data_info = data_summary(config.train, X, classes)
+    data_bytes = csr_bytes(X)
+    check_fits(config.train, data_bytes, memory_limit)
 
     report("scaling", None, None)
     lower, upper = (-1.0, 1.0)
@@ -213,7 +215,7 @@ def run(config: CheckConfig, progress: Progress | None = None) -> CheckReport:
                 V,
                 degree2.Degree2Options(
                     seed=config.seed,
-                    memory_limit=memory_limit,
+                    memory_limit=checker_budget(memory_limit, data_bytes),
                     max_cost_nnz=int(
                         max(degree2.COST_FACTOR * T.X.nnz, degree2.MIN_COST_NNZ)
                     ),
@@ -233,7 +235,8 @@ def run(config: CheckConfig, progress: Progress | None = None) -> CheckReport:
                 T,
                 V,
                 rff.RffOptions(
-                    seed=config.seed, memory_limit=memory_limit, linear_seconds=base.seconds
+                    seed=config.seed, memory_limit=checker_budget(memory_limit, data_bytes),
+                    linear_seconds=base.seconds,
                 ),
             ),
         )

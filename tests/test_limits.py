@@ -239,3 +239,66 @@ def test_a_time_limit_stops_the_model_export(tmp_path: Path) -> None:
     assert r.code == 2, r.describe()
     assert "--time-limit reached while training the kernel model" in r.stderr, r.describe()
     assert list(out.iterdir()) == []
+
+
+# --- --memory-limit bounds the process ----------------------------------------------------
+
+
+def _peak_rss(args: list[str], timeout: float = 300) -> tuple[int, int, str]:
+    """(exit code, peak resident bytes, stderr) of ``python ARGS``, by ``/usr/bin/time``.
+
+    Measured by a small launcher: Linux carries a process's peak across fork and exec, so a
+    child of the test process would report at least the test process's own size.
+    """
+    import subprocess
+    import sys
+
+    from conftest import require_tool
+
+    timer = require_tool("time") if not Path("/usr/bin/time").exists() else "/usr/bin/time"
+    r = subprocess.run([timer, "-f", "kcheck-peak-kb %M", sys.executable, *args],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=timeout,
+                       text=True)
+    lines = r.stderr.splitlines()
+    peak = [ln for ln in lines if ln.startswith("kcheck-peak-kb ")]
+    assert peak, r.stderr
+    err = "\n".join(ln for ln in lines if not ln.startswith(("kcheck-peak-kb ", "Command ")))
+    return r.returncode, int(peak[-1].split()[1]) * 1024, err
+
+
+@pytest.fixture(scope="module")
+def medium_dense(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """20,000 x 60 dense: 14 MB of CSR; degree-2's full expansion would be 38 million values."""
+    y, X = dense_integers(20_000, 60, seed=3)
+    path = tmp_path_factory.mktemp("medium") / "medium.svm"
+    write_libsvm(str(path), y, X)
+    return path
+
+
+@pytest.fixture(scope="module")
+def import_baseline() -> int:
+    code, peak, err = _peak_rss(["-c", "import kcheck.cli, kcheck.pipeline, kcheck.models, "
+                                       "kcheck.checkers.exact"])
+    assert code == 0, err
+    return peak
+
+
+def test_a_check_keeps_to_a_small_memory_limit(medium_dense: Path, import_baseline: int):
+    limit = 200 * 2**20
+    code, peak, err = _peak_rss(["-m", "kcheck", "check", str(medium_dense), "-q", "-j", "1",
+                                 "--memory-limit", "200M", "--exact", "never"])
+    assert code == 0, err
+    assert peak - import_baseline <= limit, (peak - import_baseline) / 2**20
+
+
+def test_a_memory_limit_the_check_cannot_keep_is_refused_at_once(medium_dense: Path,
+                                                                 import_baseline: int):
+    # The refusal comes once the data is read (its CSR bytes are known then): the read itself
+    # (14 MB of CSR, about 42 MB above the baseline) is what a smaller limit would not hold.
+    limit = 64 * 2**20
+    code, peak, err = _peak_rss(["-m", "kcheck", "check", str(medium_dense), "-q", "-j", "1",
+                                 "--memory-limit", "64M"])
+    assert code == 2, err
+    (line,) = err.splitlines()
+    assert "needs about" in line and "over the memory limit of 64 MB" in line, line
+    assert peak - import_baseline <= limit, (peak - import_baseline) / 2**20
