@@ -14,6 +14,7 @@ file kcheck writes goes through here, so the edge cases are handled once:
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import shutil
 import stat
@@ -142,6 +143,12 @@ def atomic_paths(
             current, what = os.fspath(path), what_
             if not special:
                 _sync(tmp)
+        # A target that cannot be replaced (a directory) fails the set before any rename, so
+        # the model is not replaced when its range file cannot be.
+        for (path, what_), (target, _, _) in zip(targets, made, strict=True):
+            current, what = os.fspath(path), what_
+            if os.path.isdir(target):
+                raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), target)
         with _commit_lock:
             for (path, what_), (target, tmp, special) in zip(targets, made, strict=True):
                 current, what = os.fspath(path), what_

@@ -58,7 +58,7 @@ def check_width(source: str, n_features: int, memory_limit: int | None = None) -
     need = BYTES_PER_COLUMN * n_features
     if need > limit:
         raise KcheckError(
-            f"{source}: the largest feature index is {n_features:,}, so per-feature arrays "
+            f"{source}: the largest feature index is {n_features}, so per-feature arrays "
             f"would need {need / 2**30:.2f} GiB, over the memory limit of "
             f"{limit / 2**30:.2f} GiB (a stray huge index?)"
         )

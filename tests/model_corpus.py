@@ -262,7 +262,7 @@ def cases(tmp: Path) -> list[Case]:
     good = heart_range()
     c += [
         # A LIBSVM model has no width of its own: the memory guard refuses the range file.
-        Case("range_index_1e8", rbf, (".range:16:", "100,000,000", "over the memory limit"),
+        Case("range_index_1e8", rbf, (".range:16:", "100000000", "over the memory limit"),
              range_file=good + b"100000000 0 1\n", options=("--memory-limit", "1G")),
         # A LIBLINEAR model's width bounds its range file.
         Case("range_index_1e8_linear", lin, (".range:16:", "beyond the model's 13 features"),
