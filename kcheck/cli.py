@@ -12,10 +12,11 @@ import json
 import os
 import re
 import signal
+import stat
 import sys
 import threading
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import click
@@ -31,7 +32,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from kcheck import __version__
+from kcheck import __version__, atomic
 from kcheck.atomic import atomic_open
 from kcheck.errors import KcheckError, KcheckWarning
 
@@ -231,7 +232,7 @@ _CHECK_OPTIONS = [
                  show_default=True, help="Feature scaling, fitted on the training file."),
     click.option("--seed", type=int, default=0, show_default=True),
     click.option("--memory-limit", type=str, default=None,
-                 help="Memory budget, e.g. 8G [default: half the available memory]; "
+                 help="Memory budget, e.g. 8G [default: half the physical memory]; "
                       "a batch divides it between its workers."),
     click.option("--time-limit", type=float, default=None,
                  help="Seconds for one check; checkers not done by then are skipped."),
@@ -313,6 +314,13 @@ def check(
     for target, what in ((output, "-o"), (model_out, "--model-out")):
         if target is not None:
             _check_writable(target, what)
+    inputs = [train, test]
+    if model_out is not None:
+        _refuse_input_as_output(model_out, "--model-out", inputs)
+        _refuse_input_as_output(model_out + ".range", "--model-out", inputs)
+    if output is not None:
+        _refuse_input_as_output(output, "-o", inputs, [model_out, model_out and
+                                                       model_out + ".range"])
     report = ui.run(lambda progress: run(config, progress))
     verdict = report.json
     _show_verdict(ui, verdict)
@@ -352,6 +360,10 @@ def scale(
         raise click.UsageError("-r takes the bounds from the range file; drop -l, -u and --maxabs")
     if maxabs and (lower is not None or upper is not None):
         raise click.UsageError("--maxabs scales to [-1, 1]; it takes no -l or -u")
+    if output is not None:
+        _refuse_input_as_output(output, "-o", [file, restore_range], [save_range])
+    if save_range is not None:
+        _refuse_input_as_output(save_range, "-s", [file])
     if restore_range:
         scaler = read_range_file(restore_range)
         y, X = read_libsvm(file, n_features=scaler.n_features, zero_based=zero_based)
@@ -545,15 +557,27 @@ def batch(
 @click.option("-o", "--output", type=str, default=None,
               help="Write the labels to OUT instead of stdout.")
 @click.option("--zero-based", is_flag=True, help="Feature indices in FILE start at 0.")
+@click.option("--memory-limit", type=str, default=None,
+              help="Memory budget, e.g. 2G [default: half the physical memory]; a model or "
+                   "range file that needs more is refused before it is loaded.")
 @click.option("-q", "--quiet", is_flag=True, help="Nothing on stderr except errors.")
-def predict(model: str, file: str, output: str | None, zero_based: bool, quiet: bool) -> None:
-    """Label FILE with a saved MODEL (scaled with MODEL.range); one label a line."""
+def predict(model: str, file: str, output: str | None, zero_based: bool,
+            memory_limit: str | None, quiet: bool) -> None:
+    """Label FILE with a saved MODEL (scaled with MODEL.range); one label a line.
+
+    MODEL and MODEL.range are checked in full before they are loaded; regression, one-class
+    and precomputed-kernel models are refused.
+    """
     from kcheck import models
 
     ui = Ui(quiet)
+    limit = parse_size(memory_limit) if memory_limit else None
+    if output is not None:
+        _refuse_input_as_output(output, "-o", [model, model + ".range", file])
     result = ui.run(
         lambda progress: models.predict_file(
-            model, file, zero_based=zero_based, progress=progress if ui.interactive else None
+            model, file, zero_based=zero_based, progress=progress if ui.interactive else None,
+            memory_limit=limit,
         )
     )
     text = models.format_labels(result.labels)
@@ -604,6 +628,8 @@ def verify(
     from kcheck import models
 
     ui = Ui(quiet)
+    if output is not None:
+        _refuse_input_as_output(output, "-o", [train, test, check_json])
     config = models.VerifyConfig(
         train=train,
         test=test,
@@ -716,8 +742,10 @@ def main(argv: list[str] | None = None) -> None:
                     _err(f"kcheck: warning: {w.message}")
     if code in (EXIT_SIGINT, EXIT_SIGTERM):
         # Solver threads cannot be stopped; end now. Outputs are written atomically at the
-        # very end, so nothing partial exists. os._exit skips multiprocessing's clean-up of
-        # its temporary directory, so remove that here.
+        # very end, so nothing partial exists. os._exit skips every clean-up, so remove the
+        # temporary files being written (after renames under way finish) and
+        # multiprocessing's temporary directory here.
+        atomic.abandon()
         _remove_multiprocessing_tempdir()
         sys.stderr.flush()
         os._exit(code)
@@ -730,6 +758,33 @@ def _check_writable(path: str, option: str) -> None:
         raise KcheckError(f"{option} {path}: cannot write there: No such file or directory")
     if not os.access(directory, os.W_OK):
         raise KcheckError(f"{option} {path}: cannot write there: Permission denied")
+
+
+def _same_file(a: str, b: str) -> bool:
+    """Whether paths ``a`` and ``b`` name one existing regular file (by inode, so links and
+    other spellings count). Devices and pipes (``/dev/stdout``, ``-``) are never refused."""
+    if "-" in (a, b):
+        return False
+    try:
+        sa, sb = os.stat(a), os.stat(b)
+    except OSError:
+        return False
+    return stat.S_ISREG(sa.st_mode) and (sa.st_dev, sa.st_ino) == (sb.st_dev, sb.st_ino)
+
+
+def _refuse_input_as_output(
+    output: str, option: str, inputs: Sequence[str | None], outputs: Sequence[str | None] = ()
+) -> None:
+    """Refuse to write ``output`` over one of the command's inputs, or over another output."""
+    for path in inputs:
+        if path is not None and _same_file(output, path):
+            raise KcheckError(f"{option} {output} is the input file {path}; it would be "
+                              "overwritten, so choose another output path")
+    for path in outputs:
+        if path is not None and (_same_file(output, path) or (
+                os.path.abspath(output) == os.path.abspath(path))):
+            raise KcheckError(f"{option} {output} is also the output {path}; choose "
+                              "different paths")
 
 
 def _invoke(args: list[str]) -> None:

@@ -39,6 +39,7 @@ import scipy.sparse as sp
 
 from kcheck.atomic import atomic_open
 from kcheck.errors import DataFormatError, KcheckWarning
+from kcheck.memory import line_too_long, max_line_bytes
 
 __all__ = ["read_libsvm", "write_libsvm", "label_repr"]
 
@@ -84,7 +85,26 @@ def _is_stdin(path: PathArg) -> bool:
 _CODEC_ERRORS = (EOFError, OSError, ValueError, lzma.LZMAError, zlib.error)
 
 
-def _open(path: PathArg, name: str, stack: contextlib.ExitStack) -> tuple[BinaryIO, int]:
+def _read_stdin(name: str, max_line: int) -> bytes:
+    """All of standard input, refused as soon as one line outgrows ``max_line``."""
+    stream = getattr(sys.stdin, "buffer", None)
+    if stream is None:
+        return sys.stdin.read().encode("utf-8")
+    blocks: list[bytes] = []
+    lines = tail = 0
+    while block := stream.read(_CHUNK):
+        blocks.append(block)
+        newlines = block.count(b"\n")
+        tail = len(block) - block.rfind(b"\n") - 1 if newlines else tail + len(block)
+        lines += newlines
+        if tail > max_line:
+            raise line_too_long(name, lines + 1, max_line)
+    return b"".join(blocks)
+
+
+def _open(
+    path: PathArg, name: str, stack: contextlib.ExitStack, max_line: int
+) -> tuple[BinaryIO, int]:
     """A binary stream of the decompressed bytes and a size hint for the output arrays.
 
     Compression is recognised by magic bytes, so a misnamed file still reads. Standard input
@@ -93,8 +113,7 @@ def _open(path: PathArg, name: str, stack: contextlib.ExitStack) -> tuple[Binary
     raw: BinaryIO
     try:
         if _is_stdin(path):
-            stream = getattr(sys.stdin, "buffer", None)
-            data = stream.read() if stream is not None else sys.stdin.read().encode("utf-8")
+            data = _read_stdin(name, max_line)
             raw = io.BytesIO(data)
             size = len(data)
             head = data[:6]
@@ -127,13 +146,19 @@ def _codec_name(f: BinaryIO) -> str:
     return "the"
 
 
-def _line_chunks(f: BinaryIO, name: str) -> Iterator[bytes]:
+class _LineTooLong(Exception):
+    """A line outgrew the cap; the caller knows its number."""
+
+
+def _line_chunks(f: BinaryIO, name: str, max_line: int) -> Iterator[bytes]:
     """Successive pieces of about _CHUNK bytes, each ending at a line end (except the last).
 
     Streaming keeps memory at the size of the result, not of the file. A UTF-8 BOM is
     dropped; a file whose first block has lone CR line ends (classic Mac OS) gets LF ones.
+    A line longer than ``max_line`` raises _LineTooLong (``/dev/zero`` has no line end).
     """
     pending: list[bytes] = []
+    pending_bytes = 0
     first = True
     cr_only = False
     while True:
@@ -157,6 +182,9 @@ def _line_chunks(f: BinaryIO, name: str) -> Iterator[bytes]:
         cut = block.rfind(b"\n") + 1
         if cut == 0:
             pending.append(block)
+            pending_bytes += len(block)
+            if pending_bytes > max_line:
+                raise _LineTooLong()
             continue
         if pending:
             pending.append(block[:cut])
@@ -164,6 +192,7 @@ def _line_chunks(f: BinaryIO, name: str) -> Iterator[bytes]:
             pending = []
         else:
             yield block[:cut] if cut < len(block) else block
+        pending_bytes = len(block) - cut
         if cut < len(block):
             pending.append(block[cut:])
 
@@ -808,7 +837,11 @@ class _Builder:
 
 
 def read_libsvm(
-    path: PathArg, *, n_features: int | None = None, zero_based: bool = False
+    path: PathArg,
+    *,
+    n_features: int | None = None,
+    zero_based: bool = False,
+    memory_limit: int | None = None,
 ) -> tuple[np.ndarray, sp.csr_matrix]:
     """Read a LIBSVM/svmlight file into (y, X).
 
@@ -817,7 +850,8 @@ def read_libsvm(
     files (index i goes to column i). ``n_features`` fixes the number of columns: larger indices
     are dropped with a :class:`KcheckWarning`. X is a ``csr_matrix`` (the LIBLINEAR binding
     rejects ``csr_array``) with sorted indices, int32 index arrays when they fit, and float64
-    values; y is float64. Any problem with the input raises :class:`DataFormatError`.
+    values; y is float64. Any problem with the input raises :class:`DataFormatError`, also a
+    line longer than ``memory_limit`` allows (:func:`kcheck.memory.max_line_bytes`).
     """
     if n_features is not None and (
         isinstance(n_features, bool)
@@ -827,17 +861,20 @@ def read_libsvm(
         raise ValueError(f"n_features must be a non-negative integer or None, got {n_features!r}")
     name = _display_name(path)
     _keep_scratch_memory()
+    max_line = max_line_bytes(memory_limit)
     with contextlib.ExitStack() as stack:
-        f, size_hint = _open(path, name, stack)
+        f, size_hint = _open(path, name, stack, max_line)
         out = _Builder(size_hint, None if n_features is None else int(n_features))
         line = 1
         try:
-            for text in _line_chunks(f, name):
+            for text in _line_chunks(f, name, max_line):
                 part = _fast_chunk(text, zero_based)
                 if part is None:
                     part = _slow_chunk(text, line, name, zero_based)
                 out.add(part)
                 line += part.nlines
+        except _LineTooLong:
+            raise line_too_long(name, line, max_line) from None
         except DataFormatError:
             _check_stream(f, name)  # garbage from a corrupt archive: say that instead
             raise

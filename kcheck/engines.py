@@ -31,6 +31,8 @@ import scipy.sparse as sp
 from liblinear import liblinear as _ll
 from libsvm import svm as _svm
 
+from kcheck import modelfile
+from kcheck.atomic import scratch_directory
 from kcheck.errors import EngineError
 
 #: LIBLINEAR solver used throughout: L2-regularised L2-loss SVC in the primal (``-s 2``).
@@ -41,6 +43,8 @@ BIAS = 1.0
 N_FOLDS = 5
 #: Below this width, dropping unused columns before training saves nothing worth a copy.
 COMPACT_MIN_WIDTH = 1024
+#: LIBLINEAR's Crammer-Singer solver, which keeps nr_class weight vectors even for two classes.
+MCSVM_CS = 4
 
 _libc = ctypes.CDLL(None)
 _libc.srand.argtypes = [ctypes.c_uint]
@@ -98,10 +102,19 @@ class LinearModel:
     C: float
     _raw: Any = field(default=None, repr=False)
     columns: np.ndarray | None = None
+    #: With ``columns``: the width of the data it was trained on, which a saved file keeps.
+    width: int | None = None
 
     @property
     def n_features(self) -> int:
         return int(self.weights.shape[0])
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickle the numpy weights only (a worker process sends its model back this way); the
+        C model is left behind, so an unpickled model predicts but cannot be saved."""
+        state = dict(self.__dict__)
+        state["_raw"] = None
+        return state
 
     def decision_function(self, X: sp.spmatrix | np.ndarray) -> np.ndarray:
         W = self.weights
@@ -119,16 +132,52 @@ class LinearModel:
         dec = self.decision_function(X)
         if self.labels.size == 1:
             return np.full(X.shape[0], self.labels[0])
-        if dec.shape[1] == 1:
+        if self.labels.size == 2:
+            # LIBLINEAR's rule for two classes, also for Crammer-Singer's two weight vectors.
             return np.where(dec[:, 0] > 0, self.labels[0], self.labels[1])
         return self.labels[np.argmax(dec, axis=1)]
 
     def save(self, path: str) -> None:
-        """Save in LIBLINEAR's text format (readable by ``predict``)."""
+        """Save in LIBLINEAR's text format (readable by ``predict``), at the data's full width.
+
+        A model trained on the columns in use is written as if trained on all of them: the
+        other columns get weight 0, which is what full-width training gives them (their
+        gradient is 0, and the regulariser pulls them to 0).
+        """
         if self._raw is None:
             raise EngineError("this model has no LIBLINEAR representation to save")
-        if _ll.liblinear.save_model(os.fsencode(path), ctypes.pointer(self._raw)) != 0:
+        raw = self._raw
+        keep: tuple[Any, ...] = ()
+        if self.columns is not None:
+            if self.width is None:
+                raise EngineError("this model does not know the width of its data")
+            raw, keep = self._full_width()
+        if _ll.liblinear.save_model(os.fsencode(path), ctypes.pointer(raw)) != 0:
             raise _save_failed(path, "LIBLINEAR")
+        del keep
+
+    def _full_width(self) -> tuple[_ll.model, tuple[Any, ...]]:
+        """A LIBLINEAR model struct of the full width, pointing at numpy-owned weights (kept
+        alive by the returned tuple; a struct made in Python is never freed by the C library)."""
+        assert self.columns is not None and self.width is not None
+        src = self._raw
+        nr_w = self.weights.shape[1]
+        has_bias = src.bias >= 0
+        w = np.zeros((self.width + (1 if has_bias else 0), nr_w), dtype=np.float64)
+        w[self.columns] = self.weights
+        if has_bias:
+            trained = np.ctypeslib.as_array(src.w, shape=((self.columns.size + 1) * nr_w,))
+            w[self.width] = trained[self.columns.size * nr_w :]
+        m = _ll.model()
+        m.param = src.param
+        m.nr_class = src.nr_class
+        m.nr_feature = self.width
+        m.bias = src.bias
+        m.label = src.label
+        if hasattr(src, "rho"):
+            m.rho = src.rho
+        m.w = w.ctypes.data_as(ctypes.POINTER(ctypes.c_double))
+        return m, (w, src)
 
 
 def _save_failed(path: str, library: str) -> OSError:
@@ -206,12 +255,17 @@ def search_C(problem: Problem, *, seed: int, eps: float | None = None) -> tuple[
     return C, float(best_score.value)
 
 
+def _nr_w(nr_class: int, solver_type: int) -> int:
+    """Weight vectors LIBLINEAR keeps: one for two classes, except Crammer-Singer (``-s 4``)."""
+    return 1 if nr_class == 2 and solver_type != MCSVM_CS else nr_class
+
+
 def _from_raw(m: _ll.model, C: float) -> LinearModel:
     """Copy a binding model's weights into numpy (w is stored feature-major, n_w per feature)."""
     nr_class = int(m.nr_class)
     nr_feature = int(m.nr_feature)
     n = nr_feature + (1 if m.bias >= 0 else 0)
-    nr_w = 1 if nr_class == 2 else nr_class
+    nr_w = _nr_w(nr_class, int(m.param.solver_type))
     w = np.ctypeslib.as_array(m.w, shape=(n * nr_w,)).reshape(n, nr_w).copy()
     labels = np.array(m.label[:nr_class], dtype=np.float64)
     if m.bias >= 0:
@@ -247,11 +301,11 @@ def fit_linear(
     With ``compact``, when fewer than half of X's columns hold a value (a stray large index,
     a cluster of sparse text), LIBLINEAR sees only those columns: its work vectors are as long
     as the width, so one stray index of 3,000,000 made a 40-row C search take 12 s. Such a
-    model cannot be saved (its feature numbers are not the file's); pass ``compact=False``
-    for a model that will be. Returns the model and the search's CV accuracy (None when C
-    was given).
+    model still saves at X's full width (:meth:`LinearModel.save`). Returns the model and the
+    search's CV accuracy (None when C was given).
     """
     columns = None
+    width = X.shape[1]
     if compact and X.shape[1] >= COMPACT_MIN_WIDTH:
         Xb = as_binding_csr(X)
         used = np.unique(Xb.indices)
@@ -264,17 +318,8 @@ def fit_linear(
     model = train_linear(problem, C, eps=eps)
     if columns is not None:
         model = LinearModel(model.weights, model.bias_weights, model.labels, model.C,
-                            columns=columns)
+                            _raw=model._raw, columns=columns, width=int(width))
     return model, cv
-
-
-def load_liblinear_model(path: str) -> LinearModel:
-    """Load a LIBLINEAR model file; the binding prints and returns NULL on failure."""
-    ptr = _ll.liblinear.load_model(os.fsencode(path))
-    if not ptr:
-        raise EngineError(f"{path}: not a LIBLINEAR model file")
-    m = _ll.toPyModel(ptr)
-    return _from_raw(m, float(m.param.C))
 
 
 __all__ = [
@@ -286,7 +331,6 @@ __all__ = [
     "as_binding_csr",
     "fit_linear",
     "indices_sorted",
-    "load_liblinear_model",
     "search_C",
     "train_linear",
 ]
@@ -395,6 +439,8 @@ class RbfModel:
     C: float | None = None
     _raw: Any = field(default=None, repr=False)
     _problem: SvmProblem | None = field(default=None, repr=False)
+    #: A loaded model's columns, from the checked file.
+    _features: np.ndarray | None = field(default=None, repr=False)
 
     def predict(self, X: sp.spmatrix | np.ndarray) -> np.ndarray:
         Xb = as_binding_csr(X)
@@ -412,29 +458,13 @@ class RbfModel:
 
     def used_features(self) -> np.ndarray:
         """Sorted 0-based columns that some support vector stores (a model's real width)."""
+        if self._features is not None:
+            return self._features
         m = self._raw
-        if self.n_sv == 0:
+        if self.n_sv == 0 or self._problem is None:
             return np.empty(0, dtype=np.intp)
-        if self._problem is not None:
-            rows = np.ctypeslib.as_array(m.sv_indices, shape=(self.n_sv,)) - 1
-            return np.unique(self._problem.X[rows].indices).astype(np.intp)
-        # A loaded model keeps all support vectors in one node block, terminators included.
-        ptrs = np.ctypeslib.as_array(
-            ctypes.cast(m.SV, ctypes.POINTER(ctypes.c_uint64)), shape=(self.n_sv,)
-        )
-        base, last = int(ptrs.min()), int(ptrs.max())
-        size = ctypes.sizeof(_svm.svm_node)
-        tail = 0
-        while _svm.svm_node.from_address(last + tail * size).index != -1:
-            tail += 1
-        count = (last - base) // size + tail + 1
-        nodes = np.frombuffer(
-            memoryview((ctypes.c_char * (count * size)).from_address(base)),
-            dtype=np.dtype({"names": ["index", "value"], "formats": ["<i4", "<f8"],
-                            "offsets": [0, 8], "itemsize": size}),
-        )
-        index = nodes["index"]
-        return (np.unique(index[index > 0]) - 1).astype(np.intp)
+        rows = np.ctypeslib.as_array(m.sv_indices, shape=(self.n_sv,)) - 1
+        return np.unique(self._problem.X[rows].indices).astype(np.intp)
 
     def save(self, path: str) -> None:
         """Save in LIBSVM's text format (readable by ``svm-predict``)."""
@@ -617,48 +647,96 @@ def _library_reason(captured: list[str]) -> str:
 
 
 def model_file_kind(path: str) -> str:
-    """``linear`` for a LIBLINEAR model file, ``kernel`` for a LIBSVM one, from its first word.
+    """``linear`` for a LIBLINEAR model file, ``kernel`` for a LIBSVM one, from its first word."""
+    return modelfile.model_file_kind(path)
 
-    LIBLINEAR's files begin with ``solver_type``, LIBSVM's with ``svm_type``. Deciding here,
-    before either C loader sees the file, keeps their messages out of the common failure.
+
+def load_model(path: str, memory_limit: int | None = None) -> LinearModel | RbfModel:
+    """Load a LIBLINEAR or LIBSVM classification model file, checked first, printing nothing.
+
+    The file is parsed and checked in Python (:mod:`kcheck.modelfile`) while being copied to a
+    private temporary file; the C loader then reads that copy, so it sees exactly the bytes
+    that passed. What it loaded is compared with the Python parse before it is used.
     """
-    try:
-        with open(path, "rb") as f:
-            head = f.read(64)
-    except OSError as e:
-        raise EngineError(f"{path}: cannot read model file: {e.strerror or e}") from None
-    first = head.split(maxsplit=1)[0] if head.split() else b""
-    if first == b"solver_type":
-        return "linear"
-    if first == b"svm_type":
-        return "kernel"
-    raise EngineError(f"{path}: not a LIBLINEAR or LIBSVM model file")
+    with scratch_directory("kcheck-model-") as tmp:
+        copy = os.path.join(tmp, "model")
+        checked = modelfile.read_model_file(path, memory_limit, copy_to=copy)
+        if isinstance(checked, modelfile.LinearFile):
+            return _load_liblinear(copy, checked)
+        return _load_libsvm(copy, checked)
 
 
-def load_libsvm_model(path: str) -> RbfModel:
-    """Load a LIBSVM classification model; errors become EngineError, nothing is printed."""
+def _changed(path: str, what: str) -> EngineError:
+    return EngineError(f"{path}: the library read {what} differently from the checked file")
+
+
+def _load_liblinear(copy: str, checked: modelfile.LinearFile) -> LinearModel:
+    path = checked.path
     with _captured_stderr() as captured:
-        ptr = _svm.libsvm.svm_load_model(os.fsencode(path))
+        ptr = _ll.liblinear.load_model(os.fsencode(copy))
     if not ptr:
-        raise EngineError(f"{path}: not a readable LIBSVM model file{_library_reason(captured)}")
-    m = _svm.toPyModel(ptr)
-    svm_type = int(m.param.svm_type)
-    if svm_type not in (0, 1):
-        name = _SVM_TYPES[svm_type] if 0 <= svm_type < len(_SVM_TYPES) else str(svm_type)
-        raise EngineError(f"{path}: a LIBSVM {name} model is not a classifier")
-    return _rbf_from_raw(m, None, None)
+        raise EngineError(f"{path}: not a readable LIBLINEAR model file"
+                          f"{_library_reason(captured)}")
+    m = _ll.toPyModel(ptr)
+    if (int(m.nr_class), int(m.nr_feature)) != (checked.nr_class, checked.nr_feature):
+        raise _changed(path, "the header")
+    if not m.label or list(m.label[: checked.nr_class]) != checked.labels.tolist():
+        raise _changed(path, "the labels")
+    w_size, nr_w = checked.weights.shape
+    if _nr_w(checked.nr_class, int(m.param.solver_type)) != nr_w:
+        raise _changed(path, "the solver")
+    w = np.ctypeslib.as_array(m.w, shape=(w_size * nr_w,)).reshape(w_size, nr_w)
+    if not np.array_equal(w, checked.weights):
+        raise _changed(path, "the weights")
+    nr_feature = checked.nr_feature
+    weights = checked.weights[:nr_feature]
+    if checked.bias >= 0:
+        bias_w = checked.weights[nr_feature] * checked.bias
+    else:
+        bias_w = np.zeros(nr_w)
+    return LinearModel(weights=weights, bias_weights=bias_w,
+                       labels=checked.labels.astype(np.float64), C=float(m.param.C), _raw=m)
 
 
-def load_model(path: str) -> LinearModel | RbfModel:
-    """Load a LIBLINEAR or LIBSVM model file, whichever it is, without printing anything."""
-    if model_file_kind(path) == "kernel":
-        return load_libsvm_model(path)
+_NODE = np.dtype({"names": ["index", "value"], "formats": ["<i4", "<f8"], "offsets": [0, 8],
+                  "itemsize": ctypes.sizeof(_svm.svm_node)})
+
+
+def _load_libsvm(copy: str, checked: modelfile.SvmFile) -> RbfModel:
+    path = checked.path
     with _captured_stderr() as captured:
-        try:
-            return load_liblinear_model(path)
-        except EngineError:
-            pass
-    raise EngineError(f"{path}: not a readable LIBLINEAR model file{_library_reason(captured)}")
+        ptr = _svm.libsvm.svm_load_model(os.fsencode(copy))
+    if not ptr:
+        raise EngineError(f"{path}: not a readable LIBSVM model file"
+                          f"{_library_reason(captured)}")
+    m = _svm.toPyModel(ptr)
+    k, n_sv = checked.nr_class, checked.total_sv
+    if (int(m.nr_class), int(m.l)) != (k, n_sv) or int(m.param.svm_type) not in (0, 1):
+        raise _changed(path, "the header")
+    if not m.label or not m.nSV or not m.rho:
+        raise _changed(path, "the header")
+    if list(m.label[:k]) != checked.labels.tolist() or list(m.nSV[:k]) != checked.nr_sv.tolist():
+        raise _changed(path, "the labels or nr_sv")
+    if n_sv:
+        # A loaded model keeps all support vectors in one node block, each ended by index -1.
+        count = checked.indices.size + n_sv
+        base = ctypes.cast(m.SV[0], ctypes.c_void_p).value
+        nodes = np.frombuffer(
+            memoryview((ctypes.c_char * (count * _NODE.itemsize)).from_address(base)),
+            dtype=_NODE,
+        )
+        ends = checked.indptr[1:] + np.arange(1, n_sv + 1) - 1
+        expected = np.full(count, -1, dtype=np.int64)
+        keep = np.ones(count, dtype=bool)
+        keep[ends] = False
+        expected[keep] = checked.indices.astype(np.int64) + 1
+        if not np.array_equal(nodes["index"], expected) or not np.array_equal(
+            nodes["value"][keep], checked.values
+        ):
+            raise _changed(path, "the support vectors")
+    model = _rbf_from_raw(m, None, None)
+    model._features = checked.used_features()
+    return model
 
 
 __all__ += [
@@ -666,7 +744,6 @@ __all__ += [
     "RbfModel",
     "SvmProblem",
     "cv_rbf",
-    "load_libsvm_model",
     "load_model",
     "model_file_kind",
     "train_rbf",

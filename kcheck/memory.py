@@ -4,35 +4,98 @@ from __future__ import annotations
 
 import os
 
-from kcheck.errors import KcheckError
+from kcheck.errors import DataFormatError, KcheckError
 
-#: Width-sized float64 arrays a check keeps at once (feature ranges, weights, work vectors).
-WIDTH_ARRAYS = 4
+#: Bytes a check holds per column of the data's width, measured: the scaler's min, max and
+#: divisor and its kept mask, the reader's and the scaler's column scratch, and the column
+#: arrays of the split and the checkers (58 bytes measured on a file with one index of 5e7).
+BYTES_PER_COLUMN = 64
+#: A line of the input costs about this many times its length while the reader parses it
+#: (the line, numpy views of its bytes and the per-token arrays of the fast parser).
+LINE_COST = 32
+#: Lines are never capped below this, so that a small --memory-limit still reads wide rows.
+MIN_LINE_CAP = 1 << 20
+
+
+def _physical_memory() -> int:
+    """Physical RAM, or the cgroup's memory limit where that is lower."""
+    total = 0
+    try:
+        total = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        pass
+    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            with open(path) as f:
+                text = f.read().strip()
+        except OSError:
+            continue
+        if text.isdigit() and 0 < int(text) < (total or 2**62):
+            total = int(text)
+    return total or 8 * 2**30
 
 
 def default_memory_limit() -> int:
-    """Half of the memory available now (MemAvailable), as DESIGN.md fixes."""
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024 // 2
-    except OSError:
-        pass
-    try:
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 2
-    except (ValueError, OSError, AttributeError):
-        return 4 * 2**30
+    """Half of physical RAM (or of the cgroup limit): the same on every run of one machine,
+    so that what a check subsamples or skips never depends on what else runs right then."""
+    return _physical_memory() // 2
+
+
+def max_line_bytes(memory_limit: int | None = None) -> int:
+    """The longest input line accepted: one that the reader can parse within the limit.
+
+    A stream without a newline (``/dev/zero``) would otherwise be buffered until memory ran
+    out.
+    """
+    limit = memory_limit or default_memory_limit()
+    return max(MIN_LINE_CAP, limit // LINE_COST)
 
 
 def check_width(source: str, n_features: int, memory_limit: int | None = None) -> None:
     """Refuse a width whose per-feature arrays alone would not fit: one stray index of 2^31
     would otherwise make every per-feature array 16 GiB."""
     limit = memory_limit or default_memory_limit()
-    need = WIDTH_ARRAYS * 8 * n_features
+    need = BYTES_PER_COLUMN * n_features
     if need > limit:
         raise KcheckError(
             f"{source}: the largest feature index is {n_features}, so per-feature arrays "
-            f"would need {need / 2**30:.1f} GiB, over the memory limit of "
-            f"{limit / 2**30:.1f} GiB (a stray huge index?)"
+            f"would need {need / 2**30:.2f} GiB, over the memory limit of "
+            f"{limit / 2**30:.2f} GiB (a stray huge index?)"
         )
+
+
+def line_too_long(source: str, line: int | None, cap: int) -> DataFormatError:
+    """The error for a line over :func:`max_line_bytes`."""
+    return DataFormatError(
+        source, line, f"line longer than {cap:,} bytes with no line end (the cap for this "
+        "memory limit; is this a LIBSVM text file?)"
+    )
+
+
+#: What a whole check holds at its peak, per byte of the data's CSR arrays, measured with
+#: scripts/bench_memory.py (webspam-like: 2.44), plus FIXED_BYTES: the design's target.
+CHECK_BYTES_PER_CSR_BYTE = 3
+FIXED_BYTES = 64 * 2**20
+
+
+def csr_bytes(X: object) -> int:
+    """Bytes of a CSR matrix's three arrays."""
+    return int(sum(getattr(X, a).nbytes for a in ("data", "indices", "indptr")))
+
+
+def check_fits(source: str, data_bytes: int, memory_limit: int) -> None:
+    """Refuse at once a check that cannot keep to the memory limit, rather than fail later."""
+    need = CHECK_BYTES_PER_CSR_BYTE * data_bytes + FIXED_BYTES
+    if need > memory_limit:
+        raise KcheckError(
+            f"{source}: a check of this data needs about {need / 2**20:,.0f} MB "
+            f"({CHECK_BYTES_PER_CSR_BYTE}x its {data_bytes / 2**20:,.0f} MB in memory plus "
+            f"{FIXED_BYTES // 2**20} MB), over the memory limit of "
+            f"{memory_limit / 2**20:,.0f} MB"
+        )
+
+
+def checker_budget(memory_limit: int, data_bytes: int) -> int:
+    """What a checker may allocate on top of the data in memory (T and V, about the CSR
+    bytes, and the working set of the other steps), so that the run keeps to the limit."""
+    return max(0, memory_limit - 2 * data_bytes - FIXED_BYTES)

@@ -19,7 +19,7 @@ from kcheck.checkers import degree2, exact, linear, multilinear, rff
 from kcheck.checkers.base import CheckerResult, Dataset
 from kcheck.data import read_libsvm
 from kcheck.errors import KcheckError, TimeLimitReached
-from kcheck.memory import default_memory_limit
+from kcheck.memory import check_fits, checker_budget, csr_bytes, default_memory_limit
 from kcheck.scaling import Scaler, fit_scaler
 from kcheck.split import stratified_split
 from kcheck.verdict import (
@@ -31,6 +31,7 @@ from kcheck.verdict import (
     label_value,
     paired_gap,
 )
+from kcheck.workers import run_until
 
 #: Every checker there is; DEFAULT_CHECKERS run unless --checkers says otherwise. rff is
 #: opt-in: it catches smooth low-dimensional boundaries the others miss (wavy 5-D set: +3.3
@@ -49,6 +50,8 @@ MIN_ROWS_PER_CLASS = 5
 EXACT_LINEAR_FACTOR = 3.0
 #: A CV accuracy this far above the accuracy on V points to a fault (see DESIGN.md hazards).
 CV_VAL_ALARM = 0.10
+#: A --time-limit of this many seconds (about 30 years) or more, inf included, is no limit.
+MAX_TIME_LIMIT = 1e9
 
 #: progress(stage, done, total): stage is a short description; done/total count steps or None.
 Progress = Callable[[str, int | None, int | None], None]
@@ -130,11 +133,14 @@ def run(config: CheckConfig, progress: Progress | None = None) -> CheckReport:
     report = progress or _noop
     t_start = time.perf_counter()
     memory_limit = config.memory_limit or default_memory_limit()
-    deadline = t_start + config.time_limit if config.time_limit is not None else None
+    # An infinite (or absurdly long) limit is no limit: a deadline of inf overflows timeouts.
+    limited = config.time_limit is not None and config.time_limit < MAX_TIME_LIMIT
+    deadline = t_start + config.time_limit if limited and config.time_limit else None
 
     report("reading " + config.train, None, None)
     t0 = time.perf_counter()
-    y_raw, X = read_libsvm(config.train, zero_based=config.zero_based)
+    y_raw, X = read_libsvm(config.train, zero_based=config.zero_based,
+                           memory_limit=memory_limit)
     read_seconds = time.perf_counter() - t0
     if config.model_out is not None:
         from kcheck import models
@@ -159,10 +165,13 @@ def run(config: CheckConfig, progress: Progress | None = None) -> CheckReport:
         )
     n_rows, n_features = X.shape
     data_info = data_summary(config.train, X, classes)
+    data_bytes = csr_bytes(X)
+    check_fits(config.train, data_bytes, memory_limit)
 
     report("scaling", None, None)
     lower, upper = (-1.0, 1.0)
-    scaler = fit_scaler(X, method=config.scaling, lower=lower, upper=upper, source=config.train)
+    scaler = fit_scaler(X, method=config.scaling, lower=lower, upper=upper, source=config.train,
+                        memory_limit=memory_limit)
     X = _scale(scaler, X, memory_limit, config.train)
     y = _training_labels(y_raw)
 
@@ -173,9 +182,20 @@ def run(config: CheckConfig, progress: Progress | None = None) -> CheckReport:
 
     results: dict[str, CheckerResult] = {}
     report("linear baseline (C search)", None, None)
-    base = linear.run(T, V, linear.LinearOptions(seed=config.seed))
+    try:
+        # With a time limit, in a worker process that is killed at the deadline: LIBLINEAR's
+        # C search cannot be interrupted, and it took 50 s on 1,000 classes.
+        base = run_until(deadline, linear.run, T, V, linear.LinearOptions(seed=config.seed))
+    except TimeLimitReached:
+        raise KcheckError(
+            f"{config.train}: the time limit (--time-limit {config.time_limit:g}) passed before "
+            "the linear baseline finished; every checker is compared with it, so nothing was "
+            "decided"
+        ) from None
     results["linear"] = base
-    exact_json = _run_exact(config, T, V, memory_limit, deadline, results, report)
+    exact_json = _run_exact(
+        config, T, V, checker_budget(memory_limit, data_bytes), deadline, results, report
+    )
     # The floor of counted work is for the whole check: where exact mode ran, it decides
     # alone, so degree-2 keeps only its relative budget.
     degree2_floor = 0.0 if "rbf" in results else budget.FLOOR_SECONDS
@@ -203,12 +223,14 @@ def run(config: CheckConfig, progress: Progress | None = None) -> CheckReport:
         results["degree2"] = _guarded(
             "degree2",
             deadline,
-            lambda: degree2.run(
+            lambda: run_until(
+                deadline,
+                degree2.run,
                 T,
                 V,
                 degree2.Degree2Options(
                     seed=config.seed,
-                    memory_limit=memory_limit,
+                    memory_limit=checker_budget(memory_limit, data_bytes),
                     max_cost_nnz=int(
                         max(degree2.COST_FACTOR * T.X.nnz, degree2.MIN_COST_NNZ)
                     ),
@@ -223,11 +245,14 @@ def run(config: CheckConfig, progress: Progress | None = None) -> CheckReport:
         results["rff"] = _guarded(
             "rff",
             deadline,
-            lambda: rff.run(
+            lambda: run_until(
+                deadline,
+                rff.run,
                 T,
                 V,
                 rff.RffOptions(
-                    seed=config.seed, memory_limit=memory_limit, linear_seconds=base.seconds
+                    seed=config.seed, memory_limit=checker_budget(memory_limit, data_bytes),
+                    linear_seconds=base.seconds,
                 ),
             ),
         )
@@ -269,6 +294,7 @@ def run(config: CheckConfig, progress: Progress | None = None) -> CheckReport:
             seed=config.seed,
             jobs=config.jobs,
             progress=report,
+            deadline=deadline,
         )
 
     warnings = cut_short + _sanity_warnings(results)
@@ -441,7 +467,8 @@ def _score_test(
 ) -> dict[str, Any]:
     """Accuracy on the test file of every model trained on T (same scaling as training)."""
     assert config.test is not None
-    y_raw, X = read_libsvm(config.test, n_features=n_features, zero_based=config.zero_based)
+    y_raw, X = read_libsvm(config.test, n_features=n_features, zero_based=config.zero_based,
+                           memory_limit=config.memory_limit)
     X = scaler.transform(X)
     classes = np.unique(y_train_raw)
     if np.array_equal(_training_labels(y_train_raw), y_train_raw):

@@ -30,7 +30,7 @@ import scipy.sparse as sp
 
 from kcheck.atomic import atomic_open
 from kcheck.errors import DataFormatError, KcheckError
-from kcheck.memory import check_width
+from kcheck.memory import check_width, line_too_long, max_line_bytes
 
 __all__ = [
     "METHODS",
@@ -43,6 +43,8 @@ __all__ = [
 
 #: Supported scaling schemes.
 METHODS = ("minmax", "maxabs")
+#: The largest feature index a LIBSVM file can hold (a C int).
+MAX_INDEX = 2**31 - 1
 
 # Stored values are scaled in chunks so temporaries stay small on large data.
 _CHUNK = 1 << 20
@@ -392,15 +394,17 @@ def fit_scaler(
     lower: float = -1.0,
     upper: float = 1.0,
     source: str | None = None,
+    memory_limit: int | None = None,
 ) -> Scaler:
     """Fit a scaling on training data ``X`` (sparse or dense, rows x features).
 
     Min and max include implicit zeros, so on sparse data the fitted range matches what
     svm-scale computes from the same file. Constant and absent features get min == max == 0.
-    ``source`` (the file X came from) prefixes the message of a data problem.
+    ``source`` (the file X came from) prefixes the message of a data problem. The width is
+    checked against ``memory_limit`` (the default limit when None) first.
     """
     _check_options(method, lower, upper)
-    check_width(source or "the data", int(X.shape[1]))
+    check_width(source or "the data", int(X.shape[1]), memory_limit)
     try:
         return _fit(X, method, lower, upper)
     except KcheckError as e:
@@ -441,8 +445,12 @@ def write_range_file(path: str | os.PathLike[str], scaler: Scaler) -> None:
         f.write("".join(parts))
 
 
-def _numbered_lines(path: str, f: Any) -> Iterator[tuple[int, str]]:
-    for lineno, raw in enumerate(f, 1):
+def _numbered_lines(path: str, f: Any, max_line: int) -> Iterator[tuple[int, str]]:
+    lineno = 0
+    while raw := f.readline(max_line + 1):
+        lineno += 1
+        if len(raw) > max_line and not raw.endswith(b"\n"):
+            raise line_too_long(path, lineno, max_line)
         try:
             yield lineno, raw.decode("utf-8").strip()
         except UnicodeDecodeError as exc:
@@ -467,7 +475,12 @@ def _floats(path: str, lineno: int, text: str, what: str) -> tuple[float, float]
 
 
 def read_range_file(
-    path: str | os.PathLike[str], n_features: int | None = None, *, method: str | None = None
+    path: str | os.PathLike[str],
+    n_features: int | None = None,
+    *,
+    method: str | None = None,
+    memory_limit: int | None = None,
+    max_features: int | None = None,
 ) -> Scaler:
     """Read an svm-scale range file (ours or ``svm-scale -s``'s; a ``y`` section is skipped).
 
@@ -476,6 +489,11 @@ def read_range_file(
     -1/1 and every listed feature has min == -max, otherwise ``minmax``. Both describe the
     same mapping then and differ only in rounding, so ``method="minmax"`` can force
     svm-scale's own arithmetic (data already scaled to [-1, 1] reads as maxabs otherwise).
+
+    A range file may come from anywhere: its indices get the same width guard as a data
+    file's (:func:`kcheck.memory.check_width`, against ``memory_limit``), and its lines the
+    same length cap, before anything is allocated for them. With ``max_features`` (the
+    width of the model the file belongs to), a larger index is refused at its line.
     """
     if n_features is not None:
         n_features = operator.index(n_features)
@@ -486,7 +504,9 @@ def read_range_file(
     where = os.fspath(path)
     try:
         with open(where, "rb") as f:
-            return _parse_range_file(where, _numbered_lines(where, f), n_features, method)
+            lines = _numbered_lines(where, f, max_line_bytes(memory_limit))
+            return _parse_range_file(where, lines, n_features, method, memory_limit,
+                                     max_features)
     except OSError as exc:
         raise DataFormatError(
             where, None, f"cannot read range file: {exc.strerror or exc}"
@@ -494,7 +514,12 @@ def read_range_file(
 
 
 def _parse_range_file(
-    path: str, lines: Iterator[tuple[int, str]], n_features: int | None, method: str | None
+    path: str,
+    lines: Iterator[tuple[int, str]],
+    n_features: int | None,
+    method: str | None,
+    memory_limit: int | None = None,
+    max_features: int | None = None,
 ) -> Scaler:
     lineno = 0
 
@@ -527,6 +552,7 @@ def _parse_range_file(
     mins: list[float] = []
     maxs: list[float] = []
     last = 0
+    width_ok = n_features or 0
     for lineno, text in lines:
         if not text:
             continue
@@ -543,6 +569,19 @@ def _parse_range_file(
             raise DataFormatError(
                 path, lineno, f"expected an index greater than {last}, found {idx}"
             )
+        if idx > MAX_INDEX:
+            raise DataFormatError(
+                path, lineno, f"expected an index of at most {MAX_INDEX} (a C int), found "
+                f"{_shown(fields[0])}"
+            )
+        if max_features is not None and idx > max_features:
+            raise DataFormatError(
+                path, lineno, f"feature {idx} is beyond the model's {max_features} features "
+                "(is this the model's range file?)"
+            )
+        if idx > width_ok:
+            check_width(f"{path}:{lineno}", idx, memory_limit)
+            width_ok = idx
         if not (math.isfinite(lo) and math.isfinite(hi)):
             raise DataFormatError(path, lineno, "expected finite min and max")
         if lo > hi:

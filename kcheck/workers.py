@@ -19,6 +19,8 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
+from kcheck.errors import TimeLimitReached
+
 
 def process_pool(
     workers: int,
@@ -66,3 +68,74 @@ def end_pool(pool: ProcessPoolExecutor, grace: float = 3.0) -> None:
             p.join(max(0.0, deadline - time.monotonic()))
             if p.is_alive():
                 p.kill()
+
+
+#: Seconds past the deadline a stopped worker gets to end after SIGKILL before it is left.
+_REAP_SECONDS = 1.0
+
+
+class Stopped(Exception):
+    """The deadline passed before a :func:`stoppable` call finished; its worker was killed."""
+
+
+def _stoppable_main(conn: Any, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
+    _init_worker(None, ())
+    try:
+        out: tuple[bool, Any] = (True, fn(*args))
+    except BaseException as e:  # noqa: BLE001 - sent to the parent, which raises it
+        out = (False, e)
+    try:
+        conn.send(out)
+    except Exception as e:  # noqa: BLE001 - an unpicklable result or error
+        conn.send((False, RuntimeError(f"worker result could not be sent back: {e}")))
+    conn.close()
+
+
+def stoppable(fn: Callable[..., Any], *args: Any, deadline: float, preload: Sequence[str] = (
+        "kcheck.engines",)) -> Any:
+    """Run ``fn(*args)`` in a worker process and return its result, or raise :class:`Stopped`
+    once ``time.perf_counter()`` passes ``deadline``, after killing the worker.
+
+    A LIBLINEAR or LIBSVM call cannot be interrupted from Python; in its own process it can
+    be ended. The arguments and the result are pickled, so this costs a copy of the data:
+    it is meant for runs with a time limit only. The worker ignores Ctrl-C (the parent
+    handles it) and exits when the parent dies.
+    """
+    if time.perf_counter() >= deadline:
+        raise Stopped()
+    methods = multiprocessing.get_all_start_methods()
+    ctx = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
+    if "forkserver" in methods:
+        ctx.set_forkserver_preload(list(preload))
+    receive, send = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_stoppable_main, args=(send, fn, args), daemon=False)
+    proc.start()
+    send.close()
+    try:
+        ready = receive.poll(max(0.0, deadline - time.perf_counter()))
+        if not ready:
+            raise Stopped()
+        try:
+            ok, value = receive.recv()
+        except EOFError:
+            proc.join(_REAP_SECONDS)
+            raise RuntimeError(f"worker process died (exit code {proc.exitcode})") from None
+    finally:
+        receive.close()
+        if proc.is_alive():
+            proc.kill()
+        proc.join(_REAP_SECONDS)
+    if not ok:
+        raise value
+    return value
+
+
+def run_until(deadline: float | None, fn: Callable[..., Any], *args: Any) -> Any:
+    """``fn(*args)``, in a stoppable worker when there is a deadline (``--time-limit``), in
+    this process otherwise (no copy of the data); TimeLimitReached when the deadline passes."""
+    if deadline is None:
+        return fn(*args)
+    try:
+        return stoppable(fn, *args, deadline=deadline)
+    except Stopped:
+        raise TimeLimitReached() from None

@@ -3,7 +3,7 @@ import pytest
 import scipy.sparse as sp
 
 from kcheck import engines
-from kcheck.errors import EngineError
+from kcheck.errors import EngineError, KcheckError
 
 
 def _blobs(rng, n=300, classes=(-1.0, 1.0), dim=5):
@@ -63,8 +63,9 @@ def test_too_few_rows_for_cv():
 def test_load_model_failure_is_an_error(tmp_path, capfd):
     bad = tmp_path / "bad.model"
     bad.write_text("not a model\n")
-    with pytest.raises(EngineError, match="not a LIBLINEAR model"):
-        engines.load_liblinear_model(str(bad))
+    with pytest.raises(KcheckError, match="not a LIBLINEAR or LIBSVM model"):
+        engines.load_model(str(bad))
+    assert capfd.readouterr() == ("", "")
 
 
 def test_save_and_load_round_trip(rng, tmp_path):
@@ -72,7 +73,7 @@ def test_save_and_load_round_trip(rng, tmp_path):
     model, _ = engines.fit_linear(X, y, seed=0)
     path = tmp_path / "m.model"
     model.save(str(path))
-    loaded = engines.load_liblinear_model(str(path))
+    loaded = engines.load_model(str(path))
     assert np.array_equal(loaded.predict(sp.csr_matrix(X)), model.predict(sp.csr_matrix(X)))
 
 
@@ -94,5 +95,28 @@ def test_compacted_model_predicts_like_a_full_one(rng):
                                rtol=1e-6, atol=1e-9)
     narrow = X[:, :100]
     assert np.array_equal(compact.predict(narrow), full.predict(narrow))
-    with pytest.raises(EngineError):
-        compact.save("/nonexistent/never-written")
+
+
+def test_a_compacted_model_saves_at_full_width(rng, tmp_path):
+    """Trained on the columns in use, written as LIBLINEAR would write the full-width model."""
+    n = 300
+    X = sp.lil_matrix((n, 5000))
+    a, b = rng.normal(size=n), rng.normal(size=n)
+    X[:, 10] = a[:, None]
+    X[:, 4000] = b[:, None]
+    X = sp.csr_matrix(X)
+    y = np.where(a - b > 0.2, 1.0, -1.0)
+    compact, _ = engines.fit_linear(X, y, seed=0)
+    full, _ = engines.fit_linear(X, y, seed=0, compact=False)
+    assert compact.columns is not None and compact.C == full.C
+    compact.save(str(tmp_path / "compact.model"))
+    full.save(str(tmp_path / "full.model"))
+    a_text = (tmp_path / "compact.model").read_text().splitlines()
+    b_text = (tmp_path / "full.model").read_text().splitlines()
+    assert a_text[:6] == b_text[:6] and len(a_text) == len(b_text) == 6 + 5001
+    a_w = np.array([float(v) for v in a_text[6:]])
+    b_w = np.array([float(v) for v in b_text[6:]])
+    assert np.count_nonzero(a_w) == 3  # columns 10 and 4000 and the bias
+    np.testing.assert_allclose(a_w, b_w, rtol=1e-6, atol=1e-12)
+    loaded = engines.load_model(str(tmp_path / "compact.model"))
+    assert np.array_equal(loaded.predict(X), full.predict(X))

@@ -88,3 +88,52 @@ def test_models_of_the_official_tools(tmp_path, trainer, predictor):
         _run(require_tool("svm-scale"), "-s", f"{model}.range", str(train), stdout=f)
     _run(require_tool(trainer), "-q", str(scaled), str(model))
     _compare(model, test, predictor, tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("trainer", "options", "predictor"),
+    [
+        ("liblinear-train", ("-s", "4"), "liblinear-predict"),  # two weight vectors, 2 classes
+        ("liblinear-train", ("-s", "0", "-B", "1"), "liblinear-predict"),
+        ("liblinear-train", ("-s", "5"), "liblinear-predict"),
+        ("svm-train", ("-s", "1", "-t", "3"), "svm-predict"),  # nu-SVC, sigmoid kernel
+        ("svm-train", ("-t", "1", "-b", "1"), "svm-predict"),  # polynomial, probA/probB
+        ("svm-train", ("-t", "0"), "svm-predict"),
+    ],
+)
+def test_every_accepted_kind_of_the_official_tools(tmp_path, trainer, options, predictor):
+    """Each classifier kind kcheck accepts predicts exactly as the official tool does."""
+    train = DATASETS / "heart_scale"
+    model = tmp_path / "official.model"
+    scaled = tmp_path / "train.scaled"
+    with open(scaled, "w") as f:
+        _run(require_tool("svm-scale"), "-s", f"{model}.range", str(train), stdout=f)
+    _run(require_tool(trainer), "-q", *options, str(scaled), str(model))
+    _compare(model, train, predictor, tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("trainer", "options", "words"),
+    [
+        ("liblinear-train", ("-s", "11"), "regression"),
+        ("liblinear-train", ("-s", "12"), "regression"),
+        ("liblinear-train", ("-s", "13"), "regression"),
+        ("svm-train", ("-s", "2"), "one-class"),
+        ("svm-train", ("-s", "3"), "regression"),
+        ("svm-train", ("-s", "4"), "regression"),
+    ],
+)
+def test_models_kcheck_cannot_use_are_refused(tmp_path, trainer, options, words):
+    """Genuine regression and one-class models: one line, exit 2, the first line named."""
+    train = DATASETS / "heart_scale"
+    model = tmp_path / "official.model"
+    scaled = tmp_path / "train.scaled"
+    with open(scaled, "w") as f:
+        _run(require_tool("svm-scale"), "-s", f"{model}.range", str(train), stdout=f)
+    _run(require_tool(trainer), "-q", *options, str(scaled), str(model))
+    r = subprocess.run([sys.executable, "-m", "kcheck", "predict", str(model), str(train)],
+                       cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 2, r.stderr
+    assert r.stdout == ""
+    (line,) = r.stderr.splitlines()
+    assert line.startswith(f"kcheck: error: {model}:1: ") and words in line, line

@@ -138,8 +138,9 @@ def test_a_tiny_time_limit_skips_every_checker(mid_size: Path) -> None:
     assert r.code == 2, r.describe()
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1, r.describe()
-    assert lines[0].startswith(f"kcheck: error: {mid_size}: no checker finished")
-    assert "degree2: time limit" in lines[0] and "multilinear: time limit" in lines[0]
+    # Not even the baseline can run: nothing else is compared with anything.
+    assert lines[0].startswith(f"kcheck: error: {mid_size}: the time limit (--time-limit "
+                               "1e-06) passed before the linear baseline finished")
 
 
 def test_a_time_limit_keeps_the_verdict_of_the_checkers_that_finished(mid_size: Path) -> None:
@@ -165,24 +166,139 @@ def test_batch_time_limit(mid_size: Path, tmp_path: Path) -> None:
     assert line["status"] == "error" and "time limit" in line["error"]
 
 
-def _classes(path: Path, classes: int, rows: int) -> Path:
+def _classes(path: Path, classes: int, rows: int, features: int = 3) -> Path:
     rng = random.Random(1)
     with open(path, "w") as f:
         for k in range(rows):
             c = k % classes
-            f.write(f"{c} 1:{rng.random():.4f} 2:{rng.random():.4f} 3:{c / classes:.4f}\n")
+            extra = "".join(f" {4 + j}:{rng.random():.4f}" for j in range(features - 3))
+            f.write(f"{c} 1:{rng.random():.4f} 2:{rng.random():.4f} 3:{c / classes:.4f}"
+                    f"{extra}\n")
     return path
 
 
-BASELINE_UNBOUNDED = (
-    "--time-limit only cuts the checkers: the linear baseline's -C search runs to its end "
-    "(1,000 classes in 3,000 rows: --time-limit 0.5 takes about 10 s)"
-)
+#: What the whole run may take beyond --time-limit (interpreter start, killing a worker).
+TIME_LIMIT_SLACK = 2.0
 
 
-def test_a_time_limit_bounds_the_whole_check(tmp_path: Path) -> None:
-    path = _classes(tmp_path / "classes.svm", 1000, 3000)
-    r = kcheck("check", str(path), "--time-limit", "0.5", "-q", "-j", "1", timeout=3)
+def test_a_time_limit_stops_a_baseline_that_cannot_finish(tmp_path: Path) -> None:
+    """1,000 classes in 5,000 rows (5 a class, so the check trains): LIBLINEAR's C search
+    for the baseline takes about a minute and cannot be interrupted in-process. It runs in a
+    worker that is killed at the deadline, and the run ends with exit 2 and that reason."""
+    path = _classes(tmp_path / "classes.svm", 1000, 5000)
+    limit = 2.0
+    r = kcheck("check", str(path), "--time-limit", str(limit), "-q", "-j", "1",
+               timeout=limit + TIME_LIMIT_SLACK)
     assert_clean(r)
-    assert r.code in (0, 2), r.describe()
+    assert r.code == 2, r.describe()
+    (line,) = r.stderr.splitlines()
+    assert line.startswith(f"kcheck: error: {path}: the time limit (--time-limit 2) passed "
+                           "before the linear baseline finished"), line
+    assert r.seconds < limit + TIME_LIMIT_SLACK
 
+
+def test_a_time_limit_bounds_a_check_that_trains(tmp_path: Path) -> None:
+    """50 classes in 5,000 rows: the baseline finishes (about 2 s); degree-2 alone would take
+    several seconds more. The run keeps to the limit, reports what finished and says why the
+    rest did not run."""
+    path = _classes(tmp_path / "classes.svm", 50, 5000, features=4)
+    limit = 6.0
+    r = kcheck("check", str(path), "--time-limit", str(limit), "-q", "-j", "1",
+               "--exact", "never", timeout=limit + TIME_LIMIT_SLACK)
+    assert_clean(r)
+    assert r.code == 0, r.describe()
+    v = r.json
+    assert v["linear"]["val_accuracy"] is not None
+    assert v["seconds"] < limit + 0.5
+    statuses = {name: c["status"] for name, c in v["checkers"].items()}
+    assert "ok" in statuses.values(), statuses
+    for c in v["checkers"].values():
+        assert c["status"] in ("ok", "subsampled", "skipped")
+        if c["status"] != "ok":
+            assert c["reason"], c
+    assert r.seconds < limit + TIME_LIMIT_SLACK
+
+
+def test_an_infinite_time_limit_is_no_limit() -> None:
+    r = kcheck("check", "datasets/heart_scale", "--time-limit", "inf", "-q", "--exact", "never")
+    assert_clean(r)
+    assert r.code == 0, r.describe()
+    assert r.json["checkers"]["multilinear"]["status"] == "ok"
+
+
+def test_a_time_limit_stops_the_model_export(tmp_path: Path) -> None:
+    """The check fits, the kernel model's grid search does not: exit 2, no model, no temporary
+    file, within the limit."""
+    out = tmp_path / "out"
+    out.mkdir()
+    limit = 3.0
+    r = kcheck("check", "datasets/svmguide1", "--time-limit", str(limit), "-q", "-j", "1",
+               "--checkers", "multilinear", "--exact", "never", "--model-out", str(out / "m"),
+               "--model", "kernel", timeout=limit + TIME_LIMIT_SLACK)
+    assert_clean(r)
+    assert r.code == 2, r.describe()
+    assert "--time-limit reached while training the kernel model" in r.stderr, r.describe()
+    assert list(out.iterdir()) == []
+
+
+# --- --memory-limit bounds the process ----------------------------------------------------
+
+
+def _peak_rss(args: list[str], timeout: float = 300) -> tuple[int, int, str]:
+    """(exit code, peak resident bytes, stderr) of ``python ARGS``, by ``/usr/bin/time``.
+
+    Measured by a small launcher: Linux carries a process's peak across fork and exec, so a
+    child of the test process would report at least the test process's own size.
+    """
+    import subprocess
+    import sys
+
+    from conftest import require_tool
+
+    timer = require_tool("time") if not Path("/usr/bin/time").exists() else "/usr/bin/time"
+    r = subprocess.run([timer, "-f", "kcheck-peak-kb %M", sys.executable, *args],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=timeout,
+                       text=True)
+    lines = r.stderr.splitlines()
+    peak = [ln for ln in lines if ln.startswith("kcheck-peak-kb ")]
+    assert peak, r.stderr
+    err = "\n".join(ln for ln in lines if not ln.startswith(("kcheck-peak-kb ", "Command ")))
+    return r.returncode, int(peak[-1].split()[1]) * 1024, err
+
+
+@pytest.fixture(scope="module")
+def medium_dense(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """20,000 x 60 dense: 14 MB of CSR; degree-2's full expansion would be 38 million values."""
+    y, X = dense_integers(20_000, 60, seed=3)
+    path = tmp_path_factory.mktemp("medium") / "medium.svm"
+    write_libsvm(str(path), y, X)
+    return path
+
+
+@pytest.fixture(scope="module")
+def import_baseline() -> int:
+    code, peak, err = _peak_rss(["-c", "import kcheck.cli, kcheck.pipeline, kcheck.models, "
+                                       "kcheck.checkers.exact"])
+    assert code == 0, err
+    return peak
+
+
+def test_a_check_keeps_to_a_small_memory_limit(medium_dense: Path, import_baseline: int):
+    limit = 200 * 2**20
+    code, peak, err = _peak_rss(["-m", "kcheck", "check", str(medium_dense), "-q", "-j", "1",
+                                 "--memory-limit", "200M", "--exact", "never"])
+    assert code == 0, err
+    assert peak - import_baseline <= limit, (peak - import_baseline) / 2**20
+
+
+def test_a_memory_limit_the_check_cannot_keep_is_refused_at_once(medium_dense: Path,
+                                                                 import_baseline: int):
+    # The refusal comes once the data is read (its CSR bytes are known then): the read itself
+    # (14 MB of CSR, about 42 MB above the baseline) is what a smaller limit would not hold.
+    limit = 64 * 2**20
+    code, peak, err = _peak_rss(["-m", "kcheck", "check", str(medium_dense), "-q", "-j", "1",
+                                 "--memory-limit", "64M"])
+    assert code == 2, err
+    (line,) = err.splitlines()
+    assert "needs about" in line and "over the memory limit of 64 MB" in line, line
+    assert peak - import_baseline <= limit, (peak - import_baseline) / 2**20

@@ -246,17 +246,20 @@ def test_predict_needs_the_range_file(tmp_path, exported):
 @pytest.mark.parametrize(
     ("model", "data", "other", "words"),
     [
-        ("kernel:heart_scale", "heart_scale", "fourclass", ("uses feature 3",)),
-        ("linear:heart_scale", "heart_scale", "fourclass", ("uses feature 3",)),
-        ("linear:fourclass", "fourclass", "heart_scale", ("scales 13 features", "has 2")),
+        ("kernel:heart_scale", "heart_scale", "fourclass", ("does not match",
+                                                             "uses feature 3")),
+        ("linear:heart_scale", "heart_scale", "fourclass", ("does not match",
+                                                             "uses feature 3")),
+        # Refused at the first index beyond the model's width, before the rest is read.
+        ("linear:fourclass", "fourclass", "heart_scale", (".range:5:", "feature 3 is beyond "
+                                                          "the model's 2 features")),
     ],
 )
 def test_predict_rejects_a_range_file_of_other_data(tmp_path, exported, model, data, other,
                                                     words):
     kind = model.split(":")[0]
     path = _copy_model(exported[model], tmp_path, exported[f"{kind}:{other}"]["range_path"])
-    _expect_usage_error(_kcheck("predict", str(path), f"datasets/{data}"), "does not match",
-                        *words)
+    _expect_usage_error(_kcheck("predict", str(path), f"datasets/{data}"), *words)
 
 
 def test_predict_warns_about_a_range_file_wider_than_the_support_vectors(tmp_path, exported):
