@@ -21,10 +21,12 @@ from __future__ import annotations
 
 #: Seconds of counted work that small data may always spend on exact mode or degree-2.
 FLOOR_SECONDS = 10.0
-#: The floor lets degree-2 run in full only where T holds at most this many stored values:
-#: above it, the relative budget alone decides, as it did before the floor existed (a9a's T
-#: holds 339k values and its full expansion takes 20-30 s).
+#: The floor applies to degree-2 only where T holds at most this many stored values and rows:
+#: above, the relative budget alone decides, as it did before the floor existed (a9a's T holds
+#: 339k values and its full expansion takes 20-30 s; on poker's 18,750 rows of T, LIBLINEAR's
+#: C search needs so many Newton steps that an expansion costs 4x the per-value median).
 FLOOR_MAX_NNZ = 300_000
+FLOOR_MAX_ROWS = 10_000
 
 #: LIBLINEAR -s 2 -B 1 with its -C search, per stored value and one-vs-rest model. Measured
 #: 1.4-3.3 us (median 2.6) on 13 sets (scripts/results/calibrate.md).
@@ -56,6 +58,15 @@ def linear_seconds(nnz: int, n_classes: int) -> float:
 def degree2_seconds(expanded_nnz: int, n_classes: int) -> float:
     """Counted seconds of degree-2's C search and training on ``expanded_nnz`` values."""
     return DEGREE2_SECONDS_PER_NNZ * expanded_nnz * n_models(n_classes)
+
+
+def degree2_floor_values(
+    *, rows: int, nnz: int, n_classes: int, floor_seconds: float
+) -> int:
+    """Expanded values (per model) that the floor lets degree-2 use on small data, else 0."""
+    if rows > FLOOR_MAX_ROWS or nnz > FLOOR_MAX_NNZ or floor_seconds <= 0:
+        return 0
+    return int(round(floor_seconds / (DEGREE2_SECONDS_PER_NNZ * n_models(n_classes))))
 
 
 def _pairs_factor(n_classes: int) -> float:

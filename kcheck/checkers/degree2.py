@@ -157,8 +157,9 @@ class Degree2Options:
     max_cost_nnz: int | None = None
     time_budget: float | None = None
     seconds_per_nnz: float | None = None
-    #: Counted seconds (kcheck.budget) within which the full expansion runs whatever the cost
-    #: budget, on T of at most budget.FLOOR_MAX_NNZ stored values; 0 where exact mode ran.
+    #: Counted seconds (kcheck.budget) that small data (budget.FLOOR_MAX_ROWS rows and
+    #: FLOOR_MAX_NNZ stored values in T) may spend whatever the cost budget; 0 where exact
+    #: mode ran.
     floor_seconds: float = 0.0
 
 
@@ -190,13 +191,15 @@ def plan_rows(T: Dataset, n_classes: int, options: Degree2Options) -> Plan:
         "time": T.rows,
     }
     # One-vs-rest trains n_w models, so a small expansion is small in all of them together.
+    # On small data the floor of counted work raises the cost budget: the full expansion runs
+    # where it fits, a subsample of the floor's size where it does not.
     total = int(per_row.sum())
-    small = total * n_w <= FREE_NNZ or (
-        T.X.nnz <= budget.FLOOR_MAX_NNZ
-        and budget.degree2_seconds(total, n_classes) <= options.floor_seconds
+    floor = budget.degree2_floor_values(
+        rows=T.rows, nnz=int(T.X.nnz), n_classes=n_classes, floor_seconds=options.floor_seconds
     )
+    small = total * n_w <= FREE_NNZ or total <= floor
     if options.max_cost_nnz is not None and not small:
-        limits["cost"] = int(options.max_cost_nnz // mean_nnz)
+        limits["cost"] = int(max(options.max_cost_nnz, floor) // mean_nnz)
     if options.time_budget is not None and options.seconds_per_nnz is not None:
         seconds_per_row = TIME_PER_NNZ_RATIO * options.seconds_per_nnz * mean_nnz
         limits["time"] = int(options.time_budget / max(seconds_per_row, 1e-12))
