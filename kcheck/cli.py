@@ -716,8 +716,15 @@ def main(argv: list[str] | None = None) -> None:
                     _err(f"kcheck: warning: {w.message}")
     if code in (EXIT_SIGINT, EXIT_SIGTERM):
         # Solver threads cannot be stopped; end now. Outputs are written atomically at the
-        # very end, so nothing partial exists. os._exit skips multiprocessing's clean-up of
-        # its temporary directory, so remove that here.
+        # very end, so nothing partial exists. A second signal must not cut the clean-up
+        # short. os._exit skips multiprocessing's exit handlers, so end the worker pools
+        # (none half started) and release their semaphores, and remove the temporary
+        # directory of the fork server here.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        from kcheck.workers import end_all_pools
+
+        end_all_pools()
         _remove_multiprocessing_tempdir()
         sys.stderr.flush()
         os._exit(code)

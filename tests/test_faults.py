@@ -317,9 +317,10 @@ def parallel_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def interrupt(args: list[str], sig: int, *, after: float, tmpdir: Path,
-              when_exists: Path | None = None) -> tuple[Run, set[int]]:
+              when_exists: Path | None = None, group: bool = False) -> tuple[Run, set[int]]:
     """Start kcheck, send ``sig`` after ``after`` seconds (or once ``when_exists`` matches a
-    file), and return the run and the processes it had started."""
+    file), and return the run and the processes it had started. ``group`` sends it to the
+    whole process group, as Ctrl-C in a terminal does."""
     env = dict(os.environ, TMPDIR=str(tmpdir))
     proc = subprocess.Popen([sys.executable, "-m", "kcheck", *args], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, env=env, start_new_session=True)
@@ -331,7 +332,10 @@ def interrupt(args: list[str], sig: int, *, after: float, tmpdir: Path,
             time.sleep(0.002 if when_exists else 0.05)
         assert proc.poll() is None, "kcheck ended before it could be interrupted"
         children = descendants(proc.pid)
-        proc.send_signal(sig)
+        if group:
+            os.killpg(proc.pid, sig)
+        else:
+            proc.send_signal(sig)
         out, err = proc.communicate(timeout=30)
     finally:
         if proc.poll() is None:
@@ -348,6 +352,7 @@ def our_temporary_files(tmpdir: Path) -> list[str]:
 def assert_interrupted(run: Run, code: int, children: set[int]) -> None:
     assert run.code == code, run.describe()
     assert "Traceback" not in run.stderr and "interrupted" in run.stderr, run.describe()
+    assert "leaked" not in run.stderr and "resource_tracker" not in run.stderr, run.describe()
     assert run.stdout == b""
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline and any(alive(p) for p in children):
@@ -377,6 +382,25 @@ POOL_TEMP_DIR = (
     "main() ends an interrupted run with os._exit, which skips multiprocessing's exit "
     "handlers: the fork server's pymp-XXXX directory (with its socket) stays in TMPDIR"
 )
+
+
+@pytest.mark.parametrize("after", [0.4, 0.9, 1.5, 2.5])
+def test_ctrl_c_to_the_process_group_with_workers_ends_cleanly(after, slow_model_data, tmp_path):
+    """Ctrl-C in a terminal reaches kcheck, its fork server, resource tracker and workers.
+
+    Whenever it lands (reading, the fork server importing its modules, workers starting, the
+    grid search running), the run ends with exit 130, one line, no traceback from any of the
+    processes, no leaked-semaphore warning, and no process left.
+    """
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    run, children = interrupt(
+        ["check", str(slow_model_data), "-j", "2", "--checkers", "multilinear",
+         "--model-out", str(tmp_path / "m"), "--model", "kernel"],
+        signal.SIGINT, after=after, tmpdir=tmpdir, group=True)
+    assert_interrupted(run, 130, children)
+    assert [x for x in run.stderr.splitlines() if x.strip()] == ["kcheck: interrupted"]
+    assert list(tmpdir.iterdir()) == []
 
 
 def test_interrupt_leaves_no_temporary_directory(slow_model_data: Path, tmp_path: Path):
