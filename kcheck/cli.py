@@ -8,6 +8,7 @@ one-line messages there and only there.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -33,7 +34,7 @@ from rich.table import Table
 
 from kcheck import __version__
 from kcheck.atomic import atomic_open
-from kcheck.errors import KcheckError, KcheckWarning
+from kcheck.errors import KcheckError, KcheckWarning, recorded_warnings
 
 EXIT_OK = 0
 EXIT_GATE = 1
@@ -42,6 +43,14 @@ EXIT_SIGINT = 130
 EXIT_SIGTERM = 143
 
 T = TypeVar("T")
+
+#: ``--seed``: what LIBLINEAR's and LIBSVM's srand take, an unsigned 32-bit integer.
+SEED = click.IntRange(0, 2**32 - 1)
+
+#: Set by the command's Ui: with -q, main() prints no warnings (they are in the JSON).
+_quiet = False
+#: Standard streams that were closed when kcheck started (see _guard_standard_streams).
+_closed_streams: set[str] = set()
 
 
 class GateTripped(Exception):
@@ -56,6 +65,8 @@ class Ui:
     """What the user sees on stderr: nothing with -q, rich on a terminal, plain lines otherwise."""
 
     def __init__(self, quiet: bool) -> None:
+        global _quiet
+        _quiet = quiet  # main() reports the warnings left over only without -q
         self.quiet = quiet
         self.console = Console(stderr=True, highlight=False)
         self.interactive = self.console.is_terminal and not quiet
@@ -136,6 +147,29 @@ def parse_size(text: str) -> int:
     if value <= 0:
         raise click.BadParameter("must be positive")
     return value
+
+
+def _json_destination(output: str | None, as_json: bool) -> tuple[str | None, bool]:
+    """(file to write, whether to print on stdout) for ``-o`` / ``--json``.
+
+    ``-o -`` is stdout. Without ``-o``, the JSON goes to stdout when asked (``--json``) or when
+    stdout is not a terminal, ``-q`` or not: ``-o FILE -q`` is the silent form. A closed stdout
+    is refused now rather than after the work.
+    """
+    if output == "-":
+        output, as_json = None, True
+    to_stdout = as_json or (output is None and not sys.stdout.isatty())
+    if to_stdout:
+        _require_stdout()
+    if output is not None:
+        _check_writable(output, "-o")
+    return output, to_stdout
+
+
+def _require_stdout() -> None:
+    if "stdout" in _closed_streams:
+        raise KcheckError("stdout is closed, so there is nowhere to write the JSON; "
+                          "use -o FILE")
 
 
 def _emit_json(data: dict[str, Any], out_path: str | None, to_stdout: bool) -> None:
@@ -229,7 +263,8 @@ _CHECK_OPTIONS = [
                  help="Comma-separated checkers to run, of degree2, multilinear, rff."),
     click.option("--scaling", type=click.Choice(["maxabs", "minmax"]), default="maxabs",
                  show_default=True, help="Feature scaling, fitted on the training file."),
-    click.option("--seed", type=int, default=0, show_default=True),
+    click.option("--seed", type=SEED, default=0, show_default=True,
+                 help="Seed of the split, folds and samples: 0 to 2^32-1."),
     click.option("--memory-limit", type=str, default=None,
                  help="Memory budget, e.g. 8G [default: half the available memory]; "
                       "a batch divides it between its workers."),
@@ -278,7 +313,8 @@ def check_config(train: str, jobs: int, opts: dict[str, Any], **extra: Any) -> A
 @click.option("--jobs", "-j", type=int, default=None,
               help="Worker processes for MultiLinear's clusters [default: CPU count].")
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON verdict on stdout.")
-@click.option("-o", "--output", type=str, default=None, help="Write the JSON verdict to FILE.")
+@click.option("-o", "--output", type=str, default=None,
+              help="Write the JSON verdict to FILE (atomically); - is stdout.")
 @click.option("--model-out", type=str, default=None,
               help="Train the recommended model on all of TRAIN; save it to PATH (+ PATH.range).")
 @click.option("--model", "model_kind", type=click.Choice(["linear", "kernel"]), default=None,
@@ -310,13 +346,15 @@ def check(
     if model_kind and not model_out:
         raise click.UsageError("--model needs --model-out")
     # Fail now, not after a long check (and not after --model-out has replaced a model).
-    for target, what in ((output, "-o"), (model_out, "--model-out")):
-        if target is not None:
-            _check_writable(target, what)
-    report = ui.run(lambda progress: run(config, progress))
+    output, to_stdout = _json_destination(output, as_json)
+    if model_out is not None:
+        _check_writable(model_out, "--model-out")
+    with recorded_warnings() as notes:
+        report = ui.run(lambda progress: run(config, progress))
     verdict = report.json
+    verdict["warnings"] = [*verdict.get("warnings", []), *notes]
     _show_verdict(ui, verdict)
-    _emit_json(verdict, output, to_stdout=as_json or (output is None and not sys.stdout.isatty()))
+    _emit_json(verdict, output, to_stdout=to_stdout)
     if fail_on is not None and verdict["verdict"] == fail_on:
         raise GateTripped(f"verdict is {fail_on} (--fail-on {fail_on})")
 
@@ -575,24 +613,28 @@ def predict(model: str, file: str, output: str | None, zero_based: bool, quiet: 
               help="Worker processes for the grid search [default: CPU count].")
 @click.option("--max-rows", type=int, default=None,
               help="Cross-validate on a stratified sample of N rows [default: all].")
-@click.option("--scaling", type=click.Choice(["maxabs", "minmax"]), default="maxabs",
-              show_default=True, help="Feature scaling fitted on TRAIN.")
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--scaling", type=click.Choice(["maxabs", "minmax"]), default=None,
+              help="Feature scaling fitted on TRAIN [default: the --check-json's, else maxabs].")
+@click.option("--seed", type=SEED, default=None,
+              help="Seed of the folds and samples, 0 to 2^32-1 [default: the --check-json's, "
+                   "else 0].")
 @click.option("--epsilon", type=float, default=None,
               help="Gap that means 'kernel' [default: the --check-json's, else 0.02].")
 @click.option("--check-json", type=str, default=None,
-              help="A saved 'kcheck check' JSON verdict; report whether this confirms it.")
+              help="A saved 'kcheck check' JSON verdict on TRAIN: exit 1 unless this "
+                   "confirms it.")
 @click.option("--zero-based", is_flag=True, help="Feature indices in the files start at 0.")
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON result on stdout.")
-@click.option("-o", "--output", type=str, default=None, help="Write the JSON result to FILE.")
+@click.option("-o", "--output", type=str, default=None,
+              help="Write the JSON result to FILE (atomically); - is stdout.")
 @click.option("-q", "--quiet", is_flag=True, help="Nothing on stderr except errors.")
 def verify(
     train: str,
     test: str | None,
     jobs: int | None,
     max_rows: int | None,
-    scaling: str,
-    seed: int,
+    scaling: str | None,
+    seed: int | None,
     epsilon: float | None,
     check_json: str | None,
     zero_based: bool,
@@ -600,10 +642,16 @@ def verify(
     output: str | None,
     quiet: bool,
 ) -> None:
-    """The expensive reference: RBF grid search (LIBSVM) next to the tuned linear model."""
+    """The expensive reference: RBF grid search (LIBSVM) next to the tuned linear model.
+
+    With --check-json, the verdict must be about TRAIN (its data.sha256 must match; exit 2 if
+    not), --scaling, --seed and --epsilon come from it, and the exit code is a gate: 0 if the
+    reference confirms the check's verdict, 1 if it does not.
+    """
     from kcheck import models
 
     ui = Ui(quiet)
+    output, to_stdout = _json_destination(output, as_json)
     config = models.VerifyConfig(
         train=train,
         test=test,
@@ -617,7 +665,12 @@ def verify(
     ).validated()
     result = ui.run(lambda progress: models.verify(config, progress))
     _show_verify(ui, result)
-    _emit_json(result, output, to_stdout=as_json or (output is None and not sys.stdout.isatty()))
+    _emit_json(result, output, to_stdout=to_stdout)
+    if result["confirms"] is False:
+        raise GateTripped(
+            f"the reference does not confirm the check's verdict: {result['check']['verdict']} "
+            f"in {result['check']['path']}, {result['verdict']} here"
+        )
 
 
 def verify_table(v: dict[str, Any]) -> Table:
@@ -672,6 +725,7 @@ def _show_verify(ui: Ui, v: dict[str, Any]) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: the one place that turns outcomes into exit codes and messages."""
+    _guard_standard_streams()
     signal.signal(signal.SIGTERM, _on_sigterm)
     code = EXIT_OK
     with warnings.catch_warnings(record=True) as caught:
@@ -712,7 +766,7 @@ def main(argv: list[str] | None = None) -> None:
             _err("kcheck: error: out of memory; try a smaller --memory-limit or fewer --jobs")
         finally:
             for w in caught:
-                if issubclass(w.category, KcheckWarning):
+                if issubclass(w.category, KcheckWarning) and not _quiet:
                     _err(f"kcheck: warning: {w.message}")
     if code in (EXIT_SIGINT, EXIT_SIGTERM):
         # Solver threads cannot be stopped; end now. Outputs are written atomically at the
@@ -729,6 +783,60 @@ def main(argv: list[str] | None = None) -> None:
         sys.stderr.flush()
         os._exit(code)
     sys.exit(code)
+
+
+class _ClosedStream(io.TextIOBase):
+    """Stands for a standard stream that was closed when kcheck started (``>&-``, ``<&-``).
+
+    Using it is a usage error with one clear line (exit 2), never a traceback.
+    """
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def _closed(self, *args: Any) -> Any:
+        what = "nothing to read" if self.name == "stdin" else "nowhere to write; use -o FILE"
+        raise KcheckError(f"{self.name} is closed: {what}")
+
+    read = readline = write = fileno = _closed
+
+    def isatty(self) -> bool:
+        return False
+
+    def flush(self) -> None:
+        return None
+
+
+def _guard_standard_streams() -> None:
+    """Give closed standard file descriptors a /dev/null, and closed streams a stand-in.
+
+    Python sets a closed standard stream to None, so the first use raised AttributeError
+    (traceback, exit 1). Worse, the next file opened would get the free descriptor: LIBLINEAR
+    printing to fd 1 would then write into an output file. Writes to a closed stderr are
+    dropped (messages are lost, exit codes stay true); reads from a closed stdin and writes
+    to a closed stdout fail with one line.
+    """
+    for fd, name, mode in ((0, "stdin", os.O_RDONLY), (1, "stdout", os.O_WRONLY),
+                           (2, "stderr", os.O_WRONLY)):
+        try:
+            os.fstat(fd)
+        except OSError:
+            pass
+        else:
+            if getattr(sys, name) is not None:
+                continue
+        _closed_streams.add(name)
+        try:
+            null = os.open(os.devnull, mode)
+            if null != fd:
+                os.dup2(null, fd)
+                os.close(null)
+        except OSError:
+            pass
+        if name == "stderr":
+            sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - lives as long as the process
+        else:
+            setattr(sys, name, _ClosedStream(name))
 
 
 def _check_writable(path: str, option: str) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -290,9 +291,14 @@ def _without_seconds(d):
     return d
 
 
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
 def test_verify_json_and_determinism_across_jobs(tmp_path):
     check = tmp_path / "check.json"
-    check.write_text(json.dumps({"schema_version": 1, "verdict": "kernel", "epsilon": 0.02}))
+    check.write_text(json.dumps({"schema_version": 1, "verdict": "kernel", "epsilon": 0.02,
+                                 "data": {"sha256": _sha256(DATASETS / "fourclass")}}))
     runs = []
     for jobs in ("1", "2"):
         r = _kcheck("verify", "datasets/fourclass", "-j", jobs, "--seed", "3",
@@ -343,7 +349,8 @@ def test_verify_maps_non_integer_labels(tmp_path):
 
 def test_verify_uses_the_check_epsilon_and_reports_disagreement(tmp_path):
     check = tmp_path / "check.json"
-    check.write_text(json.dumps({"schema_version": 1, "verdict": "kernel", "epsilon": 0.5}))
+    check.write_text(json.dumps({"schema_version": 1, "verdict": "kernel", "epsilon": 0.5,
+                                 "data": {"sha256": _sha256(DATASETS / "heart_scale")}}))
     v = models.verify(models.VerifyConfig(str(DATASETS / "heart_scale"), grid=SMALL,
                                           check_json=str(check)))
     assert v["epsilon"] == 0.5 and v["verdict"] == "linear" and v["confirms"] is False
