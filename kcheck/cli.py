@@ -422,31 +422,46 @@ class BatchFailed(Exception):
     """Some data sets of a batch could not be checked (exit code 3, before any gate)."""
 
 
-def _best_gap(line: dict[str, Any]) -> str:
-    gaps = [(c["gap"], name) for name, c in (line.get("checkers") or {}).items()
-            if c.get("gap") is not None]
+def deciding_gap(line: dict[str, Any]) -> str:
+    """The gap that decided the verdict, in points, with its checker.
+
+    ``kernel``: the deciding checker's gap. ``linear``: the largest gap, labelled as the
+    closest checker; where the exact comparison ran, it alone decided, so it is the one shown.
+    The largest gap of any checker would mislead: a proxy's gap above epsilon next to a
+    ``linear`` verdict that the exact comparison decided.
+    """
+    checkers = line.get("checkers") or {}
+    gaps = {name: c["gap"] for name, c in checkers.items() if c.get("gap") is not None}
     if not gaps:
         return "-"
-    gap, name = max(gaps)
-    return f"{100 * gap:+.2f} {name}"
+    deciding = line.get("deciding_checker")
+    if line.get("verdict") == "kernel" and deciding in gaps:
+        return f"{100 * gaps[deciding]:+.2f} {deciding}"
+    pool = {"rbf": gaps["rbf"]} if "rbf" in gaps else gaps
+    name = max(pool, key=lambda k: (pool[k], k))
+    return f"{100 * pool[name]:+.2f} {name} (closest)"
 
 
 def batch_table(lines: list[dict[str, Any]], resumed: set[str], wall: float) -> Table:
-    """The summary of a batch: one row per data set, then the totals in the caption."""
+    """The summary of a batch: one row per data set and skipped file, totals in the caption."""
     from rich import box
-    ok = [x for x in lines if x["status"] == "ok"]
+    sets = [x for x in lines if x["status"] != "skipped"]
+    ok = [x for x in sets if x["status"] == "ok"]
     n_kernel = sum(x["verdict"] == "kernel" for x in ok)
-    n_err = len(lines) - len(ok)
+    n_err = len(sets) - len(ok)
+    n_skip = len(lines) - len(sets)
     total = sum(x.get("seconds") or 0.0 for x in lines)
     table = Table(
         title="kcheck batch", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False,
-        caption=(f"{len(lines)} data sets: {len(ok)} ok ({n_kernel} kernel, "
+        caption=(f"{len(sets)} data sets: {len(ok)} ok ({n_kernel} kernel, "
                  f"{len(ok) - n_kernel} linear), {n_err} error{'' if n_err == 1 else 's'}; "
-                 f"{total:.2f}s checking, {wall:.1f}s wall time"),
+                 f"{n_skip} file{'' if n_skip == 1 else 's'} skipped; "
+                 f"{total:.2f}s checking, {wall:.1f}s wall time. gap: the deciding checker's, "
+                 "for linear the closest one's"),
         caption_justify="left",
     )
     longest = max((len(x["name"]) for x in lines), default=4)
-    for col in ("name", "rows", "features", "verdict", "margin", "best gap, pts", "seconds"):
+    for col in ("name", "rows", "features", "verdict", "margin", "gap, pts", "seconds"):
         # On a narrow terminal a long name folds (up to 24 columns kept) rather than vanishing.
         name = col == "name"
         table.add_column(col, no_wrap=not name, overflow="fold" if name else "ellipsis",
@@ -455,12 +470,15 @@ def batch_table(lines: list[dict[str, Any]], resumed: set[str], wall: float) -> 
     for x in lines:
         name = x["name"] + (" (resumed)" if x["name"] in resumed else "")
         seconds = f"{x['seconds']:.2f}" if x.get("seconds") is not None else "-"
+        if x["status"] == "skipped":
+            table.add_row(name, "-", "-", "[yellow]skipped[/]", "-", "-", "-")
+            continue
         if x["status"] != "ok":
             table.add_row(name, "-", "-", "[red]error[/]", "-", "-", seconds)
             continue
         style = "red" if x["verdict"] == "kernel" else "green"
         table.add_row(name, f"{x['data']['rows']:,}", f"{x['data']['features']:,}",
-                      f"[{style}]{x['verdict']}[/]", x["margin"], _best_gap(x), seconds)
+                      f"[{style}]{x['verdict']}[/]", x["margin"], deciding_gap(x), seconds)
     return table
 
 
@@ -470,55 +488,99 @@ def _names(lines: list[dict[str, Any]], limit: int = 5) -> str:
                                        else "")
 
 
+def _read_path_list(source: str) -> list[str]:
+    """``--files-from``: one path a line (``-``: stdin); blank lines are ignored."""
+    try:
+        if source == "-":
+            text = sys.stdin.read()
+        else:
+            with open(source, encoding="utf-8") as f:
+                text = f.read()
+    except OSError as e:
+        raise KcheckError(f"--files-from {source}: cannot read: {e.strerror or e}") from None
+    except UnicodeDecodeError as e:
+        raise KcheckError(f"--files-from {source}: not UTF-8 text ({e.reason})") from None
+    return [line.rstrip("\r") for line in text.split("\n") if line.strip()]
+
+
 @cli.command()
-@click.argument("paths", nargs=-1, required=True, metavar="DIR|FILE...")
+@click.argument("paths", nargs=-1, required=False, metavar="DIR|FILE...")
+@click.option("--files-from", type=str, default=None, metavar="FILE",
+              help="Also check the paths listed in FILE, one a line (- for stdin).")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=1, show_default=True,
               help="Data sets checked at once, each in its own process; they share the "
                    "memory budget.")
 @click.option("-o", "--output", type=str, default=None,
-              help="Write the JSON lines to FILE (started afresh unless --resume) "
-                   "instead of stdout.")
+              help="Write the JSON lines to FILE (via FILE.partial, renamed at the end, under a "
+                   "lock on FILE.lock); - is stdout.")
 @click.option("--resume", is_flag=True,
-              help="With -o: skip data sets that already have an ok line in FILE; "
-                   "errored ones run again.")
+              help="With -o: reuse the ok lines of FILE and FILE.partial whose data, test "
+                   "file, options and kcheck version are unchanged; check the rest.")
+@click.option("--strict", is_flag=True,
+              help="A skipped file is an error (exit 3): every file looked at must be data.")
 @check_options
 def batch(
     paths: tuple[str, ...],
+    files_from: str | None,
     jobs: int,
     output: str | None,
     resume: bool,
+    strict: bool,
     **opts: Any,
 ) -> None:
     """Check every data set in DIRs (walked in sorted order) and FILEs.
 
-    Files that are not LIBSVM data (by name, or by their first data line) are skipped;
-    .gz, .bz2 and .xz files are read directly. NAME.t or NAME.test beside NAME is its test
-    file. One JSON line per data set is written as each finishes: the JSON of `kcheck check`
-    plus "name", "status" ("ok" or "error") and "error". A data set that cannot be checked
-    gets its error on its line and the batch goes on.
+    A named file, and a file under a DIR with a data-file extension (.svm, .libsvm, .txt, .t,
+    .scale...) or none, is always checked: a broken one is an error. Files plainly not data
+    (README.md, images, .json, .py...) are skipped; other files under a DIR are checked when
+    their first line is LIBSVM data. Every skipped file gets a line with status "skipped" and
+    its reason (--strict makes it an error). .gz, .bz2 and .xz files are read directly; - is
+    stdin. NAME.t or NAME.test beside NAME (NAME.t.scale beside NAME.scale) is its test
+    file. One JSON line per data set: the JSON of `kcheck check` plus "name", "status" ("ok",
+    "error" or "skipped") and "error". Without -o, the lines go to stdout unless it is a
+    terminal, where the summary table is shown instead.
 
     \b
     Exit codes:
       0  every data set was checked (and no --fail-on match)
       1  --fail-on matched at least one data set
-      2  usage error: bad option, no data files found, --resume without -o
-      3  at least one data set could not be checked (errors take precedence
-         over --fail-on)
-    Ctrl-C ends the batch (exit 130); the lines already written are kept, so
-    --resume carries on from there.
+      2  usage error: bad option, no data files found, --resume without -o,
+         FILE locked by another batch
+      3  at least one data set could not be checked, or (--strict) a file was
+         skipped; errors take precedence over --fail-on
+    Ctrl-C ends the batch (exit 130); FILE keeps its old content and the lines
+    already written stay in FILE.partial, so --resume carries on from there.
     """
     from kcheck.batch import discover, run_batch
 
     quiet, fail_on = opts["quiet"], opts["fail_on"]
     ui = Ui(quiet)
-    if resume and output is None:
+    named = list(paths)
+    if files_from is not None:
+        if files_from == "-" and "-" in named:
+            raise click.UsageError("--files-from - and - (data on stdin) cannot both read stdin")
+        named += _read_path_list(files_from)
+    if not named:
+        raise click.UsageError("give DIRs or FILEs to check, or --files-from FILE")
+    if output == "-":
+        destination: str | None = "-"
+    elif output is not None:
+        destination = output
+        _check_writable(output, "-o")
+    else:
+        destination = None if sys.stdout.isatty() else "-"
+    if destination == "-":
+        _require_stdout()
+    if resume and destination in (None, "-"):
         raise click.UsageError("--resume needs -o FILE: the results to resume from")
     template = check_config("", os.cpu_count() or 1, opts)
-    found = discover(paths, exclude=[output] if output else [])
+    own = [] if destination in (None, "-") else [output, f"{output}.partial", f"{output}.lock"]
+    found = discover(named, exclude=own)
     for path, reason in found.skipped:
-        ui.info(f"kcheck: skipping {path} ({reason})")
+        ui.info(f"kcheck: skipping {path} ({reason})" + (": an error under --strict"
+                                                          if strict else ""))
     if not found.datasets:
-        raise KcheckError(f"no LIBSVM data files found in {' '.join(paths)}")
+        raise KcheckError(f"no LIBSVM data files found in {' '.join(named)}")
 
     total = len(found.datasets)
 
@@ -529,10 +591,16 @@ def batch(
             what = f"error: {line['error']}"
         print_(f"kcheck: {line['name']}: {what}, {line['seconds']:.2f}s")
 
-    if ui.interactive:
+    def go(progress: Any = None, on_line: Any = None) -> Any:
+        return run_batch(found.datasets, template, jobs=jobs, output=destination,
+                         resume=resume, skipped=found.skipped, strict=strict,
+                         progress=progress, on_line=on_line)
+
+    # JSON lines on a terminal's stdout would land in the middle of a live progress display.
+    if ui.interactive and not (destination == "-" and sys.stdout.isatty()):
         bar = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
                        TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(),
-                       console=ui.console, transient=True)
+                       console=ui.console, transient=True, redirect_stdout=False)
         task = bar.add_task("starting", total=None)
 
         def report(stage: str, d: int | None, t: int | None) -> None:
@@ -542,13 +610,14 @@ def batch(
             announce(line, lambda m: bar.console.print(m, markup=False, highlight=False))
 
         with bar:
-            result = run_batch(found.datasets, template, jobs=jobs, output=output,
-                               resume=resume, progress=report, on_line=show)
+            result = go(report, show)
     else:
-        result = run_batch(found.datasets, template, jobs=jobs, output=output, resume=resume,
-                           on_line=None if quiet else lambda x: announce(x, ui.info))
-    if result.resumed:
-        ui.info(f"kcheck: kept {len(result.resumed)} ok lines from {output} (--resume)")
+        result = go(None, None if quiet else lambda x: announce(x, ui.info))
+    if resume:
+        ui.info(f"kcheck: reused {len(result.resumed)} of {total} results from {output} "
+                f"(--resume); checked {total - len(result.resumed)} again, "
+                f"{len(result.stale)} of them because their data, test file, options or "
+                "kcheck version changed")
     if not ui.quiet:
         table = batch_table(result.lines, result.resumed, result.seconds)
         if ui.console.is_terminal:
@@ -556,12 +625,20 @@ def batch(
         else:  # logs (CI) do not wrap: give the table the room it needs
             wide = Console(stderr=True, highlight=False, width=max(ui.console.width, 160))
             wide.print(table, width=wide.measure(table).maximum)
+        for x in result.skipped:
+            ui.console.print(f"skipped {x['name']}: {x['reason']}", markup=False,
+                             style="yellow", soft_wrap=True)
         for x in result.errors:
             ui.console.print(f"{x['name']}: {x['error']}", markup=False, style="red",
                              soft_wrap=True)
+        for x in result.lines:
+            for w in x.get("warnings") or []:
+                ui.warn(f"{x['name']}: {w}")
     if result.errors:
+        n = len(result.errors)
         raise BatchFailed(
-            f"{len(result.errors)} of {total} data sets could not be checked: "
+            f"{n} of {total + len(result.skipped) if strict else total} "
+            f"{'files' if strict else 'data sets'} could not be checked: "
             f"{_names(result.errors)}"
         )
     if fail_on is not None and (hits := result.matching(fail_on)):
