@@ -133,7 +133,9 @@ def name_skip_reason(filename: str, *, explicit: bool = False) -> str | None:
     stem, ext = os.path.splitext(base)
     if ext.lower() in SKIP_EXTENSIONS:
         return f"{ext} file"
-    if (stem if ext else base).lower() in SKIP_STEMS or base.lower() in SKIP_STEMS:
+    # README, NEWS.txt and LICENSE.md are documentation; news.scale is data.
+    prose = ext.lower() not in DATA_EXTENSIONS or ext.lower() == ".txt"
+    if (stem if ext else base).lower() in SKIP_STEMS and (prose or not ext):
         return "documentation"
     return None
 

@@ -549,3 +549,68 @@ def test_degree2_json_does_not_depend_on_machine_speed(tmp_path: Path, monkeypat
     monkeypatch.setattr(time, "perf_counter", lambda: start + 4.0 * (real() - start))
     slow = run(config).json
     assert without_timing(fast) == without_timing(slow)
+
+
+# --- closed standard streams ---------------------------------------------------------------
+
+
+def run_with_closed(stream: str, args: list[str], stdin: bytes | None = None) -> Run:
+    """Run kcheck as ``kcheck ARGS <&-`` (or ``>&-``, ``2>&-``)."""
+    fd = {"stdin": 0, "stdout": 1, "stderr": 2}[stream]
+    proc = subprocess.run(
+        [sys.executable, "-m", "kcheck", *args], input=stdin,
+        stdout=None if fd == 1 else subprocess.PIPE, stderr=None if fd == 2 else subprocess.PIPE,
+        preexec_fn=lambda: os.close(fd), timeout=120)
+    return Run(tuple(args), proc.returncode, proc.stdout or b"",
+               (proc.stderr or b"").decode("utf-8", "replace"))
+
+
+#: Every command, with its data going to stdout where it has any.
+STREAM_COMMANDS = {
+    "check": ["check", str(PLAIN), "--checkers", "multilinear", "-q"],
+    "check -o": ["check", str(PLAIN), "--checkers", "multilinear", "-q", "-o", "{out}"],
+    "scale": ["scale", str(PLAIN), "-q"],
+    "predict": ["predict", "{model}", str(PLAIN), "-q"],
+    "verify": ["verify", str(PLAIN), "-q", "-j", "1"],
+    "batch": ["batch", str(PLAIN), "--checkers", "multilinear", "-q"],
+    "batch -o": ["batch", str(PLAIN), "--checkers", "multilinear", "-q", "-o", "{out}"],
+    "help": ["--help"],
+}
+
+
+@pytest.mark.parametrize("stream", ["stdin", "stdout", "stderr"])
+@pytest.mark.parametrize("command", list(STREAM_COMMANDS))
+def test_every_command_with_a_closed_standard_stream(command, stream, model, tmp_path):
+    """Never a traceback or exit 1 (the gate's code): a closed stdin is not needed here, a
+    closed stderr only loses messages, and data for a closed stdout is one error line."""
+    out = tmp_path / "out"
+    args = [a.format(model=model, out=out) for a in STREAM_COMMANDS[command]]
+    r = run_with_closed(stream, args)
+    assert "Traceback" not in r.stderr, r.describe()
+    writes_stdout = "{out}" not in " ".join(STREAM_COMMANDS[command])
+    if stream == "stdout" and writes_stdout:
+        assert_one_error_line(r, "stdout is closed")
+        assert not out.exists()
+        return
+    assert r.code == 0, r.describe()
+    if not writes_stdout:
+        assert out.stat().st_size > 0
+    elif stream != "stdout" and command != "help":
+        assert r.stdout.strip(), r.describe()
+
+
+@pytest.mark.parametrize("stream", ["stdin", "stdout", "stderr"])
+def test_gate_and_errors_with_a_closed_stream(stream, tmp_path):
+    """The gate still trips with 1, bad input still gives 2, data from a closed stdin is 2."""
+    out = ["-o", str(tmp_path / "v.json")]
+    gate = run_with_closed(stream, ["check", str(DATASETS / "fourclass"), "--checkers",
+                                    "multilinear", "--exact", "never", "--fail-on", "kernel",
+                                    "-q", *out])
+    assert gate.code == 1, gate.describe()
+    bad = run_with_closed(stream, ["check", str(GARBAGE), *out])
+    assert bad.code == 2 and "Traceback" not in bad.stderr, bad.describe()
+    piped = run_with_closed(stream, ["check", "-", "--checkers", "multilinear", "-q", *out],
+                            stdin=None if stream == "stdin" else PLAIN.read_bytes())
+    assert piped.code == (2 if stream == "stdin" else 0), piped.describe()
+    if stream == "stdin":
+        assert_one_error_line(piped, "stdin is closed")
