@@ -551,11 +551,12 @@ class LineWriter:
         self.path = path
         self._lock_fd: int | None = None
         self._lock_path: str | None = None
-        self._f: Any = None
+        self._f: Any = None  # stdout, or a device written in place
+        self._fd: int | None = None  # FILE.partial, written unbuffered so a failure can be cut
         self._partial: str | None = None
         self._size = 0
         self._started = False
-        self._sync = False
+        self._committed = False
         if path == STDIN:
             stream = sys.stdout
             stream.flush()
@@ -571,7 +572,6 @@ class LineWriter:
         self._lock_path = self._target + ".lock"
         self._lock_fd = _lock(path, self._lock_path)
         self._partial = self._target + ".partial"
-        self._sync = True
 
     @property
     def partial(self) -> str | None:
@@ -599,13 +599,14 @@ class LineWriter:
         except OSError as e:
             raise self._failed(e) from None
         try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
+            try:
+                _write_all(fd, data)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
             os.replace(tmp, self._partial)
             self._started = True
-            self._f = open(self._partial, "ab")
+            self._fd = os.open(self._partial, os.O_WRONLY | os.O_APPEND)
         except OSError as e:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
@@ -616,51 +617,73 @@ class LineWriter:
         data = _encode(line)
         with _signals_held():
             try:
-                self._f.write(data)
-                self._f.flush()
-                if self._sync:
-                    os.fsync(self._f.fileno())
+                if self._fd is not None:
+                    _write_all(self._fd, data)
+                    os.fsync(self._fd)
+                else:
+                    self._f.write(data)
+                    self._f.flush()
             except BrokenPipeError:
                 raise
             except OSError as e:
-                if self._partial is not None:
+                if self._fd is not None:
                     with contextlib.suppress(OSError):
-                        self._f.truncate(self._size)  # no torn line left behind
+                        os.ftruncate(self._fd, self._size)  # no torn line left behind
                 raise self._failed(e) from None
         self._size += len(data)
 
     def commit(self) -> None:
         """All lines are written: ``FILE.partial`` becomes ``FILE`` (or the stream is flushed)."""
         if self._partial is None:
-            self.close()
+            try:
+                if self._f is not None and self.path != STDIN:
+                    self._f.close()
+            except OSError as e:
+                raise self._failed(e) from None
+            finally:
+                self.close()
             return
         try:
-            self._f.close()
+            assert self._fd is not None
+            fd, self._fd = self._fd, None
+            os.close(fd)
             os.chmod(self._partial, _mode_for(self._target))
             os.replace(self._partial, self._target)
+            self._committed = True
         except OSError as e:
             raise self._failed(e) from None
         finally:
             self.close()
 
     def close(self) -> None:
-        """End without committing: ``FILE.partial`` stays if it holds a line, the lock goes."""
-        try:
-            if self._f is not None and self.path != STDIN:
-                self._f.close()
-            if self._partial is not None and self._started and self._size == 0:
-                with contextlib.suppress(OSError):
-                    os.unlink(self._partial)
-        except OSError as e:
-            raise self._failed(e) from None
-        finally:
-            self._f = None
-            if self._lock_fd is not None and self._lock_path is not None:
-                _unlock(self._lock_fd, self._lock_path)
-                self._lock_fd = None
+        """End without committing: ``FILE.partial`` stays if it holds a line, the lock goes.
+
+        Nothing here raises: it runs while an error or an interrupt is on its way out.
+        """
+        f, self._f = self._f, None
+        if f is not None and self.path != STDIN:
+            with contextlib.suppress(OSError):
+                f.close()
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        if (self._partial is not None and self._started and self._size == 0
+                and not self._committed):
+            with contextlib.suppress(OSError):
+                os.unlink(self._partial)
+        if self._lock_fd is not None and self._lock_path is not None:
+            _unlock(self._lock_fd, self._lock_path)
+            self._lock_fd = None
 
     def _failed(self, e: OSError) -> KcheckError:
         return KcheckError(f"{self.path}: cannot write: {e.strerror or e}")
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
 
 
 def _encode(line: dict[str, Any]) -> bytes:
