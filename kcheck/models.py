@@ -501,6 +501,14 @@ def _read_check_json(path: str) -> dict[str, Any]:
         or data.get("verdict") not in KINDS
     ):
         raise KcheckError(f"{path}: not a kcheck check verdict (schema_version {SCHEMA_VERSION})")
+    scaling = data.get("scaling")
+    if (
+        not isinstance(data.get("epsilon", 0.0), (int, float))
+        or not isinstance(data.get("seed", 0), int)
+        or not isinstance(scaling if scaling is not None else {}, dict)
+        or (isinstance(scaling, dict) and scaling.get("method", "maxabs") not in SCALINGS)
+    ):
+        raise KcheckError(f"{path}: not a kcheck check verdict (bad epsilon, seed or scaling)")
     block = data.get("data")
     sha = block.get("sha256") if isinstance(block, dict) else None
     if not (isinstance(sha, str) and re.fullmatch(r"[0-9a-f]{64}", sha)):

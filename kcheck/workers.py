@@ -124,19 +124,27 @@ def end_pool(pool: ProcessPoolExecutor, grace: float = 3.0) -> None:
 def end_all_pools(wait_for_start: float = 10.0) -> None:
     """End every pool of this process and release their semaphores; for a run about to exit.
 
-    Waits (up to ``wait_for_start`` seconds) for a worker being started to finish starting,
-    refuses new tasks from then on, ends the workers, then runs multiprocessing's exit
-    finalizers of priority >= 0 (they unlink the pools' named semaphores), which ``os._exit``
-    would skip.
+    Waits (up to ``wait_for_start`` seconds) for a worker being started to finish starting and
+    refuses new tasks from then on. Then it runs multiprocessing's exit finalizers of priority
+    >= 0, which ``os._exit`` would skip: they unlink the pools' named semaphores and tell the
+    resource tracker. That comes before the workers are ended, because ending them lets the
+    pools' own threads drop their last references, and a finalizer that such a thread is half
+    way through when the process exits leaves the tracker a semaphore to warn about.
     """
     global _closing
     locked = _LOCK.acquire(timeout=wait_for_start)
     try:
         _closing = True
+        _run_exit_finalizers()
         for pool in list(_POOLS):
             end_pool(pool)
     finally:
         if locked:
             _LOCK.release()
+    _run_exit_finalizers()
+    time.sleep(0.05)  # let a finalizer another thread had already begun finish
+
+
+def _run_exit_finalizers() -> None:
     with contextlib.suppress(Exception):
         multiprocessing.util._run_finalizers(0)  # type: ignore[attr-defined]

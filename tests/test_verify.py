@@ -122,3 +122,14 @@ def test_largest_seed_is_accepted():
                "never", "--seed", str(2**32 - 1), "-q")
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["seed"] == 2**32 - 1
+
+
+@pytest.mark.parametrize("field, value", [("epsilon", "x"), ("seed", 1.5),
+                                          ("scaling", {"method": "zscore"}), ("scaling", 3)])
+def test_a_check_json_with_bad_settings_is_refused(heart_check, tmp_path, field, value):
+    doctored = json.loads(heart_check.read_text())
+    doctored[field] = value
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(doctored))
+    r = kcheck("verify", str(DATASETS / "heart_scale"), "--check-json", str(path), "-j", "1")
+    one_error_line(r, str(path), "not a kcheck check verdict")
