@@ -2,14 +2,20 @@
 
 The pieces, each usable on its own:
 
-* :func:`discover` walks directories (sorted, so the order is always the same), keeps the
-  files that look like LIBSVM data and pairs ``name`` with ``name.t`` (or ``name.test``) as
-  training and test file.
+* :func:`discover` walks directories (sorted, so the order is always the same), decides for
+  every file whether it is data, and pairs ``name`` with ``name.t`` (or ``name.test``;
+  ``name.scale`` with ``name.t.scale``) as training and test file. A CI gate must never pass
+  because a file was quietly left out, so only files that are plainly not data are skipped,
+  and every skip is reported (see :func:`discover`).
 * :func:`check_one` runs the check on one data set and returns its JSON line; it never raises
   for a problem of that data set, it records it.
 * :func:`run_batch` checks every data set, serially in this process or in worker processes,
-  appends each line to the output as soon as that data set is done (flushed and synced, so a
-  crash loses nothing done) and returns a :class:`BatchResult` for the summary and exit code.
+  and writes each line as soon as that data set is done. A file output is written as
+  ``FILE.partial`` (flushed and synced line by line, so a crash loses nothing done) under an
+  exclusive lock on ``FILE.lock``, and renamed over ``FILE`` at the end: the old results stay
+  whole until the new ones are complete, and two runs cannot interleave their lines.
+  ``resume`` reuses a saved line only while its data, its test file, its options and the
+  kcheck version are the same (:func:`resume_key`).
 
 Nothing here prints; progress goes through callbacks, so the CLI alone decides what to show.
 """
@@ -20,12 +26,15 @@ import bz2
 import contextlib
 import dataclasses
 import gzip
+import hashlib
 import json
 import lzma
 import os
 import re
 import signal
+import stat
 import sys
+import tempfile
 import threading
 import time
 import zlib
@@ -37,7 +46,8 @@ from dataclasses import dataclass, field
 from typing import IO, Any
 
 from kcheck import __version__
-from kcheck.errors import KcheckError
+from kcheck.data import content_sha256
+from kcheck.errors import KcheckError, recorded_warnings
 from kcheck.memory import default_memory_limit
 from kcheck.pipeline import CheckConfig, Progress, run
 from kcheck.verdict import SCHEMA_VERSION
@@ -47,12 +57,21 @@ from kcheck.workers import end_pool, process_pool
 COMPRESSION_SUFFIXES = (".gz", ".bz2", ".xz")
 #: ``name`` + one of these is the test file of ``name``; the first found in this order wins.
 TEST_SUFFIXES = (".t", ".test")
+#: LIBSVM's own naming puts the test mark before ``.scale``: ``sector.t.scale`` is the test
+#: file of ``sector.scale``.
+SCALE_SUFFIX = ".scale"
+#: Extensions (after any compression suffix is removed) of data files: a file under a directory
+#: with one of these, or with none, is always checked, so that a broken one is an error line.
+DATA_EXTENSIONS = frozenset(
+    ".svm .libsvm .svmlight .txt .t .test .tr .train .val .scale".split()
+)
 #: Extensions (after any compression suffix is removed) that are never LIBSVM data.
 SKIP_EXTENSIONS = frozenset(
     """
     .md .rst .json .jsonl .ndjson .yaml .yml .toml .ini .cfg .py .ipynb .sh .bash .r .m
     .c .h .cpp .js .html .htm .css .csv .tsv .range .model .log .pdf .ps .png .jpg .jpeg
     .gif .svg .zip .tar .tgz .npy .npz .pkl .pickle .h5 .hdf5 .mat .parquet .arff
+    .partial .lock .tmp
     """.split()
 )
 #: File names (case-insensitive, with or without an extension) that are documentation.
@@ -62,7 +81,9 @@ SKIP_STEMS = frozenset(
 )
 #: How much of a file (after decompression) is read to decide whether it is LIBSVM data.
 SNIFF_BYTES = 8192
-#: Keys of a line that hold wall-clock times: the only keys that may differ between runs.
+#: Standard input as a data set: ``-`` among the paths, as in ``kcheck check -``.
+STDIN = "-"
+STDIN_NAME = "<stdin>"
 
 _NUMBER = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"
 _LABEL_RE = re.compile(_NUMBER + r"\Z")
@@ -101,17 +122,43 @@ def strip_compression(name: str) -> str:
     return name
 
 
-def name_skip_reason(filename: str) -> str | None:
-    """Why a file is obviously not data, judged by its name alone; None if it may be data."""
-    if filename.startswith("."):
+def name_skip_reason(filename: str, *, explicit: bool = False) -> str | None:
+    """Why a file is plainly not data, judged by its name alone; None if it may be data.
+
+    A hidden file found by walking a directory is skipped; one named explicitly is not.
+    """
+    if filename.startswith(".") and not explicit:
         return "hidden file"
     base = strip_compression(filename)
     stem, ext = os.path.splitext(base)
     if ext.lower() in SKIP_EXTENSIONS:
         return f"{ext} file"
-    if (stem if ext else base).lower() in SKIP_STEMS or base.lower() in SKIP_STEMS:
+    # README, NEWS.txt and LICENSE.md are documentation; news.scale is data.
+    prose = ext.lower() not in DATA_EXTENSIONS or ext.lower() == ".txt"
+    if (stem if ext else base).lower() in SKIP_STEMS and (prose or not ext):
         return "documentation"
     return None
+
+
+def has_data_name(filename: str) -> bool:
+    """True for a data-file extension (compression aside) or none: such a file is checked."""
+    ext = os.path.splitext(strip_compression(filename))[1]
+    return ext == "" or ext.lower() in DATA_EXTENSIONS
+
+
+def skip_reason(path: str, *, explicit: bool) -> str | None:
+    """Why ``path`` is not checked, or None if it is.
+
+    A file named explicitly, or one with a data-file name (:func:`has_data_name`), is always
+    checked unless its name marks it plainly as not data: a broken data file must become an
+    error line, not a skip. Files under a directory with other extensions (``german.numer``)
+    are checked if their first data line looks like LIBSVM data.
+    """
+    filename = os.path.basename(path)
+    reason = name_skip_reason(filename, explicit=explicit)
+    if reason is not None or explicit or has_data_name(filename):
+        return reason
+    return sniff(path)
 
 
 def _read_head(path: str, size: int) -> tuple[bytes, bool]:
@@ -171,74 +218,136 @@ def _walk(top: str) -> Iterator[str]:
             yield os.path.join(root, name)
 
 
-def discover(paths: Iterable[str], *, exclude: Iterable[str] = ()) -> Discovery:
-    """Find the data sets under ``paths`` (directories are walked, files taken as they are).
+def paired_test_names(base: str) -> list[str]:
+    """Names (compression stripped) of the possible test files of ``base``, first choice first.
 
-    Files are filtered by name (hidden, documentation, known non-data extensions) and by
-    sniffing the first data line, whether found by walking or named explicitly (so that a
-    shell glob such as ``data/*`` skips ``data/README.md``). ``name.t`` or ``name.test`` in
-    the directory of ``name`` becomes its test file and is not checked on its own; a test file
-    with no training file beside it is checked as a data set of its own. Raises KcheckError
-    for a path that does not exist.
+    ``a9a`` -> ``a9a.t``, ``a9a.test``; ``sector.scale`` also -> ``sector.t.scale``,
+    ``sector.test.scale`` (LIBSVM's naming).
+    """
+    names = [base + suffix for suffix in TEST_SUFFIXES]
+    if base.endswith(SCALE_SUFFIX) and len(base) > len(SCALE_SUFFIX):
+        stem = base[: -len(SCALE_SUFFIX)]
+        names += [stem + suffix + SCALE_SUFFIX for suffix in TEST_SUFFIXES]
+    return names
+
+
+def paired_train_names(base: str) -> list[str]:
+    """The inverse of :func:`paired_test_names`: the training files ``base`` may be a test of."""
+    names = []
+    for suffix in TEST_SUFFIXES:
+        if base.endswith(suffix) and len(base) > len(suffix):
+            names.append(base[: -len(suffix)])
+        marked = suffix + SCALE_SUFFIX
+        if base.endswith(marked) and len(base) > len(marked):
+            names.append(base[: -len(marked)] + SCALE_SUFFIX)
+    return names
+
+
+def _test_on_disk(path: str, excluded: set[str]) -> str | None:
+    """The test file beside an explicitly named training file, as a directory walk pairs it."""
+    directory, base = os.path.dirname(path), strip_compression(os.path.basename(path))
+    for name in paired_test_names(base):
+        for compression in ("", *COMPRESSION_SUFFIXES):
+            candidate = os.path.join(directory, name + compression)
+            if os.path.isfile(candidate) and os.path.realpath(candidate) not in excluded:
+                return candidate
+    return None
+
+
+def discover(paths: Iterable[str], *, exclude: Iterable[str] = ()) -> Discovery:
+    """Find the data sets in ``paths``: directories are walked, files taken as named.
+
+    Which files are checked (:func:`skip_reason`): a file named explicitly, or one under a
+    directory with a data-file extension (``.svm``, ``.t``, ``.scale``...) or none, is always
+    checked unless its name marks it plainly as not data (``README.md``, ``.json``, images),
+    so that ``data/*`` still skips ``data/README.md``. Other files under a directory are
+    checked if their first data line is LIBSVM data. Every file left out is in ``skipped``
+    with the reason. ``-`` is standard input, checked as a data set of its own.
+
+    Pairing: ``name.t`` or ``name.test`` (``name.t.scale`` for ``name.scale``) in the directory
+    of ``name`` becomes its test file and is not checked on its own, also when only ``name``
+    was named; a test file with no training file beside it is checked on its own. Raises
+    KcheckError for a path that does not exist.
     """
     excluded = {os.path.realpath(p) for p in exclude}
-    found: list[tuple[str, str]] = []  # (path as the user spelled it, real path)
-    seen: set[str] = set()
+    # Every file once (by real path), in the order met; named explicitly anywhere wins.
+    candidates: dict[str, tuple[str, bool]] = {}
+    stdin = False
     skipped: list[tuple[str, str]] = []
     for top in paths:
+        if top == STDIN:
+            if stdin:
+                raise KcheckError("- (standard input) is named twice")
+            stdin = True
+            continue
         if os.path.isdir(top):
-            files = list(_walk(top))
+            files = [(p, False) for p in _walk(top)]
         elif os.path.exists(top):
-            files = [top]
+            files = [(top, True)]
         else:
             raise KcheckError(f"{top}: no such file or directory")
-        for path in files:
+        for path, explicit in files:
             real = os.path.realpath(path)
-            if real in seen or real in excluded or not os.path.isfile(real):
+            if real in excluded:
                 continue
-            seen.add(real)
-            reason = name_skip_reason(os.path.basename(path)) or sniff(path)
-            if reason is not None:
-                skipped.append((path, reason))
+            if real in candidates:
+                first, was_explicit = candidates[real]
+                candidates[real] = (path if explicit and not was_explicit else first,
+                                    was_explicit or explicit)
             else:
-                found.append((path, real))
+                candidates[real] = (path, explicit)
 
-    # Pair within each directory: base name (compression stripped) -> candidates.
+    found: list[tuple[str, str, bool]] = []  # (path as the user spelled it, real path, explicit)
+    for real, (path, explicit) in candidates.items():
+        if not os.path.isfile(real) and not explicit:
+            skipped.append((path, "not a regular file"))
+            continue
+        reason = skip_reason(path, explicit=explicit)
+        if reason is not None:
+            skipped.append((path, reason))
+        else:
+            found.append((path, real, explicit))
+
+    # Pair within each directory: (directory, base name without compression) -> indices.
     by_dir: dict[tuple[str, str], list[int]] = {}
-    for i, (_, real) in enumerate(found):
+    for i, (_, real, _) in enumerate(found):
         key = (os.path.dirname(real), strip_compression(os.path.basename(real)))
         by_dir.setdefault(key, []).append(i)
-    test_of: dict[int, list[tuple[int, int]]] = {}  # train index -> [(suffix rank, test index)]
+    test_of: dict[int, list[tuple[int, int]]] = {}  # train index -> [(rank, test index)]
     is_test: set[int] = set()
-    for i, (_, real) in enumerate(found):
+    for i, (_, real, _) in enumerate(found):
         directory, base = os.path.dirname(real), strip_compression(os.path.basename(real))
-        for rank, suffix in enumerate(TEST_SUFFIXES):
-            if base.endswith(suffix) and len(base) > len(suffix):
-                trains = by_dir.get((directory, base[: -len(suffix)]), [])
-                if trains:
-                    is_test.add(i)
-                    for t in trains:
-                        test_of.setdefault(t, []).append((rank, i))
-                break
+        for train_base in paired_train_names(base):
+            trains = by_dir.get((directory, train_base), [])
+            if trains:
+                is_test.add(i)
+                rank = paired_test_names(train_base).index(base)
+                for t in trains:
+                    test_of.setdefault(t, []).append((rank, i))
 
-    pairs: list[tuple[int, int | None]] = []
+    pairs: list[tuple[int, str | None]] = []
     used_tests: set[int] = set()
-    for i in range(len(found)):
+    for i, (path, _, explicit) in enumerate(found):
         if i in is_test:
             continue
         options = sorted(test_of.get(i, []))
-        test = options[0][1] if options else None
-        if test is not None:
-            used_tests.add(test)
+        test: str | None = None
+        if options:
+            used_tests.add(options[0][1])
+            test = found[options[0][1]][0]
+        elif explicit:
+            test = _test_on_disk(path, excluded)
         pairs.append((i, test))
     for i in sorted(is_test - used_tests):
         skipped.append((found[i][0], "another test file of the same data set is used"))
 
     names = _unique_names([found[i][0] for i, _ in pairs])
     datasets = [
-        DataSet(name=name, train=found[i][0], test=None if t is None else found[t][0])
+        DataSet(name=name, train=found[i][0], test=t)
         for name, (i, t) in zip(names, pairs, strict=True)
     ]
+    if stdin:
+        datasets.insert(0, DataSet(name=STDIN_NAME, train=STDIN))
     return Discovery(datasets=datasets, skipped=skipped)
 
 
@@ -290,17 +399,107 @@ def error_line(ds: DataSet, config: CheckConfig, message: str, seconds: float) -
     }
 
 
+def skip_line(path: str, reason: str, config: CheckConfig, *, strict: bool) -> dict[str, Any]:
+    """The line of a file left out: ``status: skipped`` with the reason, or under ``strict``
+    an error line (the batch then exits 3). Same leading keys as a checked line."""
+    return {
+        "name": path,
+        "status": "error" if strict else "skipped",
+        "error": f"not checked: {reason} (--strict)" if strict else None,
+        "reason": reason,
+        "schema_version": SCHEMA_VERSION,
+        "kcheck_version": __version__,
+        "verdict": None,
+        "margin": None,
+        "epsilon": config.epsilon,
+        "seed": config.seed,
+        "data": {"path": path},
+        "test": None,
+        "seconds": 0.0,
+    }
+
+
 def check_one(
     ds: DataSet, config: CheckConfig, progress: Progress | None = None
 ) -> dict[str, Any]:
-    """Check one data set; any Exception becomes an error line rather than propagating."""
+    """Check one data set; any Exception becomes an error line rather than propagating.
+
+    Warnings go into the line's ``warnings`` (a worker process has no terminal to show them).
+    """
     config = dataclasses.replace(config, train=ds.train, test=ds.test)
     t0 = time.perf_counter()
     try:
-        verdict = run(config, progress).json
+        with recorded_warnings() as notes:
+            verdict = run(config, progress).json
     except Exception as e:  # noqa: BLE001 - recorded on the line; the batch goes on
         return error_line(ds, config, error_message(e), time.perf_counter() - t0)
+    verdict["warnings"] = [*verdict.get("warnings", []), *notes]
     return {"name": ds.name, "status": "ok", "error": None, **verdict}
+
+
+# --- resume --------------------------------------------------------------------------------
+
+
+#: CheckConfig fields that cannot change a line apart from its timing: the files (their content
+#: hashes stand in for them), the CPUs used and the outputs. Every other field, including any
+#: added later, is part of the resume key.
+NOT_KEYED = frozenset({"train", "test", "jobs", "model_out", "model_kind"})
+
+
+def keyed_options(config: CheckConfig) -> dict[str, Any]:
+    """The options that can change a check's JSON, by CheckConfig field name."""
+    return {
+        f.name: getattr(config, f.name)
+        for f in dataclasses.fields(config)
+        if f.name not in NOT_KEYED
+    }
+
+
+def resume_key(config: CheckConfig, data_sha256: str, test_sha256: str | None) -> str:
+    """What a saved line must match to be reused: its data and test file's content, every
+    option that can change its JSON, and the kcheck version; as one SHA-256."""
+    material = {
+        "kcheck_version": __version__,
+        "data_sha256": data_sha256,
+        "test_sha256": test_sha256,
+        "options": keyed_options(config),
+    }
+    return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()
+
+
+def _with_key(line: dict[str, Any], template: CheckConfig) -> dict[str, Any]:
+    """An ok line with its ``options`` and ``resume_key``; other lines unchanged."""
+    if line.get("status") != "ok":
+        return line
+    data_sha = (line.get("data") or {}).get("sha256")
+    test_sha = (line.get("test") or {}).get("sha256")
+    if not data_sha:
+        return line
+    return {**line, "options": keyed_options(template),
+            "resume_key": resume_key(template, data_sha, test_sha)}
+
+
+def _rereadable(path: str) -> bool:
+    """Standard input and pipes cannot be hashed without consuming them: never reused."""
+    if path == STDIN:
+        return False
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return False
+
+
+def _current_key(ds: DataSet, template: CheckConfig) -> str | None:
+    """The key a line for ``ds`` would have now; None if it cannot be known before checking."""
+    files = [ds.train] + ([ds.test] if ds.test is not None else [])
+    if not all(_rereadable(f) for f in files):
+        return None
+    try:
+        data_sha = content_sha256(ds.train)
+        test_sha = None if ds.test is None else content_sha256(ds.test)
+    except KcheckError:
+        return None  # unreadable now: checking it records the error
+    return resume_key(template, data_sha, test_sha)
 
 
 # --- output --------------------------------------------------------------------------------
@@ -312,64 +511,245 @@ def read_results(path: str) -> dict[str, dict[str, Any]]:
     A missing file has none. Lines that do not parse (for example one torn by a power cut)
     are ignored, so their data sets run again; so do those whose latest line is an error.
     """
-    latest: dict[str, dict[str, Any]] = {}
-    try:
-        f = open(path, encoding="utf-8", errors="replace")
-    except FileNotFoundError:
-        return latest
-    with f:
-        for text in f:
-            try:
-                line = json.loads(text)
-            except ValueError:
-                continue
-            if isinstance(line, dict) and isinstance(line.get("name"), str):
-                latest[line["name"]] = line
+    latest = _latest_lines([path])
     return {name: line for name, line in latest.items() if line.get("status") == "ok"}
 
 
-class LineWriter:
-    """Appends whole lines: written in one go with SIGINT/SIGTERM held back, then synced."""
+def _latest_lines(paths: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """Each name's last line over the files, read in order; unreadable lines are ignored."""
+    latest: dict[str, dict[str, Any]] = {}
+    for path in paths:
+        try:
+            f = open(path, encoding="utf-8", errors="replace")
+        except FileNotFoundError:
+            continue
+        except OSError as e:
+            raise KcheckError(f"{path}: cannot read: {e.strerror or e}") from None
+        with f:
+            for text in f:
+                try:
+                    line = json.loads(text)
+                except ValueError:
+                    continue
+                if isinstance(line, dict) and isinstance(line.get("name"), str):
+                    latest[line["name"]] = line
+    return latest
 
-    def __init__(self, path: str | None, *, append: bool) -> None:
+
+class LineWriter:
+    """Writes whole lines: each in one go with SIGINT/SIGTERM held back, then synced.
+
+    The destination is standard output (``path`` ``"-"``), a device or pipe (written in place),
+    or a regular file. A regular ``FILE`` is never written directly. An exclusive lock on
+    ``FILE.lock`` is taken first (another run writing the same file is refused at once), lines
+    go to ``FILE.partial``, and :meth:`commit` renames that over ``FILE``. Until then the old
+    ``FILE`` is untouched; an interrupted run leaves ``FILE.partial`` for ``--resume``. A write
+    that fails is cut back off, so a line is whole or absent.
+    """
+
+    def __init__(self, path: str) -> None:
         self.path = path
-        self._own = path is not None
-        if path is None:
+        self._lock_fd: int | None = None
+        self._lock_path: str | None = None
+        self._f: Any = None  # stdout, or a device written in place
+        self._fd: int | None = None  # FILE.partial, written unbuffered so a failure can be cut
+        self._partial: str | None = None
+        self._size = 0
+        self._started = False
+        self._committed = False
+        if path == STDIN:
             stream = sys.stdout
             stream.flush()
-            self._f: Any = getattr(stream, "buffer", None) or _TextAdapter(stream)
-            self._sync = False
+            self._f = getattr(stream, "buffer", None) or _TextAdapter(stream)
             return
+        self._target = os.path.realpath(path)
+        if _special(self._target):
+            try:
+                self._f = open(self._target, "wb")
+            except OSError as e:
+                raise KcheckError(f"{path}: cannot write: {e.strerror or e}") from None
+            return
+        self._lock_path = self._target + ".lock"
+        self._lock_fd = _lock(path, self._lock_path)
+        self._partial = self._target + ".partial"
+
+    @property
+    def partial(self) -> str | None:
+        """``FILE.partial`` while lines go there; None for stdout or a device."""
+        return self._partial
+
+    def prior(self) -> dict[str, dict[str, Any]]:
+        """Each name's latest line in ``FILE`` and then ``FILE.partial`` (for ``--resume``)."""
+        if self._partial is None:
+            return {}
+        return _latest_lines([self._target, self._partial])
+
+    def start(self, lines: Sequence[dict[str, Any]] = ()) -> None:
+        """Begin ``FILE.partial`` afresh with ``lines``: a new file renamed into place, so an
+        interruption leaves the old partial file (with lines that may be its only copy)."""
+        if self._partial is None:
+            for line in lines:
+                self.write(line)
+            return
+        data = b"".join(_encode(line) for line in lines)
+        directory = os.path.dirname(self._target)
         try:
-            self._f = open(path, "ab" if append else "wb")
+            fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(self._partial) + ".",
+                                       suffix=".tmp", dir=directory)
         except OSError as e:
-            raise KcheckError(f"{path}: cannot write: {e.strerror}") from e
-        self._sync = True
-        if append and self._f.tell() > 0 and not _ends_with_newline(path):
-            self._write(b"\n")  # end a torn last line so it cannot swallow the next one
+            raise self._failed(e) from None
+        try:
+            try:
+                _write_all(fd, data)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(tmp, self._partial)
+            self._started = True
+            self._fd = os.open(self._partial, os.O_WRONLY | os.O_APPEND)
+        except OSError as e:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise self._failed(e) from None
+        self._size = len(data)
 
     def write(self, line: dict[str, Any]) -> None:
-        self._write((json.dumps(line) + "\n").encode("utf-8"))
-
-    def _write(self, data: bytes) -> None:
+        data = _encode(line)
         with _signals_held():
             try:
-                self._f.write(data)
-                self._f.flush()
-                if self._sync:
-                    os.fsync(self._f.fileno())
+                if self._fd is not None:
+                    _write_all(self._fd, data)
+                    os.fsync(self._fd)
+                else:
+                    self._f.write(data)
+                    self._f.flush()
             except BrokenPipeError:
                 raise
             except OSError as e:
-                where = self.path or "stdout"
-                raise KcheckError(f"{where}: cannot write: {e.strerror or e}") from None
+                if self._fd is not None:
+                    with contextlib.suppress(OSError):
+                        os.ftruncate(self._fd, self._size)  # no torn line left behind
+                raise self._failed(e) from None
+        self._size += len(data)
+
+    def commit(self) -> None:
+        """All lines are written: ``FILE.partial`` becomes ``FILE`` (or the stream is flushed)."""
+        if self._partial is None:
+            try:
+                if self._f is not None and self.path != STDIN:
+                    self._f.close()
+            except OSError as e:
+                raise self._failed(e) from None
+            finally:
+                self.close()
+            return
+        try:
+            assert self._fd is not None
+            fd, self._fd = self._fd, None
+            os.close(fd)
+            os.chmod(self._partial, _mode_for(self._target))
+            os.replace(self._partial, self._target)
+            self._committed = True
+        except OSError as e:
+            raise self._failed(e) from None
+        finally:
+            self.close()
 
     def close(self) -> None:
-        if self._own:
-            try:
-                self._f.close()
-            except OSError as e:
-                raise KcheckError(f"{self.path}: cannot write: {e.strerror or e}") from None
+        """End without committing: ``FILE.partial`` stays if it holds a line, the lock goes.
+
+        Nothing here raises: it runs while an error or an interrupt is on its way out.
+        """
+        f, self._f = self._f, None
+        if f is not None and self.path != STDIN:
+            with contextlib.suppress(OSError):
+                f.close()
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        if (self._partial is not None and self._started and self._size == 0
+                and not self._committed):
+            with contextlib.suppress(OSError):
+                os.unlink(self._partial)
+        if self._lock_fd is not None and self._lock_path is not None:
+            _unlock(self._lock_fd, self._lock_path)
+            self._lock_fd = None
+
+    def _failed(self, e: OSError) -> KcheckError:
+        return KcheckError(f"{self.path}: cannot write: {e.strerror or e}")
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _encode(line: dict[str, Any]) -> bytes:
+    return (json.dumps(line) + "\n").encode("utf-8")
+
+
+def _special(path: str) -> bool:
+    """A device or pipe (``/dev/null``, ``/dev/stdout``, a FIFO): written in place."""
+    try:
+        return not stat.S_ISREG(os.stat(path).st_mode)
+    except FileNotFoundError:
+        return False
+
+
+def _mode_for(target: str) -> int:
+    """The old file's permissions, or the umask's default for a new file."""
+    try:
+        return os.stat(target).st_mode & 0o7777
+    except OSError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask
+
+
+def _lock(path: str, lock_path: str) -> int:
+    """An exclusive lock on ``lock_path`` (created if need be), or KcheckError at once.
+
+    The holder removes the file when done, so a lock taken on a file that has meanwhile been
+    removed or replaced is worth nothing: then try again.
+    """
+    try:
+        import fcntl
+    except ImportError:  # no flock (Windows): run unlocked
+        return -1
+    while True:
+        try:
+            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o666)
+        except OSError as e:
+            raise KcheckError(f"-o {path}: cannot write there: {e.strerror or e}") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise KcheckError(
+                f"{path} is being written by another kcheck batch (it holds {lock_path}); "
+                "wait for that run to end, or write to another file"
+            ) from None
+        except OSError as e:
+            os.close(fd)
+            raise KcheckError(f"cannot lock {lock_path}: {e.strerror or e}") from None
+        try:
+            same = os.path.samestat(os.fstat(fd), os.stat(lock_path))
+        except FileNotFoundError:
+            same = False
+        if same:
+            return fd
+        os.close(fd)
+
+
+def _unlock(fd: int, lock_path: str) -> None:
+    """Remove the lock file, then release the lock (the order matters, see :func:`_lock`)."""
+    if fd < 0:
+        return
+    with contextlib.suppress(OSError):
+        os.unlink(lock_path)
+    os.close(fd)
 
 
 class _TextAdapter:
@@ -383,12 +763,6 @@ class _TextAdapter:
 
     def flush(self) -> None:
         self.stream.flush()
-
-
-def _ends_with_newline(path: str) -> bool:
-    with open(path, "rb") as f:
-        f.seek(-1, os.SEEK_END)
-        return f.read(1) == b"\n"
 
 
 @contextlib.contextmanager
@@ -409,17 +783,24 @@ def _signals_held() -> Iterator[None]:
 
 @dataclass
 class BatchResult:
-    """Every selected data set's line, in discovery order (including lines kept by resume)."""
+    """Every line of the batch: the skipped files' first, then each data set's in discovery
+    order (including lines reused by resume)."""
 
     lines: list[dict[str, Any]]
     #: Names whose line was taken from the existing output (``resume``), not checked now.
     resumed: set[str]
     seconds: float
     workers: int
+    #: Names that had an ok line which no longer matched (data, test file or options changed).
+    stale: set[str] = field(default_factory=set)
 
     @property
     def errors(self) -> list[dict[str, Any]]:
-        return [x for x in self.lines if x["status"] != "ok"]
+        return [x for x in self.lines if x["status"] == "error"]
+
+    @property
+    def skipped(self) -> list[dict[str, Any]]:
+        return [x for x in self.lines if x["status"] == "skipped"]
 
     def matching(self, verdict: str) -> list[dict[str, Any]]:
         return [x for x in self.lines if x["status"] == "ok" and x["verdict"] == verdict]
@@ -450,17 +831,21 @@ def run_batch(
     jobs: int = 1,
     output: str | None = None,
     resume: bool = False,
+    skipped: Sequence[tuple[str, str]] = (),
+    strict: bool = False,
     progress: Progress | None = None,
     on_line: Callable[[dict[str, Any]], None] | None = None,
 ) -> BatchResult:
-    """Check ``datasets``; append one JSON line per data set to ``output`` (stdout if None).
+    """Check ``datasets``; write one JSON line per data set and per skipped file to ``output``.
 
-    Lines are written in completion order, each as soon as its data set is done. Without
-    ``resume`` the output file is started afresh; with it, data sets that already have an ok
-    line there are skipped (errored ones run again). ``progress(stage, done, total)`` counts
-    data sets; ``on_line`` sees each new line after it is written. On KeyboardInterrupt (or any
-    BaseException) pending work is cancelled, worker processes are ended and the exception
-    propagates; every line already written is whole.
+    ``output`` is a file (see :class:`LineWriter`), ``"-"`` for stdout, or None to write
+    nothing. The skipped files' lines come first, then each data set's as soon as it is done.
+    With ``resume`` (a file output only), a data set whose latest line in ``FILE`` or
+    ``FILE.partial`` is ok and has the :func:`resume_key` it would have now is not checked
+    again; its line is carried over. ``strict`` turns skipped files into error lines.
+    ``progress(stage, done, total)`` counts data sets; ``on_line`` sees each new line after it
+    is written. On KeyboardInterrupt (or any BaseException) pending work is cancelled, worker
+    processes are ended and the exception propagates; every line already written is whole.
     """
     t0 = time.perf_counter()
     template = template.validated()
@@ -468,38 +853,76 @@ def run_batch(
     if len(set(names)) != len(names):
         dup = sorted({n for n in names if names.count(n) > 1})
         raise KcheckError(f"two data sets are named {dup[0]}; names must be unique")
-    if resume and output is None:
+    if resume and output in (None, STDIN):
         raise KcheckError("--resume needs -o FILE: the results to resume from")
     if jobs < 1:
         raise KcheckError("-j must be at least 1")
+    if not 0 <= template.seed <= 2**32 - 1:
+        raise KcheckError(f"--seed must lie in 0..{2**32 - 1}, got {template.seed}")
     if template.model_out is not None:
         raise KcheckError("a batch does not save models; run kcheck check --model-out")
-    prior = read_results(output) if resume and output is not None else {}
-    todo = [ds for ds in datasets if ds.name not in prior]
-    workers, config = plan(template, jobs, len(todo))
     report = progress or _noop
-    lines: dict[str, dict[str, Any]] = {}
-    writer = LineWriter(output, append=resume)
+    writer = LineWriter(output) if output is not None else None
     try:
-        if workers == 1:
-            results = _run_serial(todo, config, report)
-        else:
-            results = _run_parallel(todo, config, workers, report)
-        with contextlib.closing(results):
-            for line in results:
+        head = [skip_line(path, reason, template, strict=strict) for path, reason in skipped]
+        reused: dict[str, dict[str, Any]] = {}
+        stale: set[str] = set()
+        if resume and writer is not None:
+            prior = writer.prior()
+            saved = [ds for ds in datasets if prior.get(ds.name, {}).get("status") == "ok"]
+            for i, ds in enumerate(saved):
+                report(f"comparing saved results with the data: {ds.name}", i, len(saved))
+                line = prior[ds.name]
+                key = line.get("resume_key")
+                if key is not None and key == _current_key(ds, template):
+                    reused[ds.name] = line
+                else:
+                    stale.add(ds.name)
+        if writer is not None:
+            writer.start([*head, *(reused[ds.name] for ds in datasets if ds.name in reused)])
+        lines: dict[str, dict[str, Any]] = {}
+        todo = [ds for ds in datasets if ds.name not in reused]
+        for line in _run(todo, template, jobs, report):
+            line = _with_key(line, template)
+            if writer is not None:
                 writer.write(line)
-                lines[line["name"]] = line
-                if on_line is not None:
-                    on_line(line)
+            lines[line["name"]] = line
+            if on_line is not None:
+                on_line(line)
+        if writer is not None:
+            writer.commit()
     finally:
-        writer.close()
-    ordered = [lines[ds.name] if ds.name in lines else prior[ds.name] for ds in datasets]
+        if writer is not None:
+            writer.close()
+    workers, _ = plan(template, jobs, len(todo))
+    ordered = [lines[ds.name] if ds.name in lines else reused[ds.name] for ds in datasets]
     return BatchResult(
-        lines=ordered,
-        resumed={ds.name for ds in datasets if ds.name in prior},
+        lines=[*head, *ordered],
+        resumed=set(reused),
         seconds=time.perf_counter() - t0,
         workers=workers,
+        stale=stale,
     )
+
+
+def _run(
+    todo: Sequence[DataSet], template: CheckConfig, jobs: int, report: Progress
+) -> Generator[dict[str, Any], None, None]:
+    """Every data set's line, in completion order. Standard input can be read only here, so
+    a data set on it is checked first, in this process."""
+    here = [ds for ds in todo if ds.train == STDIN]
+    rest = [ds for ds in todo if ds.train != STDIN]
+    if here:
+        _, config = plan(template, 1, 1)
+        with contextlib.closing(_run_serial(here, config, report)) as results:
+            yield from results
+    workers, config = plan(template, jobs, len(rest))
+    if not rest:
+        return
+    results = (_run_serial(rest, config, report) if workers == 1
+               else _run_parallel(rest, config, workers, report))
+    with contextlib.closing(results):
+        yield from results
 
 
 def _noop(stage: str, done: int | None, total: int | None) -> None:

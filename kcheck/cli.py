@@ -8,6 +8,7 @@ one-line messages there and only there.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -34,7 +35,7 @@ from rich.table import Table
 
 from kcheck import __version__, atomic
 from kcheck.atomic import atomic_open
-from kcheck.errors import KcheckError, KcheckWarning
+from kcheck.errors import KcheckError, KcheckWarning, recorded_warnings
 
 EXIT_OK = 0
 EXIT_GATE = 1
@@ -43,6 +44,14 @@ EXIT_SIGINT = 130
 EXIT_SIGTERM = 143
 
 T = TypeVar("T")
+
+#: ``--seed``: what LIBLINEAR's and LIBSVM's srand take, an unsigned 32-bit integer.
+SEED = click.IntRange(0, 2**32 - 1)
+
+#: Set by the command's Ui: with -q, main() prints no warnings (they are in the JSON).
+_quiet = False
+#: Standard streams that were closed when kcheck started (see _guard_standard_streams).
+_closed_streams: set[str] = set()
 
 
 class GateTripped(Exception):
@@ -57,6 +66,8 @@ class Ui:
     """What the user sees on stderr: nothing with -q, rich on a terminal, plain lines otherwise."""
 
     def __init__(self, quiet: bool) -> None:
+        global _quiet
+        _quiet = quiet  # main() reports the warnings left over only without -q
         self.quiet = quiet
         self.console = Console(stderr=True, highlight=False)
         self.interactive = self.console.is_terminal and not quiet
@@ -137,6 +148,29 @@ def parse_size(text: str) -> int:
     if value <= 0:
         raise click.BadParameter("must be positive")
     return value
+
+
+def _json_destination(output: str | None, as_json: bool) -> tuple[str | None, bool]:
+    """(file to write, whether to print on stdout) for ``-o`` / ``--json``.
+
+    ``-o -`` is stdout. Without ``-o``, the JSON goes to stdout when asked (``--json``) or when
+    stdout is not a terminal, ``-q`` or not: ``-o FILE -q`` is the silent form. A closed stdout
+    is refused now rather than after the work.
+    """
+    if output == "-":
+        output, as_json = None, True
+    to_stdout = as_json or (output is None and not sys.stdout.isatty())
+    if to_stdout:
+        _require_stdout()
+    if output is not None:
+        _check_writable(output, "-o")
+    return output, to_stdout
+
+
+def _require_stdout() -> None:
+    if "stdout" in _closed_streams:
+        raise KcheckError("stdout is closed, so there is nowhere to write the JSON; "
+                          "use -o FILE")
 
 
 def _emit_json(data: dict[str, Any], out_path: str | None, to_stdout: bool) -> None:
@@ -230,7 +264,8 @@ _CHECK_OPTIONS = [
                  help="Comma-separated checkers to run, of degree2, multilinear, rff."),
     click.option("--scaling", type=click.Choice(["maxabs", "minmax"]), default="maxabs",
                  show_default=True, help="Feature scaling, fitted on the training file."),
-    click.option("--seed", type=int, default=0, show_default=True),
+    click.option("--seed", type=SEED, default=0, show_default=True,
+                 help="Seed of the split, folds and samples: 0 to 2^32-1."),
     click.option("--memory-limit", type=str, default=None,
                  help="Memory budget, e.g. 8G [default: half the physical memory]; "
                       "a batch divides it between its workers."),
@@ -279,7 +314,8 @@ def check_config(train: str, jobs: int, opts: dict[str, Any], **extra: Any) -> A
 @click.option("--jobs", "-j", type=int, default=None,
               help="Worker processes for MultiLinear's clusters [default: CPU count].")
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON verdict on stdout.")
-@click.option("-o", "--output", type=str, default=None, help="Write the JSON verdict to FILE.")
+@click.option("-o", "--output", type=str, default=None,
+              help="Write the JSON verdict to FILE (atomically); - is stdout.")
 @click.option("--model-out", type=str, default=None,
               help="Train the recommended model on all of TRAIN; save it to PATH (+ PATH.range).")
 @click.option("--model", "model_kind", type=click.Choice(["linear", "kernel"]), default=None,
@@ -311,9 +347,9 @@ def check(
     if model_kind and not model_out:
         raise click.UsageError("--model needs --model-out")
     # Fail now, not after a long check (and not after --model-out has replaced a model).
-    for target, what in ((output, "-o"), (model_out, "--model-out")):
-        if target is not None:
-            _check_writable(target, what)
+    output, to_stdout = _json_destination(output, as_json)
+    if model_out is not None:
+        _check_writable(model_out, "--model-out")
     inputs = [train, test]
     if model_out is not None:
         _refuse_input_as_output(model_out, "--model-out", inputs)
@@ -321,10 +357,12 @@ def check(
     if output is not None:
         _refuse_input_as_output(output, "-o", inputs, [model_out, model_out and
                                                        model_out + ".range"])
-    report = ui.run(lambda progress: run(config, progress))
+    with recorded_warnings() as notes:
+        report = ui.run(lambda progress: run(config, progress))
     verdict = report.json
+    verdict["warnings"] = [*verdict.get("warnings", []), *notes]
     _show_verdict(ui, verdict)
-    _emit_json(verdict, output, to_stdout=as_json or (output is None and not sys.stdout.isatty()))
+    _emit_json(verdict, output, to_stdout=to_stdout)
     if fail_on is not None and verdict["verdict"] == fail_on:
         raise GateTripped(f"verdict is {fail_on} (--fail-on {fail_on})")
 
@@ -396,31 +434,46 @@ class BatchFailed(Exception):
     """Some data sets of a batch could not be checked (exit code 3, before any gate)."""
 
 
-def _best_gap(line: dict[str, Any]) -> str:
-    gaps = [(c["gap"], name) for name, c in (line.get("checkers") or {}).items()
-            if c.get("gap") is not None]
+def deciding_gap(line: dict[str, Any]) -> str:
+    """The gap that decided the verdict, in points, with its checker.
+
+    ``kernel``: the deciding checker's gap. ``linear``: the largest gap, labelled as the
+    closest checker; where the exact comparison ran, it alone decided, so it is the one shown.
+    The largest gap of any checker would mislead: a proxy's gap above epsilon next to a
+    ``linear`` verdict that the exact comparison decided.
+    """
+    checkers = line.get("checkers") or {}
+    gaps = {name: c["gap"] for name, c in checkers.items() if c.get("gap") is not None}
     if not gaps:
         return "-"
-    gap, name = max(gaps)
-    return f"{100 * gap:+.2f} {name}"
+    deciding = line.get("deciding_checker")
+    if line.get("verdict") == "kernel" and deciding in gaps:
+        return f"{100 * gaps[deciding]:+.2f} {deciding}"
+    pool = {"rbf": gaps["rbf"]} if "rbf" in gaps else gaps
+    name = max(pool, key=lambda k: (pool[k], k))
+    return f"{100 * pool[name]:+.2f} {name} (closest)"
 
 
 def batch_table(lines: list[dict[str, Any]], resumed: set[str], wall: float) -> Table:
-    """The summary of a batch: one row per data set, then the totals in the caption."""
+    """The summary of a batch: one row per data set and skipped file, totals in the caption."""
     from rich import box
-    ok = [x for x in lines if x["status"] == "ok"]
+    sets = [x for x in lines if x["status"] != "skipped"]
+    ok = [x for x in sets if x["status"] == "ok"]
     n_kernel = sum(x["verdict"] == "kernel" for x in ok)
-    n_err = len(lines) - len(ok)
+    n_err = len(sets) - len(ok)
+    n_skip = len(lines) - len(sets)
     total = sum(x.get("seconds") or 0.0 for x in lines)
     table = Table(
         title="kcheck batch", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False,
-        caption=(f"{len(lines)} data sets: {len(ok)} ok ({n_kernel} kernel, "
+        caption=(f"{len(sets)} data sets: {len(ok)} ok ({n_kernel} kernel, "
                  f"{len(ok) - n_kernel} linear), {n_err} error{'' if n_err == 1 else 's'}; "
-                 f"{total:.2f}s checking, {wall:.1f}s wall time"),
+                 f"{n_skip} file{'' if n_skip == 1 else 's'} skipped; "
+                 f"{total:.2f}s checking, {wall:.1f}s wall time. gap: the deciding checker's, "
+                 "for linear the closest one's"),
         caption_justify="left",
     )
     longest = max((len(x["name"]) for x in lines), default=4)
-    for col in ("name", "rows", "features", "verdict", "margin", "best gap, pts", "seconds"):
+    for col in ("name", "rows", "features", "verdict", "margin", "gap, pts", "seconds"):
         # On a narrow terminal a long name folds (up to 24 columns kept) rather than vanishing.
         name = col == "name"
         table.add_column(col, no_wrap=not name, overflow="fold" if name else "ellipsis",
@@ -429,12 +482,15 @@ def batch_table(lines: list[dict[str, Any]], resumed: set[str], wall: float) -> 
     for x in lines:
         name = x["name"] + (" (resumed)" if x["name"] in resumed else "")
         seconds = f"{x['seconds']:.2f}" if x.get("seconds") is not None else "-"
+        if x["status"] == "skipped":
+            table.add_row(name, "-", "-", "[yellow]skipped[/]", "-", "-", "-")
+            continue
         if x["status"] != "ok":
             table.add_row(name, "-", "-", "[red]error[/]", "-", "-", seconds)
             continue
         style = "red" if x["verdict"] == "kernel" else "green"
         table.add_row(name, f"{x['data']['rows']:,}", f"{x['data']['features']:,}",
-                      f"[{style}]{x['verdict']}[/]", x["margin"], _best_gap(x), seconds)
+                      f"[{style}]{x['verdict']}[/]", x["margin"], deciding_gap(x), seconds)
     return table
 
 
@@ -444,55 +500,99 @@ def _names(lines: list[dict[str, Any]], limit: int = 5) -> str:
                                        else "")
 
 
+def _read_path_list(source: str) -> list[str]:
+    """``--files-from``: one path a line (``-``: stdin); blank lines are ignored."""
+    try:
+        if source == "-":
+            text = sys.stdin.read()
+        else:
+            with open(source, encoding="utf-8") as f:
+                text = f.read()
+    except OSError as e:
+        raise KcheckError(f"--files-from {source}: cannot read: {e.strerror or e}") from None
+    except UnicodeDecodeError as e:
+        raise KcheckError(f"--files-from {source}: not UTF-8 text ({e.reason})") from None
+    return [line.rstrip("\r") for line in text.split("\n") if line.strip()]
+
+
 @cli.command()
-@click.argument("paths", nargs=-1, required=True, metavar="DIR|FILE...")
+@click.argument("paths", nargs=-1, required=False, metavar="DIR|FILE...")
+@click.option("--files-from", type=str, default=None, metavar="FILE",
+              help="Also check the paths listed in FILE, one a line (- for stdin).")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=1, show_default=True,
               help="Data sets checked at once, each in its own process; they share the "
                    "memory budget.")
 @click.option("-o", "--output", type=str, default=None,
-              help="Write the JSON lines to FILE (started afresh unless --resume) "
-                   "instead of stdout.")
+              help="Write the JSON lines to FILE (via FILE.partial, renamed at the end, under a "
+                   "lock on FILE.lock); - is stdout.")
 @click.option("--resume", is_flag=True,
-              help="With -o: skip data sets that already have an ok line in FILE; "
-                   "errored ones run again.")
+              help="With -o: reuse the ok lines of FILE and FILE.partial whose data, test "
+                   "file, options and kcheck version are unchanged; check the rest.")
+@click.option("--strict", is_flag=True,
+              help="A skipped file is an error (exit 3): every file looked at must be data.")
 @check_options
 def batch(
     paths: tuple[str, ...],
+    files_from: str | None,
     jobs: int,
     output: str | None,
     resume: bool,
+    strict: bool,
     **opts: Any,
 ) -> None:
     """Check every data set in DIRs (walked in sorted order) and FILEs.
 
-    Files that are not LIBSVM data (by name, or by their first data line) are skipped;
-    .gz, .bz2 and .xz files are read directly. NAME.t or NAME.test beside NAME is its test
-    file. One JSON line per data set is written as each finishes: the JSON of `kcheck check`
-    plus "name", "status" ("ok" or "error") and "error". A data set that cannot be checked
-    gets its error on its line and the batch goes on.
+    A named file, and a file under a DIR with a data-file extension (.svm, .libsvm, .txt, .t,
+    .scale...) or none, is always checked: a broken one is an error. Files plainly not data
+    (README.md, images, .json, .py...) are skipped; other files under a DIR are checked when
+    their first line is LIBSVM data. Every skipped file gets a line with status "skipped" and
+    its reason (--strict makes it an error). .gz, .bz2 and .xz files are read directly; - is
+    stdin. NAME.t or NAME.test beside NAME (NAME.t.scale beside NAME.scale) is its test
+    file. One JSON line per data set: the JSON of `kcheck check` plus "name", "status" ("ok",
+    "error" or "skipped") and "error". Without -o, the lines go to stdout unless it is a
+    terminal, where the summary table is shown instead.
 
     \b
     Exit codes:
       0  every data set was checked (and no --fail-on match)
       1  --fail-on matched at least one data set
-      2  usage error: bad option, no data files found, --resume without -o
-      3  at least one data set could not be checked (errors take precedence
-         over --fail-on)
-    Ctrl-C ends the batch (exit 130); the lines already written are kept, so
-    --resume carries on from there.
+      2  usage error: bad option, no data files found, --resume without -o,
+         FILE locked by another batch
+      3  at least one data set could not be checked, or (--strict) a file was
+         skipped; errors take precedence over --fail-on
+    Ctrl-C ends the batch (exit 130); FILE keeps its old content and the lines
+    already written stay in FILE.partial, so --resume carries on from there.
     """
     from kcheck.batch import discover, run_batch
 
     quiet, fail_on = opts["quiet"], opts["fail_on"]
     ui = Ui(quiet)
-    if resume and output is None:
+    named = list(paths)
+    if files_from is not None:
+        if files_from == "-" and "-" in named:
+            raise click.UsageError("--files-from - and - (data on stdin) cannot both read stdin")
+        named += _read_path_list(files_from)
+    if not named:
+        raise click.UsageError("give DIRs or FILEs to check, or --files-from FILE")
+    if output == "-":
+        destination: str | None = "-"
+    elif output is not None:
+        destination = output
+        _check_writable(output, "-o")
+    else:
+        destination = None if sys.stdout.isatty() else "-"
+    if destination == "-":
+        _require_stdout()
+    if resume and destination in (None, "-"):
         raise click.UsageError("--resume needs -o FILE: the results to resume from")
     template = check_config("", os.cpu_count() or 1, opts)
-    found = discover(paths, exclude=[output] if output else [])
+    own = [] if destination in (None, "-") else [output, f"{output}.partial", f"{output}.lock"]
+    found = discover(named, exclude=own)
     for path, reason in found.skipped:
-        ui.info(f"kcheck: skipping {path} ({reason})")
+        ui.info(f"kcheck: skipping {path} ({reason})" + (": an error under --strict"
+                                                          if strict else ""))
     if not found.datasets:
-        raise KcheckError(f"no LIBSVM data files found in {' '.join(paths)}")
+        raise KcheckError(f"no LIBSVM data files found in {' '.join(named)}")
 
     total = len(found.datasets)
 
@@ -503,10 +603,16 @@ def batch(
             what = f"error: {line['error']}"
         print_(f"kcheck: {line['name']}: {what}, {line['seconds']:.2f}s")
 
-    if ui.interactive:
+    def go(progress: Any = None, on_line: Any = None) -> Any:
+        return run_batch(found.datasets, template, jobs=jobs, output=destination,
+                         resume=resume, skipped=found.skipped, strict=strict,
+                         progress=progress, on_line=on_line)
+
+    # JSON lines on a terminal's stdout would land in the middle of a live progress display.
+    if ui.interactive and not (destination == "-" and sys.stdout.isatty()):
         bar = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
                        TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(),
-                       console=ui.console, transient=True)
+                       console=ui.console, transient=True, redirect_stdout=False)
         task = bar.add_task("starting", total=None)
 
         def report(stage: str, d: int | None, t: int | None) -> None:
@@ -516,13 +622,14 @@ def batch(
             announce(line, lambda m: bar.console.print(m, markup=False, highlight=False))
 
         with bar:
-            result = run_batch(found.datasets, template, jobs=jobs, output=output,
-                               resume=resume, progress=report, on_line=show)
+            result = go(report, show)
     else:
-        result = run_batch(found.datasets, template, jobs=jobs, output=output, resume=resume,
-                           on_line=None if quiet else lambda x: announce(x, ui.info))
-    if result.resumed:
-        ui.info(f"kcheck: kept {len(result.resumed)} ok lines from {output} (--resume)")
+        result = go(None, None if quiet else lambda x: announce(x, ui.info))
+    if resume:
+        ui.info(f"kcheck: reused {len(result.resumed)} of {total} results from {output} "
+                f"(--resume); checked {total - len(result.resumed)} again, "
+                f"{len(result.stale)} of them because their data, test file, options or "
+                "kcheck version changed")
     if not ui.quiet:
         table = batch_table(result.lines, result.resumed, result.seconds)
         if ui.console.is_terminal:
@@ -530,12 +637,20 @@ def batch(
         else:  # logs (CI) do not wrap: give the table the room it needs
             wide = Console(stderr=True, highlight=False, width=max(ui.console.width, 160))
             wide.print(table, width=wide.measure(table).maximum)
+        for x in result.skipped:
+            ui.console.print(f"skipped {x['name']}: {x['reason']}", markup=False,
+                             style="yellow", soft_wrap=True)
         for x in result.errors:
             ui.console.print(f"{x['name']}: {x['error']}", markup=False, style="red",
                              soft_wrap=True)
+        for x in result.lines:
+            for w in x.get("warnings") or []:
+                ui.warn(f"{x['name']}: {w}")
     if result.errors:
+        n = len(result.errors)
         raise BatchFailed(
-            f"{len(result.errors)} of {total} data sets could not be checked: "
+            f"{n} of {total + len(result.skipped) if strict else total} "
+            f"{'files' if strict else 'data sets'} could not be checked: "
             f"{_names(result.errors)}"
         )
     if fail_on is not None and (hits := result.matching(fail_on)):
@@ -599,24 +714,28 @@ def predict(model: str, file: str, output: str | None, zero_based: bool,
               help="Worker processes for the grid search [default: CPU count].")
 @click.option("--max-rows", type=int, default=None,
               help="Cross-validate on a stratified sample of N rows [default: all].")
-@click.option("--scaling", type=click.Choice(["maxabs", "minmax"]), default="maxabs",
-              show_default=True, help="Feature scaling fitted on TRAIN.")
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--scaling", type=click.Choice(["maxabs", "minmax"]), default=None,
+              help="Feature scaling fitted on TRAIN [default: the --check-json's, else maxabs].")
+@click.option("--seed", type=SEED, default=None,
+              help="Seed of the folds and samples, 0 to 2^32-1 [default: the --check-json's, "
+                   "else 0].")
 @click.option("--epsilon", type=float, default=None,
               help="Gap that means 'kernel' [default: the --check-json's, else 0.02].")
 @click.option("--check-json", type=str, default=None,
-              help="A saved 'kcheck check' JSON verdict; report whether this confirms it.")
+              help="A saved 'kcheck check' JSON verdict on TRAIN: exit 1 unless this "
+                   "confirms it.")
 @click.option("--zero-based", is_flag=True, help="Feature indices in the files start at 0.")
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON result on stdout.")
-@click.option("-o", "--output", type=str, default=None, help="Write the JSON result to FILE.")
+@click.option("-o", "--output", type=str, default=None,
+              help="Write the JSON result to FILE (atomically); - is stdout.")
 @click.option("-q", "--quiet", is_flag=True, help="Nothing on stderr except errors.")
 def verify(
     train: str,
     test: str | None,
     jobs: int | None,
     max_rows: int | None,
-    scaling: str,
-    seed: int,
+    scaling: str | None,
+    seed: int | None,
     epsilon: float | None,
     check_json: str | None,
     zero_based: bool,
@@ -624,10 +743,16 @@ def verify(
     output: str | None,
     quiet: bool,
 ) -> None:
-    """The expensive reference: RBF grid search (LIBSVM) next to the tuned linear model."""
+    """The expensive reference: RBF grid search (LIBSVM) next to the tuned linear model.
+
+    With --check-json, the verdict must be about TRAIN (its data.sha256 must match; exit 2 if
+    not), --scaling, --seed and --epsilon come from it, and the exit code is a gate: 0 if the
+    reference confirms the check's verdict, 1 if it does not.
+    """
     from kcheck import models
 
     ui = Ui(quiet)
+    output, to_stdout = _json_destination(output, as_json)
     if output is not None:
         _refuse_input_as_output(output, "-o", [train, test, check_json])
     config = models.VerifyConfig(
@@ -643,7 +768,12 @@ def verify(
     ).validated()
     result = ui.run(lambda progress: models.verify(config, progress))
     _show_verify(ui, result)
-    _emit_json(result, output, to_stdout=as_json or (output is None and not sys.stdout.isatty()))
+    _emit_json(result, output, to_stdout=to_stdout)
+    if result["confirms"] is False:
+        raise GateTripped(
+            f"the reference does not confirm the check's verdict: {result['check']['verdict']} "
+            f"in {result['check']['path']}, {result['verdict']} here"
+        )
 
 
 def verify_table(v: dict[str, Any]) -> Table:
@@ -698,6 +828,7 @@ def _show_verify(ui: Ui, v: dict[str, Any]) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: the one place that turns outcomes into exit codes and messages."""
+    _guard_standard_streams()
     signal.signal(signal.SIGTERM, _on_sigterm)
     code = EXIT_OK
     with warnings.catch_warnings(record=True) as caught:
@@ -738,18 +869,78 @@ def main(argv: list[str] | None = None) -> None:
             _err("kcheck: error: out of memory; try a smaller --memory-limit or fewer --jobs")
         finally:
             for w in caught:
-                if issubclass(w.category, KcheckWarning):
+                if issubclass(w.category, KcheckWarning) and not _quiet:
                     _err(f"kcheck: warning: {w.message}")
     if code in (EXIT_SIGINT, EXIT_SIGTERM):
         # Solver threads cannot be stopped; end now. Outputs are written atomically at the
-        # very end, so nothing partial exists. os._exit skips every clean-up, so remove the
-        # temporary files being written (after renames under way finish) and
-        # multiprocessing's temporary directory here.
+        # very end, so nothing partial exists. A second signal must not cut the clean-up
+        # short. os._exit skips every clean-up, so remove the temporary files being written
+        # (after renames under way finish), end the worker pools (none half started) and
+        # release their semaphores, and remove the temporary directory of the fork server here.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         atomic.abandon()
+        from kcheck.workers import end_all_pools
+
+        end_all_pools()
         _remove_multiprocessing_tempdir()
         sys.stderr.flush()
         os._exit(code)
     sys.exit(code)
+
+
+class _ClosedStream(io.TextIOBase):
+    """Stands for a standard stream that was closed when kcheck started (``>&-``, ``<&-``).
+
+    Using it is a usage error with one clear line (exit 2), never a traceback.
+    """
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def _closed(self, *args: Any) -> Any:
+        what = "nothing to read" if self.name == "stdin" else "nowhere to write; use -o FILE"
+        raise KcheckError(f"{self.name} is closed: {what}")
+
+    read = readline = write = fileno = _closed
+
+    def isatty(self) -> bool:
+        return False
+
+    def flush(self) -> None:
+        return None
+
+
+def _guard_standard_streams() -> None:
+    """Give closed standard file descriptors a /dev/null, and closed streams a stand-in.
+
+    Python sets a closed standard stream to None, so the first use raised AttributeError
+    (traceback, exit 1). Worse, the next file opened would get the free descriptor: LIBLINEAR
+    printing to fd 1 would then write into an output file. Writes to a closed stderr are
+    dropped (messages are lost, exit codes stay true); reads from a closed stdin and writes
+    to a closed stdout fail with one line.
+    """
+    for fd, name, mode in ((0, "stdin", os.O_RDONLY), (1, "stdout", os.O_WRONLY),
+                           (2, "stderr", os.O_WRONLY)):
+        try:
+            os.fstat(fd)
+        except OSError:
+            pass
+        else:
+            if getattr(sys, name) is not None:
+                continue
+        _closed_streams.add(name)
+        try:
+            null = os.open(os.devnull, mode)
+            if null != fd:
+                os.dup2(null, fd)
+                os.close(null)
+        except OSError:
+            pass
+        if name == "stderr":
+            sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - lives as long as the process
+        else:
+            setattr(sys, name, _ClosedStream(name))
 
 
 def _check_writable(path: str, option: str) -> None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import bz2
 import contextlib
 import gzip
+import hashlib
 import io
 import lzma
 import math
@@ -41,7 +42,7 @@ from kcheck.atomic import atomic_open
 from kcheck.errors import DataFormatError, KcheckWarning
 from kcheck.memory import line_too_long, max_line_bytes
 
-__all__ = ["read_libsvm", "write_libsvm", "label_repr"]
+__all__ = ["read_libsvm", "write_libsvm", "label_repr", "content_sha256"]
 
 PathArg = str | os.PathLike[str]
 Array = npt.NDArray[Any]
@@ -150,12 +151,15 @@ class _LineTooLong(Exception):
     """A line outgrew the cap; the caller knows its number."""
 
 
-def _line_chunks(f: BinaryIO, name: str, max_line: int) -> Iterator[bytes]:
+def _line_chunks(
+    f: BinaryIO, name: str, max_line: int, digest: Any = None
+) -> Iterator[bytes]:
     """Successive pieces of about _CHUNK bytes, each ending at a line end (except the last).
 
     Streaming keeps memory at the size of the result, not of the file. A UTF-8 BOM is
     dropped; a file whose first block has lone CR line ends (classic Mac OS) gets LF ones.
     A line longer than ``max_line`` raises _LineTooLong (``/dev/zero`` has no line end).
+    ``digest`` (a hashlib object) is fed every block as read, before any of that.
     """
     pending: list[bytes] = []
     pending_bytes = 0
@@ -168,6 +172,8 @@ def _line_chunks(f: BinaryIO, name: str, max_line: int) -> Iterator[bytes]:
             raise DataFormatError(
                 name, None, f"{_codec_name(f)} data is truncated or corrupt ({e})"
             ) from None
+        if digest is not None:
+            digest.update(block)
         if first:
             first = False
             if block.startswith(_BOM):
@@ -842,6 +848,7 @@ def read_libsvm(
     n_features: int | None = None,
     zero_based: bool = False,
     memory_limit: int | None = None,
+    digest: Any = None,
 ) -> tuple[np.ndarray, sp.csr_matrix]:
     """Read a LIBSVM/svmlight file into (y, X).
 
@@ -852,6 +859,10 @@ def read_libsvm(
     rejects ``csr_array``) with sorted indices, int32 index arrays when they fit, and float64
     values; y is float64. Any problem with the input raises :class:`DataFormatError`, also a
     line longer than ``memory_limit`` allows (:func:`kcheck.memory.max_line_bytes`).
+
+    ``digest``, a hashlib object such as ``hashlib.sha256()``, is fed the decompressed content
+    as it is read, so the content hash costs no second pass over the file (see
+    :func:`content_sha256`).
     """
     if n_features is not None and (
         isinstance(n_features, bool)
@@ -867,7 +878,7 @@ def read_libsvm(
         out = _Builder(size_hint, None if n_features is None else int(n_features))
         line = 1
         try:
-            for text in _line_chunks(f, name, max_line):
+            for text in _line_chunks(f, name, max_line, digest):
                 part = _fast_chunk(text, zero_based)
                 if part is None:
                     part = _slow_chunk(text, line, name, zero_based)
@@ -879,6 +890,33 @@ def read_libsvm(
             _check_stream(f, name)  # garbage from a corrupt archive: say that instead
             raise
     return out.finish(name)
+
+
+def content_sha256(path: PathArg) -> str:
+    """SHA-256 of a file's decompressed content: ``a9a`` and ``a9a.xz`` give the same hash.
+
+    It names the data a verdict was made on (``data.sha256``), whatever the file is called or
+    how it is compressed. :func:`read_libsvm` computes the same hash while it reads; this
+    reads the file for the hash alone (e.g. to tell whether a saved result is still valid).
+    Standard input cannot be read twice, so ``"-"`` is refused.
+    """
+    if _is_stdin(path):
+        raise ValueError("the content hash of standard input is known only after reading it")
+    name = _display_name(path)
+    digest = hashlib.sha256()
+    with contextlib.ExitStack() as stack:
+        f, _ = _open(path, name, stack)
+        while True:
+            try:
+                block = f.read(1 << 20)
+            except _CODEC_ERRORS as e:
+                raise DataFormatError(
+                    name, None, f"{_codec_name(f)} data is truncated or corrupt ({e})"
+                ) from None
+            if not block:
+                break
+            digest.update(block)
+    return digest.hexdigest()
 
 
 # ----------------------------------------------------------------------------------------------

@@ -6,7 +6,10 @@ into a one-line message and exit code 2; anything else is a bug and keeps its tr
 
 from __future__ import annotations
 
+import contextlib
 import os
+import warnings
+from collections.abc import Iterator
 
 
 class KcheckError(Exception):
@@ -39,3 +42,26 @@ class TimeLimitReached(Exception):
 
 class KcheckWarning(UserWarning):
     """Something the user should know that does not stop the run (shown on stderr)."""
+
+
+@contextlib.contextmanager
+def recorded_warnings() -> Iterator[list[str]]:
+    """Collect the messages of the KcheckWarnings issued inside; other warnings pass through.
+
+    A command puts them into its JSON's ``warnings``, so that ``-q``, which silences stderr,
+    loses none of them.
+    """
+    notes: list[str] = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", KcheckWarning)
+        try:
+            yield notes
+        finally:
+            others = []
+            for w in caught:
+                if issubclass(w.category, KcheckWarning):
+                    notes.append(str(w.message))
+                else:
+                    others.append(w)
+    for w in others:
+        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)

@@ -12,8 +12,11 @@ Nothing here prints; progress goes through a ``progress(stage, done, total)`` ca
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import json
 import os
+import re
 import time
 import warnings
 from collections.abc import Callable, Iterable
@@ -27,7 +30,7 @@ import scipy.sparse as sp
 from kcheck import __version__, engines
 from kcheck.atomic import atomic_paths
 from kcheck.data import read_libsvm
-from kcheck.errors import KcheckError, KcheckWarning, TimeLimitReached
+from kcheck.errors import KcheckError, KcheckWarning, TimeLimitReached, recorded_warnings
 from kcheck.pipeline import MIN_ROWS, SCALINGS, Progress, data_summary
 from kcheck.scaling import Scaler, fit_scaler, read_range_file, write_range_file
 from kcheck.split import stratified_subsample
@@ -486,24 +489,35 @@ def format_labels(labels: np.ndarray) -> str:
 # --- verify ---------------------------------------------------------------------------------------
 
 
+#: ``--seed`` takes what LIBLINEAR's and LIBSVM's ``srand`` take: an unsigned 32-bit integer.
+MAX_SEED = 2**32 - 1
+
+
 @dataclass(frozen=True)
 class VerifyConfig:
-    """What ``kcheck verify`` needs; ``epsilon`` None means the check JSON's, else 0.02."""
+    """What ``kcheck verify`` needs.
+
+    ``scaling``, ``seed`` and ``epsilon`` None mean: the check JSON's, else maxabs, 0 and 0.02.
+    With a check JSON, an explicit value that differs from the check's is refused, since the
+    reference would then not be about the same comparison.
+    """
 
     train: str
     test: str | None = None
     jobs: int = 1
     max_rows: int | None = None
-    scaling: str = "maxabs"
-    seed: int = 0
+    scaling: str | None = None
+    seed: int | None = None
     epsilon: float | None = None
     check_json: str | None = None
     zero_based: bool = False
     grid: Grid = GRID
 
     def validated(self) -> VerifyConfig:
-        if self.scaling not in SCALINGS:
+        if self.scaling is not None and self.scaling not in SCALINGS:
             raise KcheckError(f"--scaling must be one of {', '.join(SCALINGS)}")
+        if self.seed is not None and not 0 <= self.seed <= MAX_SEED:
+            raise KcheckError(f"--seed must lie in 0..{MAX_SEED}, got {self.seed}")
         if self.jobs < 1:
             raise KcheckError("--jobs must be at least 1")
         if self.max_rows is not None and self.max_rows < MIN_ROWS:
@@ -514,7 +528,11 @@ class VerifyConfig:
 
 
 def _read_check_json(path: str) -> dict[str, Any]:
-    """A saved ``kcheck check`` verdict: schema 1 with a linear/kernel verdict."""
+    """A saved ``kcheck check`` verdict: schema 1, a linear/kernel verdict and the data's hash.
+
+    Without ``data.sha256`` (a verdict from a kcheck before the hash existed) nothing ties the
+    verdict to the data being verified, so it is refused.
+    """
     try:
         with open(path, encoding="utf-8") as f:
             data = json.load(f)
@@ -529,7 +547,36 @@ def _read_check_json(path: str) -> dict[str, Any]:
         or data.get("verdict") not in KINDS
     ):
         raise KcheckError(f"{path}: not a kcheck check verdict (schema_version {SCHEMA_VERSION})")
+    scaling = data.get("scaling")
+    if (
+        not isinstance(data.get("epsilon", 0.0), (int, float))
+        or not isinstance(data.get("seed", 0), int)
+        or not isinstance(scaling if scaling is not None else {}, dict)
+        or (isinstance(scaling, dict) and scaling.get("method", "maxabs") not in SCALINGS)
+    ):
+        raise KcheckError(f"{path}: not a kcheck check verdict (bad epsilon, seed or scaling)")
+    block = data.get("data")
+    sha = block.get("sha256") if isinstance(block, dict) else None
+    if not (isinstance(sha, str) and re.fullmatch(r"[0-9a-f]{64}", sha)):
+        raise KcheckError(
+            f"{path}: the verdict has no data.sha256, so nothing ties it to the data being "
+            "verified; re-run kcheck check on the data to get one"
+        )
     return data
+
+
+def _from_check(
+    option: str, explicit: Any, recorded: Any, default: Any, path: str | None
+) -> Any:
+    """The check's value of a setting; an explicit one must agree with it."""
+    if recorded is None:
+        return default if explicit is None else explicit
+    if explicit is not None and explicit != recorded:
+        raise KcheckError(
+            f"{option} {explicit} differs from the {recorded} that {path} was made with; "
+            f"leave out {option} to take the check's"
+        )
+    return recorded
 
 
 def _class_codes(y: np.ndarray, classes: np.ndarray) -> np.ndarray:
@@ -555,12 +602,31 @@ def verify(config: VerifyConfig, progress: Progress | None = None) -> dict[str, 
     report = progress or _noop
     t_start = time.perf_counter()
     check = _read_check_json(config.check_json) if config.check_json else None
-    epsilon = config.epsilon
-    if epsilon is None:
-        epsilon = float(check["epsilon"]) if check and "epsilon" in check else DEFAULT_EPSILON
+    recorded = check or {}
+    scaling_block = recorded.get("scaling")
+    scaling = _from_check(
+        "--scaling", config.scaling,
+        scaling_block.get("method") if isinstance(scaling_block, dict) else None,
+        "maxabs", config.check_json,
+    )
+    seed = _from_check("--seed", config.seed, recorded.get("seed"), 0, config.check_json)
+    epsilon = float(
+        _from_check("--epsilon", config.epsilon, recorded.get("epsilon"), DEFAULT_EPSILON,
+                    config.check_json)
+    )
+    config = dataclasses.replace(config, scaling=scaling, seed=seed).validated()
+    assert config.seed is not None and config.scaling is not None
 
     report("reading " + config.train, None, None)
-    y_raw, X = read_libsvm(config.train, zero_based=config.zero_based)
+    digest = hashlib.sha256()
+    with recorded_warnings() as notes:
+        y_raw, X = read_libsvm(config.train, zero_based=config.zero_based, digest=digest)
+    sha256 = digest.hexdigest()
+    if check is not None and check["data"]["sha256"] != sha256:
+        raise KcheckError(
+            f"{config.train} is not the data {config.check_json} was made on (their content "
+            "hashes differ); re-run kcheck check on it, then verify that verdict"
+        )
     classes = np.unique(y_raw)
     if classes.size < 2:
         raise KcheckError(f"{config.train}: a classifier needs at least two classes")
@@ -596,8 +662,10 @@ def verify(config: VerifyConfig, progress: Progress | None = None) -> dict[str, 
     test_info = None
     if config.test is not None:
         report("reading " + config.test, None, None)
-        yt_raw, Xt = read_libsvm(config.test, n_features=n_features,
-                                 zero_based=config.zero_based)
+        with recorded_warnings() as test_notes:
+            yt_raw, Xt = read_libsvm(config.test, n_features=n_features,
+                                     zero_based=config.zero_based)
+        notes += test_notes
         Xt = engines.as_binding_csr(scaler.transform(Xt))
         yt = _class_codes(yt_raw, classes)
         test_info = {"path": config.test, "rows": int(Xt.shape[0])}
@@ -622,7 +690,7 @@ def verify(config: VerifyConfig, progress: Progress | None = None) -> dict[str, 
         "kind": "verify",
         "seed": config.seed,
         "folds": FOLDS,
-        "data": {**data_summary(config.train, X, classes), "cv_rows": int(rows.size)},
+        "data": {**data_summary(config.train, X, classes, sha256), "cv_rows": int(rows.size)},
         "scaling": {"method": scaler.method, "lower": scaler.lower, "upper": scaler.upper},
         "linear": {
             "cv_accuracy": json_number(lin_cv),
@@ -646,8 +714,10 @@ def verify(config: VerifyConfig, progress: Progress | None = None) -> dict[str, 
         "check": None if check is None else {"path": config.check_json,
                                              "verdict": check["verdict"]},
         "confirms": None if check is None else check["verdict"] == verdict,
+        "warnings": notes,
         "seconds": round(time.perf_counter() - t_start, 4),
     }
+
 
 
 def _accuracy(predicted: np.ndarray, y: np.ndarray) -> float | None:

@@ -6,6 +6,7 @@ Progress is reported through a callback so that the CLI alone decides what to sh
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -139,8 +140,9 @@ def run(config: CheckConfig, progress: Progress | None = None) -> CheckReport:
 
     report("reading " + config.train, None, None)
     t0 = time.perf_counter()
+    digest = hashlib.sha256()
     y_raw, X = read_libsvm(config.train, zero_based=config.zero_based,
-                           memory_limit=memory_limit)
+                           memory_limit=memory_limit, digest=digest)
     read_seconds = time.perf_counter() - t0
     if config.model_out is not None:
         from kcheck import models
@@ -164,7 +166,7 @@ def run(config: CheckConfig, progress: Progress | None = None) -> CheckReport:
             f"classifiers needs at least {MIN_ROWS_PER_CLASS} rows per class on average"
         )
     n_rows, n_features = X.shape
-    data_info = data_summary(config.train, X, classes)
+    data_info = data_summary(config.train, X, classes, digest.hexdigest())
     data_bytes = csr_bytes(X)
     check_fits(config.train, data_bytes, memory_limit)
 
@@ -392,11 +394,18 @@ def _run_exact(
     return out
 
 
-def data_summary(path: str, X: sp.csr_matrix, classes: np.ndarray) -> dict[str, Any]:
-    """The JSON ``data`` block: what was read, before any scaling or sampling."""
+def data_summary(
+    path: str, X: sp.csr_matrix, classes: np.ndarray, sha256: str | None = None
+) -> dict[str, Any]:
+    """The JSON ``data`` block: what was read, before any scaling or sampling.
+
+    ``sha256`` is the hash of the file's decompressed content: it ties a verdict to its data
+    (``verify --check-json``, ``batch --resume``).
+    """
     n_rows, n_features = X.shape
     return {
         "path": path,
+        "sha256": sha256,
         "rows": int(n_rows),
         "features": int(n_features),
         "nnz": int(X.nnz),
@@ -467,8 +476,9 @@ def _score_test(
 ) -> dict[str, Any]:
     """Accuracy on the test file of every model trained on T (same scaling as training)."""
     assert config.test is not None
+    digest = hashlib.sha256()
     y_raw, X = read_libsvm(config.test, n_features=n_features, zero_based=config.zero_based,
-                           memory_limit=config.memory_limit)
+                           memory_limit=config.memory_limit, digest=digest)
     X = scaler.transform(X)
     classes = np.unique(y_train_raw)
     if np.array_equal(_training_labels(y_train_raw), y_train_raw):
@@ -477,7 +487,8 @@ def _score_test(
         # Map test labels to the training codes; unseen labels can never be predicted right.
         pos = np.searchsorted(classes, y_raw).clip(0, classes.size - 1)
         y = np.where(classes[pos] == y_raw, pos, -1).astype(np.float64)
-    out: dict[str, Any] = {"path": config.test, "rows": int(X.shape[0])}
+    out: dict[str, Any] = {"path": config.test, "sha256": digest.hexdigest(),
+                           "rows": int(X.shape[0])}
     for name, r in results.items():
         if r.predict is None:
             out[name] = None

@@ -5,21 +5,69 @@ the process-wide C ``rand()``, so threads would make results depend on timing. W
 from a fork server (never a plain fork: the parent runs threads, and forking those is unsafe),
 ignore Ctrl-C (the parent handles it and ends them), and exit when the parent dies, since the
 CLI ends an interrupted run with ``os._exit`` and a pool worker would otherwise wait forever.
+
+An interrupted run must end cleanly with ``-j N`` too. Two things went wrong when it did not:
+``os._exit`` while a worker was being started cut the pickled start-up data short (the new
+worker printed an ``UnpicklingError`` traceback), and it skipped multiprocessing's exit handlers,
+so the resource tracker warned about the pools' leaked semaphores. Every pool is therefore
+registered, a worker is only ever started under one lock (workers start in ``submit``), and
+:func:`end_all_pools` takes that lock, ends every pool and releases their semaphores.
+
+A Ctrl-C in a terminal also reaches the fork server, the resource tracker and the workers
+(the whole process group). Each ignores SIGINT once it runs, but the fork server first imports
+the preloaded modules (a second or more), and a SIGINT then printed a KeyboardInterrupt
+traceback. So SIGINT is blocked in the thread that starts them: the mask is inherited, and a
+SIGINT held pending is dropped when the process sets it to be ignored.
 """
 
 from __future__ import annotations
 
 import contextlib
 import multiprocessing
+import multiprocessing.util
 import os
 import signal
 import threading
 import time
-from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
+import weakref
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
 from typing import Any
 
 from kcheck.errors import TimeLimitReached
+
+#: Held while a task is submitted (which is when a pool starts its workers) and while pools are
+#: ended, so that no worker is half started when the process exits.
+_LOCK = threading.Lock()
+_POOLS: weakref.WeakSet[ProcessPoolExecutor] = weakref.WeakSet()
+_closing = False
+
+
+class RunEnding(BaseException):
+    """Raised by ``submit`` once :func:`end_all_pools` has run: the process is about to exit."""
+
+
+class _Pool(ProcessPoolExecutor):
+    """A ProcessPoolExecutor that starts workers only under the module lock."""
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        with _LOCK, _sigint_blocked():
+            if _closing:
+                raise RunEnding()
+            return super().submit(fn, *args, **kwargs)
+
+
+@contextlib.contextmanager
+def _sigint_blocked() -> Iterator[None]:
+    """Block SIGINT in this thread: processes started here inherit the mask (see above)."""
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 def process_pool(
@@ -33,12 +81,17 @@ def process_pool(
     ctx = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
     if "forkserver" in methods:
         ctx.set_forkserver_preload(list(preload))
-    return ProcessPoolExecutor(
-        max_workers=workers,
-        mp_context=ctx,
-        initializer=_init_worker,
-        initargs=(initializer, initargs),
-    )
+    with _LOCK, _sigint_blocked():  # creating its queues may start the resource tracker
+        if _closing:
+            raise RunEnding()
+        pool = _Pool(
+            max_workers=workers,
+            mp_context=ctx,
+            initializer=_init_worker,
+            initargs=(initializer, initargs),
+        )
+        _POOLS.add(pool)
+    return pool
 
 
 def _init_worker(initializer: Callable[..., None] | None, initargs: tuple[Any, ...]) -> None:
@@ -139,3 +192,30 @@ def run_until(deadline: float | None, fn: Callable[..., Any], *args: Any) -> Any
         return stoppable(fn, *args, deadline=deadline)
     except Stopped:
         raise TimeLimitReached() from None
+def end_all_pools(wait_for_start: float = 10.0) -> None:
+    """End every pool of this process and release their semaphores; for a run about to exit.
+
+    Waits (up to ``wait_for_start`` seconds) for a worker being started to finish starting and
+    refuses new tasks from then on. Then it runs multiprocessing's exit finalizers of priority
+    >= 0, which ``os._exit`` would skip: they unlink the pools' named semaphores and tell the
+    resource tracker. That comes before the workers are ended, because ending them lets the
+    pools' own threads drop their last references, and a finalizer that such a thread is half
+    way through when the process exits leaves the tracker a semaphore to warn about.
+    """
+    global _closing
+    locked = _LOCK.acquire(timeout=wait_for_start)
+    try:
+        _closing = True
+        _run_exit_finalizers()
+        for pool in list(_POOLS):
+            end_pool(pool)
+    finally:
+        if locked:
+            _LOCK.release()
+    _run_exit_finalizers()
+    time.sleep(0.05)  # let a finalizer another thread had already begun finish
+
+
+def _run_exit_finalizers() -> None:
+    with contextlib.suppress(Exception):
+        multiprocessing.util._run_finalizers(0)  # type: ignore[attr-defined]

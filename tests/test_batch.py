@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import bz2
+import dataclasses
 import gzip
 import json
 import lzma
@@ -27,7 +28,9 @@ from kcheck.errors import KcheckError
 from kcheck.pipeline import CheckConfig
 from kcheck.verdict import without_timing
 
-FAST = ("--checkers", "multilinear")
+# exact auto runs by a timed probe, so on a loaded machine its verdict JSON can differ between
+# runs; these tests are about batch, not about that decision.
+FAST = ("--checkers", "multilinear", "--exact", "never")
 
 
 def kcheck(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
@@ -80,7 +83,7 @@ def data_dir(tmp_path_factory, datasets=Path(__file__).parent.parent / "datasets
     (d / "pair.t").unlink()
     (d / "broken").write_text("1 1:0.5 2:0.25\n-1 1:-0.5 2:0.1\n1 1:0.3 2:zebra\n")
     (d / "README.md").write_text("# data\n")
-    (d / "notes").write_text("These are the data sets of the paper.\n")
+    (d / "notes.dat").write_text("These are the data sets of the paper.\n")
     (d / "scores.json").write_text("{}\n")
     return d
 
@@ -141,7 +144,7 @@ def test_discover_pairs_and_skips(tmp_path):
         touch(tmp_path / name)
     for name in ("README.md", "MANIFEST.tsv", "out.jsonl", ".DS_Store"):
         touch(tmp_path / name, "not data\n")
-    touch(tmp_path / "notes", "These are notes.\n")
+    touch(tmp_path / "notes.dat", "These are notes.\n")
     found = discover([str(tmp_path)])
     got = {ds.name: (ds.train, ds.test) for ds in found.datasets}
     p = lambda n: str(tmp_path / n)  # noqa: E731
@@ -157,9 +160,9 @@ def test_discover_pairs_and_skips(tmp_path):
     # Sorted, deterministic order: files of a directory first, then its subdirectories.
     assert [ds.name for ds in found.datasets] == ["a9a", "b", "c", "d", "lonely.t", "zz.txt", "e"]
     skipped = {os.path.basename(path): reason for path, reason in found.skipped}
-    assert set(skipped) == {"README.md", "MANIFEST.tsv", "out.jsonl", ".DS_Store", "notes",
+    assert set(skipped) == {"README.md", "MANIFEST.tsv", "out.jsonl", ".DS_Store", "notes.dat",
                             "d.test"}
-    assert "not LIBSVM" in skipped["notes"]
+    assert "not LIBSVM" in skipped["notes.dat"]
 
 
 def test_discover_files_names_and_errors(tmp_path):
@@ -196,7 +199,7 @@ def test_serial_run_lines_and_summary(serial_run, data_dir):
     r, out = serial_run
     assert_batch_failed(r)  # the broken file
     assert r.stdout == ""
-    lines = {x["name"]: x for x in lines_of(out)}
+    lines = {x["name"]: x for x in lines_of(out) if x["status"] != "skipped"}
     assert sorted(lines) == NAMES
     for name in NAMES:
         assert lines[name]["status"] == ("error" if name == "broken" else "ok")
@@ -214,7 +217,13 @@ def test_serial_run_lines_and_summary(serial_run, data_dir):
     # Summary on stderr, with totals; skipped files named.
     assert "kcheck batch" in r.stderr and "5 data sets" in r.stderr
     assert "1 kernel, 3 linear" in r.stderr and "4 ok" in r.stderr
-    assert "skipping" in r.stderr and "README.md" in r.stderr and "notes" in r.stderr
+    assert "skipping" in r.stderr and "README.md" in r.stderr and "notes.dat" in r.stderr
+    skips = {x["name"]: x["reason"] for x in lines_of(out) if x["status"] == "skipped"}
+    assert skips == {str(data_dir / "README.md"): ".md file",
+                     str(data_dir / "notes.dat"): skips[str(data_dir / "notes.dat")],
+                     str(data_dir / "scores.json"): ".json file"}
+    assert "not LIBSVM data" in skips[str(data_dir / "notes.dat")]
+    assert "3 files skipped" in r.stderr
     assert "1 of 5 data sets could not be checked: broken" in r.stderr
 
 
@@ -243,18 +252,22 @@ def test_stdout_gets_the_lines_without_o(data_dir, tmp_path):
 
 def test_resume_skips_ok_and_retries_errors(data_dir, tmp_path):
     sets = discover([str(data_dir)]).datasets
-    config = CheckConfig(train="", checkers=("multilinear",))
+    config = CheckConfig(train="", checkers=("multilinear",), exact="never")
     out = tmp_path / "r.jsonl"
     first = batch.run_batch(sets, config, output=str(out))
     assert [x["name"] for x in first.lines] == NAMES
     assert len(lines_of(out)) == 5
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.jsonl"]  # no partial, no lock
 
-    # Run again: nothing ok is redone; the broken set is tried again (and fails again).
+    # Run again: nothing ok is redone; the broken set is tried again (and fails again). The
+    # file then holds one line per data set: the reused ones first, then the new ones.
     again = batch.run_batch(sets, config, output=str(out), resume=True)
     after = lines_of(out)
-    assert [x["name"] for x in after[5:]] == ["broken"]
-    assert again.resumed == set(NAMES) - {"broken"}
+    assert [x["name"] for x in after] == [n for n in NAMES if n != "broken"] + ["broken"]
+    assert again.resumed == set(NAMES) - {"broken"} and again.stale == set()
     assert [x["name"] for x in again.lines] == NAMES and len(again.errors) == 1
+    ok = {x["name"]: json.loads(json.dumps(x)) for x in first.lines if x["status"] == "ok"}
+    assert {x["name"]: x for x in after if x["status"] == "ok"} == ok  # carried over verbatim
 
     # Damage the file: heart_scale's line now says error and a line is torn off mid-way.
     text = out.read_text().splitlines()
@@ -262,23 +275,21 @@ def test_resume_skips_ok_and_retries_errors(data_dir, tmp_path):
              for t in text if '"fourclass"' not in t]
     out.write_text("\n".join(fixed) + "\n" + text[1][:40])
     third = batch.run_batch(sets, config, output=str(out), resume=True)
-    raw = out.read_text()
-    assert raw.endswith("\n")
-    new = [json.loads(t) for t in raw.splitlines()[len(fixed) + 1:]]
-    assert sorted(x["name"] for x in new) == ["broken", "fourclass", "heart_scale"]
     assert third.resumed == {"lin300", "pair"}
     assert {x["name"]: x["status"] for x in third.lines}["heart_scale"] == "ok"
+    assert sorted(x["name"] for x in lines_of(out)) == NAMES
 
 
-def test_resume_cli_adds_no_ok_lines(serial_run, data_dir, tmp_path):
+def test_resume_cli_reports_what_it_reused(serial_run, data_dir, tmp_path):
     _, serial_out = serial_run
     out = tmp_path / "again.jsonl"
     shutil.copy(serial_out, out)
     r = kcheck("batch", str(data_dir), "-o", str(out), "--resume", *FAST)
     assert_batch_failed(r)
-    lines = lines_of(out)
-    assert len(lines) == 6 and lines[-1]["name"] == "broken"
-    assert "kept 4 ok lines" in r.stderr and "(resumed)" in r.stderr
+    lines = [x for x in lines_of(out) if x["status"] != "skipped"]
+    assert len(lines) == 5 and lines[-1]["name"] == "broken"
+    assert "reused 4 of 5 results" in r.stderr and "(resumed)" in r.stderr
+    assert "1 again, 0 of them because" in r.stderr
 
 
 # --- exit codes --------------------------------------------------------------------------------
@@ -384,10 +395,12 @@ def test_interrupt_ends_workers_and_keeps_whole_lines(slow_dir, tmp_path, jobs, 
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     try:
+        partial = tmp_path / "out.jsonl.partial"
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and not (out.exists() and out.read_text()):
+        while time.monotonic() < deadline and not (partial.exists() and partial.read_text()):
             time.sleep(0.05)
-        assert out.read_text(), "the quick data set never finished"
+        assert partial.read_text(), "the quick data set never finished"
+        assert not out.exists(), "the output is renamed into place only at the end"
         time.sleep(0.3)  # the slow ones are under way
         workers = descendants(proc.pid) if jobs != "1" else set()
         assert workers or jobs == "1"
@@ -396,8 +409,10 @@ def test_interrupt_ends_workers_and_keeps_whole_lines(slow_dir, tmp_path, jobs, 
     finally:
         proc.kill()
     assert proc.returncode == code, err
-    assert "interrupted" in err
-    text = out.read_text()
+    assert "interrupted" in err and "Traceback" not in err and "leaked" not in err
+    # The old output is as it was (there was none); the partial file keeps the whole lines.
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.jsonl.partial"]
+    text = partial.read_text()
     assert text.endswith("\n")
     names = [json.loads(t)["name"] for t in text.splitlines()]
     assert names == ["a_quick"]
@@ -420,3 +435,352 @@ def test_read_results_takes_each_names_latest_line(tmp_path):
     )
     assert sorted(batch.read_results(str(path))) == ["a", "b"]
     assert batch.read_results(str(tmp_path / "missing.jsonl")) == {}
+
+
+# --- which files are checked: no silent skips ---------------------------------------------------
+
+
+def test_directory_checks_data_names_and_skips_only_plain_non_data(tmp_path):
+    good = "1 1:0.5 2:1\n-1 1:-0.5\n"
+    touch(tmp_path / "good.svm", good)
+    touch(tmp_path / "broken.svm", "1 1:0.5 2:abc\n")  # corrupt on line 1
+    touch(tmp_path / "empty.svm", "")
+    touch(tmp_path / "prose", "These are notes.\n")  # no extension: data by name
+    touch(tmp_path / "a.scale.bz2", good)
+    touch(tmp_path / "german.numer", good)  # other extension, LIBSVM inside: checked
+    touch(tmp_path / "notes.dat", "These are notes.\n")  # other extension, not LIBSVM: skipped
+    for name in ("README.md", "plot.png", "scores.json", "make.py", ".hidden"):
+        touch(tmp_path / name, "not data\n")
+    found = discover([str(tmp_path)])
+    assert [ds.name for ds in found.datasets] == [
+        "a.scale", "broken.svm", "empty.svm", "german.numer", "good.svm", "prose"]
+    skipped = {os.path.basename(p): reason for p, reason in found.skipped}
+    assert skipped == {".hidden": "hidden file", "README.md": ".md file",
+                       "make.py": ".py file", "notes.dat": skipped["notes.dat"],
+                       "plot.png": ".png file", "scores.json": ".json file"}
+    assert "not LIBSVM data" in skipped["notes.dat"]
+
+
+def test_a_named_file_is_checked_unless_its_name_says_it_is_not_data(tmp_path):
+    touch(tmp_path / "notes.dat", "These are notes.\n")
+    touch(tmp_path / ".x.svm")
+    touch(tmp_path / "README.md", "# data\n")
+    found = discover([str(tmp_path / n) for n in ("notes.dat", ".x.svm", "README.md")])
+    assert [ds.name for ds in found.datasets] == ["notes.dat", ".x.svm"]
+    assert found.skipped == [(str(tmp_path / "README.md"), ".md file")]
+
+
+@pytest.mark.parametrize(
+    "files, named, pairs",
+    [
+        # LIBSVM's naming: NAME.scale goes with NAME.t.scale, compressed or not.
+        (["sector.scale.bz2", "sector.t.scale.bz2"], None,
+         {"sector.scale": ("sector.scale.bz2", "sector.t.scale.bz2")}),
+        (["news.scale", "news.t.scale"], None, {"news.scale": ("news.scale", "news.t.scale")}),
+        # A named file finds its test file on disk, as in a directory walk.
+        (["a9a", "a9a.t.gz", "other"], ["a9a"], {"a9a": ("a9a", "a9a.t.gz")}),
+        (["sector.scale.bz2", "sector.t.scale.bz2"], ["sector.scale.bz2"],
+         {"sector.scale": ("sector.scale.bz2", "sector.t.scale.bz2")}),
+        (["w1a", "w1a.test"], ["w1a", "w1a.test"], {"w1a": ("w1a", "w1a.test")}),
+        # A test file named on its own is a data set of its own.
+        (["w1a", "w1a.t"], ["w1a.t"], {"w1a.t": ("w1a.t", None)}),
+    ],
+)
+def test_pairing(tmp_path, files, named, pairs):
+    for name in files:
+        touch(tmp_path / name)
+    found = discover([str(tmp_path / n) for n in named] if named else [str(tmp_path)])
+    p = lambda n: None if n is None else str(tmp_path / n)  # noqa: E731
+    assert {ds.name: (ds.train, ds.test) for ds in found.datasets} == {
+        name: (p(train), p(test)) for name, (train, test) in pairs.items()}
+    assert found.skipped == []
+
+
+def test_stdin_is_a_data_set(tmp_path):
+    found = discover(["-", str(touch(tmp_path / "x"))])
+    assert found.datasets[0] == DataSet("<stdin>", "-") and len(found.datasets) == 2
+    with pytest.raises(KcheckError, match="named twice"):
+        discover(["-", "-"])
+
+
+@pytest.fixture
+def issue_dir(tmp_path) -> Path:
+    """The reported case: a file corrupt on line 1 named beside a good one."""
+    bd = tmp_path / "bd"
+    bd.mkdir()
+    (bd / "broken.svm").write_text("1 1:0.5 2:abc\n-1 1:0.25\n")
+    shutil.copy(Path(__file__).parent.parent / "datasets" / "heart_scale", bd / "sg")
+    return bd
+
+
+def test_a_named_corrupt_file_is_an_error_not_a_skip(issue_dir, tmp_path):
+    out = tmp_path / "o.jsonl"
+    r = kcheck("batch", str(issue_dir / "broken.svm"), str(issue_dir / "sg"), "-o", str(out),
+               *FAST)
+    assert r.returncode == 3, r.stderr
+    assert "skipping" not in r.stderr
+    lines = {x["name"]: x for x in lines_of(out)}
+    assert lines["broken.svm"]["status"] == "error"
+    assert lines["broken.svm"]["error"].startswith(f"{issue_dir / 'broken.svm'}:1: ")
+    assert lines["sg"]["status"] == "ok"
+
+
+def test_strict_turns_a_skip_into_an_error(issue_dir, tmp_path):
+    (issue_dir / "broken.svm").unlink()
+    (issue_dir / "README.md").write_text("# data\n")
+    out = tmp_path / "o.jsonl"
+    r = kcheck("batch", str(issue_dir), "-o", str(out), *FAST)
+    assert r.returncode == 0, r.stderr
+    readme = {x["name"]: x for x in lines_of(out)}[str(issue_dir / "README.md")]
+    assert readme["status"] == "skipped" and readme["reason"] == ".md file"
+    r = kcheck("batch", str(issue_dir), "-o", str(out), "--strict", *FAST)
+    assert r.returncode == 3, r.stderr
+    readme = {x["name"]: x for x in lines_of(out)}[str(issue_dir / "README.md")]
+    assert readme["status"] == "error" and ".md file" in readme["error"]
+    assert "README.md" in r.stderr.splitlines()[-1]
+
+
+def test_files_from_a_list_and_from_stdin(issue_dir, tmp_path):
+    (issue_dir / "broken.svm").unlink()
+    shutil.copy(Path(__file__).parent.parent / "datasets" / "fourclass", issue_dir / "fc")
+    listing = tmp_path / "list.txt"
+    listing.write_text(f"{issue_dir / 'sg'}\n\n{issue_dir / 'fc'}\n")
+    r = kcheck("batch", "--files-from", str(listing), *FAST)
+    assert r.returncode == 0, r.stderr
+    assert [json.loads(x)["name"] for x in r.stdout.splitlines()] == ["sg", "fc"]
+    r = subprocess.run([sys.executable, "-m", "kcheck", "batch", "--files-from", "-", *FAST],
+                       input=f"{issue_dir / 'fc'}\n", capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert [json.loads(x)["name"] for x in r.stdout.splitlines()] == ["fc"]
+    r = kcheck("batch", "-", "--files-from", "-")
+    assert r.returncode == 2 and "stdin" in r.stderr
+
+
+def test_a_bare_dash_is_data_on_stdin(issue_dir, tmp_path):
+    (issue_dir / "broken.svm").unlink()
+    data = (Path(__file__).parent.parent / "datasets" / "fourclass").read_bytes()
+    r = subprocess.run([sys.executable, "-m", "kcheck", "batch", "-", str(issue_dir / "sg"),
+                        "-j", "2", *FAST], input=data, capture_output=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    lines = {x["name"]: x for x in map(json.loads, r.stdout.splitlines())}
+    assert lines["<stdin>"]["data"]["rows"] == 862 and lines["<stdin>"]["verdict"] == "kernel"
+    assert lines["sg"]["status"] == "ok"
+
+
+def test_dash_o_is_stdout_not_a_file(issue_dir, tmp_path):
+    (issue_dir / "broken.svm").unlink()
+    r = subprocess.run([sys.executable, "-m", "kcheck", "batch", str(issue_dir), "-o", "-",
+                        *FAST], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert [json.loads(x)["name"] for x in r.stdout.splitlines()] == ["sg"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bd"]
+
+
+def test_on_a_terminal_without_o_the_table_is_shown_not_json(issue_dir):
+    """stdout and stderr on a terminal: the summary table, and no JSON glued to the spinner."""
+    import pty
+
+    (issue_dir / "broken.svm").unlink()
+    primary, secondary = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "kcheck", "batch", str(issue_dir), *FAST],
+                            stdout=secondary, stderr=secondary, stdin=subprocess.DEVNULL)
+    os.close(secondary)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(primary, 65536)
+        except OSError:  # EIO: the terminal's other end was closed
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(primary)
+    assert proc.wait(timeout=120) == 0
+    screen = b"".join(chunks).decode("utf-8", "replace")
+    assert "kcheck batch" in screen and "sg" in screen and "linear" in screen
+    assert '{"name"' not in screen and "schema_version" not in screen
+
+
+# --- the output file: locked, renamed into place, resumable --------------------------------------
+
+
+def test_a_second_run_on_the_same_output_is_refused_at_once(slow_pair, tmp_path):
+    out = tmp_path / "same.jsonl"
+    args = [sys.executable, "-m", "kcheck", "batch", str(slow_pair), "-o", str(out), "-j", "1",
+            *FAST, "-q"]
+    first = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        lock = tmp_path / "same.jsonl.lock"
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not lock.exists():
+            time.sleep(0.02)
+        assert lock.exists() and first.poll() is None
+        t0 = time.monotonic()
+        second = subprocess.run(args, capture_output=True, text=True, timeout=60)
+        assert second.returncode == 2, second.stderr
+        assert time.monotonic() - t0 < 10
+        assert "being written by another kcheck batch" in second.stderr
+        assert first.poll() is None, "the first run must still be going"
+        _, err = first.communicate(timeout=120)
+    finally:
+        first.kill()
+    assert first.returncode == 0, err
+    assert [x["name"] for x in lines_of(out)] == ["a_quick", "b_slow"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["same.jsonl"]
+
+
+def test_two_batches_started_together_lose_and_tear_nothing(data_dir, tmp_path):
+    """Started at the same moment on one output: one refuses (exit 2) or, if they did not
+    overlap, both finish; either way the file holds every data set's line, each whole."""
+    d = tmp_path / "sets"
+    d.mkdir()
+    for name in ("heart_scale", "fourclass", "lin300", "pair", "pair.t.gz"):
+        shutil.copy(data_dir / name, d / name)
+    out = tmp_path / "same.jsonl"
+    args = [sys.executable, "-m", "kcheck", "batch", str(d), "-o", str(out), "-q",
+            "--checkers", "degree2,multilinear", "--exact", "never"]
+    procs = [subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(2)]
+    results = [(p.wait(timeout=300), p.stderr.read()) for p in procs]
+    for p in procs:
+        p.stdout.close()
+        p.stderr.close()
+    codes = sorted(code for code, _ in results)
+    assert codes in ([0, 0], [0, 2]), results
+    if codes == [0, 2]:
+        assert any("being written by another kcheck batch" in err for _, err in results)
+    text = out.read_text()
+    assert text.endswith("\n")
+    assert sorted(json.loads(x)["name"] for x in text.splitlines()) == [
+        "fourclass", "heart_scale", "lin300", "pair"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["same.jsonl", "sets"]
+
+
+@pytest.fixture(scope="module")
+def slow_pair(data_dir, tmp_path_factory) -> Path:
+    """A quick data set, then one that takes several seconds."""
+    d = tmp_path_factory.mktemp("slowpair")
+    shutil.copy(data_dir / "heart_scale", d / "a_quick")
+    write_libsvm(str(d / "b_slow"), *linear_set(np.random.default_rng(5), 40_000, 20))
+    return d
+
+
+def test_interrupted_run_keeps_the_old_file_and_resume_finishes_it(slow_pair, tmp_path):
+    out = tmp_path / "out.jsonl"
+    out.write_bytes(b"old results\n")
+    partial = tmp_path / "out.jsonl.partial"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kcheck", "batch", str(slow_pair), "-o", str(out), *FAST, "-q"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not (partial.exists() and partial.read_text()):
+            time.sleep(0.02)
+        assert out.read_bytes() == b"old results\n"  # untouched while the run goes on
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, err
+    assert out.read_bytes() == b"old results\n"
+    assert [x["name"] for x in lines_of(partial)] == ["a_quick"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.jsonl", "out.jsonl.partial"]
+
+    r = kcheck("batch", str(slow_pair), "-o", str(out), "--resume", *FAST)
+    assert r.returncode == 0, r.stderr
+    assert "reused 1 of 2 results" in r.stderr
+    assert [x["name"] for x in lines_of(out)] == ["a_quick", "b_slow"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.jsonl"]
+
+
+# --- resume reuses only what is still valid ------------------------------------------------------
+
+
+def test_resume_key_follows_every_option_and_the_version(monkeypatch):
+    base = CheckConfig(train="a", test="b", jobs=2)
+    key = batch.resume_key(base, "d" * 64, None)
+    changed = {"epsilon": 0.05, "checkers": ("degree2",), "scaling": "minmax", "seed": 1,
+               "memory_limit": 2**30, "zero_based": True, "time_limit": 5.0, "exact": "never"}
+    keyed = set(batch.keyed_options(base))
+    assert keyed == set(changed), "a new CheckConfig field joins the key: give it a value here"
+    for name, value in changed.items():
+        assert batch.resume_key(dataclasses.replace(base, **{name: value}), "d" * 64, None) != key
+    for name, value in {"train": "x", "test": None, "jobs": 7, "model_out": "m"}.items():
+        assert batch.resume_key(dataclasses.replace(base, **{name: value}), "d" * 64, None) == key
+    assert batch.resume_key(base, "e" * 64, None) != key
+    assert batch.resume_key(base, "d" * 64, "f" * 64) != key
+    monkeypatch.setattr(batch, "__version__", "99.0")
+    assert batch.resume_key(base, "d" * 64, None) != key
+
+
+def test_resume_rechecks_what_changed(data_dir, tmp_path, datasets):
+    d = tmp_path / "sets"
+    d.mkdir()
+    for name in ("heart_scale", "lin300", "pair", "pair.t.gz"):
+        shutil.copy(data_dir / name, d / name)
+    sets = discover([str(d)]).datasets
+    config = CheckConfig(train="", checkers=("multilinear",), exact="never")
+    out = tmp_path / "r.jsonl"
+    first = batch.run_batch(sets, config, output=str(out))
+    assert len(first.lines) == 3 and not first.errors
+
+    same = batch.run_batch(sets, config, output=str(out), resume=True)
+    assert same.resumed == {"heart_scale", "lin300", "pair"} and same.stale == set()
+
+    # Another epsilon: nothing is valid any more.
+    eps = batch.run_batch(sets, dataclasses.replace(config, epsilon=0.05), output=str(out),
+                          resume=True)
+    assert eps.resumed == set() and eps.stale == {"heart_scale", "lin300", "pair"}
+    assert {x["epsilon"] for x in lines_of(out)} == {0.05}
+
+    # A replaced data file and a changed test file: those two are checked again.
+    shutil.copy(datasets / "fourclass", d / "heart_scale")
+    with gzip.open(d / "pair.t.gz", "rb") as f:
+        rows = f.read().splitlines(keepends=True)
+    with gzip.open(d / "pair.t.gz", "wb") as f:
+        f.write(b"".join(rows[:100]))
+    again = batch.run_batch(sets, dataclasses.replace(config, epsilon=0.05), output=str(out),
+                            resume=True)
+    assert again.resumed == {"lin300"} and again.stale == {"heart_scale", "pair"}
+    lines = {x["name"]: x for x in lines_of(out)}
+    assert lines["heart_scale"]["data"]["rows"] == 862  # fourclass now
+    assert lines["pair"]["test"]["rows"] == 100
+    assert len(lines_of(out)) == 3
+
+
+def test_resume_never_reuses_stdin(tmp_path, datasets, monkeypatch):
+    out = tmp_path / "r.jsonl"
+    config = CheckConfig(train="", checkers=("multilinear",), exact="never")
+    ds = [DataSet("<stdin>", "-")]
+    import io
+
+    for _ in range(2):
+        fake = io.TextIOWrapper(io.BytesIO((datasets / "heart_scale").read_bytes()))
+        monkeypatch.setattr(sys, "stdin", fake)
+        result = batch.run_batch(ds, config, output=str(out), resume=True)
+        assert result.resumed == set() and result.lines[0]["status"] == "ok"
+
+
+# --- the summary ---------------------------------------------------------------------------------
+
+
+def _line(verdict: str, deciding: str | None, **gaps: float) -> dict[str, Any]:
+    return {"verdict": verdict, "deciding_checker": deciding,
+            "checkers": {n: {"gap": g} for n, g in gaps.items()}}
+
+
+def test_summary_gap_is_the_deciding_checkers():
+    from kcheck.cli import deciding_gap
+
+    # kernel: the deciding checker's gap, even when another checker's is larger.
+    assert deciding_gap(_line("kernel", "rbf", rbf=0.03, multilinear=0.2)) == "+3.00 rbf"
+    assert deciding_gap(_line("kernel", "degree2", degree2=0.05, multilinear=0.01)) \
+        == "+5.00 degree2"
+    # linear: the largest gap, labelled as the closest checker; the exact comparison decides
+    # alone where it ran.
+    assert deciding_gap(_line("linear", None, degree2=0.01, multilinear=-0.02)) \
+        == "+1.00 degree2 (closest)"
+    assert deciding_gap(_line("linear", None, rbf=0.005, degree2=0.04)) \
+        == "+0.50 rbf (closest)"
+    assert deciding_gap(_line("linear", None)) == "-"

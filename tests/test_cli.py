@@ -192,3 +192,49 @@ def test_scale_output_file_is_atomic_and_usage_errors(datasets, tmp_path):
     assert kcheck("scale", str(datasets / "heart_scale"), "-s", "a", "-r", "b").returncode == 2
     missing = kcheck("scale", "-r", str(tmp_path / "none.range"), str(datasets / "heart_scale"))
     assert missing.returncode == 2 and b"none.range" in missing.stderr
+
+
+@pytest.fixture
+def wide_test_file(tmp_path, datasets):
+    """heart_scale's test file with a feature the training file never has: reading it drops
+    that value with a warning."""
+    test = tmp_path / "heart.t"
+    test.write_text("+1 1:0.5 14:1\n-1 2:0.5\n")
+    return test
+
+
+def test_quiet_silences_warnings_and_the_json_keeps_them(datasets, wide_test_file):
+    args = ["check", str(datasets / "heart_scale"), "--test", str(wide_test_file),
+            "--checkers", "multilinear", "--exact", "never"]
+    loud = kcheck(*args)
+    assert loud.returncode == 0, loud.stderr
+    assert loud.stderr.decode().count("dropped 1 value(s)") == 1
+    quiet = kcheck(*args, "-q")
+    assert quiet.returncode == 0 and quiet.stderr == b""
+    warnings = json.loads(quiet.stdout)["warnings"]
+    assert any("dropped 1 value(s)" in w for w in warnings)
+
+
+def test_quiet_batch_keeps_warnings_in_its_lines(datasets, wide_test_file, tmp_path):
+    d = tmp_path / "d"
+    d.mkdir()
+    (d / "heart").write_bytes((datasets / "heart_scale").read_bytes())
+    (d / "heart.t").write_bytes(wide_test_file.read_bytes())
+    out = tmp_path / "o.jsonl"
+    r = kcheck("batch", str(d), "-o", str(out), "-q", "--checkers", "multilinear", "--exact",
+               "never")
+    assert r.returncode == 0 and r.stderr == b"" and r.stdout == b""
+    line = json.loads(out.read_text())
+    assert any("dropped 1 value(s)" in w for w in line["warnings"])
+    loud = kcheck("batch", str(d), "-o", str(out), "--checkers", "multilinear", "--exact",
+                  "never")
+    assert "dropped 1 value(s)" in loud.stderr.decode()
+
+
+def test_dash_o_means_stdout(datasets, tmp_path):
+    for command in (["check", str(datasets / "heart_scale"), "--checkers", "multilinear"],
+                    ["verify", str(datasets / "heart_scale"), "-j", "1"]):
+        r = kcheck(*command, "-o", "-", "-q", cwd=tmp_path)
+        assert r.returncode == 0, r.stderr
+        assert json.loads(r.stdout)["data"]["rows"] == 270
+        assert list(tmp_path.iterdir()) == []

@@ -317,9 +317,10 @@ def parallel_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def interrupt(args: list[str], sig: int, *, after: float, tmpdir: Path,
-              when_exists: Path | None = None) -> tuple[Run, set[int]]:
+              when_exists: Path | None = None, group: bool = False) -> tuple[Run, set[int]]:
     """Start kcheck, send ``sig`` after ``after`` seconds (or once ``when_exists`` matches a
-    file), and return the run and the processes it had started."""
+    file), and return the run and the processes it had started. ``group`` sends it to the
+    whole process group, as Ctrl-C in a terminal does."""
     env = dict(os.environ, TMPDIR=str(tmpdir))
     proc = subprocess.Popen([sys.executable, "-m", "kcheck", *args], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, env=env, start_new_session=True)
@@ -331,7 +332,10 @@ def interrupt(args: list[str], sig: int, *, after: float, tmpdir: Path,
             time.sleep(0.002 if when_exists else 0.05)
         assert proc.poll() is None, "kcheck ended before it could be interrupted"
         children = descendants(proc.pid)
-        proc.send_signal(sig)
+        if group:
+            os.killpg(proc.pid, sig)
+        else:
+            proc.send_signal(sig)
         out, err = proc.communicate(timeout=30)
     finally:
         if proc.poll() is None:
@@ -348,6 +352,7 @@ def our_temporary_files(tmpdir: Path) -> list[str]:
 def assert_interrupted(run: Run, code: int, children: set[int]) -> None:
     assert run.code == code, run.describe()
     assert "Traceback" not in run.stderr and "interrupted" in run.stderr, run.describe()
+    assert "leaked" not in run.stderr and "resource_tracker" not in run.stderr, run.describe()
     assert run.stdout == b""
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline and any(alive(p) for p in children):
@@ -377,6 +382,25 @@ POOL_TEMP_DIR = (
     "main() ends an interrupted run with os._exit, which skips multiprocessing's exit "
     "handlers: the fork server's pymp-XXXX directory (with its socket) stays in TMPDIR"
 )
+
+
+@pytest.mark.parametrize("after", [0.4, 0.9, 1.5, 2.5])
+def test_ctrl_c_to_the_process_group_with_workers_ends_cleanly(after, slow_model_data, tmp_path):
+    """Ctrl-C in a terminal reaches kcheck, its fork server, resource tracker and workers.
+
+    Whenever it lands (reading, the fork server importing its modules, workers starting, the
+    grid search running), the run ends with exit 130, one line, no traceback from any of the
+    processes, no leaked-semaphore warning, and no process left.
+    """
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    run, children = interrupt(
+        ["check", str(slow_model_data), "-j", "2", "--checkers", "multilinear",
+         "--model-out", str(tmp_path / "m"), "--model", "kernel"],
+        signal.SIGINT, after=after, tmpdir=tmpdir, group=True)
+    assert_interrupted(run, 130, children)
+    assert [x for x in run.stderr.splitlines() if x.strip()] == ["kcheck: interrupted"]
+    assert list(tmpdir.iterdir()) == []
 
 
 def test_interrupt_leaves_no_temporary_directory(slow_model_data: Path, tmp_path: Path):
@@ -525,3 +549,68 @@ def test_degree2_json_does_not_depend_on_machine_speed(tmp_path: Path, monkeypat
     monkeypatch.setattr(time, "perf_counter", lambda: start + 4.0 * (real() - start))
     slow = run(config).json
     assert without_timing(fast) == without_timing(slow)
+
+
+# --- closed standard streams ---------------------------------------------------------------
+
+
+def run_with_closed(stream: str, args: list[str], stdin: bytes | None = None) -> Run:
+    """Run kcheck as ``kcheck ARGS <&-`` (or ``>&-``, ``2>&-``)."""
+    fd = {"stdin": 0, "stdout": 1, "stderr": 2}[stream]
+    proc = subprocess.run(
+        [sys.executable, "-m", "kcheck", *args], input=stdin,
+        stdout=None if fd == 1 else subprocess.PIPE, stderr=None if fd == 2 else subprocess.PIPE,
+        preexec_fn=lambda: os.close(fd), timeout=120)
+    return Run(tuple(args), proc.returncode, proc.stdout or b"",
+               (proc.stderr or b"").decode("utf-8", "replace"))
+
+
+#: Every command, with its data going to stdout where it has any.
+STREAM_COMMANDS = {
+    "check": ["check", str(PLAIN), "--checkers", "multilinear", "-q"],
+    "check -o": ["check", str(PLAIN), "--checkers", "multilinear", "-q", "-o", "{out}"],
+    "scale": ["scale", str(PLAIN), "-q"],
+    "predict": ["predict", "{model}", str(PLAIN), "-q"],
+    "verify": ["verify", str(PLAIN), "-q", "-j", "1"],
+    "batch": ["batch", str(PLAIN), "--checkers", "multilinear", "-q"],
+    "batch -o": ["batch", str(PLAIN), "--checkers", "multilinear", "-q", "-o", "{out}"],
+    "help": ["--help"],
+}
+
+
+@pytest.mark.parametrize("stream", ["stdin", "stdout", "stderr"])
+@pytest.mark.parametrize("command", list(STREAM_COMMANDS))
+def test_every_command_with_a_closed_standard_stream(command, stream, model, tmp_path):
+    """Never a traceback or exit 1 (the gate's code): a closed stdin is not needed here, a
+    closed stderr only loses messages, and data for a closed stdout is one error line."""
+    out = tmp_path / "out"
+    args = [a.format(model=model, out=out) for a in STREAM_COMMANDS[command]]
+    r = run_with_closed(stream, args)
+    assert "Traceback" not in r.stderr, r.describe()
+    writes_stdout = "{out}" not in " ".join(STREAM_COMMANDS[command])
+    if stream == "stdout" and writes_stdout:
+        assert_one_error_line(r, "stdout is closed")
+        assert not out.exists()
+        return
+    assert r.code == 0, r.describe()
+    if not writes_stdout:
+        assert out.stat().st_size > 0
+    elif stream != "stdout" and command != "help":
+        assert r.stdout.strip(), r.describe()
+
+
+@pytest.mark.parametrize("stream", ["stdin", "stdout", "stderr"])
+def test_gate_and_errors_with_a_closed_stream(stream, tmp_path):
+    """The gate still trips with 1, bad input still gives 2, data from a closed stdin is 2."""
+    out = ["-o", str(tmp_path / "v.json")]
+    gate = run_with_closed(stream, ["check", str(DATASETS / "fourclass"), "--checkers",
+                                    "multilinear", "--exact", "never", "--fail-on", "kernel",
+                                    "-q", *out])
+    assert gate.code == 1, gate.describe()
+    bad = run_with_closed(stream, ["check", str(GARBAGE), *out])
+    assert bad.code == 2 and "Traceback" not in bad.stderr, bad.describe()
+    piped = run_with_closed(stream, ["check", "-", "--checkers", "multilinear", "-q", *out],
+                            stdin=None if stream == "stdin" else PLAIN.read_bytes())
+    assert piped.code == (2 if stream == "stdin" else 0), piped.describe()
+    if stream == "stdin":
+        assert_one_error_line(piped, "stdin is closed")

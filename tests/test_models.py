@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -265,9 +266,11 @@ def test_predict_rejects_a_range_file_of_other_data(tmp_path, exported, model, d
 def test_predict_warns_about_a_range_file_wider_than_the_support_vectors(tmp_path, exported):
     path = _copy_model(exported["kernel:fourclass"], tmp_path,
                        exported["kernel:heart_scale"]["range_path"])
-    r = _kcheck("predict", str(path), "datasets/fourclass", "-q")
+    r = _kcheck("predict", str(path), "datasets/fourclass")
     assert r.returncode == 0 and len(r.stdout.splitlines()) == 862
-    assert r.stderr.startswith("kcheck: warning:") and "no support vector" in r.stderr
+    assert "kcheck: warning:" in r.stderr and "no support vector" in r.stderr
+    quiet = _kcheck("predict", str(path), "datasets/fourclass", "-q")  # -q silences warnings
+    assert quiet.returncode == 0 and quiet.stdout == r.stdout and quiet.stderr == ""
 
 
 def test_predict_rejects_a_range_file_that_drops_a_used_feature(tmp_path, exported):
@@ -293,9 +296,14 @@ def _without_seconds(d):
     return d
 
 
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
 def test_verify_json_and_determinism_across_jobs(tmp_path):
     check = tmp_path / "check.json"
-    check.write_text(json.dumps({"schema_version": 1, "verdict": "kernel", "epsilon": 0.02}))
+    check.write_text(json.dumps({"schema_version": 1, "verdict": "kernel", "epsilon": 0.02,
+                                 "data": {"sha256": _sha256(DATASETS / "fourclass")}}))
     runs = []
     for jobs in ("1", "2"):
         r = _kcheck("verify", "datasets/fourclass", "-j", jobs, "--seed", "3",
@@ -346,7 +354,8 @@ def test_verify_maps_non_integer_labels(tmp_path):
 
 def test_verify_uses_the_check_epsilon_and_reports_disagreement(tmp_path):
     check = tmp_path / "check.json"
-    check.write_text(json.dumps({"schema_version": 1, "verdict": "kernel", "epsilon": 0.5}))
+    check.write_text(json.dumps({"schema_version": 1, "verdict": "kernel", "epsilon": 0.5,
+                                 "data": {"sha256": _sha256(DATASETS / "heart_scale")}}))
     v = models.verify(models.VerifyConfig(str(DATASETS / "heart_scale"), grid=SMALL,
                                           check_json=str(check)))
     assert v["epsilon"] == 0.5 and v["verdict"] == "linear" and v["confirms"] is False

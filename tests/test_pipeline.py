@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+
 import numpy as np
 import pytest
 
@@ -51,7 +53,9 @@ def test_json_schema(datasets):
     assert set(v) >= {"kcheck_version", "verdict", "margin", "epsilon", "seed", "data", "scaling",
                       "split", "linear", "checkers", "test", "model", "seconds"}
     assert v["verdict"] in ("linear", "kernel") and v["margin"] in ("clear", "borderline")
-    assert v["data"] == {"path": str(datasets / "heart_scale"), "rows": 270, "features": 13,
+    sha256 = hashlib.sha256((datasets / "heart_scale").read_bytes()).hexdigest()
+    assert v["data"] == {"path": str(datasets / "heart_scale"), "sha256": sha256,
+                         "rows": 270, "features": 13,
                          "nnz": 3378, "density": pytest.approx(3378 / (270 * 13), abs=1e-6),
                          "classes": [-1, 1]}
     assert v["split"] == {"train": 202, "validation": 68, "stratified": True}

@@ -1,0 +1,135 @@
+"""`kcheck verify --check-json` as a gate: the verdict must be about the same data, and the
+exit code says whether the reference confirms it (0), does not (1), or cannot be run (2)."""
+
+from __future__ import annotations
+
+import json
+import lzma
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import DATASETS, ROOT
+
+
+def kcheck(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "kcheck", *args], capture_output=True,
+                          text=True, timeout=300, cwd=ROOT)
+
+
+def one_error_line(r: subprocess.CompletedProcess[str], *fragments: str) -> str:
+    assert r.returncode == 2, r.stderr
+    lines = [x for x in r.stderr.splitlines() if x.strip()]
+    assert "Traceback" not in r.stderr and len(lines) == 1, r.stderr
+    assert lines[0].startswith("kcheck: "), r.stderr
+    for fragment in fragments:
+        assert fragment in lines[0], r.stderr
+    return lines[0]
+
+
+@pytest.fixture(scope="module")
+def heart_check(tmp_path_factory) -> Path:
+    """A real check verdict on heart_scale, with a non-default seed and scaling."""
+    out = tmp_path_factory.mktemp("check") / "heart.json"
+    r = kcheck("check", str(DATASETS / "heart_scale"), "--checkers", "multilinear", "--seed",
+               "5", "--scaling", "minmax", "-q", "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    return out
+
+
+def test_confirmed_verdict_exits_0_and_takes_the_checks_settings(heart_check, tmp_path):
+    check = json.loads(heart_check.read_text())
+    out = tmp_path / "v.json"
+    r = kcheck("verify", str(DATASETS / "heart_scale"), "--check-json", str(heart_check), "-j",
+               "1", "-q", "-o", str(out))
+    v = json.loads(out.read_text())
+    assert v["seed"] == 5 and v["scaling"]["method"] == "minmax"
+    assert v["epsilon"] == check["epsilon"]
+    assert v["data"]["sha256"] == check["data"]["sha256"]
+    assert v["check"]["verdict"] == check["verdict"]
+    assert r.returncode == (0 if v["confirms"] else 1), r.stderr
+    assert v["confirms"] is True  # heart_scale: linear is enough, by a clear margin
+
+
+def test_unconfirmed_verdict_exits_1(heart_check, tmp_path):
+    doctored = json.loads(heart_check.read_text())
+    doctored["verdict"] = "kernel" if doctored["verdict"] == "linear" else "linear"
+    path = tmp_path / "doctored.json"
+    path.write_text(json.dumps(doctored))
+    r = kcheck("verify", str(DATASETS / "heart_scale"), "--check-json", str(path), "-j", "1",
+               "--json")
+    assert r.returncode == 1, r.stderr
+    assert json.loads(r.stdout)["confirms"] is False
+    assert "does not confirm" in r.stderr.splitlines()[-1]
+
+
+def test_a_verdict_on_other_data_is_refused(heart_check):
+    r = kcheck("verify", str(DATASETS / "fourclass"), "--check-json", str(heart_check), "-j",
+               "1", "--json")
+    one_error_line(r, "fourclass is not the data", "re-run kcheck check")
+    assert r.stdout == ""
+
+
+def test_compressed_data_is_the_same_data(heart_check, tmp_path):
+    xz = tmp_path / "heart_scale.xz"
+    with lzma.open(xz, "wb") as f:
+        f.write((DATASETS / "heart_scale").read_bytes())
+    r = kcheck("verify", str(xz), "--check-json", str(heart_check), "-j", "1", "--json", "-q")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["confirms"] is True
+
+
+@pytest.mark.parametrize("change", ["missing", "not a hash"])
+def test_a_verdict_without_a_hash_is_refused(heart_check, tmp_path, change):
+    old = json.loads(heart_check.read_text())
+    if change == "missing":
+        del old["data"]["sha256"]
+    else:
+        old["data"]["sha256"] = "abc"
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(old))
+    r = kcheck("verify", str(DATASETS / "heart_scale"), "--check-json", str(path), "-j", "1")
+    one_error_line(r, str(path), "data.sha256", "re-run kcheck check")
+
+
+@pytest.mark.parametrize(
+    "args, fragment",
+    [(["--seed", "6"], "--seed 6"), (["--scaling", "maxabs"], "--scaling maxabs"),
+     (["--epsilon", "0.05"], "--epsilon 0.05")],
+)
+def test_an_option_that_contradicts_the_check_is_refused(heart_check, args, fragment):
+    r = kcheck("verify", str(DATASETS / "heart_scale"), "--check-json", str(heart_check), *args)
+    one_error_line(r, fragment, "leave out")
+
+
+def test_an_option_that_agrees_with_the_check_is_accepted(heart_check):
+    r = kcheck("verify", str(DATASETS / "heart_scale"), "--check-json", str(heart_check), "-j",
+               "1", "--seed", "5", "--scaling", "minmax", "--json", "-q")
+    assert r.returncode == 0, r.stderr
+
+
+@pytest.mark.parametrize("command", ["check", "verify", "batch"])
+@pytest.mark.parametrize("seed", ["-1", "4294967296", "x"])
+def test_seed_out_of_range_is_a_usage_error(command, seed):
+    r = kcheck(command, str(DATASETS / "heart_scale"), "--seed", seed)
+    assert r.returncode == 2, r.stderr
+    assert "Traceback" not in r.stderr and "--seed" in r.stderr
+
+
+def test_largest_seed_is_accepted():
+    r = kcheck("check", str(DATASETS / "heart_scale"), "--checkers", "multilinear", "--exact",
+               "never", "--seed", str(2**32 - 1), "-q")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["seed"] == 2**32 - 1
+
+
+@pytest.mark.parametrize("field, value", [("epsilon", "x"), ("seed", 1.5),
+                                          ("scaling", {"method": "zscore"}), ("scaling", 3)])
+def test_a_check_json_with_bad_settings_is_refused(heart_check, tmp_path, field, value):
+    doctored = json.loads(heart_check.read_text())
+    doctored[field] = value
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(doctored))
+    r = kcheck("verify", str(DATASETS / "heart_scale"), "--check-json", str(path), "-j", "1")
+    one_error_line(r, str(path), "not a kcheck check verdict")
