@@ -905,7 +905,7 @@ def content_sha256(path: PathArg) -> str:
     name = _display_name(path)
     digest = hashlib.sha256()
     with contextlib.ExitStack() as stack:
-        f, _ = _open(path, name, stack)
+        f, _ = _open(path, name, stack, max_line_bytes())  # not stdin: no line cap applies
         while True:
             try:
                 block = f.read(1 << 20)

@@ -74,7 +74,9 @@ def data_dir(tmp_path_factory, datasets=Path(__file__).parent.parent / "datasets
     rng = np.random.default_rng(7)
     shutil.copy(datasets / "heart_scale", d / "heart_scale")
     shutil.copy(datasets / "fourclass", d / "fourclass")
-    write_libsvm(str(d / "lin300"), *linear_set(rng, 300))
+    # 1,500 rows: with MultiLinear alone and no exact mode, a 300-row set leaves 75 rows in V,
+    # where a 2-point gap is noise (the verdict flipped with the generator's seed).
+    write_libsvm(str(d / "lin1500"), *linear_set(rng, 1500))
     y, X = linear_set(rng, 400, 4)
     write_libsvm(str(d / "pair"), y[:250], X[:250])
     write_libsvm(str(d / "pair.t"), y[250:], X[250:])
@@ -88,7 +90,7 @@ def data_dir(tmp_path_factory, datasets=Path(__file__).parent.parent / "datasets
     return d
 
 
-NAMES = ["broken", "fourclass", "heart_scale", "lin300", "pair"]
+NAMES = ["broken", "fourclass", "heart_scale", "lin1500", "pair"]
 
 
 # --- discovery ---------------------------------------------------------------------------------
@@ -205,7 +207,7 @@ def test_serial_run_lines_and_summary(serial_run, data_dir):
         assert lines[name]["status"] == ("error" if name == "broken" else "ok")
     assert lines["fourclass"]["verdict"] == "kernel"
     assert lines["heart_scale"]["verdict"] == "linear"
-    assert lines["lin300"]["verdict"] == "linear"
+    assert lines["lin1500"]["verdict"] == "linear"
     # The pair: checked once, scored on its (compressed) test file.
     pair = lines["pair"]
     assert pair["test"]["path"] == str(data_dir / "pair.t.gz") and pair["test"]["rows"] == 150
@@ -240,12 +242,12 @@ def test_parallel_lines_match_serial(serial_run, data_dir, tmp_path):
 def test_stdout_gets_the_lines_without_o(data_dir, tmp_path):
     d = tmp_path / "two"
     d.mkdir()
-    for name in ("heart_scale", "lin300"):
+    for name in ("heart_scale", "lin1500"):
         shutil.copy(data_dir / name, d / name)
     r = kcheck("batch", str(d), *FAST)
     assert r.returncode == 0, r.stderr
     lines = [json.loads(x) for x in r.stdout.splitlines()]
-    assert [x["name"] for x in lines] == ["heart_scale", "lin300"]
+    assert [x["name"] for x in lines] == ["heart_scale", "lin1500"]
     assert all(x["status"] == "ok" and x["error"] is None for x in lines)
     assert "{" not in r.stderr and "kcheck batch" in r.stderr
 
@@ -275,7 +277,7 @@ def test_resume_skips_ok_and_retries_errors(data_dir, tmp_path):
              for t in text if '"fourclass"' not in t]
     out.write_text("\n".join(fixed) + "\n" + text[1][:40])
     third = batch.run_batch(sets, config, output=str(out), resume=True)
-    assert third.resumed == {"lin300", "pair"}
+    assert third.resumed == {"lin1500", "pair"}
     assert {x["name"]: x["status"] for x in third.lines}["heart_scale"] == "ok"
     assert sorted(x["name"] for x in lines_of(out)) == NAMES
 
@@ -635,7 +637,7 @@ def test_two_batches_started_together_lose_and_tear_nothing(data_dir, tmp_path):
     overlap, both finish; either way the file holds every data set's line, each whole."""
     d = tmp_path / "sets"
     d.mkdir()
-    for name in ("heart_scale", "fourclass", "lin300", "pair", "pair.t.gz"):
+    for name in ("heart_scale", "fourclass", "lin1500", "pair", "pair.t.gz"):
         shutil.copy(data_dir / name, d / name)
     out = tmp_path / "same.jsonl"
     args = [sys.executable, "-m", "kcheck", "batch", str(d), "-o", str(out), "-q",
@@ -653,7 +655,7 @@ def test_two_batches_started_together_lose_and_tear_nothing(data_dir, tmp_path):
     text = out.read_text()
     assert text.endswith("\n")
     assert sorted(json.loads(x)["name"] for x in text.splitlines()) == [
-        "fourclass", "heart_scale", "lin300", "pair"]
+        "fourclass", "heart_scale", "lin1500", "pair"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["same.jsonl", "sets"]
 
 
@@ -717,7 +719,7 @@ def test_resume_key_follows_every_option_and_the_version(monkeypatch):
 def test_resume_rechecks_what_changed(data_dir, tmp_path, datasets):
     d = tmp_path / "sets"
     d.mkdir()
-    for name in ("heart_scale", "lin300", "pair", "pair.t.gz"):
+    for name in ("heart_scale", "lin1500", "pair", "pair.t.gz"):
         shutil.copy(data_dir / name, d / name)
     sets = discover([str(d)]).datasets
     config = CheckConfig(train="", checkers=("multilinear",), exact="never")
@@ -726,12 +728,12 @@ def test_resume_rechecks_what_changed(data_dir, tmp_path, datasets):
     assert len(first.lines) == 3 and not first.errors
 
     same = batch.run_batch(sets, config, output=str(out), resume=True)
-    assert same.resumed == {"heart_scale", "lin300", "pair"} and same.stale == set()
+    assert same.resumed == {"heart_scale", "lin1500", "pair"} and same.stale == set()
 
     # Another epsilon: nothing is valid any more.
     eps = batch.run_batch(sets, dataclasses.replace(config, epsilon=0.05), output=str(out),
                           resume=True)
-    assert eps.resumed == set() and eps.stale == {"heart_scale", "lin300", "pair"}
+    assert eps.resumed == set() and eps.stale == {"heart_scale", "lin1500", "pair"}
     assert {x["epsilon"] for x in lines_of(out)} == {0.05}
 
     # A replaced data file and a changed test file: those two are checked again.
@@ -742,7 +744,7 @@ def test_resume_rechecks_what_changed(data_dir, tmp_path, datasets):
         f.write(b"".join(rows[:100]))
     again = batch.run_batch(sets, dataclasses.replace(config, epsilon=0.05), output=str(out),
                             resume=True)
-    assert again.resumed == {"lin300"} and again.stale == {"heart_scale", "pair"}
+    assert again.resumed == {"lin1500"} and again.stale == {"heart_scale", "pair"}
     lines = {x["name"]: x for x in lines_of(out)}
     assert lines["heart_scale"]["data"]["rows"] == 862  # fourclass now
     assert lines["pair"]["test"]["rows"] == 100
