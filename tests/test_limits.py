@@ -122,10 +122,10 @@ def test_a_stray_large_index_costs_little(tmp_path: Path) -> None:
 
 @pytest.fixture(scope="module")
 def mid_size(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """3,000 x 20 dense: every step takes a fraction of a second; degree-2 (2,250 rows x 230
-    expanded values) is too big to run in full within a short budget."""
+    """3,000 x 40 dense: every step takes a fraction of a second; degree-2 (2,250 rows x 860
+    expanded values, about 10 s of counted work) is too big to run in full within 3 s."""
     rng = np.random.default_rng(0)
-    X = np.round(rng.normal(size=(3000, 20)), 4)
+    X = np.round(rng.normal(size=(3000, 40)), 4)
     y = np.where(X[:, 0] * X[:, 1] + 0.3 * X[:, 2] > 0, 1.0, -1.0)
     path = tmp_path_factory.mktemp("mid") / "mid.svm"
     write_libsvm(str(path), y, X)
