@@ -104,7 +104,7 @@ def _commit(target: str, tmp: str, special: bool) -> None:
             shutil.copyfileobj(src, dst)
         os.unlink(tmp)
         return
-    os.chmod(tmp, _mode_for(target))
+    os.chmod(tmp, mode_for(target))
     os.replace(tmp, target)
 
 
@@ -191,7 +191,7 @@ def atomic_open(
             raise _failed(os.fspath(path), what, e) from None
 
 
-def _mode_for(target: str) -> int:
+def mode_for(target: str) -> int:
     """The old file's permissions, or the umask's default for a new file."""
     try:
         return os.stat(target).st_mode & 0o7777

@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 from typing import IO, Any
 
 from kcheck import __version__
+from kcheck.atomic import mode_for
 from kcheck.data import content_sha256
 from kcheck.errors import KcheckError, recorded_warnings
 from kcheck.memory import default_memory_limit
@@ -647,7 +648,7 @@ class LineWriter:
             assert self._fd is not None
             fd, self._fd = self._fd, None
             os.close(fd)
-            os.chmod(self._partial, _mode_for(self._target))
+            os.chmod(self._partial, mode_for(self._target))
             os.replace(self._partial, self._target)
             self._committed = True
         except OSError as e:
@@ -696,16 +697,6 @@ def _special(path: str) -> bool:
         return not stat.S_ISREG(os.stat(path).st_mode)
     except FileNotFoundError:
         return False
-
-
-def _mode_for(target: str) -> int:
-    """The old file's permissions, or the umask's default for a new file."""
-    try:
-        return os.stat(target).st_mode & 0o7777
-    except OSError:
-        umask = os.umask(0)
-        os.umask(umask)
-        return 0o666 & ~umask
 
 
 def _lock(path: str, lock_path: str) -> int:

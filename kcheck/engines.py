@@ -400,10 +400,25 @@ class SvmProblem:
         return cls(_svm.svm_problem(yb, Xb), Xb, yb)
 
 
-def _check_svm(problem: SvmProblem, param: _svm.svm_parameter) -> None:
+def _check_svm(problem: SvmProblem | KernelProblem, param: _svm.svm_parameter) -> None:
     err = _svm.libsvm.svm_check_parameter(problem._prob, param)
     if err:
         raise EngineError(f"LIBSVM: {err.decode()}")
+
+
+def _svm_cv_count(
+    problem: SvmProblem | KernelProblem, param: _svm.svm_parameter, folds: int, seed: int
+) -> int:
+    """LIBSVM's stratified k-fold CV; the number of rows predicted right."""
+    if problem.n_rows < folds:
+        raise EngineError(f"{problem.n_rows} rows are too few for {folds}-fold CV")
+    _check_svm(problem, param)
+    target = (ctypes.c_double * problem.n_rows)()
+    _one_omp_thread()
+    _seed_c_rand(seed)
+    _svm.libsvm.svm_cross_validation(problem._prob, param, folds, target)
+    predicted = np.ctypeslib.as_array(target, shape=(problem.n_rows,))
+    return int(np.count_nonzero(predicted == problem.y))
 
 
 def cv_rbf(problem: SvmProblem, C: float, gamma: float, *, folds: int, seed: int) -> int:
@@ -412,16 +427,7 @@ def cv_rbf(problem: SvmProblem, C: float, gamma: float, *, folds: int, seed: int
     A count, not a ratio, so that comparing grid points is exact. Folds come from ``rand()``,
     seeded here, so every grid point with the same seed sees the same folds.
     """
-    if problem.n_rows < folds:
-        raise EngineError(f"{problem.n_rows} rows are too few for {folds}-fold CV")
-    param = _svm_parameter(C, gamma)
-    _check_svm(problem, param)
-    target = (ctypes.c_double * problem.n_rows)()
-    _one_omp_thread()
-    _seed_c_rand(seed)
-    _svm.libsvm.svm_cross_validation(problem._prob, param, folds, target)
-    predicted = np.ctypeslib.as_array(target, shape=(problem.n_rows,))
-    return int(np.count_nonzero(predicted == problem.y))
+    return _svm_cv_count(problem, _svm_parameter(C, gamma), folds, seed)
 
 
 @dataclass
@@ -574,18 +580,7 @@ class KernelProblem:
 
 def cv_kernel(problem: KernelProblem, C: float, *, folds: int, seed: int) -> int:
     """:func:`cv_rbf` on a precomputed kernel: the same folds and the same count."""
-    if problem.n_rows < folds:
-        raise EngineError(f"{problem.n_rows} rows are too few for {folds}-fold CV")
-    param = _kernel_parameter(C)
-    err = _svm.libsvm.svm_check_parameter(problem._prob, param)
-    if err:
-        raise EngineError(f"LIBSVM: {err.decode()}")
-    target = (ctypes.c_double * problem.n_rows)()
-    _one_omp_thread()
-    _seed_c_rand(seed)
-    _svm.libsvm.svm_cross_validation(problem._prob, param, folds, target)
-    predicted = np.ctypeslib.as_array(target, shape=(problem.n_rows,))
-    return int(np.count_nonzero(predicted == problem.y))
+    return _svm_cv_count(problem, _kernel_parameter(C), folds, seed)
 
 
 def fit_predict_kernel(
@@ -593,9 +588,7 @@ def fit_predict_kernel(
 ) -> np.ndarray:
     """Train C-SVC on the problem's kernel and predict rows whose kernel against it is K_test."""
     param = _kernel_parameter(C)
-    err = _svm.libsvm.svm_check_parameter(problem._prob, param)
-    if err:
-        raise EngineError(f"LIBSVM: {err.decode()}")
+    _check_svm(problem, param)
     _one_omp_thread()
     ptr = _svm.libsvm.svm_train(problem._prob, param)
     if not ptr:
