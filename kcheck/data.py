@@ -39,7 +39,7 @@ import numpy.typing as npt
 import scipy.sparse as sp
 
 from kcheck.atomic import atomic_open
-from kcheck.errors import DataFormatError, KcheckWarning
+from kcheck.errors import DataFormatError, KcheckError, KcheckWarning
 from kcheck.memory import line_too_long, max_line_bytes
 
 __all__ = ["read_libsvm", "write_libsvm", "label_repr", "content_sha256"]
@@ -149,6 +149,14 @@ def _codec_name(f: BinaryIO) -> str:
 
 class _LineTooLong(Exception):
     """A line outgrew the cap; the caller knows its number."""
+
+
+class _TooLarge(Exception):
+    """The values read so far outgrew ``max_csr_bytes``; the caller knows the line."""
+
+
+#: CSR bytes of one stored value: float64 value and int32 index.
+_BYTES_PER_VALUE = 12
 
 
 def _line_chunks(
@@ -785,7 +793,12 @@ class _Builder:
     are trimmed in place at the end, so the peak is about the result plus one chunk.
     """
 
-    def __init__(self, size_hint: int, n_features: int | None) -> None:
+    def __init__(
+        self, size_hint: int, n_features: int | None, max_bytes: int | None = None
+    ) -> None:
+        self.max_bytes = max_bytes
+        if max_bytes is not None:
+            size_hint = min(size_hint, max(max_bytes, 0))
         self.cap = min(max(size_hint // 8, 1024), 1 << 26)
         self.vals = np.empty(self.cap, np.float64)
         self.cols = np.empty(self.cap, np.int32)
@@ -806,6 +819,8 @@ class _Builder:
             self.dropped += len(cols) - int(np.count_nonzero(keep))
             cols, vals = cols[keep], vals[keep]
         k = len(cols)
+        if self.max_bytes is not None and (self.nnz + k) * _BYTES_PER_VALUE > self.max_bytes:
+            raise _TooLarge()
         if k:
             if self.nnz + k > self.cap:
                 self.cap = max(self.nnz + k, self.cap + self.cap // 2)
@@ -849,6 +864,7 @@ def read_libsvm(
     zero_based: bool = False,
     memory_limit: int | None = None,
     digest: Any = None,
+    max_csr_bytes: int | None = None,
 ) -> tuple[np.ndarray, sp.csr_matrix]:
     """Read a LIBSVM/svmlight file into (y, X).
 
@@ -863,6 +879,10 @@ def read_libsvm(
     ``digest``, a hashlib object such as ``hashlib.sha256()``, is fed the decompressed content
     as it is read, so the content hash costs no second pass over the file (see
     :func:`content_sha256`).
+
+    ``max_csr_bytes`` stops the read with a :class:`KcheckError` as soon as the values read
+    need more than that many bytes of CSR, so a file that cannot fit the memory limit is
+    refused before it is in memory, not after.
     """
     if n_features is not None and (
         isinstance(n_features, bool)
@@ -875,7 +895,9 @@ def read_libsvm(
     max_line = max_line_bytes(memory_limit)
     with contextlib.ExitStack() as stack:
         f, size_hint = _open(path, name, stack, max_line)
-        out = _Builder(size_hint, None if n_features is None else int(n_features))
+        out = _Builder(
+            size_hint, None if n_features is None else int(n_features), max_csr_bytes
+        )
         line = 1
         try:
             for text in _line_chunks(f, name, max_line, digest):
@@ -886,6 +908,18 @@ def read_libsvm(
                 line += part.nlines
         except _LineTooLong:
             raise line_too_long(name, line, max_line) from None
+        except _TooLarge:
+            assert max_csr_bytes is not None
+            if max_csr_bytes <= 0:
+                raise KcheckError(
+                    f"{name}: the memory limit leaves no room for the data (a check needs "
+                    "about 3x the data's size in memory plus 64 MB; see --memory-limit)"
+                ) from None
+            raise KcheckError(
+                f"{name}: by line {line:,} the data already needs more than "
+                f"{max_csr_bytes / 2**20:,.1f} MB in memory, more than the memory limit "
+                "allows a check (about 3x the data's size plus 64 MB; see --memory-limit)"
+            ) from None
         except DataFormatError:
             _check_stream(f, name)  # garbage from a corrupt archive: say that instead
             raise

@@ -95,6 +95,12 @@ def check_fits(source: str, data_bytes: int, memory_limit: int) -> None:
         )
 
 
+def max_data_bytes(memory_limit: int) -> int:
+    """The largest CSR that :func:`check_fits` accepts under ``memory_limit``: the reader stops
+    there, so that a file too large for the limit is refused before it is read whole."""
+    return (memory_limit - FIXED_BYTES) // CHECK_BYTES_PER_CSR_BYTE
+
+
 def checker_budget(memory_limit: int, data_bytes: int) -> int:
     """What a checker may allocate on top of the data in memory (T and V, about the CSR
     bytes, and the working set of the other steps), so that the run keeps to the limit."""

@@ -20,7 +20,13 @@ from kcheck.checkers import degree2, exact, linear, multilinear, rff
 from kcheck.checkers.base import CheckerResult, Dataset
 from kcheck.data import read_libsvm
 from kcheck.errors import KcheckError, TimeLimitReached
-from kcheck.memory import check_fits, checker_budget, csr_bytes, default_memory_limit
+from kcheck.memory import (
+    check_fits,
+    checker_budget,
+    csr_bytes,
+    default_memory_limit,
+    max_data_bytes,
+)
 from kcheck.scaling import Scaler, fit_scaler
 from kcheck.split import stratified_split
 from kcheck.verdict import (
@@ -142,7 +148,8 @@ def run(config: CheckConfig, progress: Progress | None = None) -> CheckReport:
     t0 = time.perf_counter()
     digest = hashlib.sha256()
     y_raw, X = read_libsvm(config.train, zero_based=config.zero_based,
-                           memory_limit=memory_limit, digest=digest)
+                           memory_limit=memory_limit, digest=digest,
+                           max_csr_bytes=max_data_bytes(memory_limit))
     read_seconds = time.perf_counter() - t0
     if config.model_out is not None:
         from kcheck import models
