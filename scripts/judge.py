@@ -877,6 +877,7 @@ def run_judge(outdir: Path, ref_path: Path, seeds: list[int], out: Path, kcheck:
             print(f"{name} seed {s}: {r.get('verdict', r.get('error'))} "
                   f"({r['wall']:.1f}s)", file=sys.stderr, flush=True)
     wall_all = time.time() - t_all
+    checks_wall = sum(r["wall"] for per in runs.values() for r in per.values())
     ref = json.loads(ref_path.read_text())
     refs = ref.get("cases", {})
 
@@ -908,8 +909,8 @@ def run_judge(outdir: Path, ref_path: Path, seeds: list[int], out: Path, kcheck:
              f"`{Path(cmd).name} check FILE --json --seed S` ({version}) run as a subprocess "
              f"on every case's training file, seeds {', '.join(map(str, seeds))}"
              + (f", `--jobs {jobs}`" if jobs else "")
-             + f", one case at a time; {wall_all / 60:.1f} min in all"
-             + (" (checks reused from an earlier run count as 0)" if reuse else "")
+             + f", one case at a time; the checks took {checks_wall / 60:.1f} min in all"
+             + (f" (this run: {wall_all / 60:.1f} min, reusing earlier checks)" if reuse else "")
              + ". The reference answers come from "
              f"`python scripts/judge.py reference` (`{ref_path.name}`), computed without "
              "kcheck's code.")
@@ -921,9 +922,11 @@ def run_judge(outdir: Path, ref_path: Path, seeds: list[int], out: Path, kcheck:
         if key in setup:
             L.append(f"- **{key}**: {setup[key]}")
     ref_secs = sum(r.get("seconds", 0) for r in refs.values())
+    lost = sum(r.get("spent_seconds", 0) for r in refs.values())
     L.append(f"- **reference time**: {ref_secs / 60:.1f} min of wall time for "
              f"{sum(r.get('status') == 'ok' for r in refs.values())} cases, with other work "
-             "sharing the 2 cores")
+             "sharing the 2 cores"
+             + (f", plus {lost / 60:.0f} min spent on cases given up" if lost else ""))
     skipped = {n: r for n, r in refs.items() if r.get("status") != "ok"}
     for n, r in skipped.items():
         L.append(f"- **no reference** for {n}: {r.get('reason', r.get('status'))}")
