@@ -854,7 +854,8 @@ def _short(v: str | None) -> str:
 
 
 def run_judge(outdir: Path, ref_path: Path, seeds: list[int], out: Path, kcheck: str | None,
-              timeout: float, jobs: int | None, reuse: bool) -> None:
+              timeout: float, jobs: int | None, reuse: bool,
+              only: list[str] | None = None) -> None:
     manifest = json.loads((outdir / "cases.json").read_text())
     cmd = kcheck_command(kcheck)
     version = subprocess.run([cmd, "--version"], capture_output=True, text=True).stdout.strip()
@@ -863,8 +864,12 @@ def run_judge(outdir: Path, ref_path: Path, seeds: list[int], out: Path, kcheck:
     cache: dict[str, Any] = json.loads(cache_path.read_text()) if cache_path.exists() else {}
     runs: dict[str, dict[int, dict[str, Any]]] = {}
     t_all = time.time()
+    refs_ok = {n for n, r in json.loads(ref_path.read_text())["cases"].items()
+               if r.get("status") == "ok"}
     for case in manifest:
         name = case["name"]
+        if name not in refs_ok or (only and name not in only):
+            continue  # nothing to judge it against, or not asked for
         runs[name] = {}
         for s in seeds:
             key = f"{version}|{name}|{s}|{jobs}"
@@ -889,6 +894,7 @@ def run_judge(outdir: Path, ref_path: Path, seeds: list[int], out: Path, kcheck:
                     checker_names.append(c)
 
     s0 = seeds[0]
+    manifest = [c for c in manifest if c["name"] in runs]  # the cases judged in this run
     clear = [c["name"] for c in manifest
              if refs.get(c["name"], {}).get("label") in ("kernel", "linear")]
     n_kernel = sum(refs[n]["label"] == "kernel" for n in clear)
@@ -1039,6 +1045,7 @@ def main(argv: list[str] | None = None) -> int:
                     "next to this Python)")
     pj.add_argument("--timeout", type=float, default=1800.0, help="seconds per check")
     pj.add_argument("--jobs", type=int, default=1, help="kcheck --jobs (0: kcheck's default)")
+    pj.add_argument("--only", nargs="*", default=None, help="judge only these cases")
     pj.add_argument("--reuse-runs", action="store_true",
                     help="reuse the checks kept in OUTDIR/judge_runs.json by the same version")
     a = p.parse_args(argv)
@@ -1048,7 +1055,7 @@ def main(argv: list[str] | None = None) -> int:
         run_reference(a.outdir, a.output, a.only, a.budget_minutes * 60, a.retry_skipped)
     else:
         run_judge(a.outdir, a.reference, a.seeds, a.output, a.kcheck, a.timeout, a.jobs or None,
-                  a.reuse_runs)
+                  a.reuse_runs, a.only)
     return 0
 
 
