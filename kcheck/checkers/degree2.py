@@ -198,8 +198,10 @@ def plan_rows(T: Dataset, n_classes: int, options: Degree2Options) -> Plan:
         rows=T.rows, nnz=int(T.X.nnz), n_classes=n_classes, floor_seconds=options.floor_seconds
     )
     small = total * n_w <= FREE_NNZ or total <= floor
+    cost_budget = None
     if options.max_cost_nnz is not None and not small:
-        limits["cost"] = int(max(options.max_cost_nnz, floor) // mean_nnz)
+        cost_budget = max(options.max_cost_nnz, floor)
+        limits["cost"] = int(cost_budget // mean_nnz)
     if options.time_budget is not None and options.seconds_per_nnz is not None:
         seconds_per_row = TIME_PER_NNZ_RATIO * options.seconds_per_nnz * mean_nnz
         limits["time"] = int(options.time_budget / max(seconds_per_row, 1e-12))
@@ -209,7 +211,7 @@ def plan_rows(T: Dataset, n_classes: int, options: Degree2Options) -> Plan:
         if limited_by == "memory":
             what = f"the memory limit of {_gib(options.memory_limit)}"
         elif limited_by == "cost":
-            what = f"the cost budget of {options.max_cost_nnz:,} expanded values"
+            what = f"the cost budget of {cost_budget or 0:,} expanded values"
         else:
             what = "the time left before the time limit"
         return Plan(0, (
