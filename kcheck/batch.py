@@ -382,42 +382,46 @@ def error_message(exc: BaseException) -> str:
     return " ".join(text.split())
 
 
-def error_line(ds: DataSet, config: CheckConfig, message: str, seconds: float) -> dict[str, Any]:
-    """The line of a data set that could not be checked; same leading keys as an ok line."""
+def _unchecked_line(
+    name: str, status: str, config: CheckConfig, train: str, test: str | None, seconds: float,
+    **fields: Any,
+) -> dict[str, Any]:
+    """A line without a verdict (an error or a skip), with the same leading keys as an ok
+    line, so that jq recipes read every line alike."""
     return {
-        "name": ds.name,
-        "status": "error",
-        "error": message,
+        "name": name,
+        "status": status,
+        **fields,
         "schema_version": SCHEMA_VERSION,
         "kcheck_version": __version__,
         "verdict": None,
         "margin": None,
         "epsilon": config.epsilon,
         "seed": config.seed,
-        "data": {"path": ds.train},
-        "test": None if ds.test is None else {"path": ds.test},
+        "data": {"path": train},
+        "test": None if test is None else {"path": test},
         "seconds": round(seconds, 4),
     }
 
 
+def error_line(ds: DataSet, config: CheckConfig, message: str, seconds: float) -> dict[str, Any]:
+    """The line of a data set that could not be checked."""
+    return _unchecked_line(ds.name, "error", config, ds.train, ds.test, seconds, error=message)
+
+
 def skip_line(path: str, reason: str, config: CheckConfig, *, strict: bool) -> dict[str, Any]:
     """The line of a file left out: ``status: skipped`` with the reason, or under ``strict``
-    an error line (the batch then exits 3). Same leading keys as a checked line."""
-    return {
-        "name": path,
-        "status": "error" if strict else "skipped",
-        "error": f"not checked: {reason} (--strict)" if strict else None,
-        "reason": reason,
-        "schema_version": SCHEMA_VERSION,
-        "kcheck_version": __version__,
-        "verdict": None,
-        "margin": None,
-        "epsilon": config.epsilon,
-        "seed": config.seed,
-        "data": {"path": path},
-        "test": None,
-        "seconds": 0.0,
-    }
+    an error line (the batch then exits 3)."""
+    return _unchecked_line(
+        path,
+        "error" if strict else "skipped",
+        config,
+        path,
+        None,
+        0.0,
+        error=f"not checked: {reason} (--strict)" if strict else None,
+        reason=reason,
+    )
 
 
 def check_one(
