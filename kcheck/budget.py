@@ -81,12 +81,13 @@ def exact_seconds(
     n_classes: int,
     tune_rows: int,
     grid_points: int,
+    gammas: int,
     repeats: int,
     folds: int,
 ) -> float:
-    """Counted seconds of the exact comparison (kcheck.checkers.exact.run)."""
+    """Counted seconds of the exact comparison (kcheck.checkers.exact.run): the search builds
+    one precomputed problem per gamma and runs a CV at each of ``grid_points``."""
     pairs = _pairs_factor(n_classes)
-    gammas = 4
     train_share = (folds - 1) / folds
     tune_entries = float(tune_rows) ** 2
     tuning = grid_points * folds * KERNEL_SECONDS_PER_ENTRY * pairs * tune_entries * train_share**2

@@ -176,6 +176,8 @@ def run(config: CheckConfig, progress: Progress | None = None) -> CheckReport:
     data_info = data_summary(config.train, X, classes, digest.hexdigest())
     data_bytes = csr_bytes(X)
     check_fits(config.train, data_bytes, memory_limit)
+    # What a checker may allocate on top of the data already in memory.
+    checker_memory = checker_budget(memory_limit, data_bytes)
 
     report("scaling", None, None)
     lower, upper = (-1.0, 1.0)
@@ -203,7 +205,7 @@ def run(config: CheckConfig, progress: Progress | None = None) -> CheckReport:
         ) from None
     results["linear"] = base
     exact_json = _run_exact(
-        config, T, V, checker_budget(memory_limit, data_bytes), deadline, results, report
+        config, T, V, checker_memory, deadline, results, report
     )
     # The floor of counted work is for the whole check: where exact mode ran, it decides
     # alone, so degree-2 keeps only its relative budget.
@@ -239,7 +241,7 @@ def run(config: CheckConfig, progress: Progress | None = None) -> CheckReport:
                 V,
                 degree2.Degree2Options(
                     seed=config.seed,
-                    memory_limit=checker_budget(memory_limit, data_bytes),
+                    memory_limit=checker_memory,
                     max_cost_nnz=int(
                         max(degree2.COST_FACTOR * T.X.nnz, degree2.MIN_COST_NNZ)
                     ),
@@ -260,7 +262,7 @@ def run(config: CheckConfig, progress: Progress | None = None) -> CheckReport:
                 T,
                 V,
                 rff.RffOptions(
-                    seed=config.seed, memory_limit=checker_budget(memory_limit, data_bytes),
+                    seed=config.seed, memory_limit=checker_memory,
                     linear_seconds=base.seconds,
                 ),
             ),

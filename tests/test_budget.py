@@ -55,9 +55,9 @@ def test_counted_costs_are_monotone_and_model_counts() -> None:
     assert budget.degree2_floor_values(rows=750, nnz=45_000, n_classes=2,
                                        floor_seconds=0.0) == 0
     small = budget.exact_seconds(rows=500, nnz=5000, n_classes=2, tune_rows=500,
-                                 grid_points=28, repeats=2, folds=5)
+                                 grid_points=28, gammas=4, repeats=2, folds=5)
     large = budget.exact_seconds(rows=2000, nnz=20000, n_classes=2, tune_rows=600,
-                                 grid_points=28, repeats=2, folds=5)
+                                 grid_points=28, gammas=4, repeats=2, folds=5)
     assert 0 < small < large
     assert budget.size_text(2**20) == "1.0 MiB" and budget.size_text(3 * 2**30) == "3.0 GiB"
 

@@ -139,6 +139,7 @@ def estimated_seconds(X: sp.spmatrix, n_classes: int, options: ExactOptions) -> 
         n_classes=n_classes,
         tune_rows=tune,
         grid_points=options.grid_points(),
+        gammas=len(options.resolved_gamma_factor()),
         repeats=options.max_repeats(rows),
         folds=options.folds,
     )
