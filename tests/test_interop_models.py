@@ -90,6 +90,16 @@ def test_models_of_the_official_tools(tmp_path, trainer, predictor):
     _compare(model, test, predictor, tmp_path)
 
 
+def _official_model(tmp_path, train, trainer, options):
+    """A model trained by the official tool on svm-scale'd ``train``, its range file beside it."""
+    model = tmp_path / "official.model"
+    scaled = tmp_path / "train.scaled"
+    with open(scaled, "w") as f:
+        _run(require_tool("svm-scale"), "-s", f"{model}.range", str(train), stdout=f)
+    _run(require_tool(trainer), "-q", *options, str(scaled), str(model))
+    return model
+
+
 @pytest.mark.parametrize(
     ("trainer", "options", "predictor"),
     [
@@ -104,11 +114,7 @@ def test_models_of_the_official_tools(tmp_path, trainer, predictor):
 def test_every_accepted_kind_of_the_official_tools(tmp_path, trainer, options, predictor):
     """Each classifier kind kcheck accepts predicts exactly as the official tool does."""
     train = DATASETS / "heart_scale"
-    model = tmp_path / "official.model"
-    scaled = tmp_path / "train.scaled"
-    with open(scaled, "w") as f:
-        _run(require_tool("svm-scale"), "-s", f"{model}.range", str(train), stdout=f)
-    _run(require_tool(trainer), "-q", *options, str(scaled), str(model))
+    model = _official_model(tmp_path, train, trainer, options)
     _compare(model, train, predictor, tmp_path)
 
 
@@ -126,11 +132,7 @@ def test_every_accepted_kind_of_the_official_tools(tmp_path, trainer, options, p
 def test_models_kcheck_cannot_use_are_refused(tmp_path, trainer, options, words):
     """Genuine regression and one-class models: one line, exit 2, the first line named."""
     train = DATASETS / "heart_scale"
-    model = tmp_path / "official.model"
-    scaled = tmp_path / "train.scaled"
-    with open(scaled, "w") as f:
-        _run(require_tool("svm-scale"), "-s", f"{model}.range", str(train), stdout=f)
-    _run(require_tool(trainer), "-q", *options, str(scaled), str(model))
+    model = _official_model(tmp_path, train, trainer, options)
     r = subprocess.run([sys.executable, "-m", "kcheck", "predict", str(model), str(train)],
                        cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert r.returncode == 2, r.stderr
