@@ -95,4 +95,35 @@ def test_check_json_is_unchanged(name: str, test: str | None, exact: str, genera
 def test_every_golden_file_has_a_case() -> None:
     """A golden whose case was removed would silently stop being compared."""
     expected = {f"{n}.exact-{e}.json" for n, _ in CASES for e in ("never", "always")}
+    expected |= {f"{n}.verify.json" for n, _, _ in VERIFY_CASES}
     assert {p.name for p in GOLDEN.glob("*.json")} == expected
+
+
+VERIFY_CASES = [
+    ("heart_scale", None, None),
+    ("svmguide1", "svmguide1.t", 300),
+    ("three300", None, None),
+]
+
+
+@pytest.mark.parametrize(("name", "test", "max_rows"), VERIFY_CASES)
+def test_verify_json_is_unchanged(
+    name: str, test: str | None, max_rows: int | None, generated: Path
+) -> None:
+    """``kcheck verify`` too: its grid search and decision must not drift either."""
+    from kcheck.models import VerifyConfig, verify
+
+    base = generated if name in GENERATED else ROOT / "datasets"
+    config = VerifyConfig(
+        train=str(base / name),
+        test=None if test is None else str(base / test),
+        max_rows=max_rows,
+        jobs=1,
+    )
+    got = _relative(without_timing(verify(config)), base)
+    path = GOLDEN / f"{name}.verify.json"
+    if os.environ.get("KCHECK_UPDATE_GOLDENS"):
+        path.write_text(json.dumps(got, indent=1, sort_keys=True) + "\n")
+    assert path.exists(), f"{path} is missing: run with KCHECK_UPDATE_GOLDENS=1 to make it"
+    want = json.loads(path.read_text())
+    assert json.dumps(got, indent=1, sort_keys=True) == json.dumps(want, indent=1, sort_keys=True)
