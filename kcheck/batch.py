@@ -354,7 +354,7 @@ def discover(paths: Iterable[str], *, exclude: Iterable[str] = ()) -> Discovery:
 
 def _unique_names(paths: Sequence[str]) -> list[str]:
     """File name without compression suffix; the path where that name would be ambiguous."""
-    candidates = [
+    candidates: list[Callable[[str], str]] = [
         lambda p: strip_compression(os.path.basename(p)),
         lambda p: strip_compression(os.path.normpath(p)),
         lambda p: os.path.normpath(p),

@@ -332,6 +332,7 @@ def check(
     **opts: Any,
 ) -> None:
     """Decide whether TRAIN needs a Gaussian kernel or a linear model is enough."""
+    from kcheck import models
     from kcheck.pipeline import run
 
     ui = Ui(opts["quiet"])
@@ -359,6 +360,8 @@ def check(
                                                        model_out + ".range"])
     with recorded_warnings() as notes:
         report = ui.run(lambda progress: run(config, progress))
+        if config.model_out is not None:
+            ui.run(lambda progress: models.train_model(report, config, progress))
     verdict = report.json
     verdict["warnings"] = [*verdict.get("warnings", []), *notes]
     _show_verdict(ui, verdict)
@@ -749,13 +752,13 @@ def verify(
     not), --scaling, --seed and --epsilon come from it, and the exit code is a gate: 0 if the
     reference confirms the check's verdict, 1 if it does not.
     """
-    from kcheck import models
+    from kcheck import verify as verify_mod
 
     ui = Ui(quiet)
     output, to_stdout = _json_destination(output, as_json)
     if output is not None:
         _refuse_input_as_output(output, "-o", [train, test, check_json])
-    config = models.VerifyConfig(
+    config = verify_mod.VerifyConfig(
         train=train,
         test=test,
         jobs=jobs if jobs is not None else (os.cpu_count() or 1),
@@ -766,7 +769,7 @@ def verify(
         check_json=check_json,
         zero_based=zero_based,
     ).validated()
-    result = ui.run(lambda progress: models.verify(config, progress))
+    result = ui.run(lambda progress: verify_mod.verify(config, progress))
     _show_verify(ui, result)
     _emit_json(result, output, to_stdout=to_stdout)
     if result["confirms"] is False:

@@ -120,22 +120,33 @@ class LinearModel:
         W = self.weights
         if self.columns is not None:
             keep = int(np.searchsorted(self.columns, X.shape[1]))
-            return np.asarray(X[:, self.columns[:keep]] @ W[:keep]) + self.bias_weights
+            dec: np.ndarray = np.asarray(X[:, self.columns[:keep]] @ W[:keep]) + self.bias_weights
+            return dec
         n = X.shape[1]
         if n < W.shape[0]:
             W = W[:n]
         elif n > W.shape[0]:
             W = np.vstack([W, np.zeros((n - W.shape[0], W.shape[1]))])
-        return np.asarray(X @ W) + self.bias_weights
+        out: np.ndarray = np.asarray(X @ W) + self.bias_weights
+        return out
 
     def predict(self, X: sp.spmatrix | np.ndarray) -> np.ndarray:
+        return self.labels_from(self.decision_function(X))
+
+    def predict_scored(self, X: sp.spmatrix | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Labels and decision values, from one product: per-point scores for the checkers."""
         dec = self.decision_function(X)
+        return self.labels_from(dec), dec
+
+    def labels_from(self, dec: np.ndarray) -> np.ndarray:
+        """LIBLINEAR's labels for decision values (one column per weight vector)."""
+        n = dec.shape[0]
         if self.labels.size == 1:
-            return np.full(X.shape[0], self.labels[0])
+            return np.full(n, self.labels[0])
         if self.labels.size == 2:
             # LIBLINEAR's rule for two classes, also for Crammer-Singer's two weight vectors.
-            return np.where(dec[:, 0] > 0, self.labels[0], self.labels[1])
-        return self.labels[np.argmax(dec, axis=1)]
+            return np.asarray(np.where(dec[:, 0] > 0, self.labels[0], self.labels[1]))
+        return np.asarray(self.labels[np.argmax(dec, axis=1)])
 
     def save(self, path: str) -> None:
         """Save in LIBLINEAR's text format (readable by ``predict``), at the data's full width.
@@ -406,10 +417,11 @@ def _check_svm(problem: SvmProblem | KernelProblem, param: _svm.svm_parameter) -
         raise EngineError(f"LIBSVM: {err.decode()}")
 
 
-def _svm_cv_count(
+def _svm_cv_predictions(
     problem: SvmProblem | KernelProblem, param: _svm.svm_parameter, folds: int, seed: int
-) -> int:
-    """LIBSVM's stratified k-fold CV; the number of rows predicted right."""
+) -> np.ndarray:
+    """LIBSVM's stratified k-fold CV: each row's label as predicted by a model trained without
+    it."""
     if problem.n_rows < folds:
         raise EngineError(f"{problem.n_rows} rows are too few for {folds}-fold CV")
     _check_svm(problem, param)
@@ -417,7 +429,14 @@ def _svm_cv_count(
     _one_omp_thread()
     _seed_c_rand(seed)
     _svm.libsvm.svm_cross_validation(problem._prob, param, folds, target)
-    predicted = np.ctypeslib.as_array(target, shape=(problem.n_rows,))
+    return np.array(np.ctypeslib.as_array(target, shape=(problem.n_rows,)))
+
+
+def _svm_cv_count(
+    problem: SvmProblem | KernelProblem, param: _svm.svm_parameter, folds: int, seed: int
+) -> int:
+    """LIBSVM's stratified k-fold CV; the number of rows predicted right."""
+    predicted = _svm_cv_predictions(problem, param, folds, seed)
     return int(np.count_nonzero(predicted == problem.y))
 
 
@@ -428,6 +447,30 @@ def cv_rbf(problem: SvmProblem, C: float, gamma: float, *, folds: int, seed: int
     seeded here, so every grid point with the same seed sees the same folds.
     """
     return _svm_cv_count(problem, _svm_parameter(C, gamma), folds, seed)
+
+
+def cv_rbf_correct(
+    problem: SvmProblem, C: float, gamma: float, *, folds: int, seed: int
+) -> np.ndarray:
+    """Per-row correctness of :func:`cv_rbf`'s CV (same folds for the same seed): for paired
+    comparisons with another model's CV on the same rows."""
+    predicted = _svm_cv_predictions(problem, _svm_parameter(C, gamma), folds, seed)
+    return np.asarray(predicted == problem.y)
+
+
+def cv_linear_correct(problem: Problem, C: float, *, folds: int, seed: int) -> np.ndarray:
+    """Per-row correctness of LIBLINEAR's k-fold CV (``-s 2 -B 1 -c C -v folds``)."""
+    if problem.n_rows < folds:
+        raise EngineError(f"{problem.n_rows} rows are too few for {folds}-fold CV")
+    param = _parameter(C, None)
+    err = _ll.liblinear.check_parameter(problem._prob, param)
+    if err:
+        raise EngineError(f"LIBLINEAR: {err.decode()}")
+    target = (ctypes.c_double * problem.n_rows)()
+    _seed_c_rand(seed)
+    _ll.liblinear.cross_validation(problem._prob, param, folds, target)
+    predicted = np.ctypeslib.as_array(target, shape=(problem.n_rows,))
+    return np.asarray(predicted == problem.y)
 
 
 @dataclass
@@ -714,6 +757,8 @@ def _load_libsvm(copy: str, checked: modelfile.SvmFile) -> RbfModel:
         # A loaded model keeps all support vectors in one node block, each ended by index -1.
         count = checked.indices.size + n_sv
         base = ctypes.cast(m.SV[0], ctypes.c_void_p).value
+        if base is None:
+            raise _changed(path, "the support vectors")
         nodes = np.frombuffer(
             memoryview((ctypes.c_char * (count * _NODE.itemsize)).from_address(base)),
             dtype=_NODE,

@@ -1,14 +1,23 @@
-"""The decision rule, its paired 95% intervals, and the JSON-ready verdict (schema_version 1)."""
+"""The decision rule and its paired 95% intervals: the one rule that check and verify share.
+
+Scores are per point (1/0 correct, or a fraction of repeats), optionally weighted, so that a
+metric other than plain accuracy changes the weights, not the rule.
+"""
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
 SCHEMA_VERSION = 1
+Verdict = Literal["linear", "kernel"]
+Margin = Literal["clear", "borderline"]
+#: Gaps are compared with epsilon after rounding to this many decimals, so that a gap equal to
+#: epsilon in exact arithmetic (3 rows of 150 against 0.02) is not lost to binary rounding.
+TIE_DECIMALS = 12
 #: Two-sided 95% normal quantile.
 Z95 = 1.959963984540054
 
@@ -22,26 +31,52 @@ class Gap:
     high: float
 
 
-def paired_gap(checker_correct: np.ndarray, linear_correct: np.ndarray) -> Gap:
+def accuracy(correct: np.ndarray, weights: np.ndarray | None = None) -> float:
+    """The (weighted) mean of per-point results; NaN for no points.
+
+    Equal weights give plain accuracy; per-class weights would give balanced accuracy.
+    """
+    c = np.asarray(correct, dtype=np.float64)
+    if c.size == 0:
+        return float("nan")
+    if weights is None:
+        return float(c.mean())
+    w = np.asarray(weights, dtype=np.float64)
+    return float(np.sum(w * c) / np.sum(w))
+
+
+def paired_gap(
+    checker_correct: np.ndarray, linear_correct: np.ndarray, weights: np.ndarray | None = None
+) -> Gap:
     """Mean and normal 95% interval of d_i = correct_checker(i) - correct_linear(i) on V.
 
     Pairing on the same V points removes the variance both methods share, so the interval is
-    much tighter than comparing two independent accuracies.
+    much tighter than comparing two independent accuracies. With ``weights``, the weighted
+    mean and the variance of a weighted mean (equal weights give the unweighted formula).
     """
     a = np.asarray(checker_correct, dtype=np.float64)
     b = np.asarray(linear_correct, dtype=np.float64)
     if a.shape != b.shape or a.size == 0:
         raise ValueError("paired results must be non-empty and of equal length")
     d = a - b
-    mean = float(d.mean())
-    se = float(d.std(ddof=1) / math.sqrt(d.size)) if d.size > 1 else 0.0
+    if weights is None:
+        mean = float(d.mean())
+        se = float(d.std(ddof=1) / math.sqrt(d.size)) if d.size > 1 else 0.0
+    else:
+        w = np.asarray(weights, dtype=np.float64)
+        if w.shape != d.shape or not np.all(w >= 0) or not w.sum() > 0:
+            raise ValueError("weights must be non-negative, one per point, not all zero")
+        w = w / w.sum()
+        mean = float(np.sum(w * d))
+        n = d.size
+        se = float(math.sqrt(np.sum(w**2 * (d - mean) ** 2) * n / (n - 1))) if n > 1 else 0.0
     return Gap(mean, mean - Z95 * se, mean + Z95 * se)
 
 
 @dataclass(frozen=True)
 class Decision:
-    verdict: str  # "linear" | "kernel"
-    margin: str  # "clear" | "borderline"
+    verdict: Verdict
+    margin: Margin
     deciding: str | None  # checker whose gap decided a kernel verdict
 
 
@@ -54,12 +89,15 @@ def decide(gaps: dict[str, Gap], epsilon: float) -> Decision:
     """
     if not gaps:
         raise ValueError("no checker finished, so there is nothing to decide on")
-    kernel = {name: g for name, g in gaps.items() if g.value >= epsilon}
+    def at_least(x: float) -> bool:
+        return round(x, TIE_DECIMALS) >= epsilon
+
+    kernel = {name: g for name, g in gaps.items() if at_least(g.value)}
     if kernel:
         name = max(kernel, key=lambda k: (kernel[k].value, k))
-        margin = "clear" if kernel[name].low >= epsilon else "borderline"
+        margin: Margin = "clear" if at_least(kernel[name].low) else "borderline"
         return Decision("kernel", margin, name)
-    margin = "clear" if all(g.high < epsilon for g in gaps.values()) else "borderline"
+    margin = "clear" if not any(at_least(g.high) for g in gaps.values()) else "borderline"
     return Decision("linear", margin, None)
 
 

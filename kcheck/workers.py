@@ -32,9 +32,11 @@ import time
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from kcheck.errors import TimeLimitReached
+
+R = TypeVar("R")
 
 #: Held while a task is submitted (which is when a pool starts its workers) and while pools are
 #: ended, so that no worker is half started when the process exits.
@@ -161,7 +163,9 @@ def stoppable(fn: Callable[..., Any], *args: Any, deadline: float, preload: Sequ
     if "forkserver" in methods:
         ctx.set_forkserver_preload(list(preload))
     receive, send = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_stoppable_main, args=(send, fn, args), daemon=False)
+    proc = ctx.Process(  # type: ignore[attr-defined]
+        target=_stoppable_main, args=(send, fn, args), daemon=False
+    )
     proc.start()
     send.close()
     try:
@@ -183,13 +187,13 @@ def stoppable(fn: Callable[..., Any], *args: Any, deadline: float, preload: Sequ
     return value
 
 
-def run_until(deadline: float | None, fn: Callable[..., Any], *args: Any) -> Any:
+def run_until(deadline: float | None, fn: Callable[..., R], *args: Any) -> R:
     """``fn(*args)``, in a stoppable worker when there is a deadline (``--time-limit``), in
     this process otherwise (no copy of the data); TimeLimitReached when the deadline passes."""
     if deadline is None:
         return fn(*args)
     try:
-        return stoppable(fn, *args, deadline=deadline)
+        return cast(R, stoppable(fn, *args, deadline=deadline))
     except Stopped:
         raise TimeLimitReached() from None
 def end_all_pools(wait_for_start: float = 10.0) -> None:

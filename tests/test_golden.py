@@ -111,7 +111,7 @@ def test_verify_json_is_unchanged(
     name: str, test: str | None, max_rows: int | None, generated: Path
 ) -> None:
     """``kcheck verify`` too: its grid search and decision must not drift either."""
-    from kcheck.models import VerifyConfig, verify
+    from kcheck.verify import VerifyConfig, verify
 
     base = generated if name in GENERATED else ROOT / "datasets"
     config = VerifyConfig(

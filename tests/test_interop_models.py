@@ -16,13 +16,13 @@ import numpy as np
 import pytest
 from conftest import DATASETS, ROOT, require_tool
 
-from kcheck import models
+from kcheck import models, rbf_search
 from kcheck.data import read_libsvm
 from kcheck.scaling import fit_scaler
 
 pytestmark = pytest.mark.interop
 
-GRID = models.Grid(log2_C=(1.0, 3.0, 5.0), log2_gamma=(3.0, 1.0, -1.0, -3.0), refine=True,
+GRID = rbf_search.Grid(log2_C=(1.0, 3.0, 5.0), log2_gamma=(3.0, 1.0, -1.0, -3.0), refine=True,
                    radius=1.0, step=1.0)
 
 

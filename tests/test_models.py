@@ -14,13 +14,14 @@ import pytest
 import scipy.sparse as sp
 from conftest import DATASETS, ROOT
 
-from kcheck import engines, models
+from kcheck import engines, models, rbf_search, verify
 from kcheck.data import read_libsvm
+from kcheck.defaults import MODEL_KINDS
 from kcheck.errors import KcheckError
 from kcheck.scaling import fit_scaler, read_range_file
 
 #: A 3 x 3 grid with a one-step refinement: enough to exercise the search, cheap to run.
-SMALL = models.Grid(log2_C=(1.0, 3.0, 5.0), log2_gamma=(3.0, 1.0, -1.0), refine=True,
+SMALL = rbf_search.Grid(log2_C=(1.0, 3.0, 5.0), log2_gamma=(3.0, 1.0, -1.0), refine=True,
                     radius=1.0, step=1.0)
 
 
@@ -44,8 +45,8 @@ def exported(tmp_path_factory) -> dict[str, dict]:
     out = {}
     for name in ("fourclass", "heart_scale"):
         y, X, scaler = _scaled(name)
-        for kind in models.KINDS:
-            grid = SMALL if name == "fourclass" else models.Grid((1.0,), (-3.0,))
+        for kind in MODEL_KINDS:
+            grid = SMALL if name == "fourclass" else rbf_search.Grid((1.0,), (-3.0,))
             out[f"{kind}:{name}"] = models.export(
                 X, y, scaler, kind, str(d / f"{name}.{kind}"), seed=0, grid=grid
             )
@@ -57,14 +58,14 @@ def exported(tmp_path_factory) -> dict[str, dict]:
 
 
 def test_default_grid_is_grid_py():
-    assert models.GRID.log2_C == tuple(float(v) for v in range(-5, 16, 2))
-    assert models.GRID.log2_gamma == tuple(float(v) for v in range(3, -16, -2))
-    assert len(models.GRID.coarse) == 110 and not models.GRID.refine
-    assert models.EXPORT_GRID.refine
+    assert rbf_search.GRID.log2_C == tuple(float(v) for v in range(-5, 16, 2))
+    assert rbf_search.GRID.log2_gamma == tuple(float(v) for v in range(3, -16, -2))
+    assert len(rbf_search.GRID.coarse) == 110 and not rbf_search.GRID.refine
+    assert rbf_search.EXPORT_GRID.refine
 
 
 def test_refinement_stays_inside_the_grid():
-    g = models.EXPORT_GRID
+    g = rbf_search.EXPORT_GRID
     inner = g.refined((5.0, -7.0))
     assert len(inner) == 25 and (5.5, -6.5) in inner and (4.0, -8.0) in inner
     corner = g.refined((15.0, 3.0))
@@ -74,14 +75,14 @@ def test_refinement_stays_inside_the_grid():
 
 def test_tie_break_prefers_smaller_C_then_smaller_gamma():
     scores = {(3.0, -1.0): 90, (1.0, 1.0): 90, (1.0, -3.0): 90, (-1.0, 1.0): 80}
-    assert models.best_point(scores) == (1.0, -3.0)
-    assert models.best_point({**scores, (5.0, 1.0): 91}) == (5.0, 1.0)
+    assert rbf_search.best_point(scores) == (1.0, -3.0)
+    assert rbf_search.best_point({**scores, (5.0, 1.0): 91}) == (5.0, 1.0)
 
 
 def test_grid_search_reports_progress_and_refines():
     y, X, _ = _scaled("heart_scale")
     seen: list[tuple[int | None, int | None]] = []
-    found = models.rbf_grid_search(X, y, SMALL, seed=0,
+    found = rbf_search.rbf_grid_search(X, y, SMALL, seed=0,
                                    progress=lambda s, d, t: seen.append((d, t)))
     assert seen[0] == (0, SMALL.max_points)
     assert seen[-1][0] == seen[-1][1] == found.points
@@ -93,10 +94,10 @@ def test_grid_search_reports_progress_and_refines():
 
 def test_grid_search_is_the_same_in_worker_processes(monkeypatch):
     y, X, _ = _scaled("heart_scale")
-    grid = models.Grid(log2_C=(-1.0, 3.0), log2_gamma=(-1.0, -5.0))
-    serial = models.rbf_grid_search(X, y, grid, seed=3, jobs=1)
-    monkeypatch.setattr(models, "MIN_PARALLEL_WORK", 0)
-    parallel = models.rbf_grid_search(X, y, grid, seed=3, jobs=2)
+    grid = rbf_search.Grid(log2_C=(-1.0, 3.0), log2_gamma=(-1.0, -5.0))
+    serial = rbf_search.rbf_grid_search(X, y, grid, seed=3, jobs=1)
+    monkeypatch.setattr(rbf_search, "MIN_PARALLEL_WORK", 0)
+    parallel = rbf_search.rbf_grid_search(X, y, grid, seed=3, jobs=2)
     assert serial.scores == parallel.scores
     assert (serial.log2_C, serial.log2_gamma) == (parallel.log2_C, parallel.log2_gamma)
 
@@ -154,7 +155,7 @@ def test_kernel_search_uses_a_sample_but_trains_on_all_rows(tmp_path, monkeypatc
 def test_export_refuses_non_integer_labels(tmp_path):
     y, X, scaler = _scaled("heart_scale")
     y = np.where(y > 0, 2.5, -1.0)
-    for kind in models.KINDS:
+    for kind in MODEL_KINDS:
         with pytest.raises(KcheckError, match="not an integer"):
             models.export(X, y, scaler, kind, str(tmp_path / kind), seed=0, grid=SMALL)
     assert os.listdir(tmp_path) == []
@@ -169,7 +170,7 @@ def test_export_to_a_missing_directory_is_a_clear_error(tmp_path):
 def test_export_prints_nothing(tmp_path, capfd):
     y, X, scaler = _scaled("heart_scale")
     models.export(X, y, scaler, "kernel", str(tmp_path / "m"), seed=0,
-                  grid=models.Grid((1.0,), (-3.0,)))
+                  grid=rbf_search.Grid((1.0,), (-3.0,)))
     out, err = capfd.readouterr()
     assert out == "" and err == ""
 
@@ -327,11 +328,11 @@ def test_verify_json_and_determinism_across_jobs(tmp_path):
 
 
 def test_verify_with_test_file_and_sample():
-    config = models.VerifyConfig(
+    config = verify.VerifyConfig(
         str(DATASETS / "svmguide1"), test=str(DATASETS / "svmguide1.t"), max_rows=300,
         grid=SMALL,
     )
-    v = models.verify(config)
+    v = verify.verify(config)
     assert abs(v["data"]["cv_rows"] - 300) <= 2 and v["data"]["rows"] == 3089
     assert v["test"] == {"path": str(DATASETS / "svmguide1.t"), "rows": 4000}
     assert 0.9 < v["linear"]["test_accuracy"] <= 1.0
@@ -347,7 +348,7 @@ def test_verify_maps_non_integer_labels(tmp_path):
 
     path = tmp_path / "frac"
     write_libsvm(str(path), np.where(y > 0, 0.5, 0.25), sp.csr_matrix(X))
-    v = models.verify(models.VerifyConfig(str(path), grid=models.Grid((1.0,), (-3.0,))))
+    v = verify.verify(verify.VerifyConfig(str(path), grid=rbf_search.Grid((1.0,), (-3.0,))))
     assert v["data"]["classes"] == [0.25, 0.5]
     assert 0.7 < v["linear"]["cv_accuracy"] < 1.0 and 0.7 < v["rbf"]["cv_accuracy"] < 1.0
 
@@ -356,7 +357,7 @@ def test_verify_uses_the_check_epsilon_and_reports_disagreement(tmp_path):
     check = tmp_path / "check.json"
     check.write_text(json.dumps({"schema_version": 1, "verdict": "kernel", "epsilon": 0.5,
                                  "data": {"sha256": _sha256(DATASETS / "heart_scale")}}))
-    v = models.verify(models.VerifyConfig(str(DATASETS / "heart_scale"), grid=SMALL,
+    v = verify.verify(verify.VerifyConfig(str(DATASETS / "heart_scale"), grid=SMALL,
                                           check_json=str(check)))
     assert v["epsilon"] == 0.5 and v["verdict"] == "linear" and v["confirms"] is False
 

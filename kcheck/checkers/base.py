@@ -1,13 +1,28 @@
-"""Shared types of the checkers."""
+"""The checkers' contract: what a checker is given (:class:`Context`) and what it returns.
+
+A checker is a function ``run(T, V, ctx) -> CheckerResult``: it trains on T only and scores on
+V only. Everything it may need from the run (seed, jobs, memory, deadline, progress, the
+linear baseline's facts) is in ``ctx``, so adding a checker never means threading a new
+parameter through the pipeline.
+"""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, Protocol
 
 import numpy as np
 import scipy.sparse as sp
+
+from kcheck.defaults import Progress, no_progress
+from kcheck.errors import KcheckError, TimeLimitReached
+from kcheck.verdict import accuracy
+
+#: ``ok``: trained on all of T; ``subsampled``: on part of T; ``skipped``: did not finish;
+#: ``exact``: the exact RBF comparison (cross-validated on all rows, not scored on V).
+Status = Literal["ok", "subsampled", "skipped", "exact"]
 
 
 @dataclass
@@ -25,16 +40,23 @@ class Dataset:
 Predictor = Callable[[sp.csr_matrix], np.ndarray]
 
 
+class Predicts(Protocol):
+    """A trained model: labels for rows, and optionally labels with decision values."""
+
+    def predict(self, X: sp.csr_matrix) -> np.ndarray: ...
+
+
 @dataclass
 class CheckerResult:
     """What a method achieved on V, plus a predictor to score other data (e.g. ``--test``).
 
-    ``correct`` is the per-point correctness on V, kept for the paired interval of the gap.
-    ``info`` holds method-specific JSON fields (C, K, dimension, ...).
+    Per point of V: ``predicted`` labels, ``correct`` (1/0, or for the exact comparison the
+    fraction of repeats right), and ``scores``, the decision values where the model has
+    comparable ones (None otherwise). ``info`` holds method-specific JSON fields (C, K, ...).
     """
 
     name: str
-    status: str  # "ok" | "subsampled" | "skipped"
+    status: Status
     reason: str | None = None
     val_accuracy: float | None = None
     correct: np.ndarray | None = None
@@ -45,13 +67,73 @@ class CheckerResult:
     #: Per-point correctness on V of the linear model the gap is measured against, when it
     #: is not the baseline (e.g. a linear model trained on the same subsample).
     reference_correct: np.ndarray | None = None
+    predicted: np.ndarray | None = None
+    scores: np.ndarray | None = None
 
     @classmethod
     def skipped(cls, name: str, reason: str, seconds: float = 0.0) -> CheckerResult:
         return cls(name=name, status="skipped", reason=reason, seconds=seconds)
 
 
-def score(predict: Predictor, V: Dataset) -> tuple[float, np.ndarray]:
-    """Accuracy on V and the per-point correctness vector."""
-    correct = predict(V.X) == V.y
-    return float(correct.mean()) if correct.size else float("nan"), correct
+@dataclass(frozen=True)
+class Context:
+    """What the run gives every checker: settings, limits, and the linear baseline's facts.
+
+    ``memory_limit`` is what a checker may allocate on top of the data already in memory.
+    ``deadline`` is a ``time.perf_counter()`` value (``--time-limit``), or None.
+    ``floor_seconds`` is the counted work small data may spend whatever the relative budget
+    (kcheck.budget); 0 where the exact comparison decides.
+    """
+
+    seed: int
+    jobs: int
+    epsilon: float
+    memory_limit: int
+    deadline: float | None
+    baseline: CheckerResult
+    floor_seconds: float = 0.0
+    progress: Progress = no_progress
+
+    @property
+    def baseline_C(self) -> float:
+        return float(self.baseline.info["C"])
+
+    def seconds_left(self) -> float | None:
+        return None if self.deadline is None else self.deadline - time.perf_counter()
+
+
+@dataclass
+class Scored:
+    """One model's predictions on V, point by point."""
+
+    accuracy: float
+    correct: np.ndarray
+    predicted: np.ndarray
+    scores: np.ndarray | None
+
+
+def score(model: Predicts | Predictor, V: Dataset) -> Scored:
+    """Predict V once: labels, correctness, and decision values where the model gives them."""
+    scored = getattr(model, "predict_scored", None)
+    if scored is not None:
+        predicted, scores = scored(V.X)
+    else:
+        predict = model if callable(model) and not hasattr(model, "predict") else model.predict
+        predicted, scores = predict(V.X), None
+    correct = predicted == V.y
+    return Scored(accuracy(correct), correct, predicted, scores)
+
+
+def guarded(name: str, deadline: float | None, fn: Callable[[], CheckerResult]) -> CheckerResult:
+    """Run a checker; an engine failure, MemoryError or the time limit skips it, not the check."""
+    t0 = time.perf_counter()
+    if deadline is not None and t0 >= deadline:
+        return CheckerResult.skipped(name, "time limit", 0.0)
+    try:
+        return fn()
+    except TimeLimitReached:
+        return CheckerResult.skipped(name, "time limit", time.perf_counter() - t0)
+    except MemoryError:
+        return CheckerResult.skipped(name, "ran out of memory", time.perf_counter() - t0)
+    except KcheckError as e:
+        return CheckerResult.skipped(name, str(e), time.perf_counter() - t0)

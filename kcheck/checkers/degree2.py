@@ -8,7 +8,6 @@ and T is subsampled (or the checker skipped) when it would not fit the memory bu
 
 from __future__ import annotations
 
-import functools
 import math
 import time
 from dataclasses import dataclass
@@ -17,8 +16,9 @@ import numpy as np
 import scipy.sparse as sp
 
 from kcheck import budget, engines
-from kcheck.checkers.base import CheckerResult, Dataset, score
+from kcheck.checkers.base import CheckerResult, Context, Dataset, score
 from kcheck.split import stratified_subsample
+from kcheck.workers import run_until
 
 SQRT2 = math.sqrt(2.0)
 #: Below this many rows a degree-2 model says too little to be worth reporting.
@@ -57,8 +57,9 @@ def expanded_dimension(n: int) -> int:
 
 def row_expanded_nnz(X: sp.csr_matrix) -> np.ndarray:
     """Nonzeros of phi(x) for each row with k nonzeros: k + k(k+1)/2 (as int64)."""
-    k = np.diff(X.indptr).astype(np.int64)
-    return k + k * (k + 1) // 2
+    k: np.ndarray = np.diff(X.indptr).astype(np.int64)
+    out: np.ndarray = k + k * (k + 1) // 2
+    return out
 
 
 def expand(X: sp.csr_matrix | np.ndarray, *, chunk_nnz: int | None = None) -> sp.csr_matrix:
@@ -253,17 +254,20 @@ def run(T: Dataset, V: Dataset, options: Degree2Options) -> CheckerResult:
         keep = stratified_subsample(T.y, plan.rows, seed=options.seed)
         XT, yT = T.X[keep], T.y[keep]
         ref, ref_cv = engines.fit_linear(XT, yT, seed=options.seed)
-        ref_acc, reference_correct = score(ref.predict, V)
-        info["reference"] = {"rows": int(XT.shape[0]), "val_accuracy": ref_acc, "C": ref.C}
+        ref_scored = score(ref, V)
+        reference_correct = ref_scored.correct
+        info["reference"] = {
+            "rows": int(XT.shape[0]), "val_accuracy": ref_scored.accuracy, "C": ref.C
+        }
     else:
         XT, yT = T.X, T.y
     PT = expand(XT)
     model, cv = engines.fit_linear(PT, yT, seed=options.seed)
     del PT
 
-    # A partial, not a closure: it pickles, so the checker can run in a worker process.
-    predict = functools.partial(_predict_chunked, model)
-    acc, correct = score(predict, V)
+    # Not a closure: it pickles, so the checker can run in a worker process.
+    expanded = ExpandedModel(model)
+    s = score(expanded, V)
     fraction = XT.shape[0] / T.rows
     info.update({"C": model.C, "fraction": fraction, "rows": int(XT.shape[0])})
     reason = None
@@ -274,31 +278,59 @@ def run(T: Dataset, V: Dataset, options: Degree2Options) -> CheckerResult:
         name="degree2",
         status="ok" if fraction == 1.0 else "subsampled",
         reason=reason,
-        val_accuracy=acc,
-        correct=correct,
+        val_accuracy=s.accuracy,
+        correct=s.correct,
+        predicted=s.predicted,
+        scores=s.scores,
         seconds=time.perf_counter() - t0,
         info=info,
-        predict=predict,
+        predict=expanded.predict,
         cv_accuracy=cv,
         reference_correct=reference_correct,
     )
 
 
-def _predict_chunked(
-    model: engines.LinearModel, X: sp.csr_matrix, chunk_nnz: int | None = None
-) -> np.ndarray:
-    """Expand and predict in row chunks of about ``chunk_nnz`` expanded values, so that phi(V)
-    never exists in full. Chunks of 20,000 rows were 73 million values on webspam-like data
-    (84 values a row): 2.9 GB with the expansion's temporaries, 14x the data."""
-    X = engines.as_binding_csr(X)
-    chunk_nnz = chunk_nnz or EXPAND_CHUNK_NNZ
-    ends = np.cumsum(row_expanded_nnz(X))
-    out = []
-    start = 0
-    while start < X.shape[0]:
-        done = int(ends[start - 1]) if start else 0
-        stop = int(np.searchsorted(ends, done + chunk_nnz, side="right"))
-        stop = min(max(stop, start + 1), X.shape[0])
-        out.append(model.predict(expand(X[start:stop])))
-        start = stop
-    return np.concatenate(out) if out else np.empty(0)
+@dataclass
+class ExpandedModel:
+    """A linear model on phi(x) that expands rows in chunks of about ``chunk_nnz`` expanded
+    values, so that phi(V) never exists in full. Chunks of 20,000 rows were 73 million values
+    on webspam-like data (84 values a row): 2.9 GB with the expansion's temporaries, 14x the
+    data."""
+
+    model: engines.LinearModel
+    chunk_nnz: int | None = None
+
+    def predict(self, X: sp.csr_matrix) -> np.ndarray:
+        return self.predict_scored(X)[0]
+
+    def predict_scored(self, X: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray]:
+        X = engines.as_binding_csr(X)
+        chunk_nnz = self.chunk_nnz or EXPAND_CHUNK_NNZ
+        ends = np.cumsum(row_expanded_nnz(X))
+        out = []
+        start = 0
+        while start < X.shape[0]:
+            done = int(ends[start - 1]) if start else 0
+            stop = int(np.searchsorted(ends, done + chunk_nnz, side="right"))
+            stop = min(max(stop, start + 1), X.shape[0])
+            out.append(self.model.decision_function(expand(X[start:stop])))
+            start = stop
+        width = max(1, self.model.weights.shape[1])
+        dec = np.concatenate(out) if out else np.empty((0, width))
+        return self.model.labels_from(dec), dec
+
+
+def check(T: Dataset, V: Dataset, ctx: Context) -> CheckerResult:
+    """The checker as the pipeline runs it: a cost budget relative to T's stored values, the
+    floor of counted work on small data, and (under ``--time-limit``) the time left, in a
+    worker process that the deadline can stop."""
+    ctx.progress("degree-2 checker", None, None)
+    options = Degree2Options(
+        seed=ctx.seed,
+        memory_limit=ctx.memory_limit,
+        max_cost_nnz=int(max(COST_FACTOR * T.X.nnz, MIN_COST_NNZ)),
+        time_budget=ctx.seconds_left(),
+        seconds_per_nnz=ctx.baseline.seconds / max(T.X.nnz, 1),
+        floor_seconds=ctx.floor_seconds,
+    )
+    return run_until(ctx.deadline, run, T, V, options)

@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,16 +45,16 @@ import numpy as np
 import scipy.sparse as sp
 
 from kcheck import budget, engines
-from kcheck.checkers.base import CheckerResult
+from kcheck.checkers.base import CheckerResult, Context, Dataset, guarded
+from kcheck.defaults import EXACT_MODES, Progress, no_progress
 from kcheck.errors import TimeLimitReached
+from kcheck.rbf_search import best_point
 from kcheck.split import stratified_subsample
 from kcheck.verdict import paired_gap
 
-#: progress(stage, done, total), as in the pipeline.
-Progress = Callable[[str, int | None, int | None], None]
-
 NAME = "rbf"
-MODES = ("auto", "always", "never")
+#: Exact mode's relative budget: this many times the linear baseline's counted cost.
+LINEAR_FACTOR = 3.0
 
 #: log2 C of the search: 2^-1 .. 2^11 in steps of 4x. Smaller C only ever tied a larger one
 #: on the measured sets; larger C trains slowly and rarely wins by more than a row.
@@ -122,10 +121,6 @@ class ExactOptions:
         return len(self.resolved_C()) * len(self.resolved_gamma_factor())
 
 
-def _noop(stage: str, done: int | None, total: int | None) -> None:
-    return None
-
-
 # --- cost ----------------------------------------------------------------------------------------
 
 
@@ -176,8 +171,8 @@ def decide_run(
     is within ``budget_seconds`` (the pipeline's floor or relative budget), or within the time
     left when ``options.deadline`` (``--time-limit``) leaves less.
     """
-    if mode not in MODES:
-        raise ValueError(f"exact mode must be one of {', '.join(MODES)}, got {mode!r}")
+    if mode not in EXACT_MODES:
+        raise ValueError(f"exact mode must be one of {', '.join(EXACT_MODES)}, got {mode!r}")
     if mode == "never":
         return RunDecision(False, "exact mode is off")
     rows = int(X.shape[0])
@@ -252,11 +247,6 @@ def grid_for(median: float, options: ExactOptions) -> list[tuple[float, float]]:
     ]
 
 
-def best_point(scores: dict[tuple[float, float], int]) -> tuple[float, float]:
-    """Highest CV count; ties go to the smaller C, then the smaller gamma (smoother models)."""
-    return min(scores, key=lambda p: (-scores[p], p[0], p[1]))
-
-
 @dataclass(frozen=True)
 class _Chosen:
     C: float
@@ -305,7 +295,7 @@ def run(
     rows on first use.
     """
     t0 = time.perf_counter()
-    report = progress or _noop
+    report = progress or no_progress
     Xb = engines.as_binding_csr(X)
     yb = np.asarray(y, dtype=np.float64)
     rows = int(yb.size)
@@ -414,3 +404,53 @@ def run(
         cv_accuracy=scores[(log2_C, log2_gamma)] / int(y_tune.size),
         reference_correct=reference,
     )
+
+
+def budget_seconds(T: Dataset, V: Dataset) -> float:
+    """Counted seconds exact mode may take: the floor, or 3x the linear baseline's counted cost."""
+    n_classes = int(np.unique(T.y).size)
+    return max(
+        budget.FLOOR_SECONDS,
+        LINEAR_FACTOR * budget.linear_seconds(T.X.nnz + V.X.nnz, n_classes),
+    )
+
+
+def check_all(
+    T: Dataset, V: Dataset, ctx: Context, mode: str
+) -> tuple[dict[str, Any], CheckerResult | None]:
+    """Run the exact comparison on all rows (T and V) where it is cheap (``auto``) or asked for.
+
+    Returns the JSON ``exact`` block and the result (None where it did not run). Whether
+    ``auto`` runs it is decided from counted work (kcheck.budget), so the same data and
+    options give the same decision on every machine.
+    """
+    opts = ExactOptions(seed=ctx.seed, jobs=ctx.jobs, deadline=ctx.deadline, epsilon=ctx.epsilon)
+    rows = T.rows + V.rows
+    X_all = y_all = None
+    if mode == "never":
+        d = RunDecision(False, "exact mode is off")
+    elif mode == "auto" and rows > MAX_ROWS:
+        # Say no before stacking T and V: that would copy all of the data.
+        d = RunDecision(False, f"too large: {rows:,} rows (auto considers at most {MAX_ROWS:,})")
+    else:
+        X_all = sp.vstack([T.X, V.X], format="csr")
+        y_all = np.concatenate([T.y, V.y])
+        d = decide_run(
+            X_all, y_all, opts, budget_seconds=budget_seconds(T, V),
+            memory_limit=ctx.memory_limit, mode=mode,
+        )
+    out: dict[str, Any] = {
+        "mode": mode,
+        "ran": d.run,
+        "reason": d.reason,
+        # Counted reference seconds (kcheck.budget), the same on every machine.
+        "estimated_seconds": d.estimated_seconds,
+        "budget_seconds": d.budget_seconds,
+    }
+    if not (d.run and X_all is not None and y_all is not None):
+        return out, None
+    Xa, ya = X_all, y_all
+    result = guarded(NAME, ctx.deadline, lambda: run(Xa, ya, opts, ctx.progress))
+    if result.status != "exact":
+        out.update(ran=False, reason=f"{d.reason}; then {result.reason}")
+    return out, result

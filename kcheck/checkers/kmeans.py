@@ -41,7 +41,7 @@ class KMeansResult:
 
 def _row_sq_norms(X: sp.csr_matrix | np.ndarray) -> np.ndarray:
     if isinstance(X, np.ndarray):
-        return np.einsum("ij,ij->i", X, X)
+        return np.asarray(np.einsum("ij,ij->i", X, X))
     return np.asarray(X.multiply(X).sum(axis=1)).ravel()
 
 
@@ -129,7 +129,8 @@ def _rows_dense(X: sp.csr_matrix | np.ndarray, rows: np.ndarray) -> np.ndarray:
     ``centers.T`` is C-contiguous and X @ centers.T copies no K x n array."""
     sub = X[rows]
     dense = np.asarray(sub.toarray() if sp.issparse(sub) else sub, dtype=np.float64)
-    return np.ascontiguousarray(dense.T).T
+    out: np.ndarray = np.ascontiguousarray(dense.T).T
+    return out
 
 
 def _means(
@@ -159,4 +160,5 @@ def _means(
     sums_t[:, nz] /= counts[nz]
     if not nz.all():  # kmeans() re-seeds empty clusters, so this is a safeguard
         sums_t[:, ~nz] = old.T[:, ~nz]
-    return sums_t.T
+    means: np.ndarray = sums_t.T
+    return means

@@ -18,12 +18,14 @@ def run(T: Dataset, V: Dataset, options: LinearOptions) -> CheckerResult:
     """Tune C on T with 5-fold CV, train on T, score on V."""
     t0 = time.perf_counter()
     model, cv = engines.fit_linear(T.X, T.y, seed=options.seed)
-    acc, correct = score(model.predict, V)
+    s = score(model, V)
     return CheckerResult(
         name="linear",
         status="ok",
-        val_accuracy=acc,
-        correct=correct,
+        val_accuracy=s.accuracy,
+        correct=s.correct,
+        predicted=s.predicted,
+        scores=s.scores,
         seconds=time.perf_counter() - t0,
         info={"C": model.C},
         predict=model.predict,

@@ -17,7 +17,7 @@ import scipy.sparse as sp
 
 from kcheck import engines
 from kcheck.checkers import kmeans as km
-from kcheck.checkers.base import CheckerResult, Dataset, score
+from kcheck.checkers.base import CheckerResult, Context, Dataset, score
 from kcheck.errors import TimeLimitReached
 from kcheck.workers import end_pool, process_pool
 
@@ -195,12 +195,14 @@ def run(
     centers = result.centers if len(kept) == k else result.centers[kept]
     clusters = _fit_all(T, members, options, on_cluster_done)
     model = MultiLinearModel(centers, clusters, columns)
-    acc, correct = score(model.predict, V)
+    # No scores: decision values of different clusters' models are not on one scale.
+    s = score(model.predict, V)
     return CheckerResult(
         name="multilinear",
         status="ok",
-        val_accuracy=acc,
-        correct=correct,
+        val_accuracy=s.accuracy,
+        correct=s.correct,
+        predicted=s.predicted,
         seconds=time.perf_counter() - t0,
         info={
             "clusters": len(clusters),
@@ -209,3 +211,20 @@ def run(
         },
         predict=model.predict,
     )
+
+
+def check(T: Dataset, V: Dataset, ctx: Context) -> CheckerResult:
+    """The checker as the pipeline runs it: K from T's size, the baseline's C as fallback."""
+    k = km.n_clusters(T.rows)
+    done = [0]
+    stage = "MultiLinear checker"
+    ctx.progress(stage, 0, k)
+
+    def tick() -> None:
+        done[0] += 1
+        ctx.progress(stage, done[0], k)
+
+    options = MultiLinearOptions(
+        seed=ctx.seed, jobs=ctx.jobs, fallback_C=ctx.baseline_C, deadline=ctx.deadline
+    )
+    return run(T, V, options, tick)

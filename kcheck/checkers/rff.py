@@ -38,8 +38,9 @@ import numpy as np
 import scipy.sparse as sp
 
 from kcheck import engines
-from kcheck.checkers.base import CheckerResult, Dataset, score
+from kcheck.checkers.base import CheckerResult, Context, Dataset, score
 from kcheck.split import stratified_subsample
+from kcheck.workers import run_until
 
 #: Rows of T whose pairwise squared distances give the median heuristic.
 MEDIAN_SAMPLE = 1000
@@ -279,11 +280,16 @@ class RffModel:
     linear: engines.LinearModel
 
     def predict(self, X: sp.spmatrix | np.ndarray) -> np.ndarray:
+        return self.predict_scored(X)[0]
+
+    def predict_scored(self, X: sp.spmatrix | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Labels and decision values, mapped a block of rows at a time."""
         X = engines.as_binding_csr(X)
         step = self.fmap.block_rows()
-        out = [self.linear.predict(self.fmap.transform(X[s : s + step]))
+        dec = [self.linear.decision_function(self.fmap.transform(X[s : s + step]))
                for s in range(0, X.shape[0], step)]
-        return np.concatenate(out) if out else np.empty(0)
+        scores = np.concatenate(dec) if dec else np.empty((0, 1))
+        return self.linear.labels_from(scores), scores
 
 
 def run(T: Dataset, V: Dataset, options: RffOptions) -> CheckerResult:
@@ -313,7 +319,7 @@ def run(T: Dataset, V: Dataset, options: RffOptions) -> CheckerResult:
             best = (cv_value, mult, RffModel(fmap, model))
     assert best is not None
     cv_best, mult, rmodel = best
-    acc, correct = score(rmodel.predict, V)
+    s = score(rmodel, V)
     fraction = XT.shape[0] / T.rows
     info: dict[str, object] = {
         "D": p.features,
@@ -331,10 +337,21 @@ def run(T: Dataset, V: Dataset, options: RffOptions) -> CheckerResult:
     return CheckerResult(
         name="rff",
         status="ok" if fraction == 1.0 else "subsampled",
-        val_accuracy=acc,
-        correct=correct,
+        val_accuracy=s.accuracy,
+        correct=s.correct,
+        predicted=s.predicted,
+        scores=s.scores,
         seconds=time.perf_counter() - t0,
         info=info,
         predict=rmodel.predict,
         cv_accuracy=cv_best,
     )
+
+
+def check(T: Dataset, V: Dataset, ctx: Context) -> CheckerResult:
+    """The checker as the pipeline runs it, in a worker process the deadline can stop."""
+    ctx.progress("random-Fourier-features checker", None, None)
+    options = RffOptions(
+        seed=ctx.seed, memory_limit=ctx.memory_limit, linear_seconds=ctx.baseline.seconds
+    )
+    return run_until(ctx.deadline, run, T, V, options)

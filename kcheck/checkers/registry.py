@@ -1,0 +1,85 @@
+"""Every checker there is, in one table: its name, how it runs, what the table shows of it.
+
+Adding a checker means one module with ``check(T, V, ctx) -> CheckerResult`` and one entry
+here; the pipeline, ``--checkers``, the JSON and the CLI's table all follow from the entry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from kcheck.checkers import degree2, exact, multilinear, rff
+from kcheck.checkers.base import CheckerResult, Context, Dataset
+
+
+@dataclass(frozen=True)
+class CheckerSpec:
+    """One checker.
+
+    ``table``: (label, JSON key) pairs the CLI shows in the parameter column, e.g.
+    ``("K", "clusters")``. ``default``: runs unless ``--checkers`` says otherwise.
+    ``summary``: one line for ``--help``. Checkers run in registry order.
+    """
+
+    name: str
+    run: Callable[[Dataset, Dataset, Context], CheckerResult]
+    table: tuple[tuple[str, str], ...]
+    default: bool
+    summary: str
+
+
+@dataclass(frozen=True)
+class DecidingSpec:
+    """A comparison that, when it runs, decides alone: the exact RBF comparison.
+
+    It is no proxy: it trains on all rows (T and V) with repeated cross-validation, so it has
+    its own run signature, returning the JSON block that says whether and why it ran.
+    """
+
+    name: str
+    run_all: Callable[
+        [Dataset, Dataset, Context, str], tuple[dict[str, object], CheckerResult | None]
+    ]
+    table: tuple[tuple[str, str], ...]
+    summary: str
+    decides_alone: bool = True
+
+
+#: MultiLinear first: the method leans on it most, so a time limit should cut degree-2.
+CHECKERS: dict[str, CheckerSpec] = {
+    spec.name: spec
+    for spec in (
+        CheckerSpec(
+            "multilinear", multilinear.check, (("K", "clusters"),), True,
+            "k-means on the training split, one linear model per cluster",
+        ),
+        CheckerSpec(
+            "degree2", degree2.check, (("C", "C"),), True,
+            "a linear model on the explicit degree-2 polynomial expansion",
+        ),
+        # Opt-in: it catches smooth low-dimensional boundaries the others miss (wavy 5-D set:
+        # +3.3 points where degree-2 and MultiLinear saw under 1), but costs 6-120x the linear
+        # model on data up to ijcnn1's size (scripts/results/rff_hard_cases.md).
+        CheckerSpec(
+            "rff", rff.check, (("D", "D"), ("g", "gamma")), False,
+            "a linear model on random Fourier features of the RBF kernel",
+        ),
+    )
+}
+EXACT = DecidingSpec(
+    exact.NAME, exact.check_all, (("C", "C"), ("g", "gamma")),
+    "the real RBF SVM against the linear model, by repeated CV on all rows (small data)",
+)
+#: Names ``--checkers`` accepts, in the order the help lists them.
+NAMES: tuple[str, ...] = ("degree2", "multilinear", "rff")
+DEFAULT_NAMES: tuple[str, ...] = tuple(n for n in NAMES if CHECKERS[n].default)
+assert set(NAMES) == set(CHECKERS)
+
+
+def table_keys(name: str) -> tuple[tuple[str, str], ...]:
+    """The (label, JSON key) pairs shown for a checker, the exact comparison included."""
+    if name == EXACT.name:
+        return EXACT.table
+    spec = CHECKERS.get(name)
+    return spec.table if spec is not None else ()

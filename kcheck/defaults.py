@@ -1,0 +1,37 @@
+"""The option vocabulary: every choice and default the commands share, written once.
+
+The CLI builds its options from these, and the core validates against them, so a default
+(epsilon's 0.02, the scalings, the exact-mode choices) cannot differ between commands.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+#: The gap (a fraction: 0.02 is 2 accuracy points) at which a checker means "kernel".
+EPSILON = 0.02
+#: Feature scalings: divide by max |x| (zeros stay zeros, the default) or svm-scale's min-max.
+SCALINGS = ("maxabs", "minmax")
+DEFAULT_SCALING = "maxabs"
+#: The exact RBF comparison: ``auto`` runs it where its counted cost is small.
+EXACT_MODES = ("auto", "always", "never")
+DEFAULT_EXACT = "auto"
+#: Models ``--model-out`` can train.
+MODEL_KINDS = ("linear", "kernel")
+#: Folds of every cross-validation (grid.py's and LIBLINEAR's ``-C`` default).
+FOLDS = 5
+#: What LIBLINEAR's and LIBSVM's srand take: an unsigned 32-bit integer.
+MAX_SEED = 2**32 - 1
+#: Fewer rows than this leave too few in the validation split for a comparison to mean anything.
+MIN_ROWS = 10
+#: Fewer rows per class than this (on average) leave most classes absent from one split: 3,000
+#: classes in 6,000 rows took minutes and scored 0.03% for every method.
+MIN_ROWS_PER_CLASS = 5
+
+#: progress(stage, done, total): a short stage description; done/total count steps, or None.
+Progress = Callable[[str, "int | None", "int | None"], None]
+
+
+def no_progress(stage: str, done: int | None, total: int | None) -> None:
+    """The progress callback of a caller that shows none."""
+    return None

@@ -1,0 +1,183 @@
+"""The results of ``check`` and ``verify`` as typed objects, and the one place that turns them
+into JSON (schema ``kcheck.verdict.SCHEMA_VERSION``; every field is documented in
+``docs/json.md``).
+
+The core fills these objects; nothing else assembles the JSON, so a field cannot be named or
+rounded differently in two places.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from kcheck import __version__
+from kcheck.checkers.base import CheckerResult
+from kcheck.prepare import scaling_json
+from kcheck.scaling import Scaler
+from kcheck.verdict import SCHEMA_VERSION, Decision, Gap, Margin, Verdict, json_number
+
+#: Decimals of wall-clock fields; digits of C, gamma and other method parameters, which users
+#: pass on to ``svm-train -c/-g`` and ``liblinear-train -c``.
+SECONDS_DECIMALS = 4
+PARAMETER_DIGITS = 10
+
+
+def _seconds(x: float) -> float:
+    return round(x, SECONDS_DECIMALS)
+
+
+@dataclass
+class CheckResult:
+    """A finished check: the decision, what every method scored, and the run's facts."""
+
+    decision: Decision
+    epsilon: float
+    seed: int
+    data: dict[str, Any]
+    scaler: Scaler
+    split: tuple[int, int]
+    baseline: CheckerResult
+    #: name -> (result, its gap against the linear model, None where it did not finish), in
+    #: the order the user listed the checkers, the exact comparison last.
+    checkers: dict[str, tuple[CheckerResult, Gap | None]]
+    exact: dict[str, Any]
+    test: dict[str, Any] | None
+    warnings: list[str]
+    read_seconds: float
+    started: float
+    model: dict[str, Any] | None = None
+    finished: float = field(default_factory=time.perf_counter)
+
+    @property
+    def verdict(self) -> Verdict:
+        return self.decision.verdict
+
+    @property
+    def margin(self) -> Margin:
+        return self.decision.margin
+
+    def to_json(self) -> dict[str, Any]:
+        base = self.baseline
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "kcheck_version": __version__,
+            "verdict": self.decision.verdict,
+            "margin": self.decision.margin,
+            "deciding_checker": self.decision.deciding,
+            "epsilon": self.epsilon,
+            "seed": self.seed,
+            "data": self.data,
+            "scaling": scaling_json(self.scaler),
+            "split": {"train": self.split[0], "validation": self.split[1], "stratified": True},
+            "linear": {
+                "val_accuracy": json_number(base.val_accuracy),
+                "cv_accuracy": json_number(base.cv_accuracy),
+                "C": json_number(base.info["C"], PARAMETER_DIGITS),
+                "seconds": _seconds(base.seconds),
+            },
+            "checkers": {n: _checker_json(r, g) for n, (r, g) in self.checkers.items()},
+            "exact": self.exact,
+            "test": None if self.test is None else _test_json(self.test),
+            "model": self.model,
+            "warnings": self.warnings,
+            "read_seconds": _seconds(self.read_seconds),
+            "seconds": _seconds(self.finished - self.started),
+        }
+
+
+def _checker_json(r: CheckerResult, gap: Gap | None) -> dict[str, Any]:
+    out: dict[str, Any] = {"status": r.status, "reason": r.reason}
+    out["val_accuracy"] = json_number(r.val_accuracy)
+    out["gap"] = json_number(gap.value) if gap else None
+    out["gap_ci95"] = [json_number(gap.low), json_number(gap.high)] if gap else None
+    for key, value in r.info.items():
+        out[key] = _json_value(value)
+    if r.cv_accuracy is not None:
+        out["cv_accuracy"] = json_number(r.cv_accuracy)
+    out["seconds"] = _seconds(r.seconds)
+    return out
+
+
+def _test_json(test: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in test.items():
+        if key == "seconds":
+            out[key] = _seconds(value)
+        elif isinstance(value, float):
+            out[key] = json_number(value)
+        else:
+            out[key] = value
+    return out
+
+
+def _json_value(value: Any) -> Any:
+    if isinstance(value, float):
+        return json_number(value, PARAMETER_DIGITS)
+    if isinstance(value, dict):
+        return {k: _json_value(v) for k, v in value.items()}
+    return value
+
+
+@dataclass
+class VerifyResult:
+    """A finished ``kcheck verify``: both models' CV results on the same rows, and the rule's
+    decision on their paired gap."""
+
+    decision: Decision
+    gap: Gap
+    epsilon: float
+    seed: int
+    folds: int
+    data: dict[str, Any]
+    scaler: Scaler
+    linear: dict[str, Any]
+    rbf: dict[str, Any]
+    test: dict[str, Any] | None
+    test_gap: float | None
+    check: dict[str, Any] | None
+    warnings: list[str]
+    started: float
+    finished: float = field(default_factory=time.perf_counter)
+
+    def to_json(self) -> dict[str, Any]:
+        lin, rbf = self.linear, self.rbf
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "kcheck_version": __version__,
+            "kind": "verify",
+            "seed": self.seed,
+            "folds": self.folds,
+            "data": self.data,
+            "scaling": scaling_json(self.scaler),
+            "linear": {
+                "cv_accuracy": json_number(lin["cv_accuracy"]),
+                "C": json_number(lin["C"], PARAMETER_DIGITS),
+                "seconds": _seconds(lin["seconds"]),
+                "test_accuracy": json_number(lin["test_accuracy"]),
+            },
+            "rbf": {
+                "cv_accuracy": json_number(rbf["cv_accuracy"]),
+                "C": rbf["C"],
+                "gamma": rbf["gamma"],
+                "grid_points": rbf["grid_points"],
+                "seconds": _seconds(rbf["seconds"]),
+                "test_accuracy": json_number(rbf["test_accuracy"]),
+            },
+            "test": self.test,
+            "gap": json_number(self.gap.value),
+            "gap_ci95": [json_number(self.gap.low), json_number(self.gap.high)],
+            "test_gap": json_number(self.test_gap),
+            "epsilon": self.epsilon,
+            "verdict": self.decision.verdict,
+            "margin": self.decision.margin,
+            "check": self.check,
+            "confirms": None if self.check is None else self.check["verdict"] == self.verdict,
+            "warnings": self.warnings,
+            "seconds": _seconds(self.finished - self.started),
+        }
+
+    @property
+    def verdict(self) -> Verdict:
+        return self.decision.verdict

@@ -1,0 +1,246 @@
+"""The expensive reference a verdict can be confirmed with: an RBF grid search next to the
+tuned linear model, cross-validated on the same rows.
+
+It starts from the same :func:`kcheck.prepare.prepare` as the check, and decides with the same
+rule (:func:`kcheck.verdict.paired_gap` and :func:`kcheck.verdict.decide`), so a check and its
+reference can differ only in what they measure, never in how they read data or decide.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from kcheck import engines
+from kcheck.defaults import (
+    DEFAULT_SCALING,
+    EPSILON,
+    FOLDS,
+    MAX_SEED,
+    MIN_ROWS,
+    MODEL_KINDS,
+    SCALINGS,
+    Progress,
+    no_progress,
+)
+from kcheck.errors import KcheckError, recorded_warnings
+from kcheck.memory import default_memory_limit
+from kcheck.prepare import Scored, prepare, read_scored, unseen_warnings
+from kcheck.rbf_search import GRID, Grid, rbf_grid_search
+from kcheck.result import VerifyResult
+from kcheck.split import stratified_subsample
+from kcheck.verdict import SCHEMA_VERSION, decide, paired_gap
+
+
+@dataclass(frozen=True)
+class VerifyConfig:
+    """What ``kcheck verify`` needs.
+
+    ``scaling``, ``seed`` and ``epsilon`` None mean: the check JSON's, else maxabs, 0 and 0.02.
+    With a check JSON, an explicit value that differs from the check's is refused, since the
+    reference would then not be about the same comparison.
+    """
+
+    train: str
+    test: str | None = None
+    jobs: int = 1
+    max_rows: int | None = None
+    scaling: str | None = None
+    seed: int | None = None
+    epsilon: float | None = None
+    check_json: str | None = None
+    zero_based: bool = False
+    memory_limit: int | None = None
+    grid: Grid = GRID
+
+    def validated(self) -> VerifyConfig:
+        if self.scaling is not None and self.scaling not in SCALINGS:
+            raise KcheckError(f"--scaling must be one of {', '.join(SCALINGS)}")
+        if self.seed is not None and not 0 <= self.seed <= MAX_SEED:
+            raise KcheckError(f"--seed must lie in 0..{MAX_SEED}, got {self.seed}")
+        if self.jobs < 1:
+            raise KcheckError("--jobs must be at least 1")
+        if self.max_rows is not None and self.max_rows < MIN_ROWS:
+            raise KcheckError(f"--max-rows must be at least {MIN_ROWS}")
+        if self.epsilon is not None and not 0.0 <= self.epsilon < 1.0:
+            raise KcheckError(f"--epsilon must lie in [0, 1), got {self.epsilon}")
+        if self.memory_limit is not None and self.memory_limit <= 0:
+            raise KcheckError("--memory-limit must be positive")
+        return self
+
+
+def run(config: VerifyConfig, progress: Progress | None = None) -> VerifyResult:
+    """The RBF reference next to the tuned linear model, as JSON (``kind: verify``).
+
+    Both are cross-validated (5 folds) on the same rows: the training file, or a stratified
+    sample of ``max_rows`` of it. ``gap`` is the RBF's CV accuracy minus the linear model's,
+    with the paired 95% interval over the rows; the verdict is :func:`kcheck.verdict.decide`'s.
+    With a test file, both are retrained on all training rows and scored on it.
+    """
+    config = config.validated()
+    report = progress or no_progress
+    t_start = time.perf_counter()
+    check = _read_check_json(config.check_json) if config.check_json else None
+    config, epsilon = _settings(config, check)
+    assert config.seed is not None and config.scaling is not None
+    memory_limit = config.memory_limit or default_memory_limit()
+
+    report("reading " + config.train, None, None)
+    with recorded_warnings() as notes:
+        data = prepare(config.train, scaling=config.scaling, memory_limit=memory_limit,
+                       zero_based=config.zero_based)
+        if check is not None and check["data"]["sha256"] != data.sha256:
+            raise KcheckError(
+                f"{config.train} is not the data {config.check_json} was made on (their "
+                "content hashes differ); re-run kcheck check on it, then verify that verdict"
+            )
+        # Read before any training, so a test file that cannot be scored fails at once.
+        test = None
+        if config.test is not None:
+            report("reading " + config.test, None, None)
+            test = read_scored(config.test, data, memory_limit=memory_limit,
+                               zero_based=config.zero_based)
+    X, y = engines.as_binding_csr(data.X), data.y
+    rows = (
+        stratified_subsample(y, config.max_rows, seed=config.seed)
+        if config.max_rows is not None
+        else np.arange(data.rows)
+    )
+    sampled = rows.size < data.rows
+    Xc, yc = (X[rows], y[rows]) if sampled else (X, y)
+
+    report("linear model: C search", None, None)
+    t0 = time.perf_counter()
+    lin_model, _ = engines.fit_linear(Xc, yc, seed=config.seed)
+    lin_correct = engines.cv_linear_correct(
+        engines.Problem.from_data(Xc, yc), lin_model.C, folds=FOLDS, seed=config.seed
+    )
+    lin_seconds = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    found = rbf_grid_search(Xc, yc, config.grid, seed=config.seed, jobs=config.jobs,
+                            progress=report)
+    rbf_correct = engines.cv_rbf_correct(
+        engines.SvmProblem.from_data(Xc, yc), found.C, found.gamma, folds=FOLDS,
+        seed=config.seed,
+    )
+    rbf_seconds = time.perf_counter() - t0
+
+    lin_test = rbf_test = None
+    if test is not None:
+        report("linear model: training on all rows", None, None)
+        t0 = time.perf_counter()
+        if sampled:
+            lin_model, _ = engines.fit_linear(X, y, seed=config.seed, C=lin_model.C)
+        lin_test = _accuracy(lin_model.predict(test.X), test)
+        lin_seconds += time.perf_counter() - t0
+        report("RBF model: training on all rows", None, None)
+        t0 = time.perf_counter()
+        rbf_model = engines.train_rbf(engines.SvmProblem.from_data(X, y), found.C, found.gamma)
+        rbf_test = _accuracy(rbf_model.predict(test.X), test)
+        rbf_seconds += time.perf_counter() - t0
+
+    gap = paired_gap(rbf_correct, lin_correct)
+    return VerifyResult(
+        decision=decide({"rbf": gap}, epsilon),
+        gap=gap,
+        epsilon=epsilon,
+        seed=config.seed,
+        folds=FOLDS,
+        data={**data.summary, "cv_rows": int(rows.size)},
+        scaler=data.scaler,
+        linear={"cv_accuracy": float(lin_correct.mean()), "C": lin_model.C,
+                "seconds": lin_seconds, "test_accuracy": lin_test},
+        rbf={"cv_accuracy": found.cv_accuracy, "C": found.C, "gamma": found.gamma,
+             "grid_points": found.points, "seconds": rbf_seconds, "test_accuracy": rbf_test},
+        test=None if test is None else {"path": test.path, "rows": test.rows},
+        test_gap=None if lin_test is None or rbf_test is None else rbf_test - lin_test,
+        check=None if check is None else {"path": config.check_json,
+                                          "verdict": check["verdict"]},
+        warnings=notes + unseen_warnings(test),
+        started=t_start,
+    )
+
+
+def _settings(config: VerifyConfig, check: dict[str, Any] | None) -> tuple[VerifyConfig, float]:
+    """Scaling, seed and epsilon: the check's where there is one, else the defaults."""
+    recorded = check or {}
+    scaling_block = recorded.get("scaling")
+    scaling = _from_check(
+        "--scaling", config.scaling,
+        scaling_block.get("method") if isinstance(scaling_block, dict) else None,
+        DEFAULT_SCALING, config.check_json,
+    )
+    seed = _from_check("--seed", config.seed, recorded.get("seed"), 0, config.check_json)
+    epsilon = float(
+        _from_check("--epsilon", config.epsilon, recorded.get("epsilon"), EPSILON,
+                    config.check_json)
+    )
+    return dataclasses.replace(config, scaling=scaling, seed=seed).validated(), epsilon
+
+
+def _read_check_json(path: str) -> dict[str, Any]:
+    """A saved ``kcheck check`` verdict: schema 1, a linear/kernel verdict and the data's hash.
+
+    Without ``data.sha256`` (a verdict from a kcheck before the hash existed) nothing ties the
+    verdict to the data being verified, so it is refused.
+    """
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except OSError as e:
+        raise KcheckError(f"{path}: cannot read: {e.strerror or e}") from None
+    except (ValueError, UnicodeDecodeError) as e:
+        raise KcheckError(f"{path}: not a JSON file ({e})") from None
+    if (
+        not isinstance(data, dict)
+        or data.get("schema_version") != SCHEMA_VERSION
+        or data.get("kind", "check") != "check"
+        or data.get("verdict") not in MODEL_KINDS
+    ):
+        raise KcheckError(f"{path}: not a kcheck check verdict (schema_version {SCHEMA_VERSION})")
+    scaling = data.get("scaling")
+    if (
+        not isinstance(data.get("epsilon", 0.0), (int, float))
+        or not isinstance(data.get("seed", 0), int)
+        or not isinstance(scaling if scaling is not None else {}, dict)
+        or (isinstance(scaling, dict) and scaling.get("method", "maxabs") not in SCALINGS)
+    ):
+        raise KcheckError(f"{path}: not a kcheck check verdict (bad epsilon, seed or scaling)")
+    block = data.get("data")
+    sha = block.get("sha256") if isinstance(block, dict) else None
+    if not (isinstance(sha, str) and re.fullmatch(r"[0-9a-f]{64}", sha)):
+        raise KcheckError(
+            f"{path}: the verdict has no data.sha256, so nothing ties it to the data being "
+            "verified; re-run kcheck check on the data to get one"
+        )
+    return data
+
+
+def _from_check(
+    option: str, explicit: Any, recorded: Any, default: Any, path: str | None
+) -> Any:
+    """The check's value of a setting; an explicit one must agree with it."""
+    if recorded is None:
+        return default if explicit is None else explicit
+    if explicit is not None and explicit != recorded:
+        raise KcheckError(
+            f"{option} {explicit} differs from the {recorded} that {path} was made with; "
+            f"leave out {option} to take the check's"
+        )
+    return recorded
+
+
+def _accuracy(predicted: np.ndarray, test: Scored) -> float | None:
+    return float(np.mean(predicted == test.y)) if test.rows else None
+
+
+def verify(config: VerifyConfig, progress: Progress | None = None) -> dict[str, Any]:
+    """:func:`run`, as the JSON the command prints."""
+    return run(config, progress).to_json()

@@ -1,0 +1,199 @@
+"""The import graph: layers that only import downwards, no cycle, no hidden imports.
+
+An import inside a function hides a cycle from the reader and from tools; only the CLI keeps
+deliberate lazy imports (start-up time of ``kcheck --help``). Every module must be placed in a
+layer here, so a new module is a conscious decision about what it may depend on.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "kcheck"
+
+#: Top to bottom. A module may import modules of its own layer or of any layer below it.
+LAYERS: list[set[str]] = [
+    {"kcheck.cli", "kcheck.__main__"},
+    {"kcheck.batch", "kcheck.verify", "kcheck.models", "kcheck.predict"},
+    {"kcheck.pipeline"},
+    {"kcheck.result"},
+    {"kcheck.checkers.registry"},
+    {"kcheck.checkers.degree2", "kcheck.checkers.multilinear", "kcheck.checkers.rff",
+     "kcheck.checkers.exact", "kcheck.checkers.linear", "kcheck.checkers.kmeans"},
+    {"kcheck.checkers", "kcheck.checkers.base"},
+    {"kcheck.rbf_search"},
+    {"kcheck.prepare"},
+    {"kcheck.engines", "kcheck.budget"},
+    {"kcheck.modelfile", "kcheck.data", "kcheck._parse", "kcheck.scaling"},
+    {"kcheck.verdict", "kcheck.split", "kcheck.workers", "kcheck.atomic", "kcheck.memory",
+     "kcheck.errors", "kcheck.defaults", "kcheck"},
+]
+#: Packages whose submodules all sit in the layer of the package (the command line).
+WHOLE_PACKAGES = {"kcheck.cli"}
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _modules() -> dict[str, Path]:
+    return {_module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def _layer(module: str) -> int:
+    for package in WHOLE_PACKAGES:
+        if module == package or module.startswith(package + "."):
+            module = package
+    for i, layer in enumerate(LAYERS):
+        if module in layer:
+            return i
+    raise KeyError(module)
+
+
+def _resolve(module: str, is_package: bool, node: ast.ImportFrom) -> str:
+    if node.level == 0:
+        return node.module or ""
+    base = module.split(".") if is_package else module.split(".")[:-1]
+    base = base[: len(base) - (node.level - 1)]
+    return ".".join([*base, node.module] if node.module else base)
+
+
+def _imports(module: str, path: Path, known: set[str]) -> tuple[set[str], list[int]]:
+    """kcheck modules imported at module level, and the lines of imports inside functions."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    is_package = path.name == "__init__.py"
+    found: set[str] = set()
+    nested: list[int] = []
+
+    def targets(node: ast.Import | ast.ImportFrom) -> set[str]:
+        if isinstance(node, ast.Import):
+            return {a.name for a in node.names if a.name.split(".")[0] == "kcheck"}
+        base = _resolve(module, is_package, node)
+        if base.split(".")[0] != "kcheck":
+            return set()
+        # ``from kcheck import engines`` imports the module kcheck.engines.
+        subs = {f"{base}.{a.name}" for a in node.names if f"{base}.{a.name}" in known}
+        return subs or {base}
+
+    def visit(node: ast.AST, in_function: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.Import, ast.ImportFrom)):
+                t = targets(child)
+                if in_function and t:
+                    nested.append(child.lineno)
+                found.update(t)
+            inside = in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef))
+            visit(child, inside)
+
+    visit(tree, False)
+    found.discard(module)
+    return found, nested
+
+
+@pytest.fixture(scope="module")
+def graph() -> dict[str, tuple[set[str], list[int]]]:
+    modules = _modules()
+    known = set(modules)
+    return {m: _imports(m, p, known) for m, p in modules.items()}
+
+
+def test_every_module_has_a_layer(graph: dict[str, tuple[set[str], list[int]]]) -> None:
+    missing = []
+    for m in graph:
+        try:
+            _layer(m)
+        except KeyError:
+            missing.append(m)
+    assert not missing, f"place these modules in LAYERS: {missing}"
+
+
+def test_imports_only_go_down(graph: dict[str, tuple[set[str], list[int]]]) -> None:
+    upward = [
+        f"{m} (layer {_layer(m)}) imports {t} (layer {_layer(t)})"
+        for m, (targets, _) in graph.items()
+        for t in sorted(targets)
+        if t in graph and _layer(t) < _layer(m)
+    ]
+    assert not upward, "\n".join(upward)
+
+
+def test_no_import_cycle(graph: dict[str, tuple[set[str], list[int]]]) -> None:
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def dfs(m: str) -> list[str] | None:
+        state[m] = 1
+        stack.append(m)
+        for t in sorted(graph[m][0]):
+            if t not in graph:
+                continue
+            if state.get(t) == 1:
+                return [*stack[stack.index(t):], t]
+            if t not in state:
+                cycle = dfs(t)
+                if cycle:
+                    return cycle
+        stack.pop()
+        state[m] = 2
+        return None
+
+    for m in sorted(graph):
+        if m not in state:
+            cycle = dfs(m)
+            assert cycle is None, " -> ".join(cycle)
+
+
+def test_no_import_inside_functions_outside_the_cli(
+    graph: dict[str, tuple[set[str], list[int]]],
+) -> None:
+    hidden = {
+        m: lines for m, (_, lines) in graph.items()
+        if lines and not (m == "kcheck.cli" or m.startswith("kcheck.cli."))
+    }
+    assert not hidden, f"imports inside functions (module: lines): {hidden}"
+
+
+def test_only_the_cli_imports_click_or_rich() -> None:
+    for m, path in _modules().items():
+        if m == "kcheck.cli" or m.startswith("kcheck.cli."):
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                names = [node.module or ""]
+            bad = [n for n in names if n.split(".")[0] in ("click", "rich")]
+            assert not bad, f"{m} imports {bad}: only kcheck.cli may"
+
+
+def test_only_engines_imports_the_bindings() -> None:
+    for m, path in _modules().items():
+        if m == "kcheck.engines":
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                names = [node.module or ""]
+            bad = [n for n in names if n.split(".")[0] in ("liblinear", "libsvm")]
+            assert not bad, f"{m} imports {bad}: only kcheck.engines may"
+
+
+def test_the_checker_finds_a_planted_cycle_and_an_upward_import(tmp_path: Path) -> None:
+    """The graph checks can fail: a fake upward import and a hidden one are both seen."""
+    known = {"kcheck.verdict", "kcheck.pipeline"}
+    planted = tmp_path / "verdict.py"
+    planted.write_text("from kcheck import pipeline\n\ndef f():\n    import kcheck.pipeline\n")
+    targets, nested = _imports("kcheck.verdict", planted, known)
+    assert targets == {"kcheck.pipeline"} and nested == [4]
+    assert _layer("kcheck.pipeline") < _layer("kcheck.verdict")
