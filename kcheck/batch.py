@@ -51,7 +51,7 @@ from kcheck.data import content_sha256
 from kcheck.errors import KcheckError, recorded_warnings
 from kcheck.memory import default_memory_limit
 from kcheck.pipeline import CheckConfig, Progress, run
-from kcheck.verdict import SCHEMA_VERSION
+from kcheck.verdict import SCHEMA_VERSION, json_number
 from kcheck.workers import end_pool, process_pool
 
 #: Suffixes read through transparent decompression; stripped from a data set's name.
@@ -400,7 +400,7 @@ def _unchecked_line(
         "seed": config.seed,
         "data": {"path": train},
         "test": None if test is None else {"path": test},
-        "seconds": round(seconds, 4),
+        "seconds": json_number(seconds),
     }
 
 

@@ -245,7 +245,8 @@ def _show_verdict(ui: Ui, v: dict[str, Any]) -> None:
     )
     if v.get("test"):
         t = v["test"]
-        parts = [f"{k} {_fmt_acc(t[k])}" for k in ("linear", *v["checkers"]) if k in t]
+        acc = t["accuracy"]
+        parts = [f"{k} {_fmt_acc(acc[k])}" for k in ("linear", *v["checkers"]) if k in acc]
         ui.info(f"test ({t['rows']} rows): " + ", ".join(parts))
     for w in v.get("warnings", []):
         ui.warn(w)

@@ -29,7 +29,7 @@ from kcheck.prepare import require_integer_labels
 from kcheck.rbf_search import EXPORT_GRID, Grid, rbf_grid_search
 from kcheck.scaling import Scaler, read_range_file, write_range_file
 from kcheck.split import stratified_subsample
-from kcheck.verdict import json_number
+from kcheck.verdict import json_number, json_parameter
 from kcheck.workers import run_until
 
 #: The kernel model's (C, gamma) search runs on at most this many rows (stratified sample):
@@ -125,7 +125,7 @@ def export(
         "cv_accuracy": json_number(cv),
         "search_rows": search_rows,
         "grid_points": grid_points,
-        "seconds": round(time.perf_counter() - t0, 4),
+        "seconds": json_number(time.perf_counter() - t0),
     }
 
 
@@ -150,7 +150,7 @@ def _train_and_save(
         # Trained on the columns in use, saved at full width: on 20 million mostly empty
         # columns, full-width training took 370 s and 2.75 GB.
         model, cv = engines.fit_linear(X, y, seed=seed)
-        params = {"C": json_number(model.C, 10)}
+        params = {"C": json_parameter(model.C)}
         search_rows, grid_points = int(y.size), None
     else:
         rows = stratified_subsample(y, max_search_rows, seed=seed)
@@ -161,7 +161,7 @@ def _train_and_save(
         report("training the kernel model on all rows", None, None)
         model = engines.train_rbf(engines.SvmProblem.from_data(X, y), found.C, found.gamma)
         cv = found.cv_accuracy
-        params = {"C": found.C, "gamma": found.gamma}
+        params = {"C": json_parameter(found.C), "gamma": json_parameter(found.gamma)}
         search_rows, grid_points = int(rows.size), found.points
     model.save(model_tmp)
     return params, cv, search_rows, grid_points

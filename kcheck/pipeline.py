@@ -244,14 +244,14 @@ def _score_test(
     """Accuracy on the test file of every model trained on T (same scaling as training)."""
     report("scoring " + test.path, None, None)
     t0 = time.perf_counter()
-    out: dict[str, Any] = {"path": test.path, "sha256": test.sha256, "rows": test.rows}
+    accuracy: dict[str, float | None] = {}
     for name, r in results.items():
         if r.predict is None or not test.rows:
-            out[name] = None
+            accuracy[name] = None
             continue
-        out[name] = float(np.mean(r.predict(test.X) == test.y))
-    out["seconds"] = time.perf_counter() - t0
-    return out
+        accuracy[name] = float(np.mean(r.predict(test.X) == test.y))
+    return {"path": test.path, "sha256": test.sha256, "rows": test.rows,
+            "seconds": time.perf_counter() - t0, "accuracy": accuracy}
 
 
 def _cut_short(

@@ -16,16 +16,23 @@ from kcheck import __version__
 from kcheck.checkers.base import CheckerResult
 from kcheck.prepare import scaling_json
 from kcheck.scaling import Scaler
-from kcheck.verdict import SCHEMA_VERSION, Decision, Gap, Margin, Verdict, json_number
+from kcheck.verdict import (
+    SCHEMA_VERSION,
+    Decision,
+    Gap,
+    Margin,
+    Verdict,
+    json_number,
+    json_parameter,
+)
 
-#: Decimals of wall-clock fields; digits of C, gamma and other method parameters, which users
-#: pass on to ``svm-train -c/-g`` and ``liblinear-train -c``.
-SECONDS_DECIMALS = 4
-PARAMETER_DIGITS = 10
+#: Method parameters, kept exact: users pass them on to ``svm-train -c/-g`` and
+#: ``liblinear-train -c``. Every other number has six significant digits.
+PARAMETER_KEYS = frozenset({"C", "gamma", "linear_C"})
 
 
-def _seconds(x: float) -> float:
-    return round(x, SECONDS_DECIMALS)
+def _seconds(x: float) -> float | None:
+    return json_number(x)
 
 
 @dataclass
@@ -74,11 +81,11 @@ class CheckResult:
             "linear": {
                 "val_accuracy": json_number(base.val_accuracy),
                 "cv_accuracy": json_number(base.cv_accuracy),
-                "C": json_number(base.info["C"], PARAMETER_DIGITS),
+                "C": json_parameter(base.info["C"]),
                 "seconds": _seconds(base.seconds),
             },
             "checkers": {n: _checker_json(r, g) for n, (r, g) in self.checkers.items()},
-            "exact": self.exact,
+            "exact": _json_value(self.exact),
             "test": None if self.test is None else _test_json(self.test),
             "model": self.model,
             "warnings": self.warnings,
@@ -93,7 +100,7 @@ def _checker_json(r: CheckerResult, gap: Gap | None) -> dict[str, Any]:
     out["gap"] = json_number(gap.value) if gap else None
     out["gap_ci95"] = [json_number(gap.low), json_number(gap.high)] if gap else None
     for key, value in r.info.items():
-        out[key] = _json_value(value)
+        out[key] = json_parameter(value) if key in PARAMETER_KEYS else _json_value(value)
     if r.cv_accuracy is not None:
         out["cv_accuracy"] = json_number(r.cv_accuracy)
     out["seconds"] = _seconds(r.seconds)
@@ -101,22 +108,24 @@ def _checker_json(r: CheckerResult, gap: Gap | None) -> dict[str, Any]:
 
 
 def _test_json(test: dict[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in test.items():
-        if key == "seconds":
-            out[key] = _seconds(value)
-        elif isinstance(value, float):
-            out[key] = json_number(value)
-        else:
-            out[key] = value
-    return out
+    """The test file's facts, then each model's accuracy on it under ``accuracy``."""
+    return {
+        "path": test["path"],
+        "sha256": test["sha256"],
+        "rows": test["rows"],
+        "seconds": _seconds(test["seconds"]),
+        "accuracy": {k: json_number(v) for k, v in test["accuracy"].items()},
+    }
 
 
 def _json_value(value: Any) -> Any:
     if isinstance(value, float):
-        return json_number(value, PARAMETER_DIGITS)
+        return json_number(value)
     if isinstance(value, dict):
-        return {k: _json_value(v) for k, v in value.items()}
+        return {k: json_parameter(v) if k in PARAMETER_KEYS else _json_value(v)
+                for k, v in value.items()}
+    if isinstance(value, list):
+        return [_json_value(v) for v in value]
     return value
 
 
@@ -153,14 +162,14 @@ class VerifyResult:
             "scaling": scaling_json(self.scaler),
             "linear": {
                 "cv_accuracy": json_number(lin["cv_accuracy"]),
-                "C": json_number(lin["C"], PARAMETER_DIGITS),
+                "C": json_parameter(lin["C"]),
                 "seconds": _seconds(lin["seconds"]),
                 "test_accuracy": json_number(lin["test_accuracy"]),
             },
             "rbf": {
                 "cv_accuracy": json_number(rbf["cv_accuracy"]),
-                "C": rbf["C"],
-                "gamma": rbf["gamma"],
+                "C": json_parameter(rbf["C"]),
+                "gamma": json_parameter(rbf["gamma"]),
                 "grid_points": rbf["grid_points"],
                 "seconds": _seconds(rbf["seconds"]),
                 "test_accuracy": json_number(rbf["test_accuracy"]),

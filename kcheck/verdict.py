@@ -12,7 +12,12 @@ from typing import Any, Literal
 
 import numpy as np
 
-SCHEMA_VERSION = 1
+#: The JSON's schema (docs/json.md has the changelog). 2: six significant digits for every
+#: number except method parameters (C, gamma: exact), and the per-model test accuracies under
+#: ``test.accuracy``.
+SCHEMA_VERSION = 2
+#: Check verdicts that ``verify --check-json`` reads: the fields it uses are the same in both.
+READABLE_CHECK_SCHEMAS = (1, 2)
 Verdict = Literal["linear", "kernel"]
 Margin = Literal["clear", "borderline"]
 #: Gaps are compared with epsilon after rounding to this many decimals, so that a gap equal to
@@ -114,10 +119,19 @@ def without_timing(obj: Any) -> Any:
 
 
 def json_number(x: float | None, digits: int = 6) -> float | None:
-    """Round for stable, readable JSON; NaN and inf become null (JSON has neither)."""
+    """``digits`` significant digits, for stable, readable JSON; NaN and inf become null (JSON
+    has neither). Significant digits, not decimals: a gap of 0.000123 keeps its 3 digits."""
     if x is None or not math.isfinite(x):
         return None
-    return round(float(x), digits)
+    return float(f"{float(x):.{digits}g}")
+
+
+def json_parameter(x: float | None) -> float | None:
+    """A method parameter (C, gamma) exactly as used, so that it can be passed on to
+    ``svm-train -c/-g`` or ``liblinear-train -c`` and give the same model."""
+    if x is None or not math.isfinite(x):
+        return None
+    return float(x)
 
 
 def label_value(v: float) -> int | float:

@@ -35,7 +35,7 @@ from kcheck.prepare import Scored, prepare, read_scored, unseen_warnings
 from kcheck.rbf_search import GRID, Grid, rbf_grid_search
 from kcheck.result import VerifyResult
 from kcheck.split import stratified_subsample
-from kcheck.verdict import SCHEMA_VERSION, decide, paired_gap
+from kcheck.verdict import READABLE_CHECK_SCHEMAS, decide, paired_gap
 
 
 @dataclass(frozen=True)
@@ -200,11 +200,14 @@ def _read_check_json(path: str) -> dict[str, Any]:
         raise KcheckError(f"{path}: not a JSON file ({e})") from None
     if (
         not isinstance(data, dict)
-        or data.get("schema_version") != SCHEMA_VERSION
+        or data.get("schema_version") not in READABLE_CHECK_SCHEMAS
         or data.get("kind", "check") != "check"
         or data.get("verdict") not in MODEL_KINDS
     ):
-        raise KcheckError(f"{path}: not a kcheck check verdict (schema_version {SCHEMA_VERSION})")
+        raise KcheckError(
+            f"{path}: not a kcheck check verdict (schema_version "
+            f"{' or '.join(map(str, READABLE_CHECK_SCHEMAS))})"
+        )
     scaling = data.get("scaling")
     if (
         not isinstance(data.get("epsilon", 0.0), (int, float))

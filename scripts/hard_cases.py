@@ -266,7 +266,7 @@ def table(rows: list[Row], with_test: bool) -> list[str]:
         lines += ["", "Accuracy on the test files (models trained on T):", "",
                   "| data | linear | degree-2 | MultiLinear | rff |", "|---|---|---|---|---|"]
         for row in rows:
-            t = row.check.get("test") or {}
+            t = (row.check.get("test") or {}).get("accuracy") or {}
             lines.append(f"| {row.name} | {_pct(t.get('linear'))} | {_pct(t.get('degree2'))} | "
                          f"{_pct(t.get('multilinear'))} | {_pct(row.rff['test'])} |")
     return lines

@@ -193,7 +193,7 @@ def main() -> int:
                   "| data set | scaling | linear | degree-2 | MultiLinear | exact RBF |",
                   "|---|---|---|---|---|---|"]
         for name, scaling, v in tests:
-            t = v["test"]
+            t = v["test"]["accuracy"]
             lines.append(f"| {name} | {scaling} | {pct(t.get('linear'))} | "
                          f"{pct(t.get('degree2'))} | {pct(t.get('multilinear'))} | "
                          f"{pct(t.get('rbf'))} |")

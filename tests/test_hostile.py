@@ -198,7 +198,7 @@ def same_as_plain(command: str) -> Callable[[Run, Ctx], None]:
 def scores_test_file(run: Run, ctx: Ctx) -> None:
     v = verdict_of(run)
     assert v["test"]["rows"] == 12
-    assert v["test"]["linear"] is not None
+    assert v["test"]["accuracy"]["linear"] is not None
 
 
 # --- the cases -----------------------------------------------------------------------------

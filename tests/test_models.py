@@ -313,7 +313,7 @@ def test_verify_json_and_determinism_across_jobs(tmp_path):
         runs.append(json.loads(r.stdout))
     v = runs[0]
     assert _without_seconds(runs[0]) == _without_seconds(runs[1])
-    assert v["schema_version"] == 1 and v["kind"] == "verify" and v["kcheck_version"]
+    assert v["schema_version"] == 2 and v["kind"] == "verify" and v["kcheck_version"]
     assert v["data"]["rows"] == v["data"]["cv_rows"] == 862
     assert v["scaling"]["method"] == "maxabs"
     assert set(v["linear"]) == {"cv_accuracy", "C", "seconds", "test_accuracy"}
@@ -325,6 +325,20 @@ def test_verify_json_and_determinism_across_jobs(tmp_path):
     # fourclass needs a kernel (linear about 78%, RBF about 100%).
     assert v["gap"] > 0.1 and v["verdict"] == "kernel" and v["epsilon"] == 0.02
     assert v["confirms"] is True and v["check"]["verdict"] == "kernel"
+    # The check's rule on the paired per-row CV results: an interval clear of epsilon.
+    lo, hi = v["gap_ci95"]
+    assert lo <= v["gap"] <= hi and lo >= 0.02 and v["margin"] == "clear"
+
+
+def test_verify_per_row_cv_matches_the_grid_count(datasets):
+    """The per-row RBF CV that the paired interval uses is the grid's CV at the chosen point:
+    same folds, same count."""
+    y, X, _ = _scaled("heart_scale")
+    grid = rbf_search.Grid(log2_C=(1.0, 3.0), log2_gamma=(-3.0, -5.0))
+    found = rbf_search.rbf_grid_search(X, y, grid, seed=4, jobs=1)
+    per_row = engines.cv_rbf_correct(engines.SvmProblem.from_data(X, y), found.C, found.gamma,
+                                     folds=5, seed=4)
+    assert int(per_row.sum()) == found.correct
 
 
 def test_verify_with_test_file_and_sample():

@@ -6,9 +6,10 @@ import hashlib
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 
 from kcheck.checkers import multilinear
-from kcheck.data import write_libsvm
+from kcheck.data import read_libsvm, write_libsvm
 from kcheck.errors import KcheckError
 from kcheck.pipeline import CheckConfig, run
 from kcheck.verdict import without_timing as strip_timing
@@ -49,7 +50,7 @@ def test_german_is_linear_enough(datasets):
 
 def test_json_schema(datasets):
     v = run(CheckConfig(train=str(datasets / "heart_scale"))).json
-    assert v["schema_version"] == 1
+    assert v["schema_version"] == 2
     assert set(v) >= {"kcheck_version", "verdict", "margin", "epsilon", "seed", "data", "scaling",
                       "split", "linear", "checkers", "test", "model", "seconds"}
     assert v["verdict"] in ("linear", "kernel") and v["margin"] in ("clear", "borderline")
@@ -94,6 +95,7 @@ def test_test_file_is_scored(datasets):
     v = run(CheckConfig(train=str(datasets / "svmguide1"), test=str(datasets / "svmguide1.t"))).json
     t = v["test"]
     assert t["rows"] == 4000
+    t = t["accuracy"]
     # With a bias term the linear model is strong on svmguide1 (about 95% on the test file).
     assert t["linear"] > 0.9 and t["degree2"] > 0.9 and t["multilinear"] > 0.9
 
@@ -196,3 +198,33 @@ def test_rff_checker_is_opt_in(datasets):
                         checkers=("multilinear", "rff"))).json
     r = v["checkers"]["rff"]
     assert r["status"] == "ok" and r["D"] >= 100 and r["gap"] > 0.1
+
+
+def test_test_file_sharing_no_label_is_refused_before_training(tmp_path, datasets, monkeypatch):
+    """A test file none of whose labels occur in training is refused at once (exit 2 from the
+    CLI), before the baseline is trained."""
+    from kcheck.checkers import linear
+
+    y, X = read_libsvm(str(datasets / "heart_scale"))
+    test = tmp_path / "other_labels.t"
+    write_libsvm(str(test), np.where(y > 0, 7.0, 9.0), X)
+    trained = []
+    monkeypatch.setattr(linear, "run", lambda *a, **k: trained.append(1))
+    with pytest.raises(KcheckError, match="none of its labels .* occurs in the training file"):
+        run(CheckConfig(train=str(datasets / "heart_scale"), test=str(test), exact="never"))
+    assert trained == []
+
+
+def test_test_file_with_unseen_labels_and_wider_rows_is_scored_with_warnings(tmp_path, datasets):
+    y, X = read_libsvm(str(datasets / "heart_scale"))
+    y = y.copy()
+    y[:10] = 5.0  # a label training never saw
+    wide = sp.hstack([X, sp.csr_matrix(np.ones((X.shape[0], 1)))], format="csr")
+    test = tmp_path / "mixed.t"
+    write_libsvm(str(test), y, wide)
+    v = run(CheckConfig(train=str(datasets / "heart_scale"), test=str(test), exact="never")).json
+    acc = v["test"]["accuracy"]
+    assert all(0.0 <= a <= 1.0 for a in acc.values() if a is not None)
+    text = " ".join(v["warnings"])
+    assert "10 of 270 rows have a label that never occurs" in text
+    assert "dropped 270 value(s)" in text

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from kcheck.verdict import Gap, decide, json_number, label_value, paired_gap
+from kcheck.verdict import Gap, accuracy, decide, json_number, label_value, paired_gap
 
 
 def test_paired_gap_against_hand_computation():
@@ -51,3 +51,58 @@ def test_json_helpers():
     assert json_number(0.1234567891) == 0.123457
     assert label_value(1.0) == 1 and isinstance(label_value(1.0), int)
     assert label_value(2.5) == 2.5
+
+
+def test_rule_gap_equal_to_epsilon_after_binary_rounding_is_kernel():
+    """3 of 150 rows is 0.02 exactly; computed as a mean it may land a hair below."""
+    a = np.zeros(150)
+    a[:3] = 1.0
+    g = paired_gap(a, np.zeros(150))
+    assert decide({"m": Gap(0.02 - 1e-15, -0.1, 0.1)}, 0.02).verdict == "kernel"
+    assert decide({"m": g}, 0.02).verdict == "kernel"
+    assert decide({"m": Gap(0.0199999, -0.1, 0.1)}, 0.02).verdict == "linear"
+
+
+def test_weighted_gap_with_equal_weights_is_the_plain_gap(rng):
+    a = rng.random(200) < 0.7
+    b = rng.random(200) < 0.6
+    plain = paired_gap(a, b)
+    weighted = paired_gap(a, b, weights=np.full(200, 3.0))
+    assert weighted.value == pytest.approx(plain.value, abs=1e-12)
+    assert weighted.low == pytest.approx(plain.low, abs=1e-12)
+    assert weighted.high == pytest.approx(plain.high, abs=1e-12)
+
+
+def test_weighted_gap_against_hand_computation():
+    """Class-balanced weights: the gap is the mean of the per-class gaps."""
+    a = np.array([1, 1, 0, 1, 1, 1], dtype=float)  # class 0: rows 0-3, class 1: rows 4-5
+    b = np.array([1, 0, 0, 1, 0, 1], dtype=float)
+    w = np.array([1 / 4] * 4 + [1 / 2] * 2) / 2
+    g = paired_gap(a, b, weights=w)
+    per_class = (np.mean(a[:4] - b[:4]) + np.mean(a[4:] - b[4:])) / 2
+    assert g.value == pytest.approx(per_class)
+    d = a - b
+    wn = w / w.sum()
+    se = np.sqrt(np.sum(wn**2 * (d - per_class) ** 2) * 6 / 5)
+    assert g.high - g.value == pytest.approx(1.959964 * se, abs=1e-6)
+
+
+def test_weights_must_fit_the_points():
+    a = np.ones(4)
+    with pytest.raises(ValueError):
+        paired_gap(a, a, weights=np.ones(3))
+    with pytest.raises(ValueError):
+        paired_gap(a, a, weights=np.zeros(4))
+
+
+def test_accuracy_weighted_and_plain():
+    c = np.array([1, 0, 1, 1], dtype=bool)
+    assert accuracy(c) == 0.75
+    assert accuracy(c, np.array([1.0, 3.0, 0.0, 0.0])) == 0.25
+    assert np.isnan(accuracy(np.array([], dtype=bool)))
+
+
+def test_json_number_keeps_six_significant_digits():
+    assert json_number(0.000123456789) == 0.000123457
+    assert json_number(123.456789) == 123.457
+    assert json_number(float("nan")) is None and json_number(float("inf")) is None
