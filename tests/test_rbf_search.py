@@ -1,0 +1,225 @@
+"""The RBF grid, its refinement, the tie-break and the search (kcheck/rbf_search.py).
+
+tests/test_models.py covers grid.py's default grid, one refinement example, a tie-break
+example, progress and worker processes; this module adds the properties and the check of the
+search against LIBSVM's own cross-validation.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+
+import numpy as np
+import pytest
+from conftest import DATASETS
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kcheck import engines
+from kcheck.defaults import FOLDS
+from kcheck.errors import KcheckError
+from kcheck.memory import default_memory_limit
+from kcheck.prepare import prepare
+from kcheck.rbf_search import EXPORT_GRID, GRID, Grid, GridResult, best_point, rbf_grid_search
+
+TINY = Grid(log2_C=(-1.0, 1.0), log2_gamma=(-3.0, -5.0))
+
+
+@pytest.fixture(scope="module")
+def heart() -> tuple:
+    p = prepare(
+        str(DATASETS / "heart_scale"), scaling="maxabs", memory_limit=default_memory_limit()
+    )
+    return p.X, p.y
+
+
+# --- Grid -----------------------------------------------------------------------------------------
+
+
+def test_coarse_is_every_pair_c_major() -> None:
+    g = Grid(log2_C=(0.0, 2.0, 4.0), log2_gamma=(1.0, -1.0))
+    assert g.coarse == [(0.0, 1.0), (0.0, -1.0), (2.0, 1.0), (2.0, -1.0), (4.0, 1.0), (4.0, -1.0)]
+    assert len(GRID.coarse) == len(set(GRID.coarse)) == len(GRID.log2_C) * len(GRID.log2_gamma)
+
+
+def test_refined_in_the_interior_is_a_full_square() -> None:
+    g = Grid(refine=True, radius=1.0, step=0.25)
+    pts = g.refined((5.0, -7.0))
+    assert len(pts) == 9 * 9
+    assert (5.0, -7.0) in pts
+    assert min(p[0] for p in pts) == 4.0 and max(p[0] for p in pts) == 6.0
+    assert {p[1] for p in pts} == {-7.0 + 0.25 * i for i in range(-4, 5)}
+
+
+def test_refined_at_an_edge_is_clipped() -> None:
+    pts = EXPORT_GRID.refined((-5.0, -7.0))  # smallest C: only offsets >= 0 in C survive
+    assert len(pts) == 3 * 5
+    assert all(c >= -5.0 for c, _ in pts)
+    pts = EXPORT_GRID.refined((15.0, -15.0))  # largest C and smallest gamma: a corner
+    assert sorted(pts) == sorted(
+        (15.0 + dc, -15.0 + dg) for dc in (-1.0, -0.5, 0.0) for dg in (0.0, 0.5, 1.0)
+    )
+
+
+_axis = st.lists(st.integers(-20, 20).map(float), min_size=1, max_size=6, unique=True).map(tuple)
+
+
+@given(
+    _axis,
+    _axis,
+    st.sampled_from([(1.0, 0.5), (1.0, 0.25), (2.0, 1.0), (0.5, 0.5), (1.5, 0.5)]),
+    st.data(),
+)
+def test_refined_points_properties(
+    log2_C: tuple[float, ...],
+    log2_gamma: tuple[float, ...],
+    radius_step: tuple[float, float],
+    data: st.DataObject,
+) -> None:
+    radius, step = radius_step
+    g = Grid(log2_C=log2_C, log2_gamma=log2_gamma, refine=True, radius=radius, step=step)
+    centre = data.draw(st.sampled_from(g.coarse))
+    pts = g.refined(centre)
+    assert centre in pts
+    assert len(pts) == len(set(pts))
+    for c, gm in pts:
+        assert min(log2_C) <= c <= max(log2_C)
+        assert min(log2_gamma) <= gm <= max(log2_gamma)
+        for offset in (c - centre[0], gm - centre[1]):
+            assert abs(offset) <= radius
+            assert (offset / step) == round(offset / step)  # on the step's lattice
+    k = round(radius / step)
+    assert len(pts) <= (2 * k + 1) ** 2
+    # max_points bounds what a refined search can evaluate.
+    assert len(g.coarse) + len(set(pts) - set(g.coarse)) <= g.max_points
+
+
+def test_max_points() -> None:
+    assert GRID.max_points == 110
+    assert EXPORT_GRID.max_points == 110 + 5 * 5 - 1
+    assert Grid(refine=True, radius=1.0, step=0.25).max_points == 110 + 81 - 1
+    assert Grid((1.0,), (2.0,), refine=False, radius=3.0, step=1.0).max_points == 1
+
+
+# --- best_point -----------------------------------------------------------------------------------
+
+
+def test_best_point_prefers_smaller_gamma_at_equal_C() -> None:
+    assert best_point({(1.0, 1.0): 5, (1.0, -1.0): 5, (1.0, 3.0): 5}) == (1.0, -1.0)
+
+
+def test_best_point_count_beats_regularisation() -> None:
+    assert best_point({(-5.0, -15.0): 10, (15.0, 3.0): 11}) == (15.0, 3.0)
+
+
+_points = st.dictionaries(
+    st.tuples(st.integers(-5, 15).map(float), st.integers(-15, 3).map(float)),
+    st.integers(0, 4),
+    min_size=1,
+    max_size=30,
+)
+
+
+@given(_points, st.randoms(use_true_random=False))
+def test_best_point_is_the_rule_whatever_the_order(
+    scores: dict[tuple[float, float], int], shuffler: random.Random
+) -> None:
+    chosen = best_point(scores)
+    top = max(scores.values())
+    assert scores[chosen] == top
+    ties = [p for p, v in scores.items() if v == top]
+    smallest_C = min(c for c, _ in ties)
+    assert chosen[0] == smallest_C
+    assert chosen[1] == min(g for c, g in ties if c == smallest_C)
+    items = list(scores.items())
+    shuffler.shuffle(items)
+    assert best_point(dict(items)) == chosen
+    assert best_point(dict(reversed(items))) == chosen
+
+
+# --- the search -----------------------------------------------------------------------------------
+
+
+def test_every_point_is_libsvm_cross_validation_with_the_same_seed(heart) -> None:
+    X, y = heart
+    found = rbf_grid_search(X, y, TINY, seed=7)
+    problem = engines.SvmProblem.from_data(X, y)
+    assert set(found.scores) == set(TINY.coarse)
+    for (c, g), correct in found.scores.items():
+        assert correct == engines.cv_rbf(problem, 2.0**c, 2.0**g, folds=FOLDS, seed=7)
+    chosen = (found.log2_C, found.log2_gamma)
+    assert chosen == best_point(found.scores)
+    assert found.correct == engines.cv_rbf(problem, found.C, found.gamma, folds=FOLDS, seed=7)
+
+
+def test_grid_result_properties(heart) -> None:
+    X, y = heart
+    found = rbf_grid_search(X, y, TINY, seed=0)
+    assert isinstance(found, GridResult)
+    assert found.rows == y.size == 270
+    assert found.C == 2.0**found.log2_C and found.gamma == 2.0**found.log2_gamma
+    assert found.cv_accuracy == found.correct / 270
+    assert 0.5 < found.cv_accuracy <= 1.0  # heart_scale: well above chance
+    assert found.points == len(found.scores) == 4
+    assert all(0 <= v <= 270 for v in found.scores.values())
+
+
+def test_grid_result_from_hand() -> None:
+    r = GridResult(log2_C=-1.0, log2_gamma=2.0, correct=30, rows=40, scores={(-1.0, 2.0): 30})
+    assert (r.C, r.gamma, r.cv_accuracy, r.points) == (0.5, 4.0, 0.75, 1)
+
+
+def test_the_same_seed_gives_the_same_search(heart) -> None:
+    X, y = heart
+    a = rbf_grid_search(X, y, TINY, seed=11)
+    b = rbf_grid_search(X, y, TINY, seed=11)
+    assert a.scores == b.scores
+
+
+def test_refinement_searches_around_the_best_coarse_point(heart) -> None:
+    X, y = heart
+    grid = Grid(log2_C=(-1.0, 3.0), log2_gamma=(-3.0, -7.0), refine=True, radius=1.0, step=1.0)
+    found = rbf_grid_search(X, y, grid, seed=0)
+    coarse = {p: found.scores[p] for p in grid.coarse}
+    centre = best_point(coarse)
+    assert set(found.scores) == set(grid.coarse) | set(grid.refined(centre))
+    assert found.points <= grid.max_points
+    assert (found.log2_C, found.log2_gamma) == best_point(found.scores)
+    assert found.correct >= max(coarse.values())
+
+
+def test_too_few_rows_and_an_empty_grid_are_refused(heart) -> None:
+    X, y = heart
+    with pytest.raises(KcheckError, match=f"4 rows are too few for {FOLDS}-fold"):
+        rbf_grid_search(X[:4], y[:4], TINY)
+    with pytest.raises(KcheckError, match="the RBF grid is empty"):
+        rbf_grid_search(X, y, Grid(log2_C=(), log2_gamma=(1.0,)))
+
+
+def test_progress_counts_every_point_once(heart) -> None:
+    X, y = heart
+    seen: list[tuple[str, int | None, int | None]] = []
+    found = rbf_grid_search(
+        X, y, TINY, seed=0, progress=lambda s, d, t: seen.append((s, d, t)), stage="grid"
+    )
+    assert [d for _, d, _ in seen] == list(range(found.points + 1))
+    assert {s for s, _, _ in seen} == {"grid"} and {t for _, _, t in seen} == {4}
+
+
+def test_search_accepts_dense_input(heart) -> None:
+    X, y = heart
+    sparse = rbf_grid_search(X, y, TINY, seed=2)
+    dense = rbf_grid_search(np.asarray(X.todense()), y, TINY, seed=2)
+    assert sparse.scores == dense.scores
+
+
+def test_coarse_order_is_independent_of_axis_order(heart) -> None:
+    X, y = heart
+    a = rbf_grid_search(X, y, TINY, seed=3)
+    b = rbf_grid_search(
+        X, y, Grid(log2_C=tuple(reversed(TINY.log2_C)), log2_gamma=TINY.log2_gamma[::-1]), seed=3
+    )
+    assert a.scores == b.scores
+    assert (a.log2_C, a.log2_gamma) == (b.log2_C, b.log2_gamma)
+    assert list(itertools.product(TINY.log2_C, TINY.log2_gamma)) == TINY.coarse

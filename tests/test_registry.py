@@ -1,0 +1,172 @@
+"""The checker registry (kcheck/checkers/registry.py): one entry per checker, and every entry
+obeys the contract of kcheck/checkers/base.py."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from conftest import DATASETS
+
+from kcheck import pipeline
+from kcheck.checkers import linear, registry
+from kcheck.checkers.base import CheckerResult, Context, Dataset
+from kcheck.split import stratified_split
+from kcheck.verdict import decide
+
+#: Labels that are not -1/+1, so that predicting "the other label" cannot pass by accident.
+LOW, HIGH = 2.0, 5.0
+
+
+@pytest.fixture(scope="module")
+def full_check() -> pipeline.CheckReport:
+    """heart_scale with every checker and the exact comparison."""
+    config = pipeline.CheckConfig(
+        train=str(DATASETS / "heart_scale"), checkers=registry.NAMES, exact="always"
+    )
+    return pipeline.run(config)
+
+
+@pytest.fixture(scope="module")
+def separable() -> tuple[Dataset, Dataset, Context]:
+    """A linearly separable 5-feature set with a margin, split 3:1, and a context for it."""
+    rng = np.random.default_rng(12345)
+    X = rng.normal(size=(400, 5))
+    s = X @ np.array([1.0, -2.0, 0.5, 0.0, 1.0]) + 0.3
+    keep = np.abs(s) > 0.5
+    X, s = X[keep], s[keep]
+    X /= np.abs(X).max(axis=0)
+    y = np.where(s > 0, HIGH, LOW)
+    train, val = stratified_split(y, seed=0)
+    T = Dataset(sp.csr_matrix(X[train]), y[train])
+    V = Dataset(sp.csr_matrix(X[val]), y[val])
+    base = linear.run(T, V, linear.LinearOptions(seed=0))
+    ctx = Context(seed=0, jobs=1, epsilon=0.02, memory_limit=2**30, deadline=None, baseline=base)
+    return T, V, ctx
+
+
+@pytest.fixture(scope="module")
+def runs(separable) -> dict[str, tuple[CheckerResult, CheckerResult]]:
+    """Each checker on V, and on V with every label flipped."""
+    T, V, ctx = separable
+    flipped = Dataset(V.X, np.where(V.y == HIGH, LOW, HIGH))
+    return {
+        name: (spec.run(T, V, ctx), spec.run(T, flipped, ctx))
+        for name, spec in registry.CHECKERS.items()
+    }
+
+
+# --- the table ------------------------------------------------------------------------------------
+
+
+def test_every_name_has_a_spec() -> None:
+    assert set(registry.NAMES) == set(registry.CHECKERS)
+    assert len(registry.NAMES) == len(set(registry.NAMES))
+    for name, spec in registry.CHECKERS.items():
+        assert spec.name == name
+        assert callable(spec.run)
+        assert spec.summary and "\n" not in spec.summary
+        assert spec.table and all(len(pair) == 2 for pair in spec.table)
+
+
+def test_defaults_are_degree2_and_multilinear() -> None:
+    assert registry.DEFAULT_NAMES == ("degree2", "multilinear")
+    assert pipeline.DEFAULT_CHECKERS == registry.DEFAULT_NAMES
+    assert pipeline.CHECKERS == registry.NAMES
+    assert not registry.CHECKERS["rff"].default
+
+
+def test_the_exact_comparison_decides_alone() -> None:
+    assert registry.EXACT.decides_alone is True
+    assert registry.EXACT.name == "rbf"
+    assert registry.EXACT.name not in registry.CHECKERS  # not a --checkers choice
+
+
+def test_table_keys() -> None:
+    for name, spec in registry.CHECKERS.items():
+        assert registry.table_keys(name) == spec.table
+    assert registry.table_keys(registry.EXACT.name) == registry.EXACT.table
+    assert registry.table_keys("no-such-checker") == ()
+
+
+def test_table_keys_are_in_each_checkers_real_json(full_check) -> None:
+    checkers = full_check.json["checkers"]
+    assert set(checkers) == {*registry.NAMES, registry.EXACT.name}
+    for name, block in checkers.items():
+        assert block["status"] != "skipped", block["reason"]
+        for label, key in registry.table_keys(name):
+            assert label
+            assert key in block, f"{name}: the table shows {key!r}, which its JSON lacks"
+            assert block[key] is not None
+
+
+def test_where_the_exact_comparison_ran_it_alone_decides(full_check) -> None:
+    result = full_check.result
+    assert result.exact["ran"] is True
+    _, rbf_gap = result.checkers[registry.EXACT.name]
+    assert rbf_gap is not None
+    alone = decide({registry.EXACT.name: rbf_gap}, result.epsilon)
+    assert result.verdict == alone.verdict
+    assert result.decision.deciding in (None, registry.EXACT.name)
+
+
+# --- the contract ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", registry.NAMES)
+def test_run_returns_a_result_named_like_the_spec(runs, name: str) -> None:
+    r, _ = runs[name]
+    assert isinstance(r, CheckerResult)
+    assert r.name == name
+    assert r.status in ("ok", "subsampled"), r.reason
+
+
+@pytest.mark.parametrize("name", registry.NAMES)
+def test_one_result_per_row_of_V(runs, separable, name: str) -> None:
+    _, V, _ = separable
+    r, _ = runs[name]
+    assert r.correct is not None and r.correct.shape == (V.rows,)
+    assert r.predicted is not None and r.predicted.shape == (V.rows,)
+    np.testing.assert_array_equal(r.correct, r.predicted == V.y)
+    assert r.val_accuracy == pytest.approx(float(np.mean(r.correct)))
+    if r.scores is not None:
+        assert r.scores.shape[0] == V.rows
+
+
+@pytest.mark.parametrize("name", registry.NAMES)
+def test_predicted_labels_are_among_T_labels(runs, separable, name: str) -> None:
+    T, V, _ = separable
+    r, _ = runs[name]
+    assert set(np.unique(r.predicted)) <= set(np.unique(T.y))
+    # Its predictor does the same on any rows, V's labels unseen.
+    assert r.predict is not None
+    np.testing.assert_array_equal(r.predict(V.X), r.predicted)
+    assert set(np.unique(r.predict(T.X))) <= {LOW, HIGH}
+
+
+@pytest.mark.parametrize("name", registry.NAMES)
+def test_trains_on_T_only(runs, name: str) -> None:
+    # A separable set: trained on T, a checker is nearly always right on V; had it trained on
+    # V's flipped labels, it would be right on the flipped V instead.
+    r, flipped = runs[name]
+    assert r.val_accuracy > 0.9
+    assert flipped.val_accuracy < 0.5
+    np.testing.assert_array_equal(flipped.predicted, r.predicted)
+
+
+@pytest.mark.parametrize("name", registry.NAMES)
+def test_unseen_labels_in_V_are_never_predicted(separable, name: str) -> None:
+    T, V, ctx = separable
+    unseen = Dataset(V.X, np.full(V.rows, 7.0))
+    r = registry.CHECKERS[name].run(T, unseen, ctx)
+    assert r.val_accuracy == 0.0
+    assert set(np.unique(r.predicted)) <= {LOW, HIGH}
+
+
+def test_checkers_report_their_table_fields(runs) -> None:
+    for name, (r, _) in runs.items():
+        info: dict[str, Any] = r.info
+        for _, key in registry.table_keys(name):
+            assert key in info, f"{name} does not report {key!r}"

@@ -1,0 +1,116 @@
+"""Running a call until a deadline (kcheck/workers.py): in-process without one, in a worker
+process that is killed when it passes."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from kcheck import workers
+from kcheck.errors import KcheckError, TimeLimitReached
+
+
+def _write_pid_and_sleep(path: str, seconds: float) -> None:
+    """Record this process's id, then block (as an uninterruptible library call would)."""
+    Path(path).write_text(str(os.getpid()))
+    time.sleep(seconds)
+
+
+def _pid_and_sum(a: int, b: int) -> tuple[int, int]:
+    return os.getpid(), a + b
+
+
+def _fail(message: str) -> None:
+    raise KcheckError(message)
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` names a live (not zombie) process, from /proc."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    state = stat.rsplit(")", 1)[1].split()[0]
+    return state not in ("Z", "X")
+
+
+def _wait_gone(pid: int, seconds: float = 3.0) -> bool:
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if not _alive(pid):
+            return True
+        time.sleep(0.02)
+    return not _alive(pid)
+
+
+@pytest.fixture
+def warm_worker() -> None:
+    """Start the fork server first, so that a short deadline measures the call, not that."""
+    workers.run_until(time.perf_counter() + 60, _pid_and_sum, 0, 0)
+
+
+def test_without_a_deadline_the_call_runs_in_this_process() -> None:
+    seen: list[int] = []
+
+    def local(x: int) -> int:  # not picklable: only an in-process call can run it
+        seen.append(os.getpid())
+        return x * 2
+
+    assert workers.run_until(None, local, 21) == 42
+    assert seen == [os.getpid()]
+
+
+def test_without_a_deadline_errors_propagate_unchanged() -> None:
+    with pytest.raises(KcheckError, match="^bad input$"):
+        workers.run_until(None, _fail, "bad input")
+
+
+def test_a_generous_deadline_returns_the_result_from_a_worker() -> None:
+    before = set(multiprocessing.active_children())
+    pid, total = workers.run_until(time.perf_counter() + 60, _pid_and_sum, 2, 3)
+    assert total == 5
+    assert pid != os.getpid()  # it really ran in a worker process
+    assert _wait_gone(pid)
+    assert set(multiprocessing.active_children()) <= before
+
+
+def test_a_worker_error_is_raised_in_the_caller() -> None:
+    with pytest.raises(KcheckError, match="^from the worker$"):
+        workers.run_until(time.perf_counter() + 60, _fail, "from the worker")
+
+
+def test_a_passed_deadline_stops_a_long_call_and_leaves_no_process(
+    tmp_path: Path, warm_worker: None
+) -> None:
+    pid_file = tmp_path / "pid"
+    before = set(multiprocessing.active_children())
+    t0 = time.perf_counter()
+    with pytest.raises(TimeLimitReached):
+        workers.run_until(t0 + 1.0, _write_pid_and_sleep, str(pid_file), 60.0)
+    # The worker started (it wrote its id) and was ended: nothing is left running.
+    assert pid_file.exists(), "the worker never started"
+    pid = int(pid_file.read_text())
+    assert pid != os.getpid()
+    assert _wait_gone(pid), f"worker {pid} still runs after the deadline"
+    assert set(multiprocessing.active_children()) <= before
+    # It returned long before the 60 s call would have.
+    assert time.perf_counter() - t0 < 30
+
+
+def test_a_deadline_already_past_starts_nothing(tmp_path: Path) -> None:
+    pid_file = tmp_path / "pid"
+    with pytest.raises(TimeLimitReached):
+        workers.run_until(time.perf_counter() - 1.0, _write_pid_and_sleep, str(pid_file), 60.0)
+    assert not pid_file.exists()
+
+
+def test_stoppable_raises_stopped(tmp_path: Path, warm_worker: None) -> None:
+    with pytest.raises(workers.Stopped):
+        workers.stoppable(
+            _write_pid_and_sleep, str(tmp_path / "p"), 60.0, deadline=time.perf_counter() + 0.5
+        )
+    assert _wait_gone(int((tmp_path / "p").read_text()))
