@@ -14,8 +14,13 @@ from kcheck.checkers import registry
 from kcheck.checkers.base import CheckerResult
 from kcheck.errors import KcheckError
 from kcheck.rbf_search import Grid
-from kcheck.result import PARAMETER_DIGITS, SECONDS_DECIMALS, CheckResult, VerifyResult
+from kcheck.result import PARAMETER_KEYS, CheckResult, VerifyResult
 from kcheck.verdict import SCHEMA_VERSION, Decision, Gap, json_number
+
+
+def sig6(x: float) -> float:
+    """Six significant digits, as schema 2 writes every number but C and gamma."""
+    return float(f"{x:.6g}")
 
 HEART = str(DATASETS / "heart_scale")
 
@@ -83,7 +88,7 @@ def _gap(value: float, low: float, high: float) -> Gap:
 def test_check_json_keys_and_schema(check: CheckResult) -> None:
     out = check.to_json()
     assert set(out) == CHECK_KEYS
-    assert out["schema_version"] == SCHEMA_VERSION == 1
+    assert out["schema_version"] == SCHEMA_VERSION == 2
     assert out["kcheck_version"] == __version__
     assert out["verdict"] == check.verdict and out["margin"] == check.margin
     assert out["deciding_checker"] == check.decision.deciding
@@ -102,22 +107,24 @@ def test_check_json_keys_and_schema(check: CheckResult) -> None:
 def test_check_json_rounding_of_real_values(check: CheckResult) -> None:
     out = check.to_json()
     base = check.baseline
-    assert out["linear"]["val_accuracy"] == round(base.val_accuracy, 6)
-    assert out["linear"]["cv_accuracy"] == round(base.cv_accuracy, 6)
-    assert out["linear"]["C"] == round(base.info["C"], PARAMETER_DIGITS)
-    assert out["linear"]["seconds"] == round(base.seconds, SECONDS_DECIMALS)
-    assert out["read_seconds"] == round(check.read_seconds, 4)
-    assert out["seconds"] == round(check.finished - check.started, 4)
+    assert out["linear"]["val_accuracy"] == sig6(base.val_accuracy)
+    assert out["linear"]["cv_accuracy"] == sig6(base.cv_accuracy)
+    assert out["linear"]["C"] == base.info["C"]  # exact: svm-train -c takes it as is
+    assert out["linear"]["seconds"] == sig6(base.seconds)
+    assert out["read_seconds"] == sig6(check.read_seconds)
+    assert out["seconds"] == sig6(check.finished - check.started)
     for name, (r, gap) in check.checkers.items():
         block = out["checkers"][name]
         assert gap is not None
-        assert block["val_accuracy"] == round(r.val_accuracy, 6)
-        assert block["gap"] == round(gap.value, 6)
-        assert block["gap_ci95"] == [round(gap.low, 6), round(gap.high, 6)]
-        assert block["seconds"] == round(r.seconds, 4)
+        assert block["val_accuracy"] == sig6(r.val_accuracy)
+        assert block["gap"] == sig6(gap.value)
+        assert block["gap_ci95"] == [sig6(gap.low), sig6(gap.high)]
+        assert block["seconds"] == sig6(r.seconds)
         for key, value in r.info.items():
-            if isinstance(value, float):
-                assert block[key] == round(value, PARAMETER_DIGITS)
+            if isinstance(value, float) and key in PARAMETER_KEYS:
+                assert block[key] == value
+            elif isinstance(value, float):
+                assert block[key] == sig6(value)
             elif not isinstance(value, dict):
                 assert block[key] == value
 
@@ -148,13 +155,13 @@ def test_rounding_digits(check: CheckResult) -> None:
     assert out == {
         "val_accuracy": 0.123457,
         "cv_accuracy": 0.987654,
-        "C": 0.0123456789,
-        "seconds": 1.2346,
+        "C": 0.012345678901234567,
+        "seconds": 1.23457,
     }
     assert json_number(0.12345678912) == 0.123457
 
 
-def test_checker_info_is_rounded_to_parameter_digits(check: CheckResult) -> None:
+def test_checker_info_keeps_parameters_exact_and_rounds_the_rest(check: CheckResult) -> None:
     name = next(iter(check.checkers))
     r, gap = check.checkers[name]
     fake = dataclasses.replace(
@@ -164,11 +171,11 @@ def test_checker_info_is_rounded_to_parameter_digits(check: CheckResult) -> None
         val_accuracy=2 / 3,
     )
     out = dataclasses.replace(check, checkers={name: (fake, gap)}).to_json()["checkers"][name]
-    assert out["C"] == 0.3333333333
-    assert out["nested"] == {"1": 0.6666666667, "k": 5}
+    assert out["C"] == 1 / 3
+    assert out["nested"] == {"1": 0.666667, "k": 5}
     assert out["count"] == 7 and out["text"] == "orthogonal"
     assert out["val_accuracy"] == 0.666667
-    assert out["seconds"] == 0.0
+    assert out["seconds"] == 0.000049
 
 
 def test_nan_and_inf_become_null(check: CheckResult) -> None:
@@ -183,7 +190,8 @@ def test_nan_and_inf_become_null(check: CheckResult) -> None:
     changed = dataclasses.replace(
         _with_baseline(check, val_accuracy=math.nan, cv_accuracy=-math.inf),
         checkers={name: (fake, _gap(math.nan, -math.inf, math.inf))},
-        test={"path": "t", "rows": 0, "linear": math.nan, name: 0.123456789, "seconds": 0.5},
+        test={"path": "t", "sha256": "0" * 64, "rows": 0, "seconds": 0.5,
+              "accuracy": {"linear": math.nan, name: 0.123456789}},
     )
     out = changed.to_json()
     assert out["linear"]["val_accuracy"] is None and out["linear"]["cv_accuracy"] is None
@@ -191,7 +199,8 @@ def test_nan_and_inf_become_null(check: CheckResult) -> None:
     assert block["val_accuracy"] is None and block["cv_accuracy"] is None
     assert block["gap"] is None and block["gap_ci95"] == [None, None]
     assert block["gamma"] is None and block["by"] == {"1": None}
-    assert out["test"] == {"path": "t", "rows": 0, "linear": None, name: 0.123457, "seconds": 0.5}
+    assert out["test"] == {"path": "t", "sha256": "0" * 64, "rows": 0, "seconds": 0.5,
+                           "accuracy": {"linear": None, name: 0.123457}}
     json.dumps(out, allow_nan=False)
 
 
@@ -204,7 +213,7 @@ def test_a_skipped_checker_has_a_null_gap(check: CheckResult) -> None:
         "val_accuracy": None,
         "gap": None,
         "gap_ci95": None,
-        "seconds": 0.1235,
+        "seconds": 0.123456,
     }
 
 
@@ -246,12 +255,12 @@ def test_verify_json_keys_and_values(verified: VerifyResult) -> None:
     assert out["kcheck_version"] == __version__
     assert out["verdict"] == verified.verdict == verified.decision.verdict
     assert out["margin"] == verified.decision.margin
-    assert out["gap"] == round(verified.gap.value, 6)
-    assert out["gap_ci95"] == [round(verified.gap.low, 6), round(verified.gap.high, 6)]
+    assert out["gap"] == sig6(verified.gap.value)
+    assert out["gap_ci95"] == [sig6(verified.gap.low), sig6(verified.gap.high)]
     assert out["linear"] == {
-        "cv_accuracy": round(verified.linear["cv_accuracy"], 6),
-        "C": round(verified.linear["C"], PARAMETER_DIGITS),
-        "seconds": round(verified.linear["seconds"], 4),
+        "cv_accuracy": sig6(verified.linear["cv_accuracy"]),
+        "C": verified.linear["C"],
+        "seconds": sig6(verified.linear["seconds"]),
         "test_accuracy": None,
     }
     assert set(out["rbf"]) == {
@@ -265,7 +274,7 @@ def test_verify_json_keys_and_values(verified: VerifyResult) -> None:
     assert (out["rbf"]["C"], out["rbf"]["gamma"], out["rbf"]["grid_points"]) == (2.0, 0.125, 1)
     assert out["test"] is None and out["test_gap"] is None
     assert out["check"] is None and out["confirms"] is None
-    assert out["seconds"] == round(verified.finished - verified.started, 4)
+    assert out["seconds"] == sig6(verified.finished - verified.started)
     json.dumps(out, allow_nan=False)
 
 
@@ -287,7 +296,7 @@ def test_verify_rounding_and_nulls(verified: VerifyResult) -> None:
         decision=Decision("kernel", "borderline", "rbf"),
     )
     out = changed.to_json()
-    assert out["linear"]["test_accuracy"] == 0.876543 and out["linear"]["seconds"] == 2.0
+    assert out["linear"]["test_accuracy"] == 0.876543 and out["linear"]["seconds"] == 2.00005
     assert out["rbf"]["test_accuracy"] is None and out["rbf"]["cv_accuracy"] == 0.555556
     assert out["test_gap"] is None
     assert (out["verdict"], out["margin"]) == ("kernel", "borderline")
