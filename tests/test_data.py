@@ -21,6 +21,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
+import kcheck._parse as kp
 import kcheck.data as kd
 from kcheck.data import label_repr, read_libsvm, write_libsvm
 from kcheck.errors import DataFormatError, KcheckError, KcheckWarning
@@ -56,7 +57,7 @@ def check_csr(X: object) -> None:
 
 def slow_only(monkeypatch: pytest.MonkeyPatch) -> None:
     """Send every chunk through the careful per-line parser."""
-    monkeypatch.setattr(kd, "_fast_chunk", lambda text, zero_based: None)
+    monkeypatch.setattr(kd, "fast_chunk", lambda text, zero_based: None)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -583,6 +584,35 @@ def test_typical_files_take_the_fast_path(tmp_path: Path, monkeypatch: pytest.Mo
     monkeypatch.setattr(kd, "_slow_chunk", fail)
     for path in [generated, *(DATASETS / n for n in ("fourclass", "heart_scale", "svmguide1"))]:
         read_libsvm(path)
+
+
+def test_fast_path_gives_the_careful_parsers_part() -> None:
+    text = b"1 3:2 1:0.5 # comment\n\n-1 qid:3 2:1e-3\n2.5\n"
+    part = kp.fast_chunk(text, False)
+    assert part is not None
+    careful = kd._slow_chunk(text, 1, "x", False)
+    for got, want in zip(part, careful, strict=True):
+        np.testing.assert_array_equal(got, want)
+    assert part.counts.tolist() == [2, 1, 0] and part.nlines == 4
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        b"1 1:0.5 3:x\n",  # not a number
+        b"1 1:0.5 1:2\n",  # index twice
+        b"1 0:0.5\n",  # index 0 in a 1-based file
+        b"1 1:0.5 \xc3\xa9\n",  # non-ASCII byte
+        b"1 1:0.5\x00\n",  # control byte
+        b"1 2:1 qid:x\n",  # malformed qid
+        b"1,2 1:1\n",  # multi-label
+    ],
+)
+def test_fast_path_declines_what_it_cannot_prove(text: bytes) -> None:
+    """The fast path's contract: None, never an error, so the careful parser names the line."""
+    assert kp.fast_chunk(text, False) is None
+    with pytest.raises(DataFormatError, match=r"^x:1: "):
+        kd._slow_chunk(text, 1, "x", False)
 
 
 def outcome(path: Path) -> tuple[str, object]:
