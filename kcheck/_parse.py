@@ -59,7 +59,8 @@ _u64 = np.uint64
 
 
 def _rep(b: int) -> np.uint64:
-    return _u64(b * 0x0101010101010101)
+    rep: np.uint64 = _u64(b * 0x0101010101010101)
+    return rep
 
 
 _FULL = (1 << 64) - 1
@@ -97,7 +98,8 @@ _P10 = np.array([float(10**k) for k in range(23)])
 def _swar8(x: Array) -> Array:
     """Eight digit values (0-9, first byte most significant) per word -> their integer."""
     x = x * _TEN + (x >> _S8)
-    return (((x & _M1) * _MUL1) + (((x >> _S16) & _M1) * _MUL2)) >> _S32
+    out: Array = (((x & _M1) * _MUL1) + (((x >> _S16) & _M1) * _MUL2)) >> _S32
+    return out
 
 
 def _pos1(mask: Array) -> Array:
@@ -105,11 +107,13 @@ def _pos1(mask: Array) -> Array:
 
     A mark in byte k times 0x0102030405060708 puts k + 1 into the top byte.
     """
-    return (((mask >> _S7) * _POSMUL) >> _S56).astype(np.intp)
+    out: Array = (((mask >> _S7) * _POSMUL) >> _S56).astype(np.intp)
+    return out
 
 
 def _at_most_one(a: Array) -> Array:
-    return (a & (a - _ONE)) == 0
+    out: Array = (a & (a - _ONE)) == 0
+    return out
 
 
 def _window(v16: Array, s: Array, n: Array) -> tuple[Array, Array, Array, Array, Array, Array]:
@@ -148,7 +152,8 @@ def _mantissa(dvl: Array, dvh: Array, dpe: Array) -> Array:
     ih = dvh & _KH[dpe]
     ml = (dvl ^ il) | (il << _S8)
     mh = (dvh ^ ih) | (ih << _S8) | (il >> _S56)
-    return (_swar8(ml) * _E8 + _swar8(mh)).astype(np.float64)
+    out: Array = (_swar8(ml) * _E8 + _swar8(mh)).astype(np.float64)
+    return out
 
 
 def _dot_position(dotl: Array, doth: Array, default: Array) -> tuple[Array, Array, Array]:
