@@ -320,6 +320,9 @@ def check_config(train: str, jobs: int, opts: dict[str, Any], **extra: Any) -> A
               help="Train the recommended model on all of TRAIN; save it to PATH (+ PATH.range).")
 @click.option("--model", "model_kind", type=click.Choice(["linear", "kernel"]), default=None,
               help="With --model-out: save this kind whatever the verdict.")
+@click.option("--probability", is_flag=True,
+              help="With --model kernel: train with -b 1, for svm-predict -b 1 and "
+                   "kcheck predict -b 1.")
 @check_options
 def check(
     train: str,
@@ -329,6 +332,7 @@ def check(
     output: str | None,
     model_out: str | None,
     model_kind: str | None,
+    probability: bool,
     **opts: Any,
 ) -> None:
     """Decide whether TRAIN needs a Gaussian kernel or a linear model is enough."""
@@ -343,9 +347,13 @@ def check(
         test=test,
         model_out=model_out,
         model_kind=model_kind,
+        model_probability=probability,
     )
     if model_kind and not model_out:
         raise click.UsageError("--model needs --model-out")
+    if probability and model_kind != "kernel":
+        raise click.UsageError("--probability needs --model-out and --model kernel (a linear "
+                               "model has no probability outputs)")
     # Fail now, not after a long check (and not after --model-out has replaced a model).
     output, to_stdout = _json_destination(output, as_json)
     if model_out is not None:
@@ -708,6 +716,14 @@ def batch(
 @cli.command()
 @click.argument("model", type=str)
 @click.argument("file", type=str)
+@click.option("-r", "range_path", type=str, default=None, metavar="RANGE",
+              help="Scale FILE with RANGE (e.g. from svm-scale -s) instead of MODEL.range.")
+@click.option("--no-scale", is_flag=True,
+              help="FILE is already scaled (e.g. svm-scale -r output); read no range file.")
+@click.option("-b", "probability", type=click.Choice(["0", "1"]), default="0",
+              show_default=True,
+              help="1: print each class's probability, as svm-predict -b 1 (models trained "
+                   "with -b 1, or LIBLINEAR logistic regression).")
 @click.option("-o", "--output", type=str, default=None,
               help="Write the labels to OUT instead of stdout.")
 @click.option("--zero-based", is_flag=True, help="Feature indices in FILE start at 0.")
@@ -715,26 +731,38 @@ def batch(
               help="Memory budget, e.g. 2G [default: half the physical memory]; a model or "
                    "range file that needs more is refused before it is loaded.")
 @click.option("-q", "--quiet", is_flag=True, help="Nothing on stderr except errors.")
-def predict(model: str, file: str, output: str | None, zero_based: bool,
-            memory_limit: str | None, quiet: bool) -> None:
-    """Label FILE with a saved MODEL (scaled with MODEL.range); one label a line.
+def predict(model: str, file: str, range_path: str | None, no_scale: bool, probability: str,
+            output: str | None, zero_based: bool, memory_limit: str | None,
+            quiet: bool) -> None:
+    """Label FILE with a saved MODEL; one label a line, as svm-predict writes them.
 
-    MODEL and MODEL.range are checked in full before they are loaded; regression, one-class
-    and precomputed-kernel models are refused.
+    FILE is scaled with MODEL.range (kcheck check --model-out writes it), with -r RANGE, or
+    not at all with --no-scale, so models of svm-train and liblinear-train work too. MODEL
+    and the range file are checked in full before they are loaded; regression, one-class and
+    precomputed-kernel models are refused.
     """
-    from kcheck import models
+    from kcheck import predict as predicting
 
     ui = Ui(quiet)
+    if range_path is not None and no_scale:
+        raise click.UsageError("-r and --no-scale cannot be used together")
     limit = parse_size(memory_limit) if memory_limit else None
     if output is not None:
-        _refuse_input_as_output(output, "-o", [model, model + ".range", file])
+        inputs = [model, file, range_path if range_path is not None else model + ".range"]
+        _refuse_input_as_output(output, "-o", inputs)
     result = ui.run(
-        lambda progress: models.predict_file(
-            model, file, zero_based=zero_based, progress=progress if ui.interactive else None,
-            memory_limit=limit,
+        lambda progress: predicting.predict_file(
+            model, file, range_path=range_path, scale=not no_scale,
+            probability=probability == "1", zero_based=zero_based,
+            progress=progress if ui.interactive else None, memory_limit=limit,
         )
     )
-    text = models.format_labels(result.labels)
+    if result.probabilities is not None:
+        assert result.classes is not None
+        text = predicting.format_probabilities(result.classes, result.labels,
+                                               result.probabilities)
+    else:
+        text = predicting.format_labels(result.labels)
     if output is None:
         sys.stdout.write(text)
         sys.stdout.flush()

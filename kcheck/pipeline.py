@@ -80,6 +80,8 @@ class CheckConfig:
     #: Train the recommended (or ``model_kind``) model on all training rows and save it here.
     model_out: str | None = None
     model_kind: str | None = None
+    #: Train the kernel model with probability outputs (LIBSVM -b 1).
+    model_probability: bool = False
     #: Seconds for the whole check; checkers not finished by then are skipped.
     time_limit: float | None = None
     #: The real RBF-vs-linear comparison: "auto" runs it where it is cheap (small data).
@@ -306,6 +308,7 @@ def run(config: CheckConfig, progress: Progress | None = None) -> CheckReport:
             jobs=config.jobs,
             progress=report,
             deadline=deadline,
+            probability=config.model_probability,
         )
 
     warnings = cut_short + _sanity_warnings(results)

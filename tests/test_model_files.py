@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from model_corpus import HEART, Case, heart_range, mutations_seed_models, write
 from runner import Run, run_kcheck
 
-from kcheck import engines, models
+from kcheck import engines, predict
 from kcheck.data import read_libsvm
 from kcheck.errors import KcheckError
 
@@ -84,7 +84,7 @@ def test_genuine_models_predict(tmp_path: Path) -> None:
         path = tmp_path / f"{name}.model"
         path.write_bytes(text)
         Path(f"{path}.range").write_bytes(heart_range())
-        result = models.predict_file(str(path), str(HEART))
+        result = predict.predict_file(str(path), str(HEART))
         labels = set(np.unique(result.labels).tolist())
         assert labels <= {1.0, 2.0, 3.0, -1.0}, name
         if name in ("linear", "rbf", "crammer_singer", "poly_prob"):
