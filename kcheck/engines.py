@@ -778,6 +778,14 @@ def _load_libsvm(copy: str, checked: modelfile.SvmFile) -> RbfModel:
         raise _changed(path, "the header")
     if list(m.label[:k]) != checked.labels.tolist() or list(m.nSV[:k]) != checked.nr_sv.tolist():
         raise _changed(path, "the labels or nr_sv")
+    pairs = k * (k - 1) // 2
+    for name, ptr, expected in (("probA", m.probA, checked.prob_a),
+                                ("probB", m.probB, checked.prob_b)):
+        if expected is None:
+            if ptr:
+                raise _changed(path, name)
+        elif pairs and (not ptr or not np.array_equal(ptr[:pairs], expected)):
+            raise _changed(path, name)
     if n_sv:
         # A loaded model keeps all support vectors in one node block, each ended by index -1.
         count = checked.indices.size + n_sv

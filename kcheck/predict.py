@@ -212,7 +212,10 @@ def predict_file(
     if saved.scaler is not None:
         X = saved.scaler.transform(X)
         if saved.scaler.y_scaling is not None and np.isfinite(y).all():
-            y = saved.scaler.y_scaling.apply(y)
+            try:
+                y = saved.scaler.y_scaling.apply(y)
+            except KcheckError as e:
+                raise KcheckError(f"{saved.range_path}: {e}") from None
     report("predicting", None, None)
     probs = None
     if probability:
