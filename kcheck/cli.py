@@ -382,13 +382,15 @@ def check(
 @click.option("-y", "y_bounds", type=float, nargs=2, default=None,
               metavar="Y_LOWER Y_UPPER", help="Also scale the labels to [Y_LOWER, Y_UPPER].")
 @click.option("--maxabs", is_flag=True, help="Divide each feature by its max |x| instead.")
-@click.option("-s", "save_range", type=str, default=None, help="Save the scaling to RANGE.")
-@click.option("-r", "restore_range", type=str, default=None,
+@click.option("-s", "save_range", type=str, default=None, metavar="RANGE",
+              help="Save the scaling to RANGE.")
+@click.option("-r", "restore_range", type=str, default=None, metavar="RANGE",
               help="Apply the scaling in RANGE (its y section scales the labels).")
 @click.option("--full-precision", is_flag=True,
               help="Print values with 17 significant digits (exact) instead of svm-scale's 6.")
 @click.option("--zero-based", is_flag=True, help="Feature indices in FILE start at 0.")
-@click.option("-o", "--output", type=str, default=None, help="Write to FILE instead of stdout.")
+@click.option("-o", "--output", type=str, default=None, metavar="OUT",
+              help="Write to OUT (atomically) instead of stdout.")
 @click.option("-q", "--quiet", is_flag=True, help="Nothing on stderr except errors.")
 def scale(
     file: str,
@@ -724,7 +726,7 @@ def batch(
               show_default=True,
               help="1: print each class's probability, as svm-predict -b 1 (models trained "
                    "with -b 1, or LIBLINEAR logistic regression).")
-@click.option("-o", "--output", type=str, default=None,
+@click.option("-o", "--output", type=str, default=None, metavar="OUT",
               help="Write the labels to OUT instead of stdout.")
 @click.option("--zero-based", is_flag=True, help="Feature indices in FILE start at 0.")
 @click.option("--memory-limit", type=str, default=None,

@@ -309,3 +309,23 @@ def test_scale_y_usage_errors(tmp_path: Path, args: list[str], words: str) -> No
                        timeout=60, text=True)
     assert r.returncode == 2 and r.stdout == ""
     assert words in r.stderr and "Traceback" not in r.stderr
+
+
+def test_scale_help_names_the_svm_scale_options() -> None:
+    r = subprocess.run([sys.executable, "-m", "kcheck", "scale", "--help"], cwd=ROOT,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0
+    for option in ("-y Y_LOWER Y_UPPER", "--full-precision", "-s RANGE", "-r RANGE"):
+        assert option in r.stdout
+
+
+@pytest.mark.parametrize("name", ["heart_scale", "sparse"])
+def test_a_maxabs_range_file_is_applied_as_svm_scale_applies_it(
+    tmp_path: Path, sparse_file: Path, name: str
+) -> None:
+    """-r uses svm-scale's arithmetic even for a max-abs range file, where kcheck's own
+    scaling divides by max |x|: the bytes are svm-scale -r's."""
+    data = sparse_file if name == "sparse" else DATASETS / name
+    path = tmp_path / "maxabs.range"
+    kcheck_scale("--maxabs", "-s", path, data)
+    assert kcheck_scale("-r", path, data).stdout == svm_scale("-r", path, data).stdout
