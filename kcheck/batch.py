@@ -448,7 +448,7 @@ def check_one(
 #: CheckConfig fields that cannot change a line apart from its timing: the files (their content
 #: hashes stand in for them), the CPUs used and the outputs. Every other field, including any
 #: added later, is part of the resume key.
-NOT_KEYED = frozenset({"train", "test", "jobs", "model_out", "model_kind"})
+NOT_KEYED = frozenset({"train", "test", "jobs", "model_out", "model_kind", "model_probability"})
 
 
 def keyed_options(config: CheckConfig) -> dict[str, Any]:

@@ -321,6 +321,9 @@ def check_config(train: str, jobs: int, opts: dict[str, Any], **extra: Any) -> A
               help="Train the recommended model on all of TRAIN; save it to PATH (+ PATH.range).")
 @click.option("--model", "model_kind", type=click.Choice(["linear", "kernel"]), default=None,
               help="With --model-out: save this kind whatever the verdict.")
+@click.option("--probability", is_flag=True,
+              help="With --model kernel: train with -b 1, for svm-predict -b 1 and "
+                   "kcheck predict -b 1.")
 @check_options
 def check(
     train: str,
@@ -330,6 +333,7 @@ def check(
     output: str | None,
     model_out: str | None,
     model_kind: str | None,
+    probability: bool,
     **opts: Any,
 ) -> None:
     """Decide whether TRAIN needs a Gaussian kernel or a linear model is enough."""
@@ -345,9 +349,13 @@ def check(
         test=test,
         model_out=model_out,
         model_kind=model_kind,
+        model_probability=probability,
     )
     if model_kind and not model_out:
         raise click.UsageError("--model needs --model-out")
+    if probability and model_kind != "kernel":
+        raise click.UsageError("--probability needs --model-out and --model kernel (a linear "
+                               "model has no probability outputs)")
     # Fail now, not after a long check (and not after --model-out has replaced a model).
     output, to_stdout = _json_destination(output, as_json)
     if model_out is not None:
@@ -375,31 +383,57 @@ def check(
 @click.argument("file", type=str)
 @click.option("-l", "lower", type=float, default=None, help="Lower bound (default -1).")
 @click.option("-u", "upper", type=float, default=None, help="Upper bound (default 1).")
+@click.option("-y", "y_bounds", type=float, nargs=2, default=None,
+              metavar="Y_LOWER Y_UPPER", help="Also scale the labels to [Y_LOWER, Y_UPPER].")
 @click.option("--maxabs", is_flag=True, help="Divide each feature by its max |x| instead.")
-@click.option("-s", "save_range", type=str, default=None, help="Save the scaling to RANGE.")
-@click.option("-r", "restore_range", type=str, default=None, help="Apply the scaling in RANGE.")
+@click.option("-s", "save_range", type=str, default=None, metavar="RANGE",
+              help="Save the scaling to RANGE.")
+@click.option("-r", "restore_range", type=str, default=None, metavar="RANGE",
+              help="Apply the scaling in RANGE (its y section scales the labels).")
+@click.option("--full-precision", is_flag=True,
+              help="Print values with 17 significant digits (exact) instead of svm-scale's 6.")
 @click.option("--zero-based", is_flag=True, help="Feature indices in FILE start at 0.")
-@click.option("-o", "--output", type=str, default=None, help="Write to FILE instead of stdout.")
+@click.option("-o", "--output", type=str, default=None, metavar="OUT",
+              help="Write to OUT (atomically) instead of stdout.")
 @click.option("-q", "--quiet", is_flag=True, help="Nothing on stderr except errors.")
 def scale(
     file: str,
     lower: float | None,
     upper: float | None,
+    y_bounds: tuple[float, float] | None,
     maxabs: bool,
     save_range: str | None,
     restore_range: str | None,
+    full_precision: bool,
     zero_based: bool,
     output: str | None,
     quiet: bool,
 ) -> None:
-    """Scale FILE like svm-scale (min-max to [-1, 1] by default); data to stdout or -o."""
-    from kcheck.data import read_libsvm, write_libsvm
-    from kcheck.scaling import densify_warning, fit_scaler, read_range_file, write_range_file
+    """Scale FILE like svm-scale (min-max to [-1, 1] by default); data to stdout or -o.
 
+    The output is svm-scale's to the byte (values with %g, 6 significant digits), and so are
+    the range files of -s; --full-precision keeps every digit instead. -r applies a range
+    file with svm-scale's arithmetic, whichever tool wrote it.
+    """
+    from dataclasses import replace
+
+    from kcheck.data import read_libsvm
+    from kcheck.scaling import (
+        densify_warning,
+        fit_label_scaling,
+        fit_scaler,
+        read_range_file,
+        scaled_text,
+        write_range_file,
+    )
+
+    Ui(quiet)  # with -q, warnings (such as dropped features) are not printed either
     if save_range and restore_range:
         raise click.UsageError("-s and -r cannot be used together")
-    if restore_range and (maxabs or lower is not None or upper is not None):
-        raise click.UsageError("-r takes the bounds from the range file; drop -l, -u and --maxabs")
+    if restore_range and (maxabs or lower is not None or upper is not None or y_bounds):
+        raise click.UsageError(
+            "-r takes the bounds from the range file; drop -l, -u, -y and --maxabs"
+        )
     if maxabs and (lower is not None or upper is not None):
         raise click.UsageError("--maxabs scales to [-1, 1]; it takes no -l or -u")
     if output is not None:
@@ -407,7 +441,8 @@ def scale(
     if save_range is not None:
         _refuse_input_as_output(save_range, "-s", [file])
     if restore_range:
-        scaler = read_range_file(restore_range)
+        # svm-scale's own arithmetic for any range file, so the output is svm-scale -r's.
+        scaler = read_range_file(restore_range, method="minmax")
         y, X = read_libsvm(file, n_features=scaler.n_features, zero_based=zero_based)
     else:
         y, X = read_libsvm(file, zero_based=zero_based)
@@ -418,14 +453,28 @@ def scale(
             upper=1.0 if upper is None else upper,
             source=file,
         )
+        if y_bounds:
+            scaler = replace(
+                scaler, y_scaling=fit_label_scaling(y, y_bounds[0], y_bounds[1])
+            )
     warning = densify_warning(X.nnz, scaler.nnz_after(X))
     if warning and not quiet:
         # svm-scale's own wording, so scripts that grep for it keep working.
         sys.stderr.write(warning + "\n")
     Xs = scaler.transform(X)
+    if scaler.y_scaling is not None:
+        y = scaler.y_scaling.apply(y)
+    blocks = scaled_text(y, Xs, full_precision=full_precision)
     if save_range:
         write_range_file(save_range, scaler)
-    write_libsvm(output or "-", y, Xs)
+    if output is None or output == "-":
+        for block in blocks:
+            sys.stdout.write(block)
+        sys.stdout.flush()
+    else:
+        with atomic_open(output, "w", "the file", encoding="ascii", newline="\n") as f:
+            for block in blocks:
+                f.write(block)
 
 
 # --- batch (kcheck/batch.py) -------------------------------------------------------------------
@@ -673,33 +722,53 @@ def batch(
 @cli.command()
 @click.argument("model", type=str)
 @click.argument("file", type=str)
-@click.option("-o", "--output", type=str, default=None,
+@click.option("-r", "range_path", type=str, default=None, metavar="RANGE",
+              help="Scale FILE with RANGE (e.g. from svm-scale -s) instead of MODEL.range.")
+@click.option("--no-scale", is_flag=True,
+              help="FILE is already scaled (e.g. svm-scale -r output); read no range file.")
+@click.option("-b", "probability", type=click.Choice(["0", "1"]), default="0",
+              show_default=True,
+              help="1: print each class's probability, as svm-predict -b 1 (models trained "
+                   "with -b 1, or LIBLINEAR logistic regression).")
+@click.option("-o", "--output", type=str, default=None, metavar="OUT",
               help="Write the labels to OUT instead of stdout.")
 @click.option("--zero-based", is_flag=True, help="Feature indices in FILE start at 0.")
 @click.option("--memory-limit", type=str, default=None,
               help="Memory budget, e.g. 2G [default: half the physical memory]; a model or "
                    "range file that needs more is refused before it is loaded.")
 @click.option("-q", "--quiet", is_flag=True, help="Nothing on stderr except errors.")
-def predict(model: str, file: str, output: str | None, zero_based: bool,
-            memory_limit: str | None, quiet: bool) -> None:
-    """Label FILE with a saved MODEL (scaled with MODEL.range); one label a line.
+def predict(model: str, file: str, range_path: str | None, no_scale: bool, probability: str,
+            output: str | None, zero_based: bool, memory_limit: str | None,
+            quiet: bool) -> None:
+    """Label FILE with a saved MODEL; one label a line, as svm-predict writes them.
 
-    MODEL and MODEL.range are checked in full before they are loaded; regression, one-class
-    and precomputed-kernel models are refused.
+    FILE is scaled with MODEL.range (kcheck check --model-out writes it), with -r RANGE, or
+    not at all with --no-scale, so models of svm-train and liblinear-train work too. MODEL
+    and the range file are checked in full before they are loaded; regression, one-class and
+    precomputed-kernel models are refused.
     """
-    from kcheck import models
+    from kcheck import predict as predicting
 
     ui = Ui(quiet)
+    if range_path is not None and no_scale:
+        raise click.UsageError("-r and --no-scale cannot be used together")
     limit = parse_size(memory_limit) if memory_limit else None
     if output is not None:
-        _refuse_input_as_output(output, "-o", [model, model + ".range", file])
+        inputs = [model, file, range_path if range_path is not None else model + ".range"]
+        _refuse_input_as_output(output, "-o", inputs)
     result = ui.run(
-        lambda progress: models.predict_file(
-            model, file, zero_based=zero_based, progress=progress if ui.interactive else None,
-            memory_limit=limit,
+        lambda progress: predicting.predict_file(
+            model, file, range_path=range_path, scale=not no_scale,
+            probability=probability == "1", zero_based=zero_based,
+            progress=progress if ui.interactive else None, memory_limit=limit,
         )
     )
-    text = models.format_labels(result.labels)
+    if result.probabilities is not None:
+        assert result.classes is not None
+        text = predicting.format_probabilities(result.classes, result.labels,
+                                               result.probabilities)
+    else:
+        text = predicting.format_labels(result.labels)
     if output is None:
         sys.stdout.write(text)
         sys.stdout.flush()

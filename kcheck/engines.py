@@ -45,6 +45,8 @@ N_FOLDS = 5
 COMPACT_MIN_WIDTH = 1024
 #: LIBLINEAR's Crammer-Singer solver, which keeps nr_class weight vectors even for two classes.
 MCSVM_CS = 4
+#: LIBLINEAR's logistic-regression solvers (``-s 0, 6, 7``), the ones with probabilities.
+LOGISTIC_SOLVERS = frozenset({0, 6, 7})
 
 _libc = ctypes.CDLL(None)
 _libc.srand.argtypes = [ctypes.c_uint]
@@ -104,6 +106,8 @@ class LinearModel:
     columns: np.ndarray | None = None
     #: With ``columns``: the width of the data it was trained on, which a saved file keeps.
     width: int | None = None
+    #: LIBLINEAR's ``-s``: only logistic regression (0, 6, 7) gives probabilities.
+    solver_type: int = SOLVER
 
     @property
     def n_features(self) -> int:
@@ -147,6 +151,27 @@ class LinearModel:
             # LIBLINEAR's rule for two classes, also for Crammer-Singer's two weight vectors.
             return np.asarray(np.where(dec[:, 0] > 0, self.labels[0], self.labels[1]))
         return np.asarray(self.labels[np.argmax(dec, axis=1)])
+
+    @property
+    def has_probability(self) -> bool:
+        """Whether ``liblinear-predict -b 1`` works: logistic regression models only."""
+        return self.solver_type in LOGISTIC_SOLVERS
+
+    def predict_probability(self, X: sp.spmatrix | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Labels and class probabilities (columns in ``labels`` order), as LIBLINEAR's
+        ``predict_probability``: the logistic of each decision value, normalised over the
+        classes when there are more than two."""
+        if not self.has_probability:
+            raise EngineError("only LIBLINEAR logistic regression models (-s 0, 6, 7) give "
+                              "probabilities")
+        dec = self.decision_function(X)
+        with np.errstate(over="ignore"):
+            p = 1.0 / (1.0 + np.exp(-dec))
+        if self.labels.size == 2:
+            p = np.column_stack([p[:, 0], 1.0 - p[:, 0]])
+        elif self.labels.size > 2:
+            p = p / p.sum(axis=1, keepdims=True)
+        return self.predict(X), p
 
     def save(self, path: str) -> None:
         """Save in LIBLINEAR's text format (readable by ``predict``), at the data's full width.
@@ -283,7 +308,8 @@ def _from_raw(m: _ll.model, C: float) -> LinearModel:
         weights, bias_w = w[:nr_feature], w[nr_feature] * m.bias
     else:
         weights, bias_w = w, np.zeros(nr_w)
-    return LinearModel(weights=weights, bias_weights=bias_w, labels=labels, C=C, _raw=m)
+    return LinearModel(weights=weights, bias_weights=bias_w, labels=labels, C=C, _raw=m,
+                       solver_type=int(m.param.solver_type))
 
 
 def train_linear(problem: Problem, C: float, *, eps: float | None = None) -> LinearModel:
@@ -385,9 +411,10 @@ def _one_omp_thread() -> None:
         _gomp.omp_set_num_threads(1)
 
 
-def _svm_parameter(C: float, gamma: float) -> _svm.svm_parameter:
+def _svm_parameter(C: float, gamma: float, probability: bool = False) -> _svm.svm_parameter:
     # Parsing -q also installs the null print function, which is process-wide.
-    return _svm.svm_parameter(f"-s 0 -t 2 -c {C!r} -g {gamma!r} -m {SVM_CACHE_MB} -q")
+    b = " -b 1" if probability else ""
+    return _svm.svm_parameter(f"-s 0 -t 2 -c {C!r} -g {gamma!r} -m {SVM_CACHE_MB}{b} -q")
 
 
 @dataclass
@@ -505,6 +532,38 @@ class RbfModel:
             out[i] = predict(model, nodes.x[i])
         return out
 
+    @property
+    def has_probability(self) -> bool:
+        """Whether the model holds probability information (``svm-train -b 1``)."""
+        return self._raw is not None and bool(
+            _svm.libsvm.svm_check_probability_model(self._raw)
+        )
+
+    def predict_probability(self, X: sp.spmatrix | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Labels and class probabilities (columns in ``labels`` order) from LIBSVM's own
+        ``svm_predict_probability``, as ``svm-predict -b 1`` computes them.
+
+        The label is the most probable class, which near the boundary can differ from
+        :meth:`predict`'s vote, exactly as in svm-predict.
+        """
+        if not self.has_probability:
+            raise EngineError("the model has no probability information (svm-train -b 1)")
+        Xb = as_binding_csr(X)
+        n, k = Xb.shape[0], self.labels.size
+        labels = np.empty(n, dtype=np.float64)
+        probs = np.empty((n, k), dtype=np.float64)
+        if n == 0:
+            return labels, probs
+        nodes = _svm.svm_problem(np.zeros(n), Xb)
+        predict = _svm.libsvm.svm_predict_probability
+        model = self._raw
+        row = (ctypes.c_double * k)()
+        _one_omp_thread()
+        for i in range(n):
+            labels[i] = predict(model, nodes.x[i], row)
+            probs[i] = row[:k]
+        return labels, probs
+
     def used_features(self) -> np.ndarray:
         """Sorted 0-based columns that some support vector stores (a model's real width)."""
         if self._features is not None:
@@ -537,11 +596,19 @@ def _rbf_from_raw(m: _svm.svm_model, C: float | None, problem: SvmProblem | None
     )
 
 
-def train_rbf(problem: SvmProblem, C: float, gamma: float) -> RbfModel:
-    """Train C-SVC with the RBF kernel exp(-gamma |u - v|^2) on the whole problem."""
-    param = _svm_parameter(C, gamma)
+def train_rbf(
+    problem: SvmProblem, C: float, gamma: float, *, probability: bool = False, seed: int = 0
+) -> RbfModel:
+    """Train C-SVC with the RBF kernel exp(-gamma |u - v|^2) on the whole problem.
+
+    ``probability`` is ``svm-train -b 1``: LIBSVM also fits the probability model, with a
+    5-fold CV whose folds come from ``rand()``, seeded here with ``seed``.
+    """
+    param = _svm_parameter(C, gamma, probability)
     _check_svm(problem, param)
     _one_omp_thread()
+    if probability:
+        _seed_c_rand(seed)
     ptr = _svm.libsvm.svm_train(problem._prob, param)
     if not ptr:
         raise EngineError("LIBSVM failed to train a model")
@@ -731,7 +798,8 @@ def _load_liblinear(copy: str, checked: modelfile.LinearFile) -> LinearModel:
     else:
         bias_w = np.zeros(nr_w)
     return LinearModel(weights=weights, bias_weights=bias_w,
-                       labels=checked.labels.astype(np.float64), C=float(m.param.C), _raw=m)
+                       labels=checked.labels.astype(np.float64), C=float(m.param.C), _raw=m,
+                       solver_type=int(m.param.solver_type))
 
 
 _NODE = np.dtype({"names": ["index", "value"], "formats": ["<i4", "<f8"], "offsets": [0, 8],
@@ -753,6 +821,14 @@ def _load_libsvm(copy: str, checked: modelfile.SvmFile) -> RbfModel:
         raise _changed(path, "the header")
     if list(m.label[:k]) != checked.labels.tolist() or list(m.nSV[:k]) != checked.nr_sv.tolist():
         raise _changed(path, "the labels or nr_sv")
+    pairs = k * (k - 1) // 2
+    for name, ptr, expected in (("probA", m.probA, checked.prob_a),
+                                ("probB", m.probB, checked.prob_b)):
+        if expected is None:
+            if ptr:
+                raise _changed(path, name)
+        elif pairs and (not ptr or not np.array_equal(ptr[:pairs], expected)):
+            raise _changed(path, name)
     if n_sv:
         # A loaded model keeps all support vectors in one node block, each ended by index -1.
         count = checked.indices.size + n_sv

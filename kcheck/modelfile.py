@@ -108,6 +108,9 @@ class SvmFile:
     indices: np.ndarray
     values: np.ndarray
     has_probability: bool
+    #: The pairwise sigmoid parameters of ``svm-train -b 1`` (one per class pair), if any.
+    prob_a: np.ndarray | None = None
+    prob_b: np.ndarray | None = None
 
     def used_features(self) -> np.ndarray:
         """Sorted 0-based columns that some support vector stores."""
@@ -497,6 +500,7 @@ def _read_svm(r: _Reader, limit: int) -> SvmFile:
             found_sv = True
             break
         elif key == b"prob_density_marks":
+            # LIBSVM >= 3.3 writes them for one-class models only, which are refused above.
             raise r.error("prob_density_marks belong to one-class models; kcheck predicts "
                           "with classifiers only")
         else:
@@ -529,7 +533,8 @@ def _read_svm(r: _Reader, limit: int) -> SvmFile:
     coef, indptr, indices, values = _read_support_vectors(r, total_sv, m, limit)
     r.rest_is_blank()
     return SvmFile(r.path, svm_type, kernel, nr_class, total_sv, labels, nr_sv, rho, gamma,
-                   degree, coef0, coef, indptr, indices, values, prob_a is not None)
+                   degree, coef0, coef, indptr, indices, values, prob_a is not None, prob_a,
+                   prob_b)
 
 
 def _sv_line(m: int) -> re.Pattern[bytes]:

@@ -66,6 +66,8 @@ class CheckConfig:
     #: Train the recommended (or ``model_kind``) model on all training rows and save it here.
     model_out: str | None = None
     model_kind: str | None = None
+    #: Train the kernel model with probability outputs (LIBSVM -b 1).
+    model_probability: bool = False
     #: Seconds for the whole check; checkers not finished by then are skipped.
     time_limit: float | None = None
     #: The real RBF-vs-linear comparison: "auto" runs it where it is cheap (small data).

@@ -13,6 +13,10 @@ Two schemes, both stored as svm-scale range files so that ``svm-scale -r`` repro
 A constant feature (min == max, implicit zeros included) or an absent one maps to 0 and is
 dropped, as svm-scale does. Such features are stored as ``min == max == 0``, which is how a
 range file that omits them reads back. Scaling is fitted on training data only.
+
+Labels can be scaled too (svm-scale's ``-y``, a :class:`LabelScaling`), stored in the range
+file's ``y`` section. :func:`scaled_text` prints scaled data the way svm-scale does, so that
+the two outputs can be compared byte for byte.
 """
 
 from __future__ import annotations
@@ -34,10 +38,14 @@ from kcheck.memory import check_width, line_too_long, max_line_bytes
 
 __all__ = [
     "METHODS",
+    "RANGE_SUFFIX",
+    "LabelScaling",
     "Scaler",
     "densify_warning",
+    "fit_label_scaling",
     "fit_scaler",
     "read_range_file",
+    "scaled_text",
     "write_range_file",
 ]
 
@@ -45,6 +53,9 @@ __all__ = [
 METHODS = ("minmax", "maxabs")
 #: The largest feature index a LIBSVM file can hold (a C int).
 MAX_INDEX = 2**31 - 1
+
+#: A model's range file is the model's path plus this.
+RANGE_SUFFIX = ".range"
 
 # Stored values are scaled in chunks so temporaries stay small on large data.
 _CHUNK = 1 << 20
@@ -77,13 +88,75 @@ def _frozen_vector(values: Any, name: str) -> np.ndarray:
     return arr
 
 
+@dataclass(frozen=True)
+class LabelScaling:
+    """svm-scale's ``-y y_lower y_upper``: labels mapped from [y_min, y_max] to [lower, upper].
+
+    Labels equal to ``y_min`` or ``y_max`` map to the bounds exactly and the others by
+    svm-scale's formula in its order of evaluation, so scaled labels agree to the last bit.
+    A label is scaled by the training file's y_min and y_max, so a test label outside them
+    maps outside [lower, upper], as svm-scale does.
+    """
+
+    lower: float
+    upper: float
+    y_min: float
+    y_max: float
+
+    def __post_init__(self) -> None:
+        try:
+            lo, up, y_min, y_max = (float(v) for v in (self.lower, self.upper, self.y_min,
+                                                        self.y_max))
+        except (TypeError, ValueError) as exc:
+            raise KcheckError("label scaling needs numbers for -y and the label range") from exc
+        if not all(math.isfinite(v) for v in (lo, up, y_min, y_max)):
+            raise KcheckError("label scaling needs finite numbers (-y and the label range)")
+        if not lo < up:
+            raise KcheckError(f"-y needs y_lower < y_upper, got {lo:g} {up:g}")
+        if not (math.isfinite(up - lo) and math.isfinite(y_max - y_min)):
+            raise KcheckError("label scaling: a range is too wide to scale")
+        if not y_min <= y_max:
+            raise KcheckError(f"label scaling needs y_min <= y_max, got {y_min:g} > {y_max:g}")
+        for name, value in (("lower", lo), ("upper", up), ("y_min", y_min), ("y_max", y_max)):
+            object.__setattr__(self, name, value)
+
+    def apply(self, y: Any) -> np.ndarray:
+        """The scaled labels, as a new float64 array."""
+        y = np.asarray(y, dtype=np.float64)
+        lo, up, y_min, y_max = self.lower, self.upper, self.y_min, self.y_max
+        span = y_max - y_min
+        with np.errstate(all="ignore"):
+            out = lo + (up - lo) * (y - y_min) / (span if span else 1.0)
+        out[y == y_max] = up
+        out[y == y_min] = lo  # svm-scale tests y_min first
+        if span == 0 and not ((y == y_min) | (y == y_max)).all():
+            other = float(y[(y != y_min) & (y != y_max)][0])
+            raise KcheckError(
+                f"cannot scale label {other:g}: every training label was {y_min:g}, so the "
+                "label range is empty"
+            )
+        if not np.isfinite(out).all():
+            raise KcheckError("scaled labels overflow: labels are too large to scale")
+        return out
+
+
+def fit_label_scaling(y: Any, lower: float, upper: float) -> LabelScaling:
+    """svm-scale's ``-y``: the training labels' min and max, to map onto [lower, upper]."""
+    y = np.asarray(y, dtype=np.float64)
+    if y.size == 0:
+        raise KcheckError("-y needs at least one row to find the label range")
+    return LabelScaling(lower, upper, float(y.min()), float(y.max()))
+
+
 @dataclass(frozen=True, eq=False)
 class Scaler:
     """A fitted feature-wise scaling, applied unchanged to any data.
 
     ``feature_min``/``feature_max`` hold, per 0-based column, exactly what the range file
     holds for the 1-based index; ``min == max`` means the feature is dropped (maps to 0).
-    For ``maxabs`` they are ``-m`` and ``m``. Equality compares all fields exactly.
+    For ``maxabs`` they are ``-m`` and ``m``. ``y_scaling`` is the range file's ``y`` section
+    (svm-scale ``-y``), if any; features are scaled the same with or without it. Equality
+    compares all fields exactly.
     """
 
     method: str
@@ -91,8 +164,11 @@ class Scaler:
     upper: float
     feature_min: np.ndarray
     feature_max: np.ndarray
+    y_scaling: LabelScaling | None = None
 
     def __post_init__(self) -> None:
+        if self.y_scaling is not None and not isinstance(self.y_scaling, LabelScaling):
+            raise ValueError("y_scaling must be a LabelScaling or None")
         lo, up = _check_options(self.method, self.lower, self.upper)
         fmin = _frozen_vector(self.feature_min, "feature_min")
         fmax = _frozen_vector(self.feature_max, "feature_max")
@@ -124,6 +200,7 @@ class Scaler:
             and self.upper == other.upper
             and np.array_equal(self.feature_min, other.feature_min)
             and np.array_equal(self.feature_max, other.feature_max)
+            and self.y_scaling == other.y_scaling
         )
 
     __hash__ = None  # type: ignore[assignment]
@@ -292,6 +369,51 @@ def densify_warning(nnz_before: int, nnz_after: int) -> str | None:
     )
 
 
+#: Rows formatted by one %-operation (a block of svm-scale output).
+_ROWS_PER_BLOCK = 4096
+
+
+def scaled_text(y: Any, X: Any, *, full_precision: bool = False) -> Iterator[str]:
+    """Scaled data as svm-scale prints it, in blocks of rows: byte for byte the same text.
+
+    svm-scale (LIBSVM 3.24) prints each label with ``%.17g`` and a space, each non-zero value
+    as ``index:%g`` and a space, then a newline; ``%g`` keeps 6 significant digits.
+    ``full_precision`` prints values with ``%.17g`` instead, which reads back exactly (the
+    layout stays svm-scale's). ``X`` is the output of :meth:`Scaler.transform`.
+    """
+    yv = np.asarray(y, dtype=np.float64).reshape(-1)
+    A = _canonical_csr(X)
+    A = _select_entries(A, A.data != 0) if (A.data == 0).any() else A
+    if A.shape[0] != yv.size:
+        raise ValueError(f"y has {yv.size} entries but X has {A.shape[0]} rows")
+    if not np.isfinite(yv).all():
+        raise KcheckError("labels must be finite (found inf or nan)")
+    pair = " %d:%.17g" if full_precision else " %d:%g"
+    formats: dict[int, str] = {}
+    indptr, indices, data = A.indptr, A.indices, A.data
+    for r0 in range(0, A.shape[0], _ROWS_PER_BLOCK):
+        r1 = min(r0 + _ROWS_PER_BLOCK, A.shape[0])
+        p0, p1 = int(indptr[r0]), int(indptr[r1])
+        pairs: list[Any] = [None] * (2 * (p1 - p0))
+        pairs[0::2] = (indices[p0:p1] + 1).tolist()
+        pairs[1::2] = data[p0:p1].tolist()
+        ptr = indptr[r0 : r1 + 1].tolist()
+        labels = yv[r0:r1].tolist()
+        fmt: list[str] = []
+        args: list[Any] = []
+        for i in range(r1 - r0):
+            k = ptr[i + 1] - ptr[i]
+            f = formats.get(k)
+            if f is None:
+                # "label idx:v idx:v \n": svm-scale ends every item with a space.
+                f = formats[k] = "%.17g" + pair * k + " \n"
+            fmt.append(f)
+            args.append(labels[i])
+            a = 2 * (ptr[i] - p0)
+            args.extend(pairs[a : a + 2 * k])
+        yield "".join(fmt) % tuple(args)
+
+
 def _check_finite(data: np.ndarray) -> None:
     for start in range(0, data.size, _CHUNK):
         if not np.isfinite(data[start : start + _CHUNK]).all():
@@ -433,11 +555,17 @@ def _g17(value: float) -> str:
 def write_range_file(path: str | os.PathLike[str], scaler: Scaler) -> None:
     """Write ``scaler`` in svm-scale's range-file format, atomically.
 
-    Dropped features are omitted, as svm-scale does. A temporary file in the target's
-    directory is renamed over the target, so readers never see a half-written file.
+    Dropped features are omitted, as svm-scale does; a label scaling comes first as the ``y``
+    section, as ``svm-scale -y ... -s`` writes it. A temporary file in the target's directory
+    is renamed over the target, so readers never see a half-written file.
     """
     target = os.fspath(path)
-    parts = ["x\n", f"{_g17(scaler.lower)} {_g17(scaler.upper)}\n"]
+    parts = []
+    ys = scaler.y_scaling
+    if ys is not None:
+        parts += ["y\n", f"{_g17(ys.lower)} {_g17(ys.upper)}\n",
+                  f"{_g17(ys.y_min)} {_g17(ys.y_max)}\n"]
+    parts += ["x\n", f"{_g17(scaler.lower)} {_g17(scaler.upper)}\n"]
     fmin, fmax = scaler.feature_min, scaler.feature_max
     for j in np.flatnonzero(fmin != fmax).tolist():
         parts.append(f"{j + 1} {_g17(float(fmin[j]))} {_g17(float(fmax[j]))}\n")
@@ -482,7 +610,7 @@ def read_range_file(
     memory_limit: int | None = None,
     max_features: int | None = None,
 ) -> Scaler:
-    """Read an svm-scale range file (ours or ``svm-scale -s``'s; a ``y`` section is skipped).
+    """Read an svm-scale range file (ours or ``svm-scale -s``'s, with or without a ``y`` section).
 
     Features not listed map to 0. The width is the largest listed index or ``n_features``,
     whichever is larger. By default the method is inferred: ``maxabs`` when lower/upper are
@@ -532,11 +660,26 @@ def _parse_range_file(
         return text
 
     text = header("'x' or 'y' (svm-scale range file)")
+    y_scaling = None
     if text == "y":
         text = header("'y_lower y_upper'")
-        _floats(path, lineno, text, "y_lower y_upper")
+        y_lower, y_upper = _floats(path, lineno, text, "y_lower y_upper")
+        if not y_lower < y_upper:
+            raise DataFormatError(
+                path, lineno, f"expected y_lower < y_upper, found {y_lower:g} {y_upper:g}"
+            )
+        if not math.isfinite(y_upper - y_lower):
+            raise DataFormatError(path, lineno, "the label range is too wide to scale")
         text = header("'y_min y_max'")
-        _floats(path, lineno, text, "y_min y_max")
+        y_min, y_max = _floats(path, lineno, text, "y_min y_max")
+        if not y_min <= y_max:
+            raise DataFormatError(
+                path, lineno, f"expected y_min <= y_max, found {y_min:g} > {y_max:g}"
+            )
+        try:
+            y_scaling = LabelScaling(y_lower, y_upper, y_min, y_max)
+        except KcheckError as e:
+            raise DataFormatError(path, lineno, str(e)) from None
         text = header("'x'")
         if text != "x":
             raise DataFormatError(path, lineno, f"expected 'x', found {_shown(text)}")
@@ -605,4 +748,4 @@ def _parse_range_file(
         )
     if method is None:
         method = "maxabs" if is_maxabs else "minmax"
-    return Scaler(method, lower, upper, fmin, fmax)
+    return Scaler(method, lower, upper, fmin, fmax, y_scaling)

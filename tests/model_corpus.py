@@ -72,6 +72,7 @@ def genuine_models(tmp: Path) -> dict[str, bytes]:
         "rbf": (y, x, "-s 0 -t 2 -q"),
         "rbf3": (y3, x3, "-s 0 -t 2 -q"),
         "poly_prob": (y, x, "-s 0 -t 1 -b 1 -q"),
+        "rbf3_prob": (y3, x3, "-s 0 -t 2 -b 1 -q"),
         "precomputed": (y, [{0: float(i + 1), **{i + 1: 1.0}} for i in range(len(x))],
                         "-s 0 -t 4 -q"),
         "one_class": (y, x, "-s 2 -q"),
@@ -116,6 +117,7 @@ def _split_body(text: bytes, marker: bytes) -> tuple[bytes, list[bytes]]:
 def cases(tmp: Path) -> list[Case]:
     g = genuine_models(tmp)
     lin, lin3, rbf, rbf3 = g["linear"], g["linear3"], g["rbf"], g["rbf3"]
+    prob, prob3 = g["poly_prob"], g["rbf3_prob"]
     w_head, w_lines = _split_body(lin, b"w")
     sv_head, sv_lines = _split_body(rbf, b"SV")
     sv3_head, sv3_lines = _split_body(rbf3, b"SV")
@@ -218,6 +220,34 @@ def cases(tmp: Path) -> list[Case]:
         Case("libsvm_prob_density_marks", _replace(rbf, b"\nnr_sv", b"\nprob_density_marks 1"
                                                    b" 2 3 4 5 6 7 8 9 10\nnr_sv"),
              ("one-class",)),
+        # --- LIBSVM probability fields (svm-train -b 1), also used with -b 1 --------------------
+        Case("libsvm_probA_nan", _set(prob, b"probA", b"nan"), ("finite", "probA", ":10:"),
+             options=("-b", "1")),
+        Case("libsvm_probB_inf", _set(prob, b"probB", b"-inf"), ("finite", "probB", ":11:"),
+             options=("-b", "1")),
+        Case("libsvm_probB_garbage", _set(prob, b"probB", b"0x1p3"), ("expected a number",),
+             options=("-b", "1")),
+        Case("libsvm_probA_empty", _set(prob, b"probA", b""),
+             ("expected 1 value for probA, found 0",), options=("-b", "1")),
+        Case("libsvm_probA_count", _set(prob3, b"probA", b"1 2"),
+             ("expected 3 values for probA, found 2",), options=("-b", "1")),
+        Case("libsvm_probB_count", _set(prob3, b"probB", b"1 2 3 4"),
+             ("expected 3 values for probB, found 4",), options=("-b", "1")),
+        Case("libsvm_probA_before_nr_class",
+             _replace(_drop(prob, b"probA"), b"kernel_type", b"probA 1\nkernel_type"),
+             ("expected nr_class before probA",), options=("-b", "1")),
+        Case("libsvm_probA_twice", _replace(prob, b"\nprobB", b"\nprobA 1\nprobB"),
+             ("'probA' appears twice",), options=("-b", "1")),
+        Case("libsvm_probB_only", _drop(prob, b"probA"), ("both probA and probB",),
+             options=("-b", "1")),
+        Case("libsvm_prob_density_marks_with_probabilities",
+             _replace(prob, b"\nnr_sv", b"\nprob_density_marks 0.1 0.2\nnr_sv"),
+             ("prob_density_marks", "one-class"), options=("-b", "1")),
+        Case("b1_model_without_probabilities", rbf, ("no probability information", "-b 1"),
+             options=("-b", "1")),
+        Case("b1_liblinear_svc", lin, ("only for logistic regression",), options=("-b", "1")),
+        Case("b1_liblinear_crammer_singer", g["crammer_singer"],
+             ("only for logistic regression",), options=("-b", "1")),
         Case("libsvm_gamma_missing", _drop(rbf, b"gamma"), ("no gamma line",)),
         Case("libsvm_gamma_negative", _set(rbf, b"gamma", b"-1"), ("gamma >= 0",)),
         Case("libsvm_degree_missing", _drop(g["poly_prob"], b"degree"), ("no degree line",)),
@@ -276,6 +306,23 @@ def cases(tmp: Path) -> list[Case]:
         Case("range_long_line", lin, ("line longer than",),
              range_file=b"x\n" + b"1" * (3 << 20), options=("--memory-limit", "32M")),
         Case("range_binary", lin, ("range",), range_file=bytes(range(256))),
+        # --- the y section (svm-scale -y) ------------------------------------------------
+        Case("range_y_min_above_max", rbf, (".range:3:", "y_min <= y_max"),
+             range_file=b"y\n0 1\n3 2\n" + good),
+        Case("range_y_nan", rbf, (".range:3:", "finite"), range_file=b"y\n0 1\nnan 2\n" + good),
+        Case("range_y_bounds_reversed", lin, (".range:2:", "y_lower < y_upper"),
+             range_file=b"y\n1 0\n1 2\n" + good),
+        Case("range_y_too_wide", lin, (".range:3:", "too wide"),
+             range_file=b"y\n0 1\n-1e308 1e308\n" + good),
+        Case("range_y_truncated", lin, (".range:3:", "expected 'y_min y_max'"),
+             range_file=b"y\n0 1\n"),
+        Case("range_y_without_x", lin, (".range:4:", "expected 'x'"),
+             range_file=b"y\n0 1\n1 2\n" + good[2:]),
+        Case("range_y_three_numbers", lin, (".range:2:", "expected 'y_lower y_upper'"),
+             range_file=b"y\n0 1 2\n1 2\n" + good),
+        # One training label only: heart_scale's other label cannot be scaled.
+        Case("range_y_single_label", lin, (".range", "cannot scale label -1"),
+             range_file=b"y\n0 1\n1 1\n" + good),
     ]
     return c
 
@@ -297,7 +344,8 @@ def write(directory: Path) -> list[tuple[Case, Path]]:
 def mutations_seed_models(tmp: Path) -> dict[str, bytes]:
     """The genuine classifier models the fuzz test mutates."""
     g = genuine_models(tmp)
-    return {k: g[k] for k in ("linear", "linear3", "crammer_singer", "rbf", "rbf3", "poly_prob")}
+    return {k: g[k] for k in ("linear", "linear3", "crammer_singer", "rbf", "rbf3", "poly_prob",
+                              "rbf3_prob")}
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from conftest import DATASETS, ROOT, require_tool
 
-from kcheck import models, rbf_search
+from kcheck import models, predict, rbf_search
 from kcheck.data import read_libsvm
 from kcheck.scaling import fit_scaler
 
@@ -52,7 +52,7 @@ def _compare(model: Path, data: Path, tool: str, tmp: Path) -> None:
     ours = _kcheck_predict(model, data)
     assert ours.shape == theirs.shape
     assert np.mean(ours == theirs) >= 0.995
-    saved = models.load(str(model))
+    saved = predict.load(str(model))
     _, X = read_libsvm(str(scaled), n_features=saved.scaler.n_features)
     assert np.array_equal(saved.predict_scaled(X), theirs)
 

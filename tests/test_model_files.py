@@ -3,7 +3,8 @@
 The corpus (tests/model_corpus.py) is built from genuine models; every case runs through
 ``kcheck predict`` in its own process, so a crash in a C loader is a failed test here, not a
 dead test session. A hypothesis test then mutates genuine models in many more ways: whatever
-a mutation makes, loading either refuses it or gives a model that predicts its own labels.
+a mutation makes, loading either refuses it or gives a model that predicts its own labels
+(and, with probability fields, probabilities in [0, 1]).
 """
 
 from __future__ import annotations
@@ -20,11 +21,11 @@ from hypothesis import strategies as st
 from model_corpus import HEART, Case, heart_range, mutations_seed_models, write
 from runner import Run, run_kcheck
 
-from kcheck import engines, models
+from kcheck import engines, predict
 from kcheck.data import read_libsvm
 from kcheck.errors import KcheckError
 
-CORPUS_CASES = 70  # at least; the corpus may grow
+CORPUS_CASES = 90  # at least; the corpus may grow
 
 
 @pytest.fixture(scope="module")
@@ -84,11 +85,17 @@ def test_genuine_models_predict(tmp_path: Path) -> None:
         path = tmp_path / f"{name}.model"
         path.write_bytes(text)
         Path(f"{path}.range").write_bytes(heart_range())
-        result = models.predict_file(str(path), str(HEART))
+        result = predict.predict_file(str(path), str(HEART))
         labels = set(np.unique(result.labels).tolist())
         assert labels <= {1.0, 2.0, 3.0, -1.0}, name
         if name in ("linear", "rbf", "crammer_singer", "poly_prob"):
             assert result.accuracy is not None and result.accuracy > 0.7, name
+        if name in ("poly_prob", "rbf3_prob"):
+            with_p = predict.predict_file(str(path), str(HEART), probability=True)
+            assert with_p.probabilities is not None and with_p.classes is not None
+            np.testing.assert_allclose(with_p.probabilities.sum(axis=1), 1.0, rtol=1e-9)
+            best = with_p.classes[np.argmax(with_p.probabilities, axis=1)]
+            np.testing.assert_array_equal(with_p.labels, best)
 
 
 # --- fuzzing ------------------------------------------------------------------------------------
@@ -147,7 +154,7 @@ def test_mutated_models_are_refused_or_usable(fuzz_dir: Path, seeds: dict[str, b
     y, X = read_libsvm(str(HEART))
     scaled = X.multiply(1.0 / np.maximum(abs(X).max(axis=0).toarray(), 1e-300)).tocsr()
     path = fuzz_dir / "mutant.model"
-    outcomes = {"refused": 0, "loaded": 0}
+    outcomes = {"refused": 0, "loaded": 0, "probabilities": 0}
 
     @settings(max_examples=300, deadline=None, database=None,
               suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -165,9 +172,15 @@ def test_mutated_models_are_refused_or_usable(fuzz_dir: Path, seeds: dict[str, b
         predicted = model.predict(scaled)
         assert predicted.shape == y.shape
         assert set(np.unique(predicted).tolist()) <= set(model.labels.tolist())
+        if model.has_probability:
+            outcomes["probabilities"] += 1
+            labels, probs = model.predict_probability(scaled)
+            assert set(np.unique(labels).tolist()) <= set(model.labels.tolist())
+            assert np.isfinite(probs).all() and ((probs >= 0) & (probs <= 1)).all()
 
     check()
     # Both outcomes happen: the mutations neither all miss nor all break the files.
     assert outcomes["refused"] > 0 and outcomes["loaded"] > 0, outcomes
+    assert outcomes["probabilities"] > 0, outcomes
     assert not [p for p in os.listdir(fuzz_dir) if p.startswith("kcheck-model-")]
     shutil.rmtree(fuzz_dir / "mutant.model", ignore_errors=True)

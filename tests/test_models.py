@@ -14,7 +14,7 @@ import pytest
 import scipy.sparse as sp
 from conftest import DATASETS, ROOT
 
-from kcheck import engines, models, rbf_search, verify
+from kcheck import engines, models, predict, rbf_search, verify
 from kcheck.data import read_libsvm
 from kcheck.defaults import MODEL_KINDS
 from kcheck.errors import KcheckError
@@ -132,7 +132,7 @@ def test_export_linear_writes_a_liblinear_model(exported):
     y, X, scaler = _scaled("heart_scale")
     assert read_range_file(entry["range_path"]) == read_range_file(entry["range_path"], 13)
     ours, _ = engines.fit_linear(X, y, seed=0)
-    saved = models.load(entry["path"])
+    saved = predict.load(entry["path"])
     assert np.array_equal(saved.predict_scaled(X), ours.predict(X))
 
 
@@ -185,7 +185,7 @@ def test_predict_cli_kernel(exported):
     lines = r.stdout.splitlines()
     assert len(lines) == 862 and set(lines) <= {"1", "-1"}
     y, X, _ = _scaled("fourclass")
-    expected = models.load(entry["path"]).predict_scaled(X)
+    expected = predict.load(entry["path"]).predict_scaled(X)
     assert np.array_equal(np.array(lines, dtype=float), expected)
     correct = int(np.sum(expected == y))
     assert f"({correct}/862)" in r.stderr and r.stderr.startswith("Accuracy = ")
@@ -200,8 +200,8 @@ def test_predict_cli_linear_to_file(exported, tmp_path):
 
 
 def test_format_labels_like_svm_predict():
-    assert models.format_labels(np.array([1.0, -1.0, 0.0, 12.0])) == "1\n-1\n0\n12\n"
-    assert models.format_labels(np.array([])) == ""
+    assert predict.format_labels(np.array([1.0, -1.0, 0.0, 12.0])) == "1\n-1\n0\n12\n"
+    assert predict.format_labels(np.array([])) == ""
 
 
 def _expect_usage_error(r: subprocess.CompletedProcess[str], *words: str) -> None:
@@ -283,7 +283,7 @@ def test_predict_rejects_a_range_file_that_drops_a_used_feature(tmp_path, export
 
 
 def test_loaded_kernel_model_reports_its_features(exported):
-    saved = models.load(exported["kernel"]["path"])
+    saved = predict.load(exported["kernel"]["path"])
     assert isinstance(saved.model, engines.RbfModel)
     assert saved.model.used_features().tolist() == [0, 1]
 

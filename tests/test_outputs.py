@@ -16,7 +16,7 @@ import scipy.sparse as sp
 from conftest import DATASETS
 from runner import run_kcheck
 
-from kcheck import atomic, models
+from kcheck import atomic, models, predict
 from kcheck.data import read_libsvm, write_libsvm
 from kcheck.scaling import fit_scaler
 
@@ -151,9 +151,9 @@ def test_export_on_wide_data_writes_the_full_width(wide_data: Path, tmp_path: Pa
     entry = models.export(Xs, y, scaler, "linear", str(path))
     head = path.read_text().split("\nw\n")[0]
     assert "nr_feature 4000000" in head
-    saved = models.load(str(path))
+    saved = predict.load(str(path))
     assert saved.model.n_features == 4_000_000
-    result = models.predict_file(str(path), str(wide_data))
+    result = predict.predict_file(str(path), str(wide_data))
     assert result.accuracy is not None and result.accuracy > 0.9
     assert entry["kind"] == "linear"
 

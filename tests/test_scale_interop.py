@@ -1,24 +1,29 @@
 """kcheck's scaling against LIBSVM's own svm-scale (Debian's libsvm-tools).
 
-svm-scale prints scaled values with ``%g`` (6 significant digits), so values are compared with
-a relative tolerance of 5e-6; range files carry ``%.17g`` and are compared exactly.
+svm-scale prints scaled values with ``%g`` (6 significant digits), so the library's full-precision
+values are compared with a relative tolerance of 5e-6; range files carry ``%.17g`` and are
+compared exactly, and so is ``kcheck scale``'s output, which prints as svm-scale does.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from conftest import ROOT
 from sklearn.datasets import load_svmlight_file
 
 from kcheck.scaling import (
     Scaler,
     densify_warning,
+    fit_label_scaling,
     fit_scaler,
     read_range_file,
     write_range_file,
@@ -146,12 +151,17 @@ def test_densification_warning_is_exercised(sparse_file: Path) -> None:
 def test_we_read_svm_scale_range_files_exactly(
     tmp_path: Path, data_file: Path, lower: float, upper: float, y_section: bool
 ) -> None:
-    _, X = load(data_file)
+    y, X = load(data_file)
     theirs_range = tmp_path / "theirs.range"
     y_opts = ["-y", -3, 5] if y_section else []
     svm_scale(*y_opts, "-l", lower, "-u", upper, "-s", theirs_range, data_file)
     assert theirs_range.read_text().startswith("y\n" if y_section else "x\n")
     fitted = fit_scaler(X, "minmax", lower, upper)
+    if y_section:
+        fitted = dataclasses.replace(fitted, y_scaling=fit_label_scaling(y, -3, 5))
+        ours_range = tmp_path / "ours.range"
+        write_range_file(ours_range, fitted)
+        assert ours_range.read_bytes() == theirs_range.read_bytes()
     read = read_range_file(theirs_range, n_features=X.shape[1], method="minmax")
     assert read == fitted
     # Without a method, heart_scale's [-1, 1] ranges read as max-abs: the same numbers.
@@ -202,3 +212,120 @@ def test_maxabs_through_svm_scale_r(tmp_path: Path, data_file: Path) -> None:
     assert ours.nnz == np.count_nonzero(X.data[kept])
     assert read_range_file(path, n_features=X.shape[1]) == scaler
     assert isinstance(scaler, Scaler) and scaler.method == "maxabs"
+
+
+# --- kcheck scale against svm-scale, byte for byte ------------------------------------------------
+
+BUNDLED = sorted(p.name for p in DATASETS.iterdir() if p.name != "README.md")
+
+
+def kcheck_scale(*args: object) -> subprocess.CompletedProcess[bytes]:
+    r = subprocess.run([sys.executable, "-m", "kcheck", "scale", *(str(a) for a in args)],
+                       cwd=ROOT, capture_output=True, timeout=120)
+    assert r.returncode == 0, r.stderr.decode()
+    return r
+
+
+def test_every_bundled_set_is_compared() -> None:
+    assert {"heart_scale", "fourclass", "german.numer", "svmguide1", "svmguide1.t"} <= set(
+        BUNDLED
+    )
+
+
+@pytest.mark.parametrize("lower", ["-1", "0"])
+@pytest.mark.parametrize("name", BUNDLED)
+def test_scale_output_is_svm_scales_to_the_byte(tmp_path: Path, name: str, lower: str) -> None:
+    """Fit (-s), apply (-r, to the test file where there is one) and scale labels (-y): the
+    same bytes as svm-scale on stdout, in the range file, and in the densification warning."""
+    data = DATASETS / name
+    other = DATASETS / "svmguide1.t" if name == "svmguide1" else data
+    for y_opts in ([], ["-y", "-3", "5"]):
+        ours_range, theirs_range = tmp_path / "ours.range", tmp_path / "theirs.range"
+        ours = kcheck_scale(*y_opts, "-l", lower, "-s", ours_range, data)
+        theirs = svm_scale(*y_opts, "-l", lower, "-s", theirs_range, data)
+        assert ours.stdout == theirs.stdout, (name, y_opts)
+        assert ours.stdout.count(b"\n") == len(data.read_bytes().splitlines())
+        assert ours_range.read_bytes() == theirs_range.read_bytes()
+        assert ours.stderr == theirs.stderr
+        # Each applies the other's range file; both give svm-scale -r's bytes.
+        applied = kcheck_scale("-r", theirs_range, other)
+        assert applied.stdout == svm_scale("-r", ours_range, other).stdout, (name, y_opts)
+        written = tmp_path / "out"
+        kcheck_scale("-r", theirs_range, other, "-o", written)
+        assert written.read_bytes() == applied.stdout
+
+
+def test_scale_y_changes_the_labels_like_svm_scale(tmp_path: Path) -> None:
+    data = DATASETS / "heart_scale"
+    ours = kcheck_scale("-y", "0", "1", data).stdout
+    assert ours == svm_scale("-y", "0", "1", data).stdout
+    labels = {line.split(b" ")[0] for line in ours.splitlines()}
+    assert labels == {b"0", b"1"}  # heart_scale's -1 and +1
+
+
+def test_label_range_of_a_test_file_comes_from_the_range_file(tmp_path: Path) -> None:
+    """Labels outside the training labels' range scale past the bounds, as in svm-scale."""
+    train = tmp_path / "train"
+    train.write_text("1 1:1\n3 1:2\n2 1:4\n")
+    test = tmp_path / "test"
+    test.write_text("5 1:3\n0 1:0.5\n2.5 1:8\n")
+    path = tmp_path / "r"
+    kcheck_scale("-y", "-1", "1", "-s", path, train)
+    assert path.read_text().startswith("y\n-1 1\n1 3\nx\n")
+    ours = kcheck_scale("-r", path, test).stdout
+    assert ours == svm_scale("-r", path, test).stdout
+    assert ours.split(b"\n")[0].split(b" ")[0] == b"3"
+
+
+def test_full_precision_keeps_every_digit(tmp_path: Path) -> None:
+    data = DATASETS / "svmguide1"
+    short = kcheck_scale(data).stdout
+    full = kcheck_scale("--full-precision", data).stdout
+    assert len(full) > len(short)
+    y_s, X_s = parse(short, 4)
+    y_f, X_f = parse(full, 4)
+    y, X = load(data)
+    exact = fit_scaler(X).transform(X)
+    np.testing.assert_array_equal(y_f, y)
+    np.testing.assert_array_equal(X_f.toarray(), exact.toarray())  # exact round trip
+    assert not np.array_equal(X_s.toarray(), exact.toarray())  # %g rounds
+    assert_matches(exact, X_s)
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["-y", "1", "0"], "y_lower < y_upper"),
+        (["-y", "0"], "-y"),
+        (["-r", "RANGE", "-y", "0", "1"], "drop -l, -u, -y"),
+    ],
+)
+def test_scale_y_usage_errors(tmp_path: Path, args: list[str], words: str) -> None:
+    path = tmp_path / "range"
+    path.write_text("x\n-1 1\n1 0 1\n")
+    args = [str(path) if a == "RANGE" else a for a in args]
+    r = subprocess.run([sys.executable, "-m", "kcheck", "scale", *args,
+                        str(DATASETS / "heart_scale")], cwd=ROOT, capture_output=True,
+                       timeout=60, text=True)
+    assert r.returncode == 2 and r.stdout == ""
+    assert words in r.stderr and "Traceback" not in r.stderr
+
+
+def test_scale_help_names_the_svm_scale_options() -> None:
+    r = subprocess.run([sys.executable, "-m", "kcheck", "scale", "--help"], cwd=ROOT,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0
+    for option in ("-y Y_LOWER Y_UPPER", "--full-precision", "-s RANGE", "-r RANGE"):
+        assert option in r.stdout
+
+
+@pytest.mark.parametrize("name", ["heart_scale", "sparse"])
+def test_a_maxabs_range_file_is_applied_as_svm_scale_applies_it(
+    tmp_path: Path, sparse_file: Path, name: str
+) -> None:
+    """-r uses svm-scale's arithmetic even for a max-abs range file, where kcheck's own
+    scaling divides by max |x|: the bytes are svm-scale -r's."""
+    data = sparse_file if name == "sparse" else DATASETS / name
+    path = tmp_path / "maxabs.range"
+    kcheck_scale("--maxabs", "-s", path, data)
+    assert kcheck_scale("-r", path, data).stdout == svm_scale("-r", path, data).stdout

@@ -13,10 +13,13 @@ from hypothesis.extra import numpy as hnp
 
 from kcheck.errors import DataFormatError, KcheckError
 from kcheck.scaling import (
+    LabelScaling,
     Scaler,
     densify_warning,
+    fit_label_scaling,
     fit_scaler,
     read_range_file,
+    scaled_text,
     write_range_file,
 )
 
@@ -508,13 +511,68 @@ def test_method_can_be_forced(tmp_path: os.PathLike[str]) -> None:
         read_range_file(path, method="zscore")
 
 
-def test_y_section_is_skipped(tmp_path: os.PathLike[str]) -> None:
+def test_y_section_is_read(tmp_path: os.PathLike[str]) -> None:
     path = os.path.join(tmp_path, "range")
     with open(path, "w") as f:
         f.write("y\n0 1\n1.5 2\nx\n-1 1\n1 0.12345678910000001 0.20000000000000001\n")
     scaler = read_range_file(path)
     assert scaler.method == "minmax" and scaler.n_features == 1
     assert scaler.feature_min[0] == 0.1234567891 and scaler.feature_max[0] == 0.2
+    assert scaler.y_scaling == LabelScaling(0.0, 1.0, 1.5, 2.0)
+    # Written back, the y section comes first, as svm-scale -y -s writes it.
+    again = os.path.join(tmp_path, "again")
+    write_range_file(again, scaler)
+    with open(again) as f:
+        assert f.read() == "y\n0 1\n1.5 2\nx\n-1 1\n1 0.12345678910000001 0.20000000000000001\n"
+    assert read_range_file(again) == scaler
+
+
+def test_label_scaling_follows_svm_scale() -> None:
+    """y_min and y_max map to the bounds exactly, others by svm-scale's formula."""
+    y = np.array([3.0, -1.0, 1.0, 0.5, 3.0])
+    ls = fit_label_scaling(y, -3.0, 5.0)
+    assert (ls.y_min, ls.y_max) == (-1.0, 3.0)
+    out = ls.apply(y)
+    np.testing.assert_array_equal(out, [5.0, -3.0, -3.0 + 8.0 * 2.0 / 4.0,
+                                        -3.0 + 8.0 * 1.5 / 4.0, 5.0])
+    # Test labels outside the training range map outside the bounds, as in svm-scale.
+    np.testing.assert_array_equal(ls.apply([7.0]), [-3.0 + 8.0 * 8.0 / 4.0])
+    assert isinstance(out, np.ndarray) and out is not y
+
+
+def test_label_scaling_refuses_what_it_cannot_do() -> None:
+    with pytest.raises(KcheckError, match="y_lower < y_upper"):
+        fit_label_scaling([1.0, 2.0], 1.0, 1.0)
+    with pytest.raises(KcheckError, match="at least one row"):
+        fit_label_scaling([], 0.0, 1.0)
+    with pytest.raises(KcheckError, match="finite"):
+        LabelScaling(0.0, 1.0, float("nan"), 1.0)
+    with pytest.raises(KcheckError, match="y_min <= y_max"):
+        LabelScaling(0.0, 1.0, 2.0, 1.0)
+    one = fit_label_scaling([4.0, 4.0], 0.0, 1.0)
+    np.testing.assert_array_equal(one.apply([4.0]), [0.0])  # y_min wins, as in svm-scale
+    with pytest.raises(KcheckError, match="cannot scale label 5"):
+        one.apply([4.0, 5.0])
+
+
+def test_scaled_text_is_svm_scale_layout() -> None:
+    """Label %.17g, then index:%g pairs, every item followed by a space."""
+    y = np.array([0.1, -1.0, 1e20])
+    X = sp.csr_matrix(np.array([[0.5, 0.0, 1 / 3], [0.0, 0.0, 0.0], [-2.0, 1e-7, 0.0]]))
+    text = "".join(scaled_text(y, X))
+    assert text == "0.10000000000000001 1:0.5 3:0.333333 \n-1 \n1e+20 1:-2 2:1e-07 \n"
+    full = "".join(scaled_text(y, X, full_precision=True))
+    assert full.splitlines()[0] == "0.10000000000000001 1:0.5 3:0.33333333333333331 "
+    assert "".join(scaled_text(np.empty(0), sp.csr_matrix((0, 3)))) == ""
+
+
+def test_scaled_text_in_several_blocks() -> None:
+    n = 10_000  # more rows than one block holds
+    y = np.arange(n, dtype=np.float64)
+    X = sp.csr_matrix(np.arange(n, dtype=np.float64).reshape(-1, 1))
+    lines = "".join(scaled_text(y, X)).splitlines()
+    assert len(lines) == n
+    assert lines[0] == "0 " and lines[-1] == f"{n - 1} 1:{n - 1:g} "
 
 
 def test_write_is_atomic(tmp_path: os.PathLike[str], monkeypatch: pytest.MonkeyPatch) -> None:
@@ -566,6 +624,15 @@ def test_write_to_missing_directory_is_a_user_error(tmp_path: os.PathLike[str]) 
         ("x\n-1 1_0\n", 2, "expected 'lower upper'"),
         ("x\n-1 1\n1 -1e308 1e308\n", 3, "too wide"),
         ("y\n0 1\n", 3, "expected 'y_min y_max'"),
+        ("y\n1 0\n1 2\nx\n-1 1\n", 2, "y_lower < y_upper"),
+        ("y\n1 1\n1 2\nx\n-1 1\n", 2, "y_lower < y_upper"),
+        ("y\n0 1\n2 1\nx\n-1 1\n", 3, "y_min <= y_max"),
+        ("y\n0 1\n1 nan\nx\n-1 1\n", 3, "finite"),
+        ("y\n-inf 1\n1 2\nx\n-1 1\n", 2, "finite"),
+        ("y\n0 1\n-1e308 1e308\nx\n-1 1\n", 3, "too wide"),
+        ("y\n-1e308 1e308\n0 1\nx\n-1 1\n", 2, "too wide"),
+        ("y\n0 1\n1 2 3\nx\n-1 1\n", 3, "expected 'y_min y_max'"),
+        ("y\n0 1\n1 2\ny\n", 4, "expected 'x'"),
         ("y\n0 1\n1 2\n-1 1\n", 4, "expected 'x'"),
         ("y\n0\n1 2\nx\n-1 1\n", 2, "expected 'y_lower y_upper'"),
         ("x\n-1 1\n1 0 \xff\n", 3, "UTF-8"),

@@ -1,0 +1,249 @@
+"""Prediction with saved models: kcheck's own, and those of svm-train and liblinear-train.
+
+A model is applied to data scaled the way its training data was. That scaling comes from a
+range file: ``MODEL.range`` beside the model (what ``kcheck check --model-out`` writes), or
+any file given with ``range_path`` (such as one written by ``svm-scale -s``). With
+``scale=False`` the data is taken as already scaled, as ``svm-predict`` takes it.
+
+Model and range files may come from anywhere, so each is parsed and checked in full
+(:mod:`kcheck.modelfile`, :func:`kcheck.scaling.read_range_file`) before a C loader sees it,
+and the two are checked against each other. Nothing here prints; progress goes through a
+``progress(stage, done, total)`` callback.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+from kcheck import engines
+from kcheck.data import read_libsvm
+from kcheck.errors import KcheckError, KcheckWarning
+from kcheck.scaling import RANGE_SUFFIX, Scaler, read_range_file
+
+__all__ = [
+    "Prediction",
+    "SavedModel",
+    "format_labels",
+    "format_probabilities",
+    "load",
+    "predict_file",
+]
+
+#: ``progress(stage, done, total)``, as everywhere in kcheck.
+Progress = Callable[[str, int | None, int | None], None]
+
+
+def _noop(stage: str, done: int | None, total: int | None) -> None:
+    return None
+
+
+@dataclass
+class SavedModel:
+    """A model file and the scaling its data needs (None: the data is already scaled)."""
+
+    path: str
+    range_path: str | None
+    kind: str
+    model: engines.LinearModel | engines.RbfModel
+    scaler: Scaler | None
+
+    @property
+    def n_features(self) -> int | None:
+        """Columns to read a data file with: the range file's width, else a LIBLINEAR model's
+        own (a LIBSVM model has none, so every column is read)."""
+        if self.scaler is not None:
+            return self.scaler.n_features
+        if isinstance(self.model, engines.LinearModel):
+            return self.model.n_features
+        return None
+
+    def predict_scaled(self, X: sp.spmatrix) -> np.ndarray:
+        """Labels for rows that are already scaled (e.g. ``svm-scale -r`` output)."""
+        return self.model.predict(engines.as_binding_csr(X))
+
+    def check_probability(self) -> None:
+        """Refuse, with the reason, a model that cannot give probabilities."""
+        if self.model.has_probability:
+            return
+        if isinstance(self.model, engines.LinearModel):
+            raise KcheckError(
+                f"{self.path}: a LIBLINEAR model gives probabilities only for logistic "
+                "regression (liblinear-train -s 0, 6 or 7); this one cannot be used with -b 1"
+            )
+        raise KcheckError(
+            f"{self.path}: the model has no probability information (no probA/probB); train "
+            "it with svm-train -b 1 or kcheck check --model kernel --probability to use -b 1"
+        )
+
+    def predict_probability_scaled(self, X: sp.spmatrix) -> tuple[np.ndarray, np.ndarray]:
+        """(labels, probabilities in ``model.labels`` order) for already scaled rows."""
+        self.check_probability()
+        return self.model.predict_probability(engines.as_binding_csr(X))
+
+
+def load(
+    path: str,
+    memory_limit: int | None = None,
+    *,
+    range_path: str | None = None,
+    scale: bool = True,
+) -> SavedModel:
+    """Load model ``path`` (LIBLINEAR or LIBSVM) and its range file; refuse a pair that disagrees.
+
+    The range file is ``range_path``, or ``path``.range without it. With ``scale=False`` no
+    range file is read: the data is taken as already scaled. Both files may come from
+    anywhere: each is parsed and checked in full, against the memory limit too, before any C
+    code sees it.
+    """
+    if not scale and range_path is not None:
+        raise KcheckError("-r RANGE and --no-scale exclude each other")
+    kind = engines.model_file_kind(path)
+    if scale:
+        if range_path is None:
+            range_path = path + RANGE_SUFFIX
+            if not os.path.isfile(range_path):
+                raise KcheckError(
+                    f"range file {range_path} not found; predict scales the data with the range "
+                    "file saved next to the model (written by kcheck check --model-out); give "
+                    "another with -r RANGE (e.g. from svm-scale -s), or --no-scale if the data "
+                    "is already scaled"
+                )
+        elif not os.path.isfile(range_path):
+            raise KcheckError(f"-r {range_path}: no such range file")
+    model = engines.load_model(path, memory_limit)
+    scaler = None
+    if range_path is not None:
+        # A LIBLINEAR model knows its width, and a range file wider than it does not belong
+        # to it: refuse that at its line instead of allocating the range file's width first.
+        width = model.n_features if isinstance(model, engines.LinearModel) else None
+        scaler = read_range_file(range_path, memory_limit=memory_limit, max_features=width)
+        _check_widths(path, range_path, model, scaler)
+    return SavedModel(path, range_path, kind, model, scaler)
+
+
+def _check_widths(
+    path: str, range_path: str, model: engines.LinearModel | engines.RbfModel, scaler: Scaler
+) -> None:
+    """A model trained on scaled data uses only features its range file scales.
+
+    A feature the range file drops (constant or absent) is 0 in every scaled training row, so
+    a LIBLINEAR weight or a LIBSVM support vector that uses it means the two files do not
+    belong together. A LIBLINEAR model also knows its width, which must cover the range file;
+    for a LIBSVM model a range file wider than the support vectors is only warned about.
+    """
+    n = scaler.n_features
+    if isinstance(model, engines.LinearModel):
+        if n > model.n_features:
+            raise KcheckError(
+                f"{range_path} does not match {path}: the range file scales {n} features, "
+                f"the model has {model.n_features}"
+            )
+        used = np.flatnonzero(np.any(model.weights != 0, axis=1))
+    else:
+        used = model.used_features()
+        # LIBSVM files do not store a width; a support vector set that never uses the range
+        # file's last feature is possible (only non-support rows stored it), but suspicious.
+        if used.size and n > int(used.max()) + 1:
+            warnings.warn(
+                f"{range_path} scales features up to {n}, but no support vector of {path} "
+                f"uses a feature above {int(used.max()) + 1}; are they from the same data?",
+                KcheckWarning,
+                stacklevel=3,
+            )
+    kept = scaler.feature_min != scaler.feature_max
+    inside = used[used < n]
+    unscaled = np.concatenate([used[used >= n], inside[~kept[inside]]])
+    if unscaled.size:
+        j = int(unscaled.min()) + 1
+        raise KcheckError(
+            f"{range_path} does not match {path}: the model uses feature {j}, which the range "
+            f"file does not scale ({unscaled.size} such feature{'s' if unscaled.size > 1 else ''})"
+        )
+
+
+@dataclass
+class Prediction:
+    """What ``kcheck predict`` prints: labels, and with -b 1 each class's probability."""
+
+    kind: str
+    labels: np.ndarray
+    correct: int | None
+    rows: int
+    #: With probabilities: the model's classes, in the order of ``probabilities``' columns.
+    classes: np.ndarray | None = None
+    probabilities: np.ndarray | None = None
+
+    @property
+    def accuracy(self) -> float | None:
+        return None if self.correct is None or self.rows == 0 else self.correct / self.rows
+
+
+def predict_file(
+    model_path: str,
+    data_path: str,
+    *,
+    range_path: str | None = None,
+    scale: bool = True,
+    probability: bool = False,
+    zero_based: bool = False,
+    progress: Progress | None = None,
+    memory_limit: int | None = None,
+) -> Prediction:
+    """Scale ``data_path`` (see :func:`load`) and predict every row.
+
+    With ``probability``, as ``svm-predict -b 1``: each row's label is its most probable
+    class. A range file's ``y`` section (``svm-scale -y``) scales the file's labels before
+    they are compared with the predictions, as ``svm-scale -r`` would.
+    """
+    report = progress or _noop
+    report("loading " + model_path, None, None)
+    saved = load(model_path, memory_limit, range_path=range_path, scale=scale)
+    if probability:
+        saved.check_probability()  # before reading the data
+    report("reading " + data_path, None, None)
+    y, X = read_libsvm(data_path, n_features=saved.n_features, zero_based=zero_based,
+                       memory_limit=memory_limit)
+    if saved.scaler is not None:
+        X = saved.scaler.transform(X)
+        if saved.scaler.y_scaling is not None and np.isfinite(y).all():
+            try:
+                y = saved.scaler.y_scaling.apply(y)
+            except KcheckError as e:
+                raise KcheckError(f"{saved.range_path}: {e}") from None
+    report("predicting", None, None)
+    probs = None
+    if probability:
+        labels, probs = saved.predict_probability_scaled(X)
+    else:
+        labels = saved.predict_scaled(X)
+    known = np.isfinite(y)
+    correct = int(np.count_nonzero(labels[known] == y[known])) if known.all() else None
+    classes = saved.model.labels if probability else None
+    return Prediction(saved.kind, labels, correct, int(labels.size), classes, probs)
+
+
+def format_labels(labels: np.ndarray) -> str:
+    """One label a line, as ``svm-predict`` writes them (``%.17g``: 1 and -1 for integers)."""
+    if labels.size == 0:
+        return ""
+    return "\n".join(format(float(v), ".17g") for v in labels) + "\n"
+
+
+def format_probabilities(classes: np.ndarray, labels: np.ndarray, probs: np.ndarray) -> str:
+    """``svm-predict -b 1``'s output: ``labels c1 c2 ...``, then ``label p1 p2 ...`` a row.
+
+    Classes are printed as integers (``%d``, model files store them so) and the label and
+    probabilities with ``%g``, as svm-predict and liblinear-predict print them.
+    """
+    head = "labels" + "".join(f" {int(c)}" for c in classes) + "\n"
+    if labels.size == 0:
+        return head
+    row = "%g" + " %g" * probs.shape[1] + "\n"
+    values = np.column_stack([labels, probs]).tolist()
+    return head + "".join(row % tuple(v) for v in values)
