@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import os
 
+from kcheck.budget import size_text
 from kcheck.errors import DataFormatError, KcheckError
+
+__all__ = ["size_text"]
 
 #: Bytes a check holds per column of the data's width, measured: the scaler's min, max and
 #: divisor and its kept mask, the reader's and the scaler's column scratch, and the column
@@ -59,8 +62,8 @@ def check_width(source: str, n_features: int, memory_limit: int | None = None) -
     if need > limit:
         raise KcheckError(
             f"{source}: the largest feature index is {n_features}, so per-feature arrays "
-            f"would need {need / 2**30:.2f} GiB, over the memory limit of "
-            f"{limit / 2**30:.2f} GiB (a stray huge index?)"
+            f"would need {size_text(need)}, over the memory limit of "
+            f"{size_text(limit)} (a stray huge index?)"
         )
 
 
@@ -88,10 +91,9 @@ def check_fits(source: str, data_bytes: int, memory_limit: int) -> None:
     need = CHECK_BYTES_PER_CSR_BYTE * data_bytes + FIXED_BYTES
     if need > memory_limit:
         raise KcheckError(
-            f"{source}: a check of this data needs about {need / 2**20:,.0f} MB "
-            f"({CHECK_BYTES_PER_CSR_BYTE}x its {data_bytes / 2**20:,.0f} MB in memory plus "
-            f"{FIXED_BYTES // 2**20} MB), over the memory limit of "
-            f"{memory_limit / 2**20:,.0f} MB"
+            f"{source}: a check of this data needs about {size_text(need)} "
+            f"({CHECK_BYTES_PER_CSR_BYTE}x its {size_text(data_bytes)} in memory plus "
+            f"{size_text(FIXED_BYTES)}), over the memory limit of {size_text(memory_limit)}"
         )
 
 

@@ -134,8 +134,16 @@ def _training_labels(y: np.ndarray) -> np.ndarray:
     return codes.astype(np.float64)
 
 
-def run(config: CheckConfig, progress: Progress | None = None) -> CheckReport:
-    """Run the whole check and return the verdict; raises KcheckError on bad input."""
+def run(
+    config: CheckConfig,
+    progress: Progress | None = None,
+    on_decided: Callable[[dict[str, Any]], None] | None = None,
+) -> CheckReport:
+    """Run the whole check and return the verdict; raises KcheckError on bad input.
+
+    ``on_decided(json)`` sees the verdict before the ``--model-out`` export, which can take
+    much longer than the check.
+    """
     config = config.validated()
     report = progress or _noop
     t_start = time.perf_counter()
@@ -290,24 +298,6 @@ def run(config: CheckConfig, progress: Progress | None = None) -> CheckReport:
         test_json = _score_test(config, n_features, scaler, y_raw, results)
         test_json["seconds"] = round(time.perf_counter() - t_test, 4)
 
-    model_json = None
-    if config.model_out is not None:
-        from kcheck import models
-
-        kind = config.model_kind or decision.verdict
-        report(f"training the {kind} model on all rows", None, None)
-        model_json = models.export(
-            sp.vstack([T.X, V.X], format="csr"),
-            np.concatenate([y_raw[train_idx], y_raw[val_idx]]),
-            scaler,
-            kind,
-            config.model_out,
-            seed=config.seed,
-            jobs=config.jobs,
-            progress=report,
-            deadline=deadline,
-        )
-
     warnings = cut_short + _sanity_warnings(results)
     out: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
@@ -333,11 +323,31 @@ def run(config: CheckConfig, progress: Progress | None = None) -> CheckReport:
         },
         "exact": exact_json,
         "test": test_json,
-        "model": model_json,
+        "model": None,
         "warnings": warnings,
         "read_seconds": round(read_seconds, 4),
         "seconds": round(time.perf_counter() - t_start, 4),
     }
+    if on_decided is not None:
+        # The verdict is known: a caller may show it before a long model export starts.
+        on_decided(out)
+    if config.model_out is not None:
+        from kcheck import models
+
+        kind = config.model_kind or decision.verdict
+        report(f"training the {kind} model on all rows", None, None)
+        out["model"] = models.export(
+            sp.vstack([T.X, V.X], format="csr"),
+            np.concatenate([y_raw[train_idx], y_raw[val_idx]]),
+            scaler,
+            kind,
+            config.model_out,
+            seed=config.seed,
+            jobs=config.jobs,
+            progress=report,
+            deadline=deadline,
+        )
+        out["seconds"] = round(time.perf_counter() - t_start, 4)
     return CheckReport(json=out, scaler=scaler, results=results)
 
 

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from kcheck import engines
+from kcheck import budget, engines
 from kcheck.checkers.base import CheckerResult, Dataset, score
 from kcheck.split import stratified_subsample
 
@@ -112,7 +112,7 @@ def _rng(seed: int, stream: int) -> np.random.Generator:
 
 
 def _gib(b: float) -> str:
-    return f"{b / 2**30:.2f} GiB"
+    return budget.size_text(b)
 
 
 def direction_bytes(n: int, D: int) -> int:

@@ -43,9 +43,29 @@ class Terminated(BaseException):
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="kcheck")
+@click.version_option(__version__, "-V", "--version", prog_name="kcheck")
 def cli() -> None:
-    """Is a Gaussian (RBF) kernel classifier clearly better than a linear one for this data?"""
+    """Is a Gaussian (RBF) kernel classifier clearly better than a linear one for this data?
+
+    \b
+    Shell completion (bash; zsh and fish likewise with zsh_source, fish_source):
+      eval "$(_KCHECK_COMPLETE=bash_source kcheck)"
+    """
+
+
+#: The environment variable of click's shell completion: _KCHECK_COMPLETE=bash_source kcheck.
+COMPLETE_VAR = "_KCHECK_COMPLETE"
+
+
+def usage_message(e: click.ClickException) -> str:
+    """A click usage error in kcheck's one style: ``kcheck: error: --epsilon: ...``."""
+    if isinstance(e, click.BadParameter) and not isinstance(e, click.MissingParameter) \
+            and e.param is not None:
+        names = e.param.opts if isinstance(e.param, click.Option) else [
+            e.param.human_readable_name]
+        return f"{' / '.join(names)}: {e.message}"
+    text = e.format_message()
+    return text[:1].lower() + text[1:] if text[:2] != text[:2].upper() else text
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -56,7 +76,12 @@ def main(argv: list[str] | None = None) -> None:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", KcheckWarning)
         try:
-            _invoke(sys.argv[1:] if argv is None else argv)
+            if COMPLETE_VAR in os.environ:
+                from click.shell_completion import shell_complete
+
+                code = shell_complete(cli, {}, "kcheck", COMPLETE_VAR, os.environ[COMPLETE_VAR])
+            else:
+                _invoke(sys.argv[1:] if argv is None else argv)
         except GateTripped as e:
             code = EXIT_GATE
             _err(f"kcheck: {e}")
@@ -73,8 +98,11 @@ def main(argv: list[str] | None = None) -> None:
         except Terminated:
             code = _interrupted(EXIT_SIGTERM)
         except click.ClickException as e:
-            e.show()
             code = EXIT_USAGE
+            hint = ""
+            if isinstance(e, click.UsageError) and e.ctx is not None:
+                hint = f" (see {e.ctx.command_path} --help)"
+            _err(f"kcheck: error: {usage_message(e).rstrip('.')}{hint}")
         except click.exceptions.Exit as e:
             code = e.exit_code  # --help, --version
         except BrokenPipeError:

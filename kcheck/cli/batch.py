@@ -8,14 +8,13 @@ from collections.abc import Callable
 from typing import Any
 
 import click
-from rich.console import Console
-from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.text import Text
 
 from kcheck.cli.app import BatchFailed, GateTripped
 from kcheck.cli.options import check_config, check_options
 from kcheck.cli.outputs import check_writable, require_stdout
-from kcheck.cli.render import batch_table
-from kcheck.cli.ui import Ui
+from kcheck.cli.render import batch_caption, batch_table
+from kcheck.cli.ui import Ui, count_text, new_progress
 from kcheck.errors import KcheckError
 
 
@@ -40,14 +39,15 @@ def _read_path_list(source: str) -> list[str]:
     return [line.rstrip("\r") for line in text.split("\n") if line.strip()]
 
 
-@click.command()
+@click.command(short_help="Check every data set in DIRs and FILEs; one JSON line each.")
 @click.argument("paths", nargs=-1, required=False, metavar="DIR|FILE...")
 @click.option("--files-from", type=str, default=None, metavar="FILE",
               help="Also check the paths listed in FILE, one a line (- for stdin).")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=1, show_default=True,
+              metavar="N",
               help="Data sets checked at once, each in its own process; they share the "
                    "memory budget.")
-@click.option("-o", "--output", type=str, default=None,
+@click.option("-o", "--output", type=str, default=None, metavar="FILE",
               help="Write the JSON lines to FILE (via FILE.partial, renamed at the end, under a "
                    "lock on FILE.lock); - is stdout.")
 @click.option("--resume", is_flag=True,
@@ -135,13 +135,20 @@ def batch(
 
     # JSON lines on a terminal's stdout would land in the middle of a live progress display.
     if ui.interactive and not (destination == "-" and sys.stdout.isatty()):
-        bar = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
-                       TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(),
-                       console=ui.console, transient=True, redirect_stdout=False)
-        task = bar.add_task("starting", total=None)
+        bar = new_progress(ui.console, redirect_stdout=False)
+        task = bar.add_task("starting", total=None, count="")
 
         def report(stage: str, d: int | None, t: int | None) -> None:
-            bar.update(task, description=stage, completed=d or 0, total=t)
+            # Several data sets at once: the count is of data sets, not repeated in the text.
+            many = stage.split("; checking ", 1)
+            if len(many) == 2 or stage == "done" or stage.endswith(" done"):
+                stage = "checking " + many[1] if len(many) == 2 else "finishing"
+                count = f"{d or 0}/{t} data sets" if t is not None else ""
+            elif stage.startswith("[") and ": " not in stage:  # "[2/5] name": a data set starts
+                count = f"{d or 0}/{t} data sets" if t is not None else ""
+            else:
+                count = count_text(stage, d, t)
+            bar.update(task, description=stage, completed=d or 0, total=t, count=count)
 
         def show(line: dict[str, Any]) -> None:
             announce(line, lambda m: bar.console.print(m, markup=False, highlight=False))
@@ -156,12 +163,9 @@ def batch(
                 f"{len(result.stale)} of them because their data, test file, options or "
                 "kcheck version changed")
     if not ui.quiet:
-        table = batch_table(result.lines, result.resumed, result.seconds)
-        if ui.console.is_terminal:
-            ui.console.print(table)
-        else:  # logs (CI) do not wrap: give the table the room it needs
-            wide = Console(stderr=True, highlight=False, width=max(ui.console.width, 160))
-            wide.print(table, width=wide.measure(table).maximum)
+        ui.show(Text("kcheck batch", style="italic"),
+                batch_table(result.lines, result.resumed, ui.width),
+                Text(batch_caption(result.lines, result.seconds), style="dim"))
         for x in result.skipped:
             ui.console.print(f"skipped {x['name']}: {x['reason']}", markup=False,
                              style="yellow", soft_wrap=True)

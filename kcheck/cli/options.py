@@ -78,6 +78,50 @@ class CheckerList(click.ParamType):
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d*)?)\s*([kmgt]?)(?:i?b)?\s*$", re.IGNORECASE)
 
 
+class Size(click.ParamType):
+    """``--memory-limit``: 8G, 512M, 1.5g or a number of bytes, checked at parse time."""
+
+    name = "size"
+
+    def get_metavar(self, param: click.Parameter, ctx: click.Context | None = None) -> str:
+        return "SIZE"
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> int:
+        if isinstance(value, int):
+            return value
+        try:
+            return parse_size(str(value))
+        except click.BadParameter as e:
+            self.fail(e.message, param, ctx)
+
+
+class Fraction(click.ParamType):
+    """``--epsilon``: a fraction of accuracy in [0, 1); 2 for 2 points is refused with a hint."""
+
+    name = "fraction"
+
+    def get_metavar(self, param: click.Parameter, ctx: click.Context | None = None) -> str:
+        return "FRACTION"
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> float:
+        if isinstance(value, float):
+            x = value
+        else:
+            try:
+                x = float(value)
+            except ValueError:
+                self.fail(f"expected a fraction such as 0.02 (2 points), got {value!r}",
+                          param, ctx)
+        if x >= 1:
+            self.fail(f"a fraction of accuracy is expected (0.02 = 2 points), got {value}; "
+                      f"for {x:g} points give {x / 100:g}", param, ctx)
+        if not x >= 0:
+            self.fail(f"must lie in [0, 1), got {value}", param, ctx)
+        return x
+
+
 def parse_size(text: str) -> int:
     """'8G', '512M', '1.5g', '1000000' -> bytes (binary multiples, as memory is counted)."""
     m = _SIZE.match(text)
@@ -91,18 +135,21 @@ def parse_size(text: str) -> int:
 
 
 _CHECK_OPTIONS = [
-    click.option("--epsilon", type=float, default=DEFAULT_EPSILON, show_default=True,
-                 help="Smallest accuracy gain that makes the kernel worth it."),
+    click.option("--epsilon", type=Fraction(), default=DEFAULT_EPSILON, show_default=True,
+                 help="Smallest accuracy gain that makes the kernel worth it, as a fraction "
+                      "(0.02 is 2 points)."),
     click.option("--checkers", type=CheckerList(), default=DEFAULT_CHECKERS, show_default=True,
-                 help="Comma-separated checkers to run, of degree2, multilinear, rff."),
+                 help="Checkers to run, a comma-separated subset of degree2, multilinear, "
+                      "rff."),
     click.option("--scaling", type=CoreChoice("SCALINGS"), default=DEFAULT_SCALING,
                  show_default=True, help="Feature scaling, fitted on the training file."),
-    click.option("--seed", type=SEED, default=DEFAULT_SEED, show_default=True,
+    click.option("--seed", type=SEED, default=DEFAULT_SEED, show_default=True, metavar="N",
                  help="Seed of the split, folds and samples: 0 to 2^32-1."),
-    click.option("--memory-limit", type=str, default=None,
-                 help="Memory budget, e.g. 8G [default: half the physical memory]; "
+    click.option("--memory-limit", type=Size(), default=None,
+                 help="Memory budget, e.g. 8G or 512M [default: half the physical memory]; "
                       "a batch divides it between its workers."),
-    click.option("--time-limit", type=float, default=None,
+    click.option("--time-limit", type=click.FloatRange(min=0, min_open=True), default=None,
+                 metavar="SECONDS",
                  help="Seconds for one check; checkers not done by then are skipped."),
     click.option("--zero-based", is_flag=True, help="Feature indices in the files start at 0."),
     click.option("--exact", type=CoreChoice("EXACT_MODES"), default=DEFAULT_EXACT,
@@ -137,7 +184,7 @@ def check_config(train: str, jobs: int, opts: dict[str, Any], **extra: Any) -> A
         scaling=opts["scaling"],
         seed=opts["seed"],
         jobs=jobs,
-        memory_limit=parse_size(opts["memory_limit"]) if opts["memory_limit"] else None,
+        memory_limit=opts["memory_limit"],
         zero_based=opts["zero_based"],
         time_limit=opts["time_limit"],
         exact=opts["exact"],

@@ -9,15 +9,20 @@ import click
 from kcheck.cli.outputs import refuse_input_as_output
 
 
-@click.command()
+@click.command(short_help="Scale FILE like svm-scale (min-max to [-1, 1] by default).")
 @click.argument("file", type=str)
-@click.option("-l", "lower", type=float, default=None, help="Lower bound (default -1).")
-@click.option("-u", "upper", type=float, default=None, help="Upper bound (default 1).")
+@click.option("-l", "lower", type=float, default=None, metavar="LOWER",
+              help="Lower bound (default -1).")
+@click.option("-u", "upper", type=float, default=None, metavar="UPPER",
+              help="Upper bound (default 1).")
 @click.option("--maxabs", is_flag=True, help="Divide each feature by its max |x| instead.")
-@click.option("-s", "save_range", type=str, default=None, help="Save the scaling to RANGE.")
-@click.option("-r", "restore_range", type=str, default=None, help="Apply the scaling in RANGE.")
+@click.option("-s", "save_range", type=str, default=None, metavar="RANGE",
+              help="Save the scaling to the range file RANGE.")
+@click.option("-r", "restore_range", type=str, default=None, metavar="RANGE",
+              help="Apply the scaling in the range file RANGE (svm-scale's or kcheck's).")
 @click.option("--zero-based", is_flag=True, help="Feature indices in FILE start at 0.")
-@click.option("-o", "--output", type=str, default=None, help="Write to FILE instead of stdout.")
+@click.option("-o", "--output", type=str, default=None, metavar="FILE",
+              help="Write to FILE (atomically) instead of stdout.")
 @click.option("-q", "--quiet", is_flag=True, help="Nothing on stderr except errors.")
 def scale(
     file: str,
