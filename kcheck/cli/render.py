@@ -54,6 +54,10 @@ def _ci(c: dict[str, Any]) -> str:
     return f"{100 * lo:+.1f} to {100 * hi:+.1f}"
 
 
+#: A name column folds down to this many characters before columns are dropped.
+WRAP_WIDTH = 12
+
+
 @dataclass
 class Column:
     """A table column: its header, a shorter one for narrow widths, and when it may go."""
@@ -72,7 +76,7 @@ def _table(columns: Sequence[Column], rows: Sequence[Sequence[str]], short: bool
     for col in columns:
         table.add_column(col.short if short else col.header, justify=col.justify,  # type: ignore[arg-type]
                          no_wrap=not col.wrap, overflow="fold",
-                         min_width=12 if col.wrap else None)
+                         min_width=WRAP_WIDTH if col.wrap else None)
     for row in rows:
         table.add_row(*row)
     return table
@@ -96,11 +100,14 @@ def fit_table(columns: Sequence[Column], rows: Sequence[Sequence[str]], width: i
         keep = [i for i in keep if columns[i].drop != rank]
         layouts.append((keep, True))
     for kept, short in layouts:
-        table = _table([columns[i] for i in kept], [[r[i] for i in kept] for r in rows], short)
-        need = _measure(table)
-        # A wrapping column (a name) may fold; every other cell keeps its full width.
-        if (need.minimum if any(columns[i].wrap for i in kept) else need.maximum) <= width:
-            return table
+        cols = [columns[i] for i in kept]
+        cells = [[r[i] for i in kept] for r in rows]
+        # A wrapping column (a name) may fold down to WRAP_WIDTH; every other cell keeps its
+        # full width.
+        folded = [[c[:WRAP_WIDTH] if col.wrap else c for col, c in zip(cols, row, strict=True)]
+                  for row in cells]
+        if _measure(_table(cols, folded, short)).maximum <= width:
+            return _table(cols, cells, short)
     lines = []
     for row in rows:
         cells = [f"{columns[i].short} {row[i]}" for i in range(len(columns))
