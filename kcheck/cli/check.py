@@ -26,7 +26,8 @@ from kcheck.cli.ui import Ui
 from kcheck.errors import recorded_warnings
 
 
-def show_verdict(ui: Ui, v: dict[str, Any], warnings: list[str]) -> None:
+def show_verdict(ui: Ui, v: dict[str, Any], warnings: list[str],
+                 model_out: str | None = None) -> None:
     """The table, a footnote on what it shows, the verdict and, in plain words, what next."""
     if ui.quiet:
         return
@@ -39,7 +40,7 @@ def show_verdict(ui: Ui, v: dict[str, Any], warnings: list[str]) -> None:
     verdict = Text.assemble("verdict: ", (v["verdict"], style),
                             f" ({v['margin']}; epsilon {100 * v['epsilon']:g} points, "
                             f"{v['seconds']:.2f}s)")
-    ui.show(verdict, Text(verdict_summary(v)))
+    ui.show(verdict, Text(verdict_summary(v, model_out)))
     if v.get("test"):
         t = v["test"]
         parts = [f"{k} {fmt_acc(t[k])}" for k in ("linear", *v["checkers"]) if k in t]
@@ -52,8 +53,8 @@ def _show_model(ui: Ui, model: dict[str, Any]) -> None:
     params = " ".join(f"{'g' if k == 'gamma' else k}={log2_text(x)}"
                       for k, x in model["params"].items())
     cv = f", CV accuracy {fmt_acc(model['cv_accuracy'])}" if model.get("cv_accuracy") else ""
-    ui.info(f"model: {model['kind']} ({params}{cv}) saved to {model['path']} and "
-            f"{model['range_path']} in {model['seconds']:.1f}s")
+    ui.show(Text(f"model: {model['kind']} ({params}{cv}) saved to {model['path']} and "
+                 f"{model['range_path']} in {model['seconds']:.1f}s"))
 
 
 CHECK_HELP = """Decide whether TRAIN needs a Gaussian kernel or a linear model is enough.
@@ -131,7 +132,7 @@ def check(
         # Ctrl-C during the export still leaves it on the screen (and no file written).
         if model_out is not None and ui.interactive:
             early = [*v.get("warnings", []), *notes]
-            show_verdict(ui, v, early)
+            show_verdict(ui, v, early, model_out)
             shown.append(len(early))
 
     with recorded_warnings() as notes:
@@ -142,7 +143,7 @@ def check(
         for w in verdict["warnings"][shown[0]:]:
             ui.warn(w)
     else:
-        show_verdict(ui, verdict, verdict["warnings"])
+        show_verdict(ui, verdict, verdict["warnings"], model_out)
     if verdict.get("model") and not ui.quiet:
         _show_model(ui, verdict["model"])
     emit_json(verdict, output, to_stdout=to_stdout)

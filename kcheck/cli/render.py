@@ -176,10 +176,14 @@ def _command(path: str) -> str:
     return "FILE" if path == "-" else shlex.quote(path)
 
 
-def verdict_summary(v: dict[str, Any], path: str | None = None) -> str:
-    """The verdict in plain words: why, and what to do next."""
+def verdict_summary(v: dict[str, Any], model_out: str | None = None) -> str:
+    """The verdict in plain words: why, and what to do next (``model_out``: a model is being
+    trained for --model-out, so the next step is to use it)."""
     eps = 100 * v["epsilon"]
-    data = _command(path if path is not None else v["data"]["path"])
+    data = _command(v["data"]["path"])
+    train = (f"`kcheck check {data} --model-out MODEL` trains it" if model_out is None else
+             "the model for --model-out is trained now, then "
+             f"`kcheck predict {shlex.quote(model_out)} FILE` labels new data with it")
     gaps = {n: c for n, c in v["checkers"].items() if c.get("gap") is not None}
     deciding = v.get("deciding_checker")
     where = " in cross-validation on all rows" if deciding == "rbf" else ""
@@ -191,9 +195,7 @@ def verdict_summary(v: dict[str, Any], path: str | None = None) -> str:
                 f"{hi:.1f}; epsilon is {eps:g} points)")
         if v["margin"] == "clear":
             win = "the kernel is worth it" if deciding == "rbf" else "an RBF SVM should win"
-            return (text + f"; {win} here. Next: "
-                    f"`kcheck check {data} --model-out MODEL` trains it, "
-                    f"`kcheck verify {data}` confirms.")
+            return (text + f"; {win} here. Next: {train}; `kcheck verify {data}` confirms.")
         return (text + f", but the interval reaches below {eps:g} points, so this is not "
                 f"settled. To settle it: `kcheck verify {data}` runs the full RBF grid search; "
                 "more data would narrow the interval.")
@@ -210,8 +212,7 @@ def verdict_summary(v: dict[str, Any], path: str | None = None) -> str:
     else:
         text = (f"No checker beat linear by {eps:g} points; the closest: {closest}")
     if v["margin"] == "clear":
-        return (text + ". A linear model is enough here. Next: "
-                f"`kcheck check {data} --model-out MODEL` trains it.")
+        return text + f". A linear model is enough here. Next: {train}."
     missing = [NAMES.get(n, n) for n, c in v["checkers"].items() if c.get("gap") is None]
     why = (f"{' and '.join(missing)} did not finish (see above)" if missing
            else f"an interval reaches {eps:g} points")
