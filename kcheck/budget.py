@@ -19,6 +19,10 @@ Budgets:
 
 from __future__ import annotations
 
+from kcheck.memory import size_text
+
+__all__ = ["size_text"]
+
 #: Seconds of counted work that small data may always spend on exact mode or degree-2.
 FLOOR_SECONDS = 10.0
 #: The floor applies to degree-2 only where T holds at most this many stored values and rows:
@@ -103,11 +107,3 @@ def exact_seconds(
         + tuning
         + repeats * per_repeat
     )
-
-
-def size_text(n_bytes: float) -> str:
-    """A byte count in a unit that shows it (1M is not '0.0 GiB')."""
-    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if n_bytes >= size:
-            return f"{n_bytes / size:.1f} {unit}"
-    return f"{int(n_bytes)} B"

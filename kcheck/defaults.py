@@ -16,6 +16,11 @@ DEFAULT_SCALING = "maxabs"
 #: The exact RBF comparison: ``auto`` runs it where its counted cost is small.
 EXACT_MODES = ("auto", "always", "never")
 DEFAULT_EXACT = "auto"
+#: The names ``--checkers`` takes, and those that run by default. The checkers themselves are
+#: in kcheck.checkers.registry, which must list exactly these; the names live here so that
+#: the command line can show them without importing the numeric stack.
+CHECKER_NAMES = ("degree2", "multilinear", "rff")
+DEFAULT_CHECKERS = ("degree2", "multilinear")
 #: Models ``--model-out`` can train.
 MODEL_KINDS = ("linear", "kernel")
 #: Folds of every cross-validation (grid.py's and LIBLINEAR's ``-C`` default).

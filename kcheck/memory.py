@@ -59,8 +59,8 @@ def check_width(source: str, n_features: int, memory_limit: int | None = None) -
     if need > limit:
         raise KcheckError(
             f"{source}: the largest feature index is {n_features}, so per-feature arrays "
-            f"would need {need / 2**30:.2f} GiB, over the memory limit of "
-            f"{limit / 2**30:.2f} GiB (a stray huge index?)"
+            f"would need {size_text(need)}, over the memory limit of "
+            f"{size_text(limit)} (a stray huge index?)"
         )
 
 
@@ -88,10 +88,9 @@ def check_fits(source: str, data_bytes: int, memory_limit: int) -> None:
     need = CHECK_BYTES_PER_CSR_BYTE * data_bytes + FIXED_BYTES
     if need > memory_limit:
         raise KcheckError(
-            f"{source}: a check of this data needs about {need / 2**20:,.0f} MB "
-            f"({CHECK_BYTES_PER_CSR_BYTE}x its {data_bytes / 2**20:,.0f} MB in memory plus "
-            f"{FIXED_BYTES // 2**20} MB), over the memory limit of "
-            f"{memory_limit / 2**20:,.0f} MB"
+            f"{source}: a check of this data needs about {size_text(need)} "
+            f"({CHECK_BYTES_PER_CSR_BYTE}x its {size_text(data_bytes)} in memory plus "
+            f"{size_text(FIXED_BYTES)}), over the memory limit of {size_text(memory_limit)}"
         )
 
 
@@ -105,3 +104,11 @@ def checker_budget(memory_limit: int, data_bytes: int) -> int:
     """What a checker may allocate on top of the data in memory (T and V, about the CSR
     bytes, and the working set of the other steps), so that the run keeps to the limit."""
     return max(0, memory_limit - 2 * data_bytes - FIXED_BYTES)
+
+
+def size_text(n_bytes: float) -> str:
+    """A byte count in a unit that shows it (1M is not '0.0 GiB')."""
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n_bytes >= size:
+            return f"{n_bytes / size:.1f} {unit}"
+    return f"{int(n_bytes)} B"

@@ -25,7 +25,7 @@ from typing import BinaryIO, Protocol
 import numpy as np
 
 from kcheck.errors import DataFormatError
-from kcheck.memory import default_memory_limit, line_too_long, max_line_bytes
+from kcheck.memory import default_memory_limit, line_too_long, max_line_bytes, size_text
 
 __all__ = [
     "LIBLINEAR_CLASSIFIERS",
@@ -209,8 +209,8 @@ def _ints(r: _Reader, tokens: list[bytes], count: int, what: str, lo: int) -> np
 
 
 def _over_limit(r: _Reader, what: str, need: int, limit: int) -> DataFormatError:
-    return r.error(f"{what} would need {need / 2**30:.2f} GiB, over the memory limit of "
-                   f"{limit / 2**30:.2f} GiB")
+    return r.error(f"{what} would need {size_text(need)}, over the memory limit of "
+                   f"{size_text(limit)}")
 
 
 # --- entry points -----------------------------------------------------------------------------

@@ -298,7 +298,7 @@ def test_resume_cli_reports_what_it_reused(serial_run, data_dir, tmp_path):
 
 
 def run_main(*args: str) -> int:
-    from kcheck.cli import BatchFailed, main
+    from kcheck.cli.app import BatchFailed, main
 
     try:
         main(["batch", *args])
@@ -773,7 +773,7 @@ def _line(verdict: str, deciding: str | None, **gaps: float) -> dict[str, Any]:
 
 
 def test_summary_gap_is_the_deciding_checkers():
-    from kcheck.cli import deciding_gap
+    from kcheck.cli.render import deciding_gap
 
     # kernel: the deciding checker's gap, even when another checker's is larger.
     assert deciding_gap(_line("kernel", "rbf", rbf=0.03, multilinear=0.2)) == "+3.00 rbf"

@@ -106,17 +106,17 @@ def test_check_fits_accepts_exactly_the_limit() -> None:
         memory.check_fits("d.svm", data, need - 1)
     message = str(info.value)
     assert message.startswith("d.svm: ")
-    assert f"{need / MB:,.0f} MB" in message
-    assert f"over the memory limit of {(need - 1) / MB:,.0f} MB" in message
+    assert f"{need / MB:.1f} MiB" in message
+    assert f"over the memory limit of {(need - 1) / MB:.1f} MiB" in message
 
 
 def test_check_fits_message_names_its_parts() -> None:
     with pytest.raises(KcheckError) as info:
         memory.check_fits("big.svm", 100 * MB, 50 * MB)
     message = str(info.value)
-    assert "364 MB" in message  # 3 x 100 MB + 64 MB
-    assert f"{memory.CHECK_BYTES_PER_CSR_BYTE}x its 100 MB" in message
-    assert f"plus {memory.FIXED_BYTES // MB} MB" in message
+    assert "364.0 MiB" in message  # 3 x 100 MiB + 64 MiB
+    assert f"{memory.CHECK_BYTES_PER_CSR_BYTE}x its 100.0 MiB" in message
+    assert f"plus {memory.FIXED_BYTES // MB}.0 MiB" in message
 
 
 @given(st.integers(min_value=memory.FIXED_BYTES, max_value=2**40))

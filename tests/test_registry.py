@@ -10,7 +10,7 @@ import pytest
 import scipy.sparse as sp
 from conftest import DATASETS
 
-from kcheck import pipeline
+from kcheck import defaults, pipeline
 from kcheck.checkers import linear, registry
 from kcheck.checkers.base import CheckerResult, Context, Dataset
 from kcheck.split import stratified_split
@@ -73,7 +73,8 @@ def test_every_name_has_a_spec() -> None:
 
 def test_defaults_are_degree2_and_multilinear() -> None:
     assert registry.DEFAULT_NAMES == ("degree2", "multilinear")
-    assert pipeline.DEFAULT_CHECKERS == registry.DEFAULT_NAMES
+    assert pipeline.DEFAULT_CHECKERS == registry.DEFAULT_NAMES == defaults.DEFAULT_CHECKERS
+    assert registry.NAMES == defaults.CHECKER_NAMES
     assert pipeline.CHECKERS == registry.NAMES
     assert not registry.CHECKERS["rff"].default
 

@@ -230,7 +230,7 @@ _LIMITS = {
 
 
 def _gib(b: float) -> str:
-    return f"{b / 2**30:.1f} GiB"
+    return budget.size_text(b)
 
 
 def run(T: Dataset, V: Dataset, options: Degree2Options) -> CheckerResult:

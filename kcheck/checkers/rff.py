@@ -37,7 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from kcheck import engines
+from kcheck import budget, engines
 from kcheck.checkers.base import CheckerResult, Context, Dataset, score
 from kcheck.split import stratified_subsample
 from kcheck.workers import run_until
@@ -113,7 +113,7 @@ def _rng(seed: int, stream: int) -> np.random.Generator:
 
 
 def _gib(b: float) -> str:
-    return f"{b / 2**30:.2f} GiB"
+    return budget.size_text(b)
 
 
 def direction_bytes(n: int, D: int) -> int:

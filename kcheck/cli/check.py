@@ -1,0 +1,163 @@
+"""``kcheck check``: one data set, a verdict, optionally a model."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+from rich.text import Text
+
+from kcheck.cli.app import GateTripped
+from kcheck.cli.options import check_config, check_options, default_jobs
+from kcheck.cli.outputs import (
+    check_writable,
+    emit_json,
+    json_destination,
+    refuse_input_as_output,
+)
+from kcheck.cli.render import (
+    fmt_acc,
+    log2_text,
+    verdict_footnote,
+    verdict_summary,
+    verdict_table,
+)
+from kcheck.cli.ui import Ui
+from kcheck.errors import recorded_warnings
+
+
+def show_verdict(ui: Ui, v: dict[str, Any], warnings: list[str],
+                 model_out: str | None = None) -> None:
+    """The table, a footnote on what it shows, the verdict and, in plain words, what next."""
+    if ui.quiet:
+        return
+    ui.show(Text(f"kcheck: {v['data']['path']}", style="italic"), verdict_table(v, ui.width),
+            Text(verdict_footnote(v), style="dim"))
+    for name, c in v["checkers"].items():
+        if c.get("reason"):
+            ui.info(f"{name}: {c['status']}: {c['reason']}")
+    style = "bold red" if v["verdict"] == "kernel" else "bold green"
+    verdict = Text.assemble("verdict: ", (v["verdict"], style),
+                            f" ({v['margin']}; epsilon {100 * v['epsilon']:g} points, "
+                            f"{v['seconds']:.2f}s)")
+    ui.show(verdict, Text(verdict_summary(v, model_out)))
+    if v.get("test"):
+        t = v["test"]
+        acc = t["accuracy"]
+        parts = [f"{k} {fmt_acc(acc[k])}" for k in ("linear", *v["checkers"]) if k in acc]
+        ui.info(f"test file ({t['rows']:,} rows): " + ", ".join(parts))
+    for w in warnings:
+        ui.warn(w)
+
+
+def _show_model(ui: Ui, model: dict[str, Any]) -> None:
+    params = " ".join(f"{'g' if k == 'gamma' else k}={log2_text(x)}"
+                      for k, x in model["params"].items())
+    cv = f", CV accuracy {fmt_acc(model['cv_accuracy'])}" if model.get("cv_accuracy") else ""
+    ui.show(Text(f"model: {model['kind']} ({params}{cv}) saved to {model['path']} and "
+                 f"{model['range_path']} in {model['seconds']:.1f}s"))
+
+
+CHECK_HELP = """Decide whether TRAIN needs a Gaussian kernel or a linear model is enough.
+
+TRAIN is a LIBSVM-format file (.gz, .bz2 and .xz are read directly); - reads it from
+stdin. On a terminal, a table and the verdict in plain words go to stderr; when stdout is
+not a terminal (or with --json), the JSON verdict goes to stdout.
+
+\b
+Examples:
+  kcheck check data.svm                      # table and verdict
+  kcheck check data.svm -o verdict.json -q   # the JSON only, written atomically
+  kcheck check data.svm --model-out m        # verdict, then the model it recommends
+  zcat data.svm.gz | kcheck check - --fail-on kernel
+
+\b
+Exit codes:
+  0    done
+  1    the verdict matched --fail-on
+  2    usage error or bad input (one line naming the file and line)
+  130  interrupted (Ctrl-C); 143 terminated (SIGTERM). No output file
+       is written or changed unless the whole run finished.
+"""
+
+
+@click.command(help=CHECK_HELP,
+               short_help="Decide whether TRAIN needs a Gaussian kernel or linear is enough.")
+@click.argument("train", type=str, metavar="TRAIN")
+@click.option("--test", "test", type=str, default=None, metavar="FILE",
+              help="Also score every model on FILE.")
+@click.option("--jobs", "-j", type=click.IntRange(min=1), default=None, metavar="N",
+              help="Worker processes for MultiLinear's clusters [default: CPU count].")
+@click.option("--json", "as_json", is_flag=True, help="Print the JSON verdict on stdout.")
+@click.option("-o", "--output", type=str, default=None, metavar="FILE",
+              help="Write the JSON verdict to FILE (atomically); - is stdout.")
+@click.option("--model-out", type=str, default=None, metavar="PATH",
+              help="After the verdict, train the recommended model on all of TRAIN; save it "
+                   "to PATH (+ PATH.range).")
+@click.option("--model", "model_kind", type=click.Choice(["linear", "kernel"]), default=None,
+              help="With --model-out: save this kind whatever the verdict.")
+@click.option("--probability", is_flag=True,
+              help="With --model kernel: train with -b 1, for svm-predict -b 1 and "
+                   "kcheck predict -b 1.")
+@check_options
+def check(
+    train: str,
+    test: str | None,
+    jobs: int | None,
+    as_json: bool,
+    output: str | None,
+    model_out: str | None,
+    model_kind: str | None,
+    probability: bool,
+    **opts: Any,
+) -> None:
+    from kcheck import models
+    from kcheck.pipeline import run
+
+    ui = Ui(opts["quiet"])
+    fail_on = opts["fail_on"]
+    config = check_config(train, default_jobs(jobs), opts, test=test, model_out=model_out,
+                          model_kind=model_kind, model_probability=probability)
+    if model_kind and not model_out:
+        raise click.UsageError("--model needs --model-out")
+    if probability and model_kind != "kernel":
+        raise click.UsageError("--probability needs --model-out and --model kernel (a linear "
+                               "model has no probability outputs)")
+    # Fail now, not after a long check (and not after --model-out has replaced a model).
+    output, to_stdout = json_destination(output, as_json)
+    if model_out is not None:
+        check_writable(model_out, "--model-out")
+    inputs = [train, test]
+    if model_out is not None:
+        refuse_input_as_output(model_out, "--model-out", inputs)
+        refuse_input_as_output(model_out + ".range", "--model-out", inputs)
+    if output is not None:
+        refuse_input_as_output(output, "-o", inputs, [model_out, model_out and
+                                                       model_out + ".range"])
+    shown: list[int] = []  # how many warnings went out with an early verdict
+
+    def decided(v: dict[str, Any]) -> None:
+        # On a terminal, the verdict comes before a model export that may take long, so
+        # Ctrl-C during the export still leaves it on the screen (and no file written).
+        if model_out is not None and ui.interactive:
+            early = [*v.get("warnings", []), *notes]
+            show_verdict(ui, v, early, model_out)
+            shown.append(len(early))
+
+    with recorded_warnings() as notes:
+        report = ui.run(lambda progress: run(config, progress))
+        if config.model_out is not None:
+            decided(report.json)
+            ui.run(lambda progress: models.train_model(report, config, progress))
+    verdict = report.json
+    verdict["warnings"] = [*verdict.get("warnings", []), *notes]
+    if shown:
+        for w in verdict["warnings"][shown[0]:]:
+            ui.warn(w)
+    else:
+        show_verdict(ui, verdict, verdict["warnings"], model_out)
+    if verdict.get("model") and not ui.quiet:
+        _show_model(ui, verdict["model"])
+    emit_json(verdict, output, to_stdout=to_stdout)
+    if fail_on is not None and verdict["verdict"] == fail_on:
+        raise GateTripped(f"verdict is {fail_on} (--fail-on {fail_on})")

@@ -1,0 +1,193 @@
+"""Options shared by several commands, built from the core's own constants (kcheck.defaults).
+
+The choices and defaults of ``--epsilon``, ``--scaling``, ``--exact``, ``--checkers`` and
+``--seed`` come from :mod:`kcheck.defaults`, which imports nothing heavy: ``kcheck --help`` and
+``kcheck scale`` stay free of the numeric stack.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+from kcheck.defaults import CHECKER_NAMES, DEFAULT_EXACT, DEFAULT_SCALING, EPSILON, MAX_SEED
+from kcheck.defaults import DEFAULT_CHECKERS as DEFAULT_CHECKER_NAMES
+
+#: Smallest accuracy gain (a fraction: 0.02 is 2 points) that makes the kernel worth it.
+DEFAULT_EPSILON = EPSILON
+DEFAULT_SEED = 0
+DEFAULT_CHECKERS = ",".join(DEFAULT_CHECKER_NAMES)
+
+#: ``--seed``: what LIBLINEAR's and LIBSVM's srand take, an unsigned 32-bit integer.
+SEED = click.IntRange(0, MAX_SEED)
+
+
+def _core(name: str) -> tuple[str, ...]:
+    from kcheck import defaults
+
+    return tuple(getattr(defaults, name))
+
+
+class CoreChoice(click.Choice):
+    """A ``click.Choice`` whose choices are a tuple of :mod:`kcheck.pipeline`, read lazily."""
+
+    def __init__(self, constant: str) -> None:
+        self.constant = constant
+        self.case_sensitive = True
+
+    @property  # type: ignore[override]
+    def choices(self) -> tuple[str, ...]:
+        return _core(self.constant)
+
+
+class CheckerList(click.ParamType):
+    """``--checkers``: a comma-separated subset of the core's checkers, checked at parse time."""
+
+    name = "checkers"
+
+    def get_metavar(self, param: click.Parameter, ctx: click.Context | None = None) -> str:
+        return "NAME[,NAME...]"
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> tuple[str, ...]:
+        if isinstance(value, tuple):
+            return value
+        known = CHECKER_NAMES
+        names = tuple(c.strip() for c in str(value).split(",") if c.strip())
+        unknown = [c for c in names if c not in known]
+        if unknown or not names:
+            what = ", ".join(repr(c) for c in unknown) if unknown else "nothing"
+            self.fail(f"{what} is not a checker; give a comma-separated subset of "
+                      f"{','.join(known)}", param, ctx)
+        return names
+
+    def shell_complete(self, ctx: click.Context, param: click.Parameter,
+                       incomplete: str) -> list[Any]:
+        from click.shell_completion import CompletionItem
+
+        head, _, last = incomplete.rpartition(",")
+        prefix = head + "," if head else ""
+        taken = set(head.split(","))
+        return [CompletionItem(prefix + c) for c in CHECKER_NAMES
+                if c.startswith(last) and c not in taken]
+
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d*)?)\s*([kmgt]?)(?:i?b)?\s*$", re.IGNORECASE)
+
+
+class Size(click.ParamType):
+    """``--memory-limit``: 8G, 512M, 1.5g or a number of bytes, checked at parse time."""
+
+    name = "size"
+
+    def get_metavar(self, param: click.Parameter, ctx: click.Context | None = None) -> str:
+        return "SIZE"
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> int:
+        if isinstance(value, int):
+            return value
+        try:
+            return parse_size(str(value))
+        except click.BadParameter as e:
+            self.fail(e.message, param, ctx)
+
+
+class Fraction(click.ParamType):
+    """``--epsilon``: a fraction of accuracy in [0, 1); 2 for 2 points is refused with a hint."""
+
+    name = "fraction"
+
+    def get_metavar(self, param: click.Parameter, ctx: click.Context | None = None) -> str:
+        return "FRACTION"
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> float:
+        if isinstance(value, float):
+            x = value
+        else:
+            try:
+                x = float(value)
+            except ValueError:
+                self.fail(f"expected a fraction such as 0.02 (2 points), got {value!r}",
+                          param, ctx)
+        if x >= 1:
+            self.fail(f"a fraction of accuracy is expected (0.02 = 2 points), got {value}; "
+                      f"for {x:g} points give {x / 100:g}", param, ctx)
+        if not x >= 0:
+            self.fail(f"must lie in [0, 1), got {value}", param, ctx)
+        return x
+
+
+def parse_size(text: str) -> int:
+    """'8G', '512M', '1.5g', '1000000' -> bytes (binary multiples, as memory is counted)."""
+    m = _SIZE.match(text)
+    if not m:
+        raise click.BadParameter(f"expected a size like 8G or 512M, got {text!r}")
+    factor = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}[m.group(2).lower()]
+    value = int(float(m.group(1)) * factor)
+    if value <= 0:
+        raise click.BadParameter("must be positive")
+    return value
+
+
+_CHECK_OPTIONS = [
+    click.option("--epsilon", type=Fraction(), default=DEFAULT_EPSILON, show_default=True,
+                 help="Smallest accuracy gain that makes the kernel worth it, as a fraction "
+                      "(0.02 is 2 points)."),
+    click.option("--checkers", type=CheckerList(), default=DEFAULT_CHECKERS, show_default=True,
+                 help="Checkers to run, a comma-separated subset of degree2, multilinear, "
+                      "rff."),
+    click.option("--scaling", type=CoreChoice("SCALINGS"), default=DEFAULT_SCALING,
+                 show_default=True, help="Feature scaling, fitted on the training file."),
+    click.option("--seed", type=SEED, default=DEFAULT_SEED, show_default=True, metavar="N",
+                 help="Seed of the split, folds and samples: 0 to 2^32-1."),
+    click.option("--memory-limit", type=Size(), default=None,
+                 help="Memory budget, e.g. 8G or 512M [default: half the physical memory]; "
+                      "a batch divides it between its workers."),
+    click.option("--time-limit", type=click.FloatRange(min=0, min_open=True), default=None,
+                 metavar="SECONDS",
+                 help="Seconds for one check; checkers not done by then are skipped."),
+    click.option("--zero-based", is_flag=True, help="Feature indices in the files start at 0."),
+    click.option("--exact", type=CoreChoice("EXACT_MODES"), default=DEFAULT_EXACT,
+                 show_default=True,
+                 help="Run the real RBF-vs-linear comparison (auto: where it is cheap, i.e. "
+                      "small data); where it runs, it decides the verdict."),
+    click.option("--fail-on", type=click.Choice(["kernel", "linear"]), default=None,
+                 help="Exit with code 1 when a verdict is this (for CI gates)."),
+    click.option("-q", "--quiet", is_flag=True, help="Nothing on stderr except errors."),
+]
+
+
+def check_options(f: Callable[..., None]) -> Callable[..., None]:
+    """The options that ``check`` and ``batch`` share: what one check is, and the gate."""
+    for option in reversed(_CHECK_OPTIONS):
+        f = option(f)
+    return f
+
+
+def default_jobs(jobs: int | None) -> int:
+    return jobs if jobs is not None else (os.cpu_count() or 1)
+
+
+def check_config(train: str, jobs: int, opts: dict[str, Any], **extra: Any) -> Any:
+    """A validated CheckConfig from the shared options (``fail_on`` and ``quiet`` excluded)."""
+    from kcheck.pipeline import CheckConfig
+
+    return CheckConfig(
+        train=train,
+        epsilon=opts["epsilon"],
+        checkers=opts["checkers"],
+        scaling=opts["scaling"],
+        seed=opts["seed"],
+        jobs=jobs,
+        memory_limit=opts["memory_limit"],
+        zero_based=opts["zero_based"],
+        time_limit=opts["time_limit"],
+        exact=opts["exact"],
+        **extra,
+    ).validated()

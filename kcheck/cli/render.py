@@ -1,0 +1,319 @@
+"""Tables and plain-words summaries of a result dict; pure functions, nothing prints here.
+
+A number is never cut. When a table does not fit the width it gives way first: shorter
+headers, then its low-value columns, then one line per row that wraps between cells only. So a
+table read at 60 columns, or in a CI log, shows every digit.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from rich import box
+from rich.console import Console, Group, RenderableType
+from rich.measure import Measurement
+from rich.table import Table
+from rich.text import Text
+
+#: How a method is named in sentences (the table keeps the JSON's names).
+NAMES = {
+    "linear": "linear",
+    "degree2": "degree-2",
+    "multilinear": "MultiLinear",
+    "rff": "random Fourier features",
+    "rbf": "the RBF SVM",
+}
+
+
+def fmt_acc(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.2f}%"
+
+
+def log2_text(x: float) -> str:
+    """C and gamma as grid.py users read them: ``2^7``; off the grid ``0.354 (2^-1.5)``."""
+    if not (x > 0 and math.isfinite(x)):
+        return f"{x:g}"
+    e = math.log2(x)
+    if abs(e - round(e)) < 1e-6:
+        return f"2^{int(round(e))}"
+    return f"{x:.3g} (2^{e:.1f})"
+
+
+def pts(x: float) -> str:
+    """A fraction of accuracy as signed points: 0.2917 -> '+29.17'."""
+    return f"{100 * x:+.2f}"
+
+
+def _ci(c: dict[str, Any]) -> str:
+    lo, hi = c["gap_ci95"]
+    return f"{100 * lo:+.1f} to {100 * hi:+.1f}"
+
+
+#: A name column folds down to this many characters before columns are dropped.
+WRAP_WIDTH = 12
+
+
+@dataclass
+class Column:
+    """A table column: its header, a shorter one for narrow widths, and when it may go."""
+
+    header: str
+    short: str
+    justify: str = "left"
+    #: Columns with a rank are dropped, lowest rank first, before the table turns vertical.
+    drop: int | None = None
+    #: Free text that may wrap (a data set's name); never set for a number.
+    wrap: bool = False
+
+
+def _table(columns: Sequence[Column], rows: Sequence[Sequence[str]], short: bool) -> Table:
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1))
+    for col in columns:
+        table.add_column(col.short if short else col.header, justify=col.justify,  # type: ignore[arg-type]
+                         no_wrap=not col.wrap, overflow="fold",
+                         min_width=WRAP_WIDTH if col.wrap else None)
+    for row in rows:
+        table.add_row(*row)
+    return table
+
+
+def _measure(table: Table) -> Measurement:
+    console = Console(width=100_000, file=io.StringIO(), color_system=None)
+    return Measurement.get(console, console.options, table)
+
+
+def fit_table(columns: Sequence[Column], rows: Sequence[Sequence[str]], width: int,
+              key: int = 0) -> RenderableType:
+    """The fullest layout of ``rows`` that fits ``width`` without cutting a cell.
+
+    In order: every column with full headers; short headers; then columns dropped by rank;
+    last, one line per row (``key: header value, ...``) that wraps only between cells.
+    """
+    keep = list(range(len(columns)))
+    layouts: list[tuple[list[int], bool]] = [(keep, False), (keep, True)]
+    for rank in sorted({c.drop for c in columns if c.drop is not None}):
+        keep = [i for i in keep if columns[i].drop != rank]
+        layouts.append((keep, True))
+    for kept, short in layouts:
+        cols = [columns[i] for i in kept]
+        cells = [[r[i] for i in kept] for r in rows]
+        # A wrapping column (a name) may fold down to WRAP_WIDTH; every other cell keeps its
+        # full width.
+        folded = [[c[:WRAP_WIDTH] if col.wrap else c for col, c in zip(cols, row, strict=True)]
+                  for row in cells]
+        if _measure(_table(cols, folded, short)).maximum <= width:
+            return _table(cols, cells, short)
+    lines = []
+    for row in rows:
+        cells = [f"{columns[i].short} {row[i]}" for i in range(len(columns))
+                 if i != key and row[i] not in ("", "-")]
+        lines.append(Text(f"{row[key]}: " + ", ".join(cells)))
+    return Group(*lines)
+
+
+# --- check ---------------------------------------------------------------------------------------
+
+
+def _param(name: str, c: dict[str, Any]) -> str:
+    if name == "multilinear":
+        return f"K={c.get('clusters', '-')}"
+    if name == "rff" and c.get("D") is not None:
+        return f"D={c['D']} g={log2_text(c['gamma'])}"
+    if name == "rbf" and c.get("gamma") is not None:
+        return f"C={log2_text(c['C'])} g={log2_text(c['gamma'])}"
+    return f"C={log2_text(c['C'])}" if c.get("C") is not None else "-"
+
+
+def _status(c: dict[str, Any]) -> str:
+    if c["status"] == "subsampled":
+        return f"{100 * c.get('fraction', 0):.2g}% of rows"
+    return str(c["status"])
+
+
+def verdict_table(v: dict[str, Any], width: int) -> RenderableType:
+    """The check's table: each method's accuracy and gap, never cut, at any ``width``."""
+    columns = [
+        Column("method", "method"),
+        Column("accuracy", "acc.", "right"),
+        Column("gap, pts", "gap", "right"),
+        Column("95% CI", "95% CI", "right"),
+        Column("parameters", "params", "left", drop=3),
+        Column("status", "status", "left", drop=2),
+        Column("seconds", "s", "right", drop=1),
+    ]
+    lin = v["linear"]
+    rows = [["linear", fmt_acc(lin["val_accuracy"]), "", "", f"C={log2_text(lin['C'])}", "ok",
+             f"{lin['seconds']:.2f}"]]
+    for name, c in v["checkers"].items():
+        acc = fmt_acc(c["val_accuracy"])
+        if name == "rbf" and c["val_accuracy"] is not None:
+            acc += " CV"
+        gap = [pts(c["gap"]), _ci(c)] if c.get("gap") is not None else ["-", ""]
+        rows.append([name, acc, *gap, _param(name, c), _status(c), f"{c['seconds']:.2f}"])
+    return fit_table(columns, rows, width)
+
+
+def verdict_footnote(v: dict[str, Any]) -> str:
+    """What the table's numbers are, in a user's words; rbf only where it has a row."""
+    split = v["split"]
+    text = (f"accuracy: on the validation split ({split['validation']:,} of "
+            f"{split['train'] + split['validation']:,} rows, the models trained on the rest); "
+            "gap: checker minus linear, in points, with its 95% interval")
+    rbf = v["checkers"].get("rbf")
+    if rbf is not None and rbf.get("gap") is not None:
+        text += (f". rbf, CV: an RBF SVM against linear in {rbf.get('folds', 5)}-fold "
+                 f"cross-validation on all {rbf.get('rows', 0):,} rows ({rbf.get('repeats', 1)} "
+                 f"repeats; linear scored {fmt_acc(rbf.get('linear_accuracy'))} there)")
+    return text
+
+
+def _command(path: str) -> str:
+    return "FILE" if path == "-" else shlex.quote(path)
+
+
+def verdict_summary(v: dict[str, Any], model_out: str | None = None) -> str:
+    """The verdict in plain words: why, and what to do next (``model_out``: a model is being
+    trained for --model-out, so the next step is to use it)."""
+    eps = 100 * v["epsilon"]
+    data = _command(v["data"]["path"])
+    train = (f"`kcheck check {data} --model-out MODEL` trains it" if model_out is None else
+             "the model for --model-out is trained now, then "
+             f"`kcheck predict {shlex.quote(model_out)} FILE` labels new data with it")
+    gaps = {n: c for n, c in v["checkers"].items() if c.get("gap") is not None}
+    deciding = v.get("deciding_checker")
+    where = " in cross-validation on all rows" if deciding == "rbf" else ""
+    if v["verdict"] == "kernel" and deciding in gaps:
+        c = gaps[deciding]
+        lo, hi = (100 * x for x in c["gap_ci95"])
+        who = "An RBF SVM" if deciding == "rbf" else NAMES.get(deciding, deciding)
+        text = (f"{who} beat linear by {100 * c['gap']:.1f} points{where} (95% CI {lo:.1f} to "
+                f"{hi:.1f}; epsilon is {eps:g} points)")
+        if v["margin"] == "clear":
+            win = "the kernel is worth it" if deciding == "rbf" else "an RBF SVM should win"
+            return (text + f"; {win} here. Next: {train}; `kcheck verify {data}` confirms.")
+        return (text + f", but the interval reaches below {eps:g} points, so this is not "
+                f"settled. To settle it: `kcheck verify {data}` runs the full RBF grid search; "
+                "more data would narrow the interval.")
+    pool = {"rbf": gaps["rbf"]} if "rbf" in gaps else gaps
+    if not pool:
+        return "No checker finished, so nothing could overturn linear."
+    ranked = sorted(pool, key=lambda n: -pool[n]["gap"])
+    closest = ", ".join(f"{NAMES.get(n, n)} {pts(pool[n]['gap'])} (95% CI {_ci(pool[n])})"
+                        for n in ranked[:2])
+    if "rbf" in pool:
+        text = (f"An RBF SVM came within {pts(pool['rbf']['gap'])} points of linear in "
+                f"cross-validation on all rows (95% CI {_ci(pool['rbf'])}), short of the "
+                f"{eps:g} the kernel needs")
+    else:
+        text = (f"No checker beat linear by {eps:g} points; the closest: {closest}")
+    if v["margin"] == "clear":
+        return text + f". A linear model is enough here. Next: {train}."
+    missing = [NAMES.get(n, n) for n, c in v["checkers"].items() if c.get("gap") is None]
+    why = (f"{' and '.join(missing)} did not finish (see above)" if missing
+           else f"an interval reaches {eps:g} points")
+    return (text + f". Not settled: {why}. To settle it: `kcheck verify {data}` runs the full "
+            "RBF grid search; more data, or a larger --memory-limit or --time-limit, helps.")
+
+
+# --- batch ---------------------------------------------------------------------------------------
+
+
+def deciding_gap(line: dict[str, Any]) -> str:
+    """The gap that decided the verdict, in points, with its checker.
+
+    ``kernel``: the deciding checker's gap. ``linear``: the largest gap, labelled as the
+    closest checker; where the exact comparison ran, it alone decided, so it is the one shown.
+    The largest gap of any checker would mislead: a proxy's gap above epsilon next to a
+    ``linear`` verdict that the exact comparison decided.
+    """
+    checkers = line.get("checkers") or {}
+    gaps = {name: c["gap"] for name, c in checkers.items() if c.get("gap") is not None}
+    if not gaps:
+        return "-"
+    deciding = line.get("deciding_checker")
+    if line.get("verdict") == "kernel" and deciding in gaps:
+        return f"{100 * gaps[deciding]:+.2f} {deciding}"
+    pool = {"rbf": gaps["rbf"]} if "rbf" in gaps else gaps
+    name = max(pool, key=lambda k: (pool[k], k))
+    return f"{100 * pool[name]:+.2f} {name} (closest)"
+
+
+def batch_table(lines: list[dict[str, Any]], resumed: set[str], width: int) -> RenderableType:
+    """The summary of a batch: one row per data set and skipped file."""
+    columns = [
+        Column("name", "name", wrap=True),
+        Column("rows", "rows", "right", drop=2),
+        Column("features", "feat.", "right", drop=2),
+        Column("verdict", "verdict"),
+        Column("margin", "margin", drop=3),
+        Column("gap, pts", "gap", "right"),
+        Column("seconds", "s", "right", drop=1),
+    ]
+    rows = []
+    for x in lines:
+        name = x["name"] + (" (resumed)" if x["name"] in resumed else "")
+        seconds = f"{x['seconds']:.2f}" if x.get("seconds") is not None else "-"
+        if x["status"] == "skipped":
+            rows.append([name, "-", "-", "skipped", "-", "-", "-"])
+        elif x["status"] != "ok":
+            rows.append([name, "-", "-", "error", "-", "-", seconds])
+        else:
+            rows.append([name, f"{x['data']['rows']:,}", f"{x['data']['features']:,}",
+                         x["verdict"], x["margin"], deciding_gap(x), seconds])
+    return fit_table(columns, rows, width)
+
+
+def batch_caption(lines: list[dict[str, Any]], wall: float) -> str:
+    sets = [x for x in lines if x["status"] != "skipped"]
+    ok = [x for x in sets if x["status"] == "ok"]
+    n_kernel = sum(x["verdict"] == "kernel" for x in ok)
+    n_err = len(sets) - len(ok)
+    n_skip = len(lines) - len(sets)
+    total = sum(x.get("seconds") or 0.0 for x in lines)
+    return (f"{len(sets)} data sets: {len(ok)} ok ({n_kernel} kernel, "
+            f"{len(ok) - n_kernel} linear), {n_err} error{'' if n_err == 1 else 's'}; "
+            f"{n_skip} file{'' if n_skip == 1 else 's'} skipped; "
+            f"{total:.2f}s checking, {wall:.1f}s wall time. gap: the deciding checker's, "
+            "in points; for a linear verdict the closest checker's")
+
+
+# --- verify --------------------------------------------------------------------------------------
+
+
+def verify_table(v: dict[str, Any], width: int) -> RenderableType:
+    test = v.get("test")
+    columns = [Column("model", "model"), Column("CV accuracy", "CV acc.", "right")]
+    if test:
+        columns.append(Column("test accuracy", "test acc.", "right"))
+    columns += [Column("parameters", "params"), Column("grid", "grid", "right", drop=2),
+                Column("seconds", "s", "right", drop=1)]
+    lin, rbf = v["linear"], v["rbf"]
+    rows = []
+    for name, r, params, grid in (
+        ("linear", lin, f"C={log2_text(lin['C'])}", ""),
+        ("RBF", rbf, f"C={log2_text(rbf['C'])} g={log2_text(rbf['gamma'])}",
+         f"{rbf['grid_points']} points"),
+    ):
+        cells = [name, fmt_acc(r["cv_accuracy"])]
+        if test:
+            cells.append(fmt_acc(r["test_accuracy"]))
+        rows.append([*cells, params, grid, f"{r['seconds']:.2f}"])
+    return fit_table(columns, rows, width)
+
+
+def verify_summary(v: dict[str, Any]) -> str:
+    text = (
+        f"gap (RBF minus linear, cross-validated): {100 * v['gap']:+.2f} points -> verdict "
+        f"{v['verdict']} (the bar is {100 * v['epsilon']:g} points)"
+    )
+    if v.get("test_gap") is not None:
+        text += f"; on the test file {100 * v['test_gap']:+.2f} points"
+    if v["confirms"] is not None:
+        word = "confirms" if v["confirms"] else "does NOT confirm"
+        text += f"; this {word} the check's verdict ({v['check']['verdict']})"
+    return text

@@ -1,0 +1,112 @@
+"""``kcheck scale``: svm-scale compatible scaling, byte for byte."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from kcheck.atomic import atomic_open
+from kcheck.cli.outputs import refuse_input_as_output
+from kcheck.cli.ui import Ui
+
+
+@click.command(short_help="Scale FILE like svm-scale (min-max to [-1, 1] by default).")
+@click.argument("file", type=str)
+@click.option("-l", "lower", type=float, default=None, metavar="LOWER",
+              help="Lower bound (default -1).")
+@click.option("-u", "upper", type=float, default=None, metavar="UPPER",
+              help="Upper bound (default 1).")
+@click.option("-y", "y_bounds", type=float, nargs=2, default=None,
+              metavar="Y_LOWER Y_UPPER", help="Also scale the labels to [Y_LOWER, Y_UPPER].")
+@click.option("--maxabs", is_flag=True, help="Divide each feature by its max |x| instead.")
+@click.option("-s", "save_range", type=str, default=None, metavar="RANGE",
+              help="Save the scaling to the range file RANGE.")
+@click.option("-r", "restore_range", type=str, default=None, metavar="RANGE",
+              help="Apply the scaling in the range file RANGE (svm-scale's or kcheck's; its y "
+                   "section scales the labels).")
+@click.option("--full-precision", is_flag=True,
+              help="Print values with 17 significant digits (exact) instead of svm-scale's 6.")
+@click.option("--zero-based", is_flag=True, help="Feature indices in FILE start at 0.")
+@click.option("-o", "--output", type=str, default=None, metavar="FILE",
+              help="Write to FILE (atomically) instead of stdout.")
+@click.option("-q", "--quiet", is_flag=True, help="Nothing on stderr except errors.")
+def scale(
+    file: str,
+    lower: float | None,
+    upper: float | None,
+    y_bounds: tuple[float, float] | None,
+    maxabs: bool,
+    save_range: str | None,
+    restore_range: str | None,
+    full_precision: bool,
+    zero_based: bool,
+    output: str | None,
+    quiet: bool,
+) -> None:
+    """Scale FILE like svm-scale (min-max to [-1, 1] by default); data to stdout or -o.
+
+    The output is svm-scale's to the byte (values with %g, 6 significant digits), and so are
+    the range files of -s; --full-precision keeps every digit instead. -r applies a range
+    file with svm-scale's arithmetic, whichever tool wrote it.
+    """
+    from dataclasses import replace
+
+    from kcheck.data import read_libsvm
+    from kcheck.scaling import (
+        densify_warning,
+        fit_label_scaling,
+        fit_scaler,
+        read_range_file,
+        scaled_text,
+        write_range_file,
+    )
+
+    Ui(quiet)  # with -q, warnings (such as dropped features) are not printed either
+    if save_range and restore_range:
+        raise click.UsageError("-s and -r cannot be used together")
+    if restore_range and (maxabs or lower is not None or upper is not None or y_bounds):
+        raise click.UsageError(
+            "-r takes the bounds from the range file; drop -l, -u, -y and --maxabs"
+        )
+    if maxabs and (lower is not None or upper is not None):
+        raise click.UsageError("--maxabs scales to [-1, 1]; it takes no -l or -u")
+    if output is not None:
+        refuse_input_as_output(output, "-o", [file, restore_range], [save_range])
+    if save_range is not None:
+        refuse_input_as_output(save_range, "-s", [file])
+    if restore_range:
+        # svm-scale's own arithmetic for any range file, so the output is svm-scale -r's.
+        scaler = read_range_file(restore_range, method="minmax")
+        y, X = read_libsvm(file, n_features=scaler.n_features, zero_based=zero_based)
+    else:
+        y, X = read_libsvm(file, zero_based=zero_based)
+        scaler = fit_scaler(
+            X,
+            method="maxabs" if maxabs else "minmax",
+            lower=-1.0 if lower is None else lower,
+            upper=1.0 if upper is None else upper,
+            source=file,
+        )
+        if y_bounds:
+            scaler = replace(
+                scaler, y_scaling=fit_label_scaling(y, y_bounds[0], y_bounds[1])
+            )
+    warning = densify_warning(X.nnz, scaler.nnz_after(X))
+    if warning and not quiet:
+        # svm-scale's own wording, so scripts that grep for it keep working.
+        sys.stderr.write(warning + "\n")
+    Xs = scaler.transform(X)
+    if scaler.y_scaling is not None:
+        y = scaler.y_scaling.apply(y)
+    blocks = scaled_text(y, Xs, full_precision=full_precision)
+    if save_range:
+        write_range_file(save_range, scaler)
+    if output is None or output == "-":
+        for block in blocks:
+            sys.stdout.write(block)
+        sys.stdout.flush()
+    else:
+        with atomic_open(output, "w", "the file", encoding="ascii", newline="\n") as f:
+            for block in blocks:
+                f.write(block)

@@ -1,0 +1,151 @@
+"""What the user sees on stderr while a command runs: nothing with -q, rich on a terminal,
+plain lines elsewhere; and the worker thread that keeps Ctrl-C responsive."""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import threading
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from rich.console import Console, RenderableType
+from rich.progress import BarColumn, Progress, ProgressColumn, SpinnerColumn, Task, TextColumn
+from rich.text import Text
+
+T = TypeVar("T")
+
+#: Off a terminal (a log, CI) without COLUMNS, text is laid out for this width: the tables fit
+#: it in full, and no line is padded.
+LOG_WIDTH = 100
+
+#: What the core's progress counts, by stage: a count is never shown without its unit.
+UNITS = (
+    ("MultiLinear", "clusters"),
+    ("exact RBF comparison", "CV runs"),
+    ("grid search", "grid points"),
+    ("comparing saved results", "results"),
+)
+
+
+def count_text(stage: str, done: int | None, total: int | None) -> str:
+    """'3/12 clusters'; nothing where the core gives no total."""
+    if total is None:
+        return ""
+    unit = next((u for key, u in UNITS if key in stage), "steps")
+    return f"{done or 0}/{total} {unit}"
+
+
+def _clock(seconds: float) -> str:
+    m, s = divmod(int(seconds), 60)
+    h, m = divmod(m, 60)
+    return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
+
+
+class TimeColumn(ProgressColumn):
+    """One labelled time column: the stage's elapsed time, and its ETA where one is known."""
+
+    def render(self, task: Task) -> Text:
+        text = f"elapsed {_clock(task.elapsed or 0.0)}"
+        if task.total is not None and task.completed and task.time_remaining is not None:
+            text += f", ETA {_clock(task.time_remaining)}"
+        return Text(text, style="progress.elapsed")
+
+
+def new_progress(console: Console, **kwargs: Any) -> Progress:
+    return Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
+                    TextColumn("{task.fields[count]}"), TimeColumn(), console=console,
+                    transient=True, **kwargs)
+
+#: Set by the command's Ui: with -q, main() prints no warnings (they are in the JSON).
+state = {"quiet": False}
+
+
+class Ui:
+    """What the user sees on stderr: nothing with -q, rich on a terminal, plain lines otherwise."""
+
+    def __init__(self, quiet: bool) -> None:
+        state["quiet"] = quiet  # main() reports the warnings left over only without -q
+        self.quiet = quiet
+        self.console = Console(stderr=True, highlight=False)
+        self.interactive = self.console.is_terminal and not quiet
+
+    @property
+    def width(self) -> int:
+        """The width to lay text out for: the terminal's, else COLUMNS, else LOG_WIDTH."""
+        if self.console.is_terminal:
+            return self.console.width
+        columns = os.environ.get("COLUMNS", "")
+        return int(columns) if columns.isdigit() and int(columns) > 0 else LOG_WIDTH
+
+    def show(self, *items: RenderableType) -> None:
+        """Print tables and text: styled on a terminal; plain and unpadded elsewhere."""
+        if self.quiet:
+            return
+        if self.console.is_terminal:
+            for item in items:
+                self.console.print(item)
+            return
+        buffer = io.StringIO()
+        plain = Console(file=buffer, width=self.width, color_system=None, highlight=False)
+        for item in items:
+            plain.print(item)
+        text = re.sub(r"[ \t]+$", "", buffer.getvalue(), flags=re.MULTILINE)
+        self.console.file.write(text)
+        self.console.file.flush()
+
+    def info(self, message: str) -> None:
+        if not self.quiet:
+            self.console.print(message, markup=False, soft_wrap=True)
+
+    def warn(self, message: str) -> None:
+        if not self.quiet:
+            self.console.print(f"warning: {message}", markup=False, style="yellow",
+                               soft_wrap=True)
+
+    def run(self, fn: Callable[[Callable[[str, int | None, int | None], None]], T]) -> T:
+        """Run ``fn(progress)`` in a worker thread, so Ctrl-C is seen at once.
+
+        A SIGINT that arrives while LIBLINEAR runs in the main thread is raised inside the
+        binding's print callback, where ctypes swallows it. With the solver in a worker, the
+        main thread only waits, and the signal interrupts the wait.
+        """
+        box: dict[str, Any] = {}
+        if not self.interactive:
+            # Off a terminal (logs, CI), progress would only be noise; the result says it all.
+            return in_worker(lambda: fn(lambda stage, done, total: None), box)
+        progress = new_progress(self.console)
+        task = progress.add_task("starting", total=None, count="")
+        last = [""]
+
+        def report(stage: str, done: int | None, total: int | None) -> None:
+            count = count_text(stage, done, total)
+            if stage != last[0]:
+                # A new stage restarts the clock, so the ETA is not averaged over earlier ones.
+                last[0] = stage
+                progress.reset(task, total=total, completed=done or 0, description=stage,
+                               count=count)
+            else:
+                progress.update(task, completed=done or 0, total=total, count=count)
+
+        with progress:
+            return in_worker(lambda: fn(report), box)
+
+
+def in_worker(fn: Callable[[], T], box: dict[str, Any]) -> T:
+    """Run ``fn`` in a daemon thread while the main thread waits in short, interruptible joins."""
+
+    def target() -> None:
+        try:
+            box["value"] = fn()
+        except BaseException as e:  # noqa: BLE001 - re-raised in the caller's thread
+            box["error"] = e
+
+    worker = threading.Thread(target=target, name="kcheck-worker", daemon=True)
+    worker.start()
+    while worker.is_alive():
+        worker.join(0.1)
+    if "error" in box:
+        raise box["error"]
+    return box["value"]

@@ -1,0 +1,93 @@
+"""``kcheck verify``: the expensive reference, and a gate on a check's verdict."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import click
+from rich.text import Text
+
+from kcheck.cli.app import GateTripped
+from kcheck.cli.options import SEED, CoreChoice, Fraction
+from kcheck.cli.outputs import emit_json, json_destination, refuse_input_as_output
+from kcheck.cli.render import verify_summary, verify_table
+from kcheck.cli.ui import Ui
+
+
+@click.command(short_help="The expensive reference: an RBF grid search (LIBSVM) next to linear.")
+@click.argument("train", type=str)
+@click.option("--test", "test", type=str, default=None, metavar="FILE",
+              help="Also train both models on all of TRAIN and score them on FILE.")
+@click.option("--jobs", "-j", type=click.IntRange(min=1), default=None, metavar="N",
+              help="Worker processes for the grid search [default: CPU count].")
+@click.option("--max-rows", type=click.IntRange(min=1), default=None, metavar="N",
+              help="Cross-validate on a stratified sample of N rows [default: all].")
+@click.option("--scaling", type=CoreChoice("SCALINGS"), default=None,
+              help="Feature scaling fitted on TRAIN [default: the --check-json's, else maxabs].")
+@click.option("--seed", type=SEED, default=None, metavar="N",
+              help="Seed of the folds and samples, 0 to 2^32-1 [default: the --check-json's, "
+                   "else 0].")
+@click.option("--epsilon", type=Fraction(), default=None,
+              help="Gap that means 'kernel' [default: the --check-json's, else 0.02].")
+@click.option("--check-json", type=str, default=None, metavar="FILE",
+              help="A saved 'kcheck check' JSON verdict on TRAIN: exit 1 unless this "
+                   "confirms it.")
+@click.option("--zero-based", is_flag=True, help="Feature indices in the files start at 0.")
+@click.option("--json", "as_json", is_flag=True, help="Print the JSON result on stdout.")
+@click.option("-o", "--output", type=str, default=None, metavar="FILE",
+              help="Write the JSON result to FILE (atomically); - is stdout.")
+@click.option("-q", "--quiet", is_flag=True, help="Nothing on stderr except errors.")
+def verify(
+    train: str,
+    test: str | None,
+    jobs: int | None,
+    max_rows: int | None,
+    scaling: str | None,
+    seed: int | None,
+    epsilon: float | None,
+    check_json: str | None,
+    zero_based: bool,
+    as_json: bool,
+    output: str | None,
+    quiet: bool,
+) -> None:
+    """The expensive reference: RBF grid search (LIBSVM) next to the tuned linear model.
+
+    With --check-json, the verdict must be about TRAIN (its data.sha256 must match; exit 2 if
+    not), --scaling, --seed and --epsilon come from it, and the exit code is a gate: 0 if the
+    reference confirms the check's verdict, 1 if it does not.
+    """
+    from kcheck import verify as verifying
+
+    ui = Ui(quiet)
+    output, to_stdout = json_destination(output, as_json)
+    if output is not None:
+        refuse_input_as_output(output, "-o", [train, test, check_json])
+    config = verifying.VerifyConfig(
+        train=train,
+        test=test,
+        jobs=jobs if jobs is not None else (os.cpu_count() or 1),
+        max_rows=max_rows,
+        scaling=scaling,
+        seed=seed,
+        epsilon=epsilon,
+        check_json=check_json,
+        zero_based=zero_based,
+    ).validated()
+    result = ui.run(lambda progress: verifying.verify(config, progress))
+    _show_verify(ui, result)
+    emit_json(result, output, to_stdout=to_stdout)
+    if result["confirms"] is False:
+        raise GateTripped(
+            f"the reference does not confirm the check's verdict: {result['check']['verdict']} "
+            f"in {result['check']['path']}, {result['verdict']} here"
+        )
+
+
+def _show_verify(ui: Ui, v: dict[str, Any]) -> None:
+    if ui.quiet:
+        return
+    ui.show(Text(f"kcheck verify: {v['data']['path']}", style="italic"),
+            verify_table(v, ui.width),
+            Text(verify_summary(v) + f" [{v['seconds']:.1f}s]"))

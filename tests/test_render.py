@@ -1,0 +1,156 @@
+"""What the terminal shows, from real check, batch and verify results: no number is ever cut,
+at 60, 80 or 120 columns, and the words say what the numbers are and what to do next."""
+
+from __future__ import annotations
+
+import io
+import re
+
+import pytest
+from rich.console import Console
+
+from kcheck.cli import render
+from kcheck.cli.ui import count_text, new_progress
+from kcheck.pipeline import CheckConfig, run
+
+WIDTHS = [60, 80, 120]
+
+
+def _check(path, **kw):
+    return run(CheckConfig(train=str(path), jobs=1, memory_limit=2 * 2**30, **kw)).json
+
+
+@pytest.fixture(scope="module")
+def fourclass_exact():
+    from conftest import DATASETS
+
+    return _check(DATASETS / "fourclass", exact="always")
+
+
+@pytest.fixture(scope="module")
+def fourclass_proxies():
+    from conftest import DATASETS
+
+    return _check(DATASETS / "fourclass", exact="never")
+
+
+@pytest.fixture(scope="module")
+def german():
+    from conftest import DATASETS
+
+    return _check(DATASETS / "german.numer", exact="never")
+
+
+def _text(renderable, width: int) -> str:
+    out = io.StringIO()
+    Console(width=width, file=out, color_system=None).print(renderable)
+    return out.getvalue()
+
+
+def _numbers_of(v) -> list[str]:
+    """Every number the check table must show in full."""
+    nums = [render.fmt_acc(v["linear"]["val_accuracy"])]
+    for c in v["checkers"].values():
+        if c.get("gap") is not None:
+            lo, hi = c["gap_ci95"]
+            nums += [render.fmt_acc(c["val_accuracy"]), render.pts(c["gap"]),
+                     f"{100 * lo:+.1f}", f"{100 * hi:+.1f}"]
+    return nums
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+@pytest.mark.parametrize("case", ["fourclass_exact", "fourclass_proxies", "german"])
+def test_check_table_never_cuts_a_number(case, width, request):
+    v = request.getfixturevalue(case)
+    text = _text(render.verdict_table(v, width), width)
+    assert "…" not in text
+    assert max(len(line.rstrip()) for line in text.splitlines()) <= width
+    flat = " ".join(text.split())
+    for number in _numbers_of(v):
+        assert number in flat, (number, text)
+
+
+def test_check_table_gives_way_in_order(fourclass_exact):
+    wide = _text(render.verdict_table(fourclass_exact, 120), 120)
+    assert "parameters" in wide and "seconds" in wide and "C=2^-5" in wide
+    # Narrower, low-value columns go first, and at 60 the parameters too; numbers stay.
+    narrow = _text(render.verdict_table(fourclass_exact, 60), 60)
+    assert "seconds" not in narrow and "C=2^-5" not in narrow
+
+
+def test_rbf_row_is_labelled_cross_validated(fourclass_exact, fourclass_proxies):
+    text = _text(render.verdict_table(fourclass_exact, 120), 120)
+    rbf = next(line for line in text.splitlines() if line.startswith("rbf"))
+    assert re.search(r"100\.00% CV", rbf)
+    assert "g=" in rbf and "(2^" in rbf  # gamma off the grid: value and log2
+    note = render.verdict_footnote(fourclass_exact)
+    assert "cross-validation" in note and "rbf" in note
+    # Without an rbf row the footnote does not mention it, and never says "V" unexplained.
+    plain = render.verdict_footnote(fourclass_proxies)
+    assert "rbf" not in plain.lower() and "validation split" in plain
+    assert not re.search(r"\bV\b", plain + note)
+
+
+@pytest.mark.parametrize("value, text", [
+    (128.0, "2^7"), (2.0**-11, "2^-11"), (1.0, "2^0"), (2**-1.5, "0.354 (2^-1.5)"),
+    (38.8427370773, "38.8 (2^5.3)"),
+])
+def test_log2_text(value, text):
+    assert render.log2_text(value) == text
+
+
+def test_summary_of_a_kernel_verdict_says_why_and_what_next(fourclass_proxies):
+    v = fourclass_proxies
+    assert v["verdict"] == "kernel" and v["deciding_checker"] == "multilinear"
+    gap = v["checkers"]["multilinear"]["gap"]
+    text = render.verdict_summary(v)
+    assert f"MultiLinear beat linear by {100 * gap:.1f} points" in text
+    assert "--model-out" in text and "kcheck verify" in text
+
+
+def test_summary_of_a_linear_verdict_names_the_closest_checkers(german):
+    v = german
+    assert v["verdict"] == "linear"
+    best = max(v["checkers"], key=lambda n: v["checkers"][n]["gap"])
+    text = render.verdict_summary(v)
+    assert f"{render.NAMES[best]} {render.pts(v['checkers'][best]['gap'])}" in text
+    assert "No checker beat linear by 2 points" in text
+    if v["margin"] == "borderline":
+        assert "kcheck verify" in text and "more data" in text
+
+
+def test_summary_of_a_borderline_verdict_says_what_would_settle_it(german):
+    v = dict(german, margin="borderline")
+    text = render.verdict_summary(v)
+    assert "Not settled" in text and "kcheck verify" in text and "more data" in text
+
+
+def test_batch_table_never_cuts_a_number(fourclass_proxies, german):
+    lines = [dict(fourclass_proxies, name="a-rather-long-data-set-name/fourclass", status="ok"),
+             dict(german, name="german.numer", status="ok"),
+             {"name": "README.md", "status": "skipped", "reason": "not data"}]
+    for width in WIDTHS:
+        text = _text(render.batch_table(lines, set(), width), width)
+        flat = " ".join(text.split())
+        assert "…" not in text
+        for x in lines[:2]:
+            assert render.deciding_gap(x).split()[0] in flat
+            assert f"{x['data']['rows']:,}" in flat or width < 80
+
+
+def test_progress_counts_have_units_and_one_time_column():
+    assert count_text("MultiLinear checker", 3, 12) == "3/12 clusters"
+    assert count_text("kernel model: grid search", 12, 28) == "12/28 grid points"
+    assert count_text("exact RBF comparison", 4, 33) == "4/33 CV runs"
+    assert count_text("degree-2 checker", None, None) == ""
+    out = io.StringIO()
+    console = Console(file=out, width=100, force_terminal=True, color_system=None)
+    progress = new_progress(console)
+    task = progress.add_task("degree-2 checker", total=None, count=count_text("x", None, None))
+    progress.update(task)
+    text = _text(progress.get_renderable(), 100)
+    assert "None" not in text and "elapsed" in text and text.count(":") == 1
+    progress.update(task, description="MultiLinear checker", total=4, completed=3,
+                    count=count_text("MultiLinear checker", 3, 4))
+    text = _text(progress.get_renderable(), 100)
+    assert "3/4 clusters" in text and text.count("elapsed") == 1
