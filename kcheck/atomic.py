@@ -88,7 +88,8 @@ def _temporary(path: str | os.PathLike[str], what: str) -> tuple[str, str, bool]
     special = _special(target)
     try:
         fd, tmp = tempfile.mkstemp(
-            prefix="." + os.path.basename(target) + ".", suffix=".tmp",
+            prefix="." + os.path.basename(target) + ".",
+            suffix=".tmp",
             dir=tempfile.gettempdir() if special else directory,
         )
         os.close(fd)

@@ -63,9 +63,7 @@ TEST_SUFFIXES = (".t", ".test")
 SCALE_SUFFIX = ".scale"
 #: Extensions (after any compression suffix is removed) of data files: a file under a directory
 #: with one of these, or with none, is always checked, so that a broken one is an error line.
-DATA_EXTENSIONS = frozenset(
-    ".svm .libsvm .svmlight .txt .t .test .tr .train .val .scale".split()
-)
+DATA_EXTENSIONS = frozenset(".svm .libsvm .svmlight .txt .t .test .tr .train .val .scale".split())
 #: Extensions (after any compression suffix is removed) that are never LIBSVM data.
 SKIP_EXTENSIONS = frozenset(
     """
@@ -293,8 +291,10 @@ def discover(paths: Iterable[str], *, exclude: Iterable[str] = ()) -> Discovery:
                 continue
             if real in candidates:
                 first, was_explicit = candidates[real]
-                candidates[real] = (path if explicit and not was_explicit else first,
-                                    was_explicit or explicit)
+                candidates[real] = (
+                    path if explicit and not was_explicit else first,
+                    was_explicit or explicit,
+                )
             else:
                 candidates[real] = (path, explicit)
 
@@ -383,7 +383,12 @@ def error_message(exc: BaseException) -> str:
 
 
 def _unchecked_line(
-    name: str, status: str, config: CheckConfig, train: str, test: str | None, seconds: float,
+    name: str,
+    status: str,
+    config: CheckConfig,
+    train: str,
+    test: str | None,
+    seconds: float,
     **fields: Any,
 ) -> dict[str, Any]:
     """A line without a verdict (an error or a skip), with the same leading keys as an ok
@@ -424,9 +429,7 @@ def skip_line(path: str, reason: str, config: CheckConfig, *, strict: bool) -> d
     )
 
 
-def check_one(
-    ds: DataSet, config: CheckConfig, progress: Progress | None = None
-) -> dict[str, Any]:
+def check_one(ds: DataSet, config: CheckConfig, progress: Progress | None = None) -> dict[str, Any]:
     """Check one data set; any Exception becomes an error line rather than propagating.
 
     Warnings go into the line's ``warnings`` (a worker process has no terminal to show them).
@@ -480,8 +483,11 @@ def _with_key(line: dict[str, Any], template: CheckConfig) -> dict[str, Any]:
     test_sha = (line.get("test") or {}).get("sha256")
     if not data_sha:
         return line
-    return {**line, "options": keyed_options(template),
-            "resume_key": resume_key(template, data_sha, test_sha)}
+    return {
+        **line,
+        "options": keyed_options(template),
+        "resume_key": resume_key(template, data_sha, test_sha),
+    }
 
 
 def _rereadable(path: str) -> bool:
@@ -599,8 +605,9 @@ class LineWriter:
         data = b"".join(_encode(line) for line in lines)
         directory = os.path.dirname(self._target)
         try:
-            fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(self._partial) + ".",
-                                       suffix=".tmp", dir=directory)
+            fd, tmp = tempfile.mkstemp(
+                prefix="." + os.path.basename(self._partial) + ".", suffix=".tmp", dir=directory
+            )
         except OSError as e:
             raise self._failed(e) from None
         try:
@@ -673,8 +680,7 @@ class LineWriter:
         if fd is not None:
             with contextlib.suppress(OSError):
                 os.close(fd)
-        if (self._partial is not None and self._started and self._size == 0
-                and not self._committed):
+        if self._partial is not None and self._started and self._size == 0 and not self._committed:
             with contextlib.suppress(OSError):
                 os.unlink(self._partial)
         if self._lock_fd is not None and self._lock_path is not None:
@@ -688,7 +694,7 @@ class LineWriter:
 def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
-        view = view[os.write(fd, view):]
+        view = view[os.write(fd, view) :]
 
 
 def _encode(line: dict[str, Any]) -> bytes:
@@ -914,8 +920,11 @@ def _run(
     workers, config = plan(template, jobs, len(rest))
     if not rest:
         return
-    results = (_run_serial(rest, config, report) if workers == 1
-               else _run_parallel(rest, config, workers, report))
+    results = (
+        _run_serial(rest, config, report)
+        if workers == 1
+        else _run_parallel(rest, config, workers, report)
+    )
     with contextlib.closing(results):
         yield from results
 

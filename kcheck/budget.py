@@ -64,9 +64,7 @@ def degree2_seconds(expanded_nnz: int, n_classes: int) -> float:
     return DEGREE2_SECONDS_PER_NNZ * expanded_nnz * n_models(n_classes)
 
 
-def degree2_floor_values(
-    *, rows: int, nnz: int, n_classes: int, floor_seconds: float
-) -> int:
+def degree2_floor_values(*, rows: int, nnz: int, n_classes: int, floor_seconds: float) -> int:
     """Expanded values (per model) that the floor lets degree-2 use on small data, else 0."""
     if rows > FLOOR_MAX_ROWS or nnz > FLOOR_MAX_NNZ or floor_seconds <= 0:
         return 0

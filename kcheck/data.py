@@ -134,9 +134,7 @@ class _LineTooLong(Exception):
     """A line outgrew the cap; the caller knows its number."""
 
 
-def _line_chunks(
-    f: BinaryIO, name: str, max_line: int, digest: Any = None
-) -> Iterator[bytes]:
+def _line_chunks(f: BinaryIO, name: str, max_line: int, digest: Any = None) -> Iterator[bytes]:
     """Successive pieces of about _CHUNK bytes, each ending at a line end (except the last).
 
     Streaming keeps memory at the size of the result, not of the file. A UTF-8 BOM is
@@ -383,9 +381,7 @@ def read_libsvm(
     max_line = max_line_bytes(memory_limit)
     with contextlib.ExitStack() as stack:
         f, size_hint = _open(path, name, stack, max_line)
-        out = CsrBuilder(
-            size_hint, None if n_features is None else int(n_features), max_csr_bytes
-        )
+        out = CsrBuilder(size_hint, None if n_features is None else int(n_features), max_csr_bytes)
         line = 1
         try:
             for text in _line_chunks(f, name, max_line, digest):

@@ -162,8 +162,9 @@ class LinearModel:
         ``predict_probability``: the logistic of each decision value, normalised over the
         classes when there are more than two."""
         if not self.has_probability:
-            raise EngineError("only LIBLINEAR logistic regression models (-s 0, 6, 7) give "
-                              "probabilities")
+            raise EngineError(
+                "only LIBLINEAR logistic regression models (-s 0, 6, 7) give probabilities"
+            )
         dec = self.decision_function(X)
         with np.errstate(over="ignore"):
             p = 1.0 / (1.0 + np.exp(-dec))
@@ -308,8 +309,14 @@ def _from_raw(m: _ll.model, C: float) -> LinearModel:
         weights, bias_w = w[:nr_feature], w[nr_feature] * m.bias
     else:
         weights, bias_w = w, np.zeros(nr_w)
-    return LinearModel(weights=weights, bias_weights=bias_w, labels=labels, C=C, _raw=m,
-                       solver_type=int(m.param.solver_type))
+    return LinearModel(
+        weights=weights,
+        bias_weights=bias_w,
+        labels=labels,
+        C=C,
+        _raw=m,
+        solver_type=int(m.param.solver_type),
+    )
 
 
 def train_linear(problem: Problem, C: float, *, eps: float | None = None) -> LinearModel:
@@ -354,8 +361,15 @@ def fit_linear(
         C, cv = search_C(problem, seed=seed, eps=eps)
     model = train_linear(problem, C, eps=eps)
     if columns is not None:
-        model = LinearModel(model.weights, model.bias_weights, model.labels, model.C,
-                            _raw=model._raw, columns=columns, width=int(width))
+        model = LinearModel(
+            model.weights,
+            model.bias_weights,
+            model.labels,
+            model.C,
+            _raw=model._raw,
+            columns=columns,
+            width=int(width),
+        )
     return model, cv
 
 
@@ -535,9 +549,7 @@ class RbfModel:
     @property
     def has_probability(self) -> bool:
         """Whether the model holds probability information (``svm-train -b 1``)."""
-        return self._raw is not None and bool(
-            _svm.libsvm.svm_check_probability_model(self._raw)
-        )
+        return self._raw is not None and bool(_svm.libsvm.svm_check_probability_model(self._raw))
 
     def predict_probability(self, X: sp.spmatrix | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Labels and class probabilities (columns in ``labels`` order) from LIBSVM's own
@@ -693,9 +705,7 @@ def cv_kernel(problem: KernelProblem, C: float, *, folds: int, seed: int) -> int
     return _svm_cv_count(problem, _kernel_parameter(C), folds, seed)
 
 
-def fit_predict_kernel(
-    problem: KernelProblem, C: float, K_test: np.ndarray
-) -> np.ndarray:
+def fit_predict_kernel(problem: KernelProblem, C: float, K_test: np.ndarray) -> np.ndarray:
     """Train C-SVC on the problem's kernel and predict rows whose kernel against it is K_test."""
     param = _kernel_parameter(C)
     _check_svm(problem, param)
@@ -778,8 +788,7 @@ def _load_liblinear(copy: str, checked: modelfile.LinearFile) -> LinearModel:
     with _captured_stderr() as captured:
         ptr = _ll.liblinear.load_model(os.fsencode(copy))
     if not ptr:
-        raise EngineError(f"{path}: not a readable LIBLINEAR model file"
-                          f"{_library_reason(captured)}")
+        raise EngineError(f"{path}: not a readable LIBLINEAR model file{_library_reason(captured)}")
     m = _ll.toPyModel(ptr)
     if (int(m.nr_class), int(m.nr_feature)) != (checked.nr_class, checked.nr_feature):
         raise _changed(path, "the header")
@@ -797,13 +806,24 @@ def _load_liblinear(copy: str, checked: modelfile.LinearFile) -> LinearModel:
         bias_w = checked.weights[nr_feature] * checked.bias
     else:
         bias_w = np.zeros(nr_w)
-    return LinearModel(weights=weights, bias_weights=bias_w,
-                       labels=checked.labels.astype(np.float64), C=float(m.param.C), _raw=m,
-                       solver_type=int(m.param.solver_type))
+    return LinearModel(
+        weights=weights,
+        bias_weights=bias_w,
+        labels=checked.labels.astype(np.float64),
+        C=float(m.param.C),
+        _raw=m,
+        solver_type=int(m.param.solver_type),
+    )
 
 
-_NODE = np.dtype({"names": ["index", "value"], "formats": ["<i4", "<f8"], "offsets": [0, 8],
-                  "itemsize": ctypes.sizeof(_svm.svm_node)})
+_NODE = np.dtype(
+    {
+        "names": ["index", "value"],
+        "formats": ["<i4", "<f8"],
+        "offsets": [0, 8],
+        "itemsize": ctypes.sizeof(_svm.svm_node),
+    }
+)
 
 
 def _load_libsvm(copy: str, checked: modelfile.SvmFile) -> RbfModel:
@@ -811,8 +831,7 @@ def _load_libsvm(copy: str, checked: modelfile.SvmFile) -> RbfModel:
     with _captured_stderr() as captured:
         ptr = _svm.libsvm.svm_load_model(os.fsencode(copy))
     if not ptr:
-        raise EngineError(f"{path}: not a readable LIBSVM model file"
-                          f"{_library_reason(captured)}")
+        raise EngineError(f"{path}: not a readable LIBSVM model file{_library_reason(captured)}")
     m = _svm.toPyModel(ptr)
     k, n_sv = checked.nr_class, checked.total_sv
     if (int(m.nr_class), int(m.l)) != (k, n_sv) or int(m.param.svm_type) not in (0, 1):
@@ -822,8 +841,10 @@ def _load_libsvm(copy: str, checked: modelfile.SvmFile) -> RbfModel:
     if list(m.label[:k]) != checked.labels.tolist() or list(m.nSV[:k]) != checked.nr_sv.tolist():
         raise _changed(path, "the labels or nr_sv")
     pairs = k * (k - 1) // 2
-    for name, ptr, expected in (("probA", m.probA, checked.prob_a),
-                                ("probB", m.probB, checked.prob_b)):
+    for name, ptr, expected in (
+        ("probA", m.probA, checked.prob_a),
+        ("probB", m.probB, checked.prob_b),
+    ):
         if expected is None:
             if ptr:
                 raise _changed(path, name)

@@ -67,8 +67,10 @@ def check_width(source: str, n_features: int, memory_limit: int | None = None) -
 def line_too_long(source: str, line: int | None, cap: int) -> DataFormatError:
     """The error for a line over :func:`max_line_bytes`."""
     return DataFormatError(
-        source, line, f"line longer than {cap:,} bytes with no line end (the cap for this "
-        "memory limit; is this a LIBSVM text file?)"
+        source,
+        line,
+        f"line longer than {cap:,} bytes with no line end (the cap for this "
+        "memory limit; is this a LIBSVM text file?)",
     )
 
 

@@ -20,7 +20,7 @@ import contextlib
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import BinaryIO, Protocol
+from typing import BinaryIO, Protocol, cast
 
 import numpy as np
 
@@ -39,9 +39,17 @@ INT_MAX = 2**31 - 1
 
 #: LIBLINEAR's ``solver_type_table``: index -> name. 8-10 and 14-20 are unused.
 LIBLINEAR_SOLVERS = {
-    "L2R_LR": 0, "L2R_L2LOSS_SVC_DUAL": 1, "L2R_L2LOSS_SVC": 2, "L2R_L1LOSS_SVC_DUAL": 3,
-    "MCSVM_CS": 4, "L1R_L2LOSS_SVC": 5, "L1R_LR": 6, "L2R_LR_DUAL": 7,
-    "L2R_L2LOSS_SVR": 11, "L2R_L2LOSS_SVR_DUAL": 12, "L2R_L1LOSS_SVR_DUAL": 13,
+    "L2R_LR": 0,
+    "L2R_L2LOSS_SVC_DUAL": 1,
+    "L2R_L2LOSS_SVC": 2,
+    "L2R_L1LOSS_SVC_DUAL": 3,
+    "MCSVM_CS": 4,
+    "L1R_L2LOSS_SVC": 5,
+    "L1R_LR": 6,
+    "L2R_LR_DUAL": 7,
+    "L2R_L2LOSS_SVR": 11,
+    "L2R_L2LOSS_SVR_DUAL": 12,
+    "L2R_L1LOSS_SVR_DUAL": 13,
     "ONECLASS_SVM": 21,
 }
 #: The classification solvers (``-s 0`` to ``-s 7``), the only ones kcheck predicts with.
@@ -158,8 +166,7 @@ class _Reader:
             tail = len(data) - (data.rfind(b"\n") + 1)
             rest = self.f.readline(max(0, self.max_line + 1 - tail))
             if tail + len(rest) > self.max_line:
-                raise line_too_long(self.path, self.lineno + data.count(b"\n") + 1,
-                                    self.max_line)
+                raise line_too_long(self.path, self.lineno + data.count(b"\n") + 1, self.max_line)
             data += rest
         return data
 
@@ -196,21 +203,24 @@ def _float(r: _Reader, token: bytes, what: str) -> float:
 
 def _floats(r: _Reader, tokens: list[bytes], count: int, what: str) -> np.ndarray:
     if len(tokens) != count:
-        raise r.error(f"expected {count} value{'s' if count != 1 else ''} for {what}, "
-                      f"found {len(tokens)}")
+        raise r.error(
+            f"expected {count} value{'s' if count != 1 else ''} for {what}, found {len(tokens)}"
+        )
     return np.array([_float(r, t, what) for t in tokens], dtype=np.float64)
 
 
 def _ints(r: _Reader, tokens: list[bytes], count: int, what: str, lo: int) -> np.ndarray:
     if len(tokens) != count:
-        raise r.error(f"expected {count} value{'s' if count != 1 else ''} for {what}, "
-                      f"found {len(tokens)}")
+        raise r.error(
+            f"expected {count} value{'s' if count != 1 else ''} for {what}, found {len(tokens)}"
+        )
     return np.array([_int(r, t, what, lo) for t in tokens], dtype=np.int64)
 
 
 def _over_limit(r: _Reader, what: str, need: int, limit: int) -> DataFormatError:
-    return r.error(f"{what} would need {size_text(need)}, over the memory limit of "
-                   f"{size_text(limit)}")
+    return r.error(
+        f"{what} would need {size_text(need)}, over the memory limit of {size_text(limit)}"
+    )
 
 
 # --- entry points -----------------------------------------------------------------------------
@@ -228,8 +238,9 @@ def model_file_kind(path: str) -> str:
         return "linear"
     if first == b"svm_type":
         return "kernel"
-    raise DataFormatError(path, 1, "not a LIBLINEAR or LIBSVM model file (expected "
-                                   "'solver_type' or 'svm_type' first)")
+    raise DataFormatError(
+        path, 1, "not a LIBLINEAR or LIBSVM model file (expected 'solver_type' or 'svm_type' first)"
+    )
 
 
 def read_model_file(
@@ -246,7 +257,7 @@ def read_model_file(
         with contextlib.ExitStack() as stack:
             f: _Source = stack.enter_context(open(path, "rb"))
             if copy_to is not None:
-                f = _Tee(f, stack.enter_context(open(copy_to, "wb")))
+                f = _Tee(cast(BinaryIO, f), stack.enter_context(open(copy_to, "wb")))
             r = _Reader(f, path, max_line_bytes(limit))
             return _read_linear(r, limit) if kind == "linear" else _read_svm(r, limit)
     except OSError as e:
@@ -307,9 +318,11 @@ def _read_linear(r: _Reader, limit: int) -> LinearFile:
                 raise r.error(f"unknown LIBLINEAR solver_type {_shown(name.encode())}")
             if name not in LIBLINEAR_CLASSIFIERS:
                 what = "one-class" if name == "ONECLASS_SVM" else "regression"
-                raise r.error(f"a LIBLINEAR {name} model (-s {LIBLINEAR_SOLVERS[name]}) is a "
-                              f"{what} model; kcheck predicts with classifiers only "
-                              "(solvers -s 0 to -s 7)")
+                raise r.error(
+                    f"a LIBLINEAR {name} model (-s {LIBLINEAR_SOLVERS[name]}) is a "
+                    f"{what} model; kcheck predicts with classifiers only "
+                    "(solvers -s 0 to -s 7)"
+                )
             solver = name
         elif key == b"nr_class":
             nr_class = _int(r, _one(r, key, values), "nr_class", 1)
@@ -331,10 +344,19 @@ def _read_linear(r: _Reader, limit: int) -> LinearFile:
         else:
             raise r.error(f"unknown key {_shown(key)} in a LIBLINEAR model header")
     if not found_w:
-        raise r.error("expected a 'w' line and the weights, found the end of the file",
-                      r.lineno + 1)
-    missing = [k for k, v in (("solver_type", solver), ("nr_class", nr_class),
-                              ("nr_feature", nr_feature), ("bias", bias)) if v is None]
+        raise r.error(
+            "expected a 'w' line and the weights, found the end of the file", r.lineno + 1
+        )
+    missing = [
+        k
+        for k, v in (
+            ("solver_type", solver),
+            ("nr_class", nr_class),
+            ("nr_feature", nr_feature),
+            ("bias", bias),
+        )
+        if v is None
+    ]
     if missing:
         raise r.error(f"the header has no {' or '.join(missing)} line")
     assert solver is not None and nr_class is not None and nr_feature is not None
@@ -344,8 +366,10 @@ def _read_linear(r: _Reader, limit: int) -> LinearFile:
     w_size = nr_feature + (1 if bias >= 0 else 0)
     nr_w = 1 if nr_class == 2 and solver != MCSVM_CS else nr_class
     if w_size * nr_w > INT_MAX:
-        raise r.error(f"nr_feature {nr_feature} with {nr_w} weight vector(s) is more weights "
-                      f"than LIBLINEAR can index ({INT_MAX})")
+        raise r.error(
+            f"nr_feature {nr_feature} with {nr_w} weight vector(s) is more weights "
+            f"than LIBLINEAR can index ({INT_MAX})"
+        )
     need = w_size * nr_w * LINEAR_BYTES_PER_WEIGHT
     if need > limit:
         raise _over_limit(r, f"{nr_feature:,} features x {nr_w} weight vector(s)", need, limit)
@@ -363,8 +387,10 @@ def _read_weights(r: _Reader, w_size: int, nr_w: int) -> np.ndarray:
         data = pending or r.block()
         pending = b""
         if not data:
-            raise r.error(f"expected {w_size:,} weight lines after 'w', found {done:,} "
-                          "(truncated file?)", r.lineno + 1)
+            raise r.error(
+                f"expected {w_size:,} weight lines after 'w', found {done:,} (truncated file?)",
+                r.lineno + 1,
+            )
         lines = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
         if lines > w_size - done:
             cut = _nth_line_end(data, w_size - done)
@@ -381,8 +407,7 @@ def _read_weights(r: _Reader, w_size: int, nr_w: int) -> np.ndarray:
         # Lines after the weights: only blank ones are allowed.
         for k, line in enumerate(pending.split(b"\n"), 1):
             if line.strip():
-                raise r.error(f"expected the end of the file, found {_shown(line)}",
-                              r.lineno + k)
+                raise r.error(f"expected the end of the file, found {_shown(line)}", r.lineno + k)
         r.lineno += pending.count(b"\n")
     return out
 
@@ -419,8 +444,11 @@ def _weight_lines_slow(r: _Reader, data: bytes, nr_w: int) -> None:
         lineno = r.lineno + k + 1
         tokens = line.split()
         if len(tokens) != nr_w:
-            raise DataFormatError(r.path, lineno, f"expected {nr_w} weight"
-                                  f"{'s' if nr_w > 1 else ''} on the line, found {len(tokens)}")
+            raise DataFormatError(
+                r.path,
+                lineno,
+                f"expected {nr_w} weight{'s' if nr_w > 1 else ''} on the line, found {len(tokens)}",
+            )
         saved, r.lineno = r.lineno, lineno
         for t in tokens:
             _float(r, t, "a weight")
@@ -455,16 +483,20 @@ def _read_svm(r: _Reader, limit: int) -> SvmFile:
                 raise r.error(f"unknown LIBSVM svm_type {_shown(name.encode())}")
             if name not in SVM_CLASSIFIERS:
                 what = "one-class" if name == "one_class" else "regression"
-                raise r.error(f"a LIBSVM {name} model is a {what} model; kcheck predicts "
-                              "with classifiers only (c_svc, nu_svc)")
+                raise r.error(
+                    f"a LIBSVM {name} model is a {what} model; kcheck predicts "
+                    "with classifiers only (c_svc, nu_svc)"
+                )
             svm_type = name
         elif key == b"kernel_type":
             name = _one(r, key, values).decode("ascii", "replace")
             if name not in KERNELS:
                 raise r.error(f"unknown LIBSVM kernel_type {_shown(name.encode())}")
             if name == "precomputed":
-                raise r.error("a model with a precomputed kernel needs the training kernel "
-                              "matrix to predict; kcheck cannot use it")
+                raise r.error(
+                    "a model with a precomputed kernel needs the training kernel "
+                    "matrix to predict; kcheck cannot use it"
+                )
             kernel = name
         elif key == b"degree":
             degree = _int(r, _one(r, key, values), "degree", 0)
@@ -478,8 +510,10 @@ def _read_svm(r: _Reader, limit: int) -> SvmFile:
             nr_class = _int(r, _one(r, key, values), "nr_class", 1)
             need = nr_class * (nr_class - 1) // 2 * 8 * 4
             if need > limit or nr_class * (nr_class - 1) // 2 > INT_MAX:
-                raise r.error(f"nr_class {nr_class:,} is more classes than LIBSVM's "
-                              "one-vs-one decision values can hold within the memory limit")
+                raise r.error(
+                    f"nr_class {nr_class:,} is more classes than LIBSVM's "
+                    "one-vs-one decision values can hold within the memory limit"
+                )
         elif key == b"total_sv":
             total_sv = _int(r, _one(r, key, values), "total_sv", 0)
         elif key == b"rho":
@@ -501,25 +535,38 @@ def _read_svm(r: _Reader, limit: int) -> SvmFile:
             break
         elif key == b"prob_density_marks":
             # LIBSVM >= 3.3 writes them for one-class models only, which are refused above.
-            raise r.error("prob_density_marks belong to one-class models; kcheck predicts "
-                          "with classifiers only")
+            raise r.error(
+                "prob_density_marks belong to one-class models; kcheck predicts "
+                "with classifiers only"
+            )
         else:
             raise r.error(f"unknown key {_shown(key)} in a LIBSVM model header")
     if not found_sv:
-        raise r.error("expected an 'SV' line and the support vectors, found the end of the "
-                      "file", r.lineno + 1)
-    required = (("svm_type", svm_type), ("kernel_type", kernel), ("nr_class", nr_class),
-                ("total_sv", total_sv), ("rho", rho), ("label", labels), ("nr_sv", nr_sv))
+        raise r.error(
+            "expected an 'SV' line and the support vectors, found the end of the file", r.lineno + 1
+        )
+    required = (
+        ("svm_type", svm_type),
+        ("kernel_type", kernel),
+        ("nr_class", nr_class),
+        ("total_sv", total_sv),
+        ("rho", rho),
+        ("label", labels),
+        ("nr_sv", nr_sv),
+    )
     missing = [k for k, v in required if v is None]
     if missing:
-        raise r.error(f"the header has no {' or '.join(missing)} line (a classifier's file "
-                      "has them)")
+        raise r.error(
+            f"the header has no {' or '.join(missing)} line (a classifier's file has them)"
+        )
     assert kernel is not None and svm_type is not None and nr_class is not None
     assert total_sv is not None and nr_sv is not None and labels is not None
     assert rho is not None
-    for name, value, kernels in (("gamma", gamma, ("polynomial", "rbf", "sigmoid")),
-                                 ("degree", degree, ("polynomial",)),
-                                 ("coef0", coef0, ("polynomial", "sigmoid"))):
+    for name, value, kernels in (
+        ("gamma", gamma, ("polynomial", "rbf", "sigmoid")),
+        ("degree", degree, ("polynomial",)),
+        ("coef0", coef0, ("polynomial", "sigmoid")),
+    ):
         if value is None and kernel in kernels:
             raise r.error(f"the header has no {name} line (the {kernel} kernel needs it)")
     if (prob_a is None) != (prob_b is None):
@@ -530,11 +577,28 @@ def _read_svm(r: _Reader, limit: int) -> SvmFile:
     need = total_sv * (SVM_BYTES_PER_SV + 16 * m)
     if need > limit:
         raise _over_limit(r, f"{total_sv:,} support vectors", need, limit)
-    coef, indptr, indices, values = _read_support_vectors(r, total_sv, m, limit)
+    coef, indptr, indices, sv_values = _read_support_vectors(r, total_sv, m, limit)
     r.rest_is_blank()
-    return SvmFile(r.path, svm_type, kernel, nr_class, total_sv, labels, nr_sv, rho, gamma,
-                   degree, coef0, coef, indptr, indices, values, prob_a is not None, prob_a,
-                   prob_b)
+    return SvmFile(
+        r.path,
+        svm_type,
+        kernel,
+        nr_class,
+        total_sv,
+        labels,
+        nr_sv,
+        rho,
+        gamma,
+        degree,
+        coef0,
+        coef,
+        indptr,
+        indices,
+        sv_values,
+        prob_a is not None,
+        prob_a,
+        prob_b,
+    )
 
 
 def _sv_line(m: int) -> re.Pattern[bytes]:
@@ -557,12 +621,13 @@ def _read_support_vectors(
     for i in range(total_sv):
         line = r.readline()
         if line is None:
-            raise r.error(f"expected {total_sv:,} support vectors (total_sv), found {i:,} "
-                          "(truncated file?)", r.lineno + 1)
+            raise r.error(
+                f"expected {total_sv:,} support vectors (total_sv), found {i:,} (truncated file?)",
+                r.lineno + 1,
+            )
         body = line.rstrip()
         if not body.strip():
-            raise r.error(f"expected support vector {i + 1:,} of {total_sv:,}, found a blank "
-                          "line")
+            raise r.error(f"expected support vector {i + 1:,} of {total_sv:,}, found a blank line")
         nums = _sv_numbers(body, pattern)
         if nums is None:
             _sv_line_slow(r, body, m)
@@ -604,12 +669,16 @@ def _sv_line_slow(r: _Reader, body: bytes, m: int) -> None:
     """Find what is wrong with a support-vector line and raise it."""
     tokens = body.split()
     if len(tokens) < m:
-        raise r.error(f"expected {m} coefficient{'s' if m > 1 else ''} and index:value pairs, "
-                      f"found {_shown(body)}")
+        raise r.error(
+            f"expected {m} coefficient{'s' if m > 1 else ''} and index:value pairs, "
+            f"found {_shown(body)}"
+        )
     for t in tokens[:m]:
         if b":" in t:
-            raise r.error(f"expected {m} coefficient{'s' if m > 1 else ''} before the "
-                          f"index:value pairs, found {_shown(t)}")
+            raise r.error(
+                f"expected {m} coefficient{'s' if m > 1 else ''} before the "
+                f"index:value pairs, found {_shown(t)}"
+            )
         _float(r, t, "a support-vector coefficient")
     for t in tokens[m:]:
         idx, colon, val = t.partition(b":")

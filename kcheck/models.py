@@ -36,9 +36,7 @@ MAX_SEARCH_ROWS = 10_000
 # --- export ---------------------------------------------------------------------------------------
 
 
-def train_model(
-    report: CheckReport, config: CheckConfig, progress: Progress | None = None
-) -> None:
+def train_model(report: CheckReport, config: CheckConfig, progress: Progress | None = None) -> None:
     """Train the ``--model-out`` model on all training rows and record it in the report."""
     assert config.model_out is not None
     progress = progress or no_progress
@@ -100,8 +98,7 @@ def export(
     # Both files are written in full before either is renamed into place, so a failure leaves
     # the old pair (or nothing) rather than a new model beside an old range file. The model is
     # renamed first, and an interrupt waits for both renames (kcheck.atomic).
-    with atomic_paths([(path, "model file"), (range_path, "range file")]) as (model_tmp,
-                                                                              range_tmp):
+    with atomic_paths([(path, "model file"), (range_path, "range file")]) as (model_tmp, range_tmp):
         args = (X, y, kind, model_tmp, seed, jobs, grid, max_search_rows, probability)
         if deadline is None:
             trained = _train_and_save(*args, report)
@@ -156,7 +153,12 @@ def _train_and_save(
     else:
         rows = stratified_subsample(y, max_search_rows, seed=seed)
         found = rbf_grid_search(
-            X[rows], y[rows], grid, seed=seed, jobs=jobs, progress=report,
+            X[rows],
+            y[rows],
+            grid,
+            seed=seed,
+            jobs=jobs,
+            progress=report,
             stage="kernel model: grid search",
         )
         report("training the kernel model on all rows", None, None)

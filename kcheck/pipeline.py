@@ -45,8 +45,15 @@ DEFAULT_CHECKERS = registry.DEFAULT_NAMES
 MAX_TIME_LIMIT = 1e9
 
 __all__ = [
-    "CHECKERS", "DEFAULT_CHECKERS", "EXACT_MODES", "SCALINGS", "CheckConfig", "CheckReport",
-    "Progress", "default_memory_limit", "run",
+    "CHECKERS",
+    "DEFAULT_CHECKERS",
+    "EXACT_MODES",
+    "SCALINGS",
+    "CheckConfig",
+    "CheckReport",
+    "Progress",
+    "default_memory_limit",
+    "run",
 ]
 
 
@@ -136,15 +143,20 @@ def run(config: CheckConfig, progress: Progress | None = None) -> CheckReport:
     # What the reader warns of (values dropped beyond the training width, ...) goes into the
     # JSON, so a library call and the command record the same.
     with recorded_warnings() as read_notes:
-        data = prepare(config.train, scaling=config.scaling, memory_limit=memory_limit,
-                       zero_based=config.zero_based,
-                       integer_labels=config.model_out is not None)
+        data = prepare(
+            config.train,
+            scaling=config.scaling,
+            memory_limit=memory_limit,
+            zero_based=config.zero_based,
+            integer_labels=config.model_out is not None,
+        )
         # Read now, so that a test file no model can be scored on fails before any training.
         test = None
         if config.test is not None:
             report("reading " + config.test, None, None)
-            test = read_scored(config.test, data, memory_limit=config.memory_limit,
-                               zero_based=config.zero_based)
+            test = read_scored(
+                config.test, data, memory_limit=config.memory_limit, zero_based=config.zero_based
+            )
     train_idx, val_idx = stratified_split(data.y, seed=config.seed)
     T = Dataset(data.X[train_idx], data.y[train_idx])
     V = Dataset(data.X[val_idx], data.y[val_idx])
@@ -176,8 +188,7 @@ def run(config: CheckConfig, progress: Progress | None = None) -> CheckReport:
         scaler=data.scaler,
         split=(T.rows, V.rows),
         baseline=base,
-        checkers={n: (results[n], gaps.get(n)) for n in (*config.checkers, "rbf")
-                  if n in results},
+        checkers={n: (results[n], gaps.get(n)) for n in (*config.checkers, "rbf") if n in results},
         exact=exact_json,
         test=test_json,
         warnings=[*cut_short, *_sanity_warnings(results), *unseen_warnings(test), *read_notes],
@@ -252,8 +263,13 @@ def _score_test(
             accuracy[name] = None
             continue
         accuracy[name] = float(np.mean(r.predict(test.X) == test.y))
-    return {"path": test.path, "sha256": test.sha256, "rows": test.rows,
-            "seconds": time.perf_counter() - t0, "accuracy": accuracy}
+    return {
+        "path": test.path,
+        "sha256": test.sha256,
+        "rows": test.rows,
+        "seconds": time.perf_counter() - t0,
+        "accuracy": accuracy,
+    }
 
 
 def _cut_short(

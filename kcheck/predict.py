@@ -207,8 +207,9 @@ def predict_file(
     if probability:
         saved.check_probability()  # before reading the data
     report("reading " + data_path, None, None)
-    y, X = read_libsvm(data_path, n_features=saved.n_features, zero_based=zero_based,
-                       memory_limit=memory_limit)
+    y, X = read_libsvm(
+        data_path, n_features=saved.n_features, zero_based=zero_based, memory_limit=memory_limit
+    )
     if saved.scaler is not None:
         X = saved.scaler.transform(X)
         if saved.scaler.y_scaling is not None and np.isfinite(y).all():

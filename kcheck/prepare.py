@@ -92,8 +92,13 @@ def prepare(
     """
     t0 = time.perf_counter()
     digest = hashlib.sha256()
-    y_raw, X = read_libsvm(path, zero_based=zero_based, memory_limit=memory_limit,
-                           digest=digest, max_csr_bytes=max_data_bytes(memory_limit))
+    y_raw, X = read_libsvm(
+        path,
+        zero_based=zero_based,
+        memory_limit=memory_limit,
+        digest=digest,
+        max_csr_bytes=max_data_bytes(memory_limit),
+    )
     read_seconds = time.perf_counter() - t0
     if integer_labels:
         require_integer_labels(y_raw)
@@ -102,8 +107,9 @@ def prepare(
     summary = data_summary(path, X, classes, digest.hexdigest())
     data_bytes = csr_bytes(X)
     check_fits(path, data_bytes, memory_limit)
-    scaler = fit_scaler(X, method=scaling, lower=LOWER, upper=UPPER, source=path,
-                        memory_limit=memory_limit)
+    scaler = fit_scaler(
+        X, method=scaling, lower=LOWER, upper=UPPER, source=path, memory_limit=memory_limit
+    )
     X = _scale(scaler, X, memory_limit, path)
     return Prepared(
         path=path,
@@ -127,8 +133,13 @@ def read_scored(
     refused (before any training, when the caller reads it first).
     """
     digest = hashlib.sha256()
-    y_raw, X = read_libsvm(path, n_features=prepared.n_features, zero_based=zero_based,
-                           memory_limit=memory_limit, digest=digest)
+    y_raw, X = read_libsvm(
+        path,
+        n_features=prepared.n_features,
+        zero_based=zero_based,
+        memory_limit=memory_limit,
+        digest=digest,
+    )
     known = np.isin(y_raw, prepared.classes)
     if y_raw.size and not known.any():
         shown = ", ".join(str(label_value(v)) for v in np.unique(y_raw)[:5])

@@ -122,8 +122,10 @@ def _json_value(value: Any) -> Any:
     if isinstance(value, float):
         return json_number(value)
     if isinstance(value, dict):
-        return {k: json_parameter(v) if k in PARAMETER_KEYS else _json_value(v)
-                for k, v in value.items()}
+        return {
+            k: json_parameter(v) if k in PARAMETER_KEYS else _json_value(v)
+            for k, v in value.items()
+        }
     if isinstance(value, list):
         return [_json_value(v) for v in value]
     return value

@@ -105,8 +105,9 @@ class LabelScaling:
 
     def __post_init__(self) -> None:
         try:
-            lo, up, y_min, y_max = (float(v) for v in (self.lower, self.upper, self.y_min,
-                                                        self.y_max))
+            lo, up, y_min, y_max = (
+                float(v) for v in (self.lower, self.upper, self.y_min, self.y_max)
+            )
         except (TypeError, ValueError) as exc:
             raise KcheckError("label scaling needs numbers for -y and the label range") from exc
         if not all(math.isfinite(v) for v in (lo, up, y_min, y_max)):
@@ -137,7 +138,7 @@ class LabelScaling:
             )
         if not np.isfinite(out).all():
             raise KcheckError("scaled labels overflow: labels are too large to scale")
-        return out
+        return np.asarray(out)
 
 
 def fit_label_scaling(y: Any, lower: float, upper: float) -> LabelScaling:
@@ -212,7 +213,7 @@ class Scaler:
 
     @cached_property
     def _kept(self) -> np.ndarray:
-        return self.feature_min != self.feature_max
+        return np.asarray(self.feature_min != self.feature_max)
 
     @cached_property
     def _divisor(self) -> np.ndarray:
@@ -249,7 +250,7 @@ class Scaler:
             out[const] = 0.0
         if not np.isfinite(out).all():
             raise KcheckError("scaled values overflow: feature values are too large to scale")
-        return out
+        return np.asarray(out)
 
     def _scale_data_inplace(self, X: Any) -> None:
         """Scale the stored values of a canonical CSR in place; columns >= n become 0."""
@@ -355,7 +356,7 @@ class Scaler:
             stored_dense = in_dense[c]
             count += int(np.count_nonzero(nonzero & ~stored_dense))
             count -= int(np.count_nonzero(~nonzero & stored_dense))
-        return count
+        return int(count)
 
 
 def densify_warning(nnz_before: int, nnz_after: int) -> str | None:
@@ -563,8 +564,11 @@ def write_range_file(path: str | os.PathLike[str], scaler: Scaler) -> None:
     parts = []
     ys = scaler.y_scaling
     if ys is not None:
-        parts += ["y\n", f"{_g17(ys.lower)} {_g17(ys.upper)}\n",
-                  f"{_g17(ys.y_min)} {_g17(ys.y_max)}\n"]
+        parts += [
+            "y\n",
+            f"{_g17(ys.lower)} {_g17(ys.upper)}\n",
+            f"{_g17(ys.y_min)} {_g17(ys.y_max)}\n",
+        ]
     parts += ["x\n", f"{_g17(scaler.lower)} {_g17(scaler.upper)}\n"]
     fmin, fmax = scaler.feature_min, scaler.feature_max
     for j in np.flatnonzero(fmin != fmax).tolist():
@@ -633,8 +637,7 @@ def read_range_file(
     try:
         with open(where, "rb") as f:
             lines = _numbered_lines(where, f, max_line_bytes(memory_limit))
-            return _parse_range_file(where, lines, n_features, method, memory_limit,
-                                     max_features)
+            return _parse_range_file(where, lines, n_features, method, memory_limit, max_features)
     except OSError as exc:
         raise DataFormatError(
             where, None, f"cannot read range file: {exc.strerror or exc}"
@@ -714,13 +717,16 @@ def _parse_range_file(
             )
         if idx > MAX_INDEX:
             raise DataFormatError(
-                path, lineno, f"expected an index of at most {MAX_INDEX} (a C int), found "
-                f"{_shown(fields[0])}"
+                path,
+                lineno,
+                f"expected an index of at most {MAX_INDEX} (a C int), found {_shown(fields[0])}",
             )
         if max_features is not None and idx > max_features:
             raise DataFormatError(
-                path, lineno, f"feature {idx} is beyond the model's {max_features} features "
-                "(is this the model's range file?)"
+                path,
+                lineno,
+                f"feature {idx} is beyond the model's {max_features} features "
+                "(is this the model's range file?)",
             )
         if idx > width_ok:
             check_width(f"{path}:{lineno}", idx, memory_limit)

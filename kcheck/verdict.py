@@ -94,6 +94,7 @@ def decide(gaps: dict[str, Gap], epsilon: float) -> Decision:
     """
     if not gaps:
         raise ValueError("no checker finished, so there is nothing to decide on")
+
     def at_least(x: float) -> bool:
         return round(x, TIE_DECIMALS) >= epsilon
 

@@ -93,8 +93,12 @@ def run(config: VerifyConfig, progress: Progress | None = None) -> VerifyResult:
 
     report("reading " + config.train, None, None)
     with recorded_warnings() as notes:
-        data = prepare(config.train, scaling=config.scaling, memory_limit=memory_limit,
-                       zero_based=config.zero_based)
+        data = prepare(
+            config.train,
+            scaling=config.scaling,
+            memory_limit=memory_limit,
+            zero_based=config.zero_based,
+        )
         if check is not None and check["data"]["sha256"] != data.sha256:
             raise KcheckError(
                 f"{config.train} is not the data {config.check_json} was made on (their "
@@ -104,8 +108,9 @@ def run(config: VerifyConfig, progress: Progress | None = None) -> VerifyResult:
         test = None
         if config.test is not None:
             report("reading " + config.test, None, None)
-            test = read_scored(config.test, data, memory_limit=memory_limit,
-                               zero_based=config.zero_based)
+            test = read_scored(
+                config.test, data, memory_limit=memory_limit, zero_based=config.zero_based
+            )
     X, y = engines.as_binding_csr(data.X), data.y
     rows = (
         stratified_subsample(y, config.max_rows, seed=config.seed)
@@ -124,10 +129,14 @@ def run(config: VerifyConfig, progress: Progress | None = None) -> VerifyResult:
     lin_seconds = time.perf_counter() - t0
 
     t0 = time.perf_counter()
-    found = rbf_grid_search(Xc, yc, config.grid, seed=config.seed, jobs=config.jobs,
-                            progress=report)
+    found = rbf_grid_search(
+        Xc, yc, config.grid, seed=config.seed, jobs=config.jobs, progress=report
+    )
     rbf_correct = engines.cv_rbf_correct(
-        engines.SvmProblem.from_data(Xc, yc), found.C, found.gamma, folds=FOLDS,
+        engines.SvmProblem.from_data(Xc, yc),
+        found.C,
+        found.gamma,
+        folds=FOLDS,
         seed=config.seed,
     )
     rbf_seconds = time.perf_counter() - t0
@@ -155,14 +164,23 @@ def run(config: VerifyConfig, progress: Progress | None = None) -> VerifyResult:
         folds=FOLDS,
         data={**data.summary, "cv_rows": int(rows.size)},
         scaler=data.scaler,
-        linear={"cv_accuracy": float(lin_correct.mean()), "C": lin_model.C,
-                "seconds": lin_seconds, "test_accuracy": lin_test},
-        rbf={"cv_accuracy": found.cv_accuracy, "C": found.C, "gamma": found.gamma,
-             "grid_points": found.points, "seconds": rbf_seconds, "test_accuracy": rbf_test},
+        linear={
+            "cv_accuracy": float(lin_correct.mean()),
+            "C": lin_model.C,
+            "seconds": lin_seconds,
+            "test_accuracy": lin_test,
+        },
+        rbf={
+            "cv_accuracy": found.cv_accuracy,
+            "C": found.C,
+            "gamma": found.gamma,
+            "grid_points": found.points,
+            "seconds": rbf_seconds,
+            "test_accuracy": rbf_test,
+        },
         test=None if test is None else {"path": test.path, "rows": test.rows},
         test_gap=None if lin_test is None or rbf_test is None else rbf_test - lin_test,
-        check=None if check is None else {"path": config.check_json,
-                                          "verdict": check["verdict"]},
+        check=None if check is None else {"path": config.check_json, "verdict": check["verdict"]},
         warnings=notes + unseen_warnings(test),
         started=t_start,
     )
@@ -173,14 +191,17 @@ def _settings(config: VerifyConfig, check: dict[str, Any] | None) -> tuple[Verif
     recorded = check or {}
     scaling_block = recorded.get("scaling")
     scaling = _from_check(
-        "--scaling", config.scaling,
+        "--scaling",
+        config.scaling,
         scaling_block.get("method") if isinstance(scaling_block, dict) else None,
-        DEFAULT_SCALING, config.check_json,
+        DEFAULT_SCALING,
+        config.check_json,
     )
     seed = _from_check("--seed", config.seed, recorded.get("seed"), 0, config.check_json)
     epsilon = float(
-        _from_check("--epsilon", config.epsilon, recorded.get("epsilon"), EPSILON,
-                    config.check_json)
+        _from_check(
+            "--epsilon", config.epsilon, recorded.get("epsilon"), EPSILON, config.check_json
+        )
     )
     return dataclasses.replace(config, scaling=scaling, seed=seed).validated(), epsilon
 
@@ -226,9 +247,7 @@ def _read_check_json(path: str) -> dict[str, Any]:
     return data
 
 
-def _from_check(
-    option: str, explicit: Any, recorded: Any, default: Any, path: str | None
-) -> Any:
+def _from_check(option: str, explicit: Any, recorded: Any, default: Any, path: str | None) -> Any:
     """The check's value of a setting; an explicit one must agree with it."""
     if recorded is None:
         return default if explicit is None else explicit

@@ -146,8 +146,12 @@ def _stoppable_main(conn: Any, fn: Callable[..., Any], args: tuple[Any, ...]) ->
     conn.close()
 
 
-def stoppable(fn: Callable[..., Any], *args: Any, deadline: float, preload: Sequence[str] = (
-        "kcheck.engines",)) -> Any:
+def stoppable(
+    fn: Callable[..., Any],
+    *args: Any,
+    deadline: float,
+    preload: Sequence[str] = ("kcheck.engines",),
+) -> Any:
     """Run ``fn(*args)`` in a worker process and return its result, or raise :class:`Stopped`
     once ``time.perf_counter()`` passes ``deadline``, after killing the worker.
 
@@ -196,6 +200,8 @@ def run_until(deadline: float | None, fn: Callable[..., R], *args: Any) -> R:
         return cast(R, stoppable(fn, *args, deadline=deadline))
     except Stopped:
         raise TimeLimitReached() from None
+
+
 def end_all_pools(wait_for_start: float = 10.0) -> None:
     """End every pool of this process and release their semaphores; for a run about to exit.
 

@@ -59,7 +59,9 @@ def reset_peak():
         pass
 """
 
-READ = PRELUDE + r"""
+READ = (
+    PRELUDE
+    + r"""
 from kcheck.data import read_libsvm
 before = status_kb("VmRSS")
 t0 = time.perf_counter()
@@ -70,8 +72,11 @@ print(json.dumps({{"seconds": wall, "peak_mb": (status_kb("VmHWM") - before) / 1
                    "csr_mb": csr / 2**20, "rows": X.shape[0], "cols": X.shape[1],
                    "nnz": int(X.nnz)}}))
 """
+)
 
-CHECK = PRELUDE + r"""
+CHECK = (
+    PRELUDE
+    + r"""
 from kcheck.pipeline import CheckConfig, run
 marks = {{"reset": status_kb("VmRSS")}}
 def progress(stage, done, total):
@@ -84,8 +89,11 @@ v = run(CheckConfig(train={path!r}, checkers={checkers!r}, jobs={jobs}), progres
 print(json.dumps({{"seconds": time.perf_counter() - t0, "verdict": v,
                    "extra_mb": (status_kb("VmHWM") - marks["reset"]) / 1024}}))
 """
+)
 
-LINEAR = PRELUDE + r"""
+LINEAR = (
+    PRELUDE
+    + r"""
 from kcheck.data import read_libsvm
 from kcheck.scaling import fit_scaler
 from kcheck.split import stratified_split
@@ -102,13 +110,17 @@ r = linear.run(T, V, linear.LinearOptions(seed=0))
 print(json.dumps({{"seconds": r.seconds, "acc": r.val_accuracy,
                    "peak_mb": (status_kb("VmHWM") - before) / 1024}}))
 """
+)
 
-RBF = PRELUDE + r"""
+RBF = (
+    PRELUDE
+    + r"""
 from kcheck.models import VerifyConfig, verify
 t0 = time.perf_counter()
 v = verify(VerifyConfig(train={path!r}, max_rows={rows}, jobs={jobs}))
 print(json.dumps({{"seconds": time.perf_counter() - t0, "result": v}}))
 """
+)
 
 
 def child(code: str) -> dict:
@@ -228,10 +240,14 @@ def main() -> int:
         try:
             rd = child(READ.format(root=root, path=str(path)))
             lin = child(LINEAR.format(root=root, path=str(path)))
-            full = child(CHECK.format(root=root, path=str(path), jobs=args.jobs,
-                                      checkers=("degree2", "multilinear")))
-            mlp = child(CHECK.format(root=root, path=str(path), jobs=args.jobs,
-                                     checkers=("multilinear",)))
+            full = child(
+                CHECK.format(
+                    root=root, path=str(path), jobs=args.jobs, checkers=("degree2", "multilinear")
+                )
+            )
+            mlp = child(
+                CHECK.format(root=root, path=str(path), jobs=args.jobs, checkers=("multilinear",))
+            )
         except RuntimeError as e:
             lines.append(f"| {label} | failed: {e} |")
             continue
@@ -254,8 +270,7 @@ def main() -> int:
         print(row, file=sys.stderr, flush=True)
         if name in args.rbf.split(","):
             try:
-                r = child(RBF.format(root=root, path=str(path), rows=args.rbf_rows,
-                                     jobs=args.jobs))
+                r = child(RBF.format(root=root, path=str(path), rows=args.rbf_rows, jobs=args.jobs))
             except RuntimeError as e:
                 rbf_lines.append(f"| {label} | failed: {e} |")
                 continue

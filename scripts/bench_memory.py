@@ -35,8 +35,14 @@ IMPORTS = "import kcheck.cli, kcheck.pipeline, kcheck.models, kcheck.engines, kc
 
 def webspam(rng: np.random.Generator) -> tuple[np.ndarray, sp.csr_matrix]:
     n, d, density = 200_000, 254, 0.33
-    X = sp.random(n, d, density=density, format="csr", random_state=rng,
-                  data_rvs=lambda k: np.round(rng.random(k), 3) + 0.001)
+    X = sp.random(
+        n,
+        d,
+        density=density,
+        format="csr",
+        random_state=rng,
+        data_rvs=lambda k: np.round(rng.random(k), 3) + 0.001,
+    )
     w = rng.normal(size=d)
     y = np.where(X @ w + 0.3 * rng.normal(size=n) > np.median(X @ w), 1.0, -1.0)
     return y, X
@@ -46,8 +52,7 @@ def rcv1(rng: np.random.Generator) -> tuple[np.ndarray, sp.csr_matrix]:
     n, d, per_row = 20_242, 47_236, 71
     rows = np.repeat(np.arange(n), per_row)
     cols = (rng.zipf(1.3, size=n * per_row) % d).astype(np.int64)
-    X = sp.csr_matrix((np.round(rng.random(n * per_row), 3) + 0.001, (rows, cols)),
-                      shape=(n, d))
+    X = sp.csr_matrix((np.round(rng.random(n * per_row), 3) + 0.001, (rows, cols)), shape=(n, d))
     X.sum_duplicates()
     w = rng.normal(size=d)
     y = np.where(X @ w + 0.1 * rng.normal(size=n) > 0, 1.0, -1.0)
@@ -84,16 +89,20 @@ def parse_size(text: str) -> int:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sets", default="webspam,rcv1,wide")
-    ap.add_argument("--limits", default=",1G", help="comma-separated --memory-limit values "
-                    "('' for the default)")
+    ap.add_argument(
+        "--limits", default=",1G", help="comma-separated --memory-limit values ('' for the default)"
+    )
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("-o", "--output", type=Path, default=None)
     args = ap.parse_args()
     base_kb, _, _, _ = peak_kb([sys.executable, "-c", IMPORTS])
-    rows = [f"Baseline (imports only): {base_kb / 1024:.0f} MB resident.", "",
-            "| data set | CSR MB | --memory-limit | exit | seconds | peak MB | peak - baseline MB "
-            "| / CSR | target 3x CSR + 64 MB | under the limit |",
-            "|---|---|---|---|---|---|---|---|---|---|"]
+    rows = [
+        f"Baseline (imports only): {base_kb / 1024:.0f} MB resident.",
+        "",
+        "| data set | CSR MB | --memory-limit | exit | seconds | peak MB | peak - baseline MB "
+        "| / CSR | target 3x CSR + 64 MB | under the limit |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.sets.split(","):
             y, X = SETS[name](np.random.default_rng(0))
@@ -102,15 +111,22 @@ def main() -> int:
             write_libsvm(str(path), y, X)
             del X, y
             for limit in args.limits.split(","):
-                cmd = [sys.executable, "-m", "kcheck", "check", str(path), "-q", "-j",
-                       str(args.jobs)]
+                cmd = [
+                    sys.executable,
+                    "-m",
+                    "kcheck",
+                    "check",
+                    str(path),
+                    "-q",
+                    "-j",
+                    str(args.jobs),
+                ]
                 if limit:
                     cmd += ["--memory-limit", limit]
                 kb, code, seconds, last = peak_kb(cmd)
                 above = (kb - base_kb) * 1024
                 target = 3 * csr + 64 * MB
-                under = "-" if not limit else (
-                    "yes" if above <= parse_size(limit) else "**no**")
+                under = "-" if not limit else ("yes" if above <= parse_size(limit) else "**no**")
                 rows.append(
                     f"| {name} | {csr / MB:.0f} | {limit or 'default'} | {code} | "
                     f"{seconds:.1f} | {kb / 1024:.0f} | {above / MB:.0f} | {above / csr:.2f} | "

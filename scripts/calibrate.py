@@ -40,11 +40,17 @@ def _generated(rng: np.random.Generator) -> dict[str, tuple[np.ndarray, np.ndarr
     for _ in range(10):
         i, j = rng.integers(0, 60, 2)
         Q[i, j] = rng.normal() * 3
-    y = np.sign(X @ rng.normal(size=60) * 0.3 + np.einsum("ij,jk,ik->i", X, Q, X)
-                + rng.normal(0, 0.3, 1000))
+    y = np.sign(
+        X @ rng.normal(size=60) * 0.3 + np.einsum("ij,jk,ik->i", X, Q, X) + rng.normal(0, 0.3, 1000)
+    )
     B = (rng.uniform(size=(8400, 68)) < 0.3).astype(float)
-    yb = np.sign(B @ rng.normal(size=68) + 2 * B[:, 0] * B[:, 1] - 2 * B[:, 2] * B[:, 3] - 1
-                 + rng.normal(0, 0.5, 8400))
+    yb = np.sign(
+        B @ rng.normal(size=68)
+        + 2 * B[:, 0] * B[:, 1]
+        - 2 * B[:, 2] * B[:, 3]
+        - 1
+        + rng.normal(0, 0.5, 8400)
+    )
     return {"dense60 (generated)": (y, X), "binary68 (generated)": (yb, B)}
 
 

@@ -27,8 +27,17 @@ from kcheck.verdict import without_timing  # noqa: E402
 
 #: The reproduce.md sets (poker is used as its file; reproduce.py's 0-vs-rest view is a
 #: derived file and not needed to see drift). Large sets run only with exact mode off.
-SETS = ("fourclass", "german.numer", "svmguide1", "a9a", "ijcnn1", "madelon", "cod-rna",
-        "poker", "dna.scale")
+SETS = (
+    "fourclass",
+    "german.numer",
+    "svmguide1",
+    "a9a",
+    "ijcnn1",
+    "madelon",
+    "cod-rna",
+    "poker",
+    "dna.scale",
+)
 SUFFIXES = ("", ".bz2", ".xz", ".gz")
 MEMORY_LIMIT = 8 * 2**30
 #: Sets small enough for ``--exact always`` (its matrices grow with rows squared).

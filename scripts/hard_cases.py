@@ -133,8 +133,12 @@ REAL_SETS = [
     (ROOT.parent / "shared" / "datasets" / "ijcnn1.bz2", "kernel"),
 ]
 #: Expected answer of each generated case.
-CASE_ANSWER = {"wavy5d": "kernel", "spheres20d": "kernel", "xor10d": "kernel",
-               "linear40d": "linear"}
+CASE_ANSWER = {
+    "wavy5d": "kernel",
+    "spheres20d": "kernel",
+    "xor10d": "kernel",
+    "linear40d": "linear",
+}
 EPSILON = 0.02
 OTHERS = ("degree2", "multilinear")
 
@@ -172,13 +176,22 @@ def run_rff(path: str, seed: int, test: str | None) -> dict[str, Any]:
     tr, va = stratified_split(y, seed=seed)
     T, V = Dataset(X[tr], y[tr]), Dataset(X[va], y[va])
     base = linear.run(T, V, linear.LinearOptions(seed=seed))
-    opts = rff.RffOptions(seed=seed, memory_limit=default_memory_limit(),
-                          linear_seconds=base.seconds)
+    opts = rff.RffOptions(
+        seed=seed, memory_limit=default_memory_limit(), linear_seconds=base.seconds
+    )
     res = rff.run(T, V, opts)
-    out: dict[str, Any] = {"status": res.status, "reason": res.reason, "info": res.info,
-                           "seconds": res.seconds, "linear_seconds": base.seconds,
-                           "linear_val": base.val_accuracy, "val": res.val_accuracy,
-                           "gap": None, "gap_same_rows": None, "test": None}
+    out: dict[str, Any] = {
+        "status": res.status,
+        "reason": res.reason,
+        "info": res.info,
+        "seconds": res.seconds,
+        "linear_seconds": base.seconds,
+        "linear_val": base.val_accuracy,
+        "val": res.val_accuracy,
+        "gap": None,
+        "gap_same_rows": None,
+        "test": None,
+    }
     if res.correct is None or base.correct is None:
         return out
     out["gap"] = paired_gap(res.correct, base.correct)
@@ -232,8 +245,11 @@ def _checker_cells(row: Row, name: str) -> tuple[str, str, str]:
     if c.get("status") == "skipped":
         return "skipped", "-", _ratio(c.get("seconds"), row.check["linear"]["seconds"])
     note = " (sub)" if c.get("status") == "subsampled" else ""
-    return (_pct(c.get("val_accuracy")) + note, _pct(c.get("gap"), True),
-            _ratio(c.get("seconds"), row.check["linear"]["seconds"]))
+    return (
+        _pct(c.get("val_accuracy")) + note,
+        _pct(c.get("gap"), True),
+        _ratio(c.get("seconds"), row.check["linear"]["seconds"]),
+    )
 
 
 def _rff_cells(row: Row) -> tuple[str, str, str]:
@@ -245,17 +261,23 @@ def _rff_cells(row: Row) -> tuple[str, str, str]:
 
 
 def table(rows: list[Row], with_test: bool) -> list[str]:
-    head = ("| data | answer | linear | degree-2 | gap | time | MultiLinear | gap | time | "
-            "rff | gap | gap (same rows) | time | rff plan | verdict without rff | "
-            "verdict with rff |")
+    head = (
+        "| data | answer | linear | degree-2 | gap | time | MultiLinear | gap | time | "
+        "rff | gap | gap (same rows) | time | rff plan | verdict without rff | "
+        "verdict with rff |"
+    )
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for row in rows:
         d2 = _checker_cells(row, "degree2")
         ml = _checker_cells(row, "multilinear")
         rf = _rff_cells(row)
         info = row.rff["info"]
-        plan = (f"{info['rows']:,} rows ({100 * info['fraction']:.0f}%), D={info['D']}, "
-                f"gamma={info['gamma_multiple']:g}/med" if info else row.rff["reason"] or "-")
+        plan = (
+            f"{info['rows']:,} rows ({100 * info['fraction']:.0f}%), D={info['D']}, "
+            f"gamma={info['gamma_multiple']:g}/med"
+            if info
+            else row.rff["reason"] or "-"
+        )
         lines.append(
             f"| {row.name} | {row.answer} | {_pct(row.check['linear']['val_accuracy'])} "
             f"({row.check['linear']['seconds']:.2f}s) | {' | '.join(d2)} | {' | '.join(ml)} | "
@@ -263,30 +285,41 @@ def table(rows: list[Row], with_test: bool) -> list[str]:
             f"{row.verdict(False)} | {row.verdict(True)} |"
         )
     if with_test:
-        lines += ["", "Accuracy on the test files (models trained on T):", "",
-                  "| data | linear | degree-2 | MultiLinear | rff |", "|---|---|---|---|---|"]
+        lines += [
+            "",
+            "Accuracy on the test files (models trained on T):",
+            "",
+            "| data | linear | degree-2 | MultiLinear | rff |",
+            "|---|---|---|---|---|",
+        ]
         for row in rows:
             t = (row.check.get("test") or {}).get("accuracy") or {}
-            lines.append(f"| {row.name} | {_pct(t.get('linear'))} | {_pct(t.get('degree2'))} | "
-                         f"{_pct(t.get('multilinear'))} | {_pct(row.rff['test'])} |")
+            lines.append(
+                f"| {row.name} | {_pct(t.get('linear'))} | {_pct(t.get('degree2'))} | "
+                f"{_pct(t.get('multilinear'))} | {_pct(row.rff['test'])} |"
+            )
     return lines
 
 
 def seed_table(rows: list[Row]) -> list[str]:
     """Per data set: how many split seeds give a kernel verdict, without and with rff."""
-    lines = ["| data | answer | seeds | kernel verdicts without rff | with rff | "
-             "rff gaps (points) | rff / linear time (median) |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [
+        "| data | answer | seeds | kernel verdicts without rff | with rff | "
+        "rff gaps (points) | rff / linear time (median) |",
+        "|---|---|---|---|---|---|---|",
+    ]
     names = list(dict.fromkeys(r.name for r in rows))
     for name in names:
         rs = [r for r in rows if r.name == name]
         without = sum(r.verdict(False).startswith("kernel") for r in rs)
         with_ = sum(r.verdict(True).startswith("kernel") for r in rs)
         gaps = " ".join(_pct(r.rff["gap"].value if r.rff["gap"] else None, True) for r in rs)
-        ratio = float(np.median([r.rff["seconds"] / max(r.rff["linear_seconds"], 1e-9)
-                                 for r in rs]))
-        lines.append(f"| {name} | {rs[0].answer} | {len(rs)} | {without} | {with_} | {gaps} | "
-                     f"{ratio:.1f}x |")
+        ratio = float(
+            np.median([r.rff["seconds"] / max(r.rff["linear_seconds"], 1e-9) for r in rs])
+        )
+        lines.append(
+            f"| {name} | {rs[0].answer} | {len(rs)} | {without} | {with_} | {gaps} | {ratio:.1f}x |"
+        )
     return lines
 
 
@@ -299,8 +332,10 @@ def big_table() -> list[str]:
     """rff against linear where the work budget, not the floor, sets rows and D."""
     import scipy.sparse as sp
 
-    lines = ["| data | rows | nnz(T) | linear | time | rff | gap | time | ratio | rff plan |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| data | rows | nnz(T) | linear | time | rff | gap | time | ratio | rff plan |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for name, rows in BIG_CASES:
         make = CASES[name][0]
         X, y = make(np.random.default_rng(9), rows)
@@ -322,8 +357,9 @@ def big_table() -> list[str]:
     return lines
 
 
-def report(outdir: Path, real: list[tuple[Path, str]], seeds: int, out: Path,
-           big: bool = False) -> None:
+def report(
+    outdir: Path, real: list[tuple[Path, str]], seeds: int, out: Path, big: bool = False
+) -> None:
     t0 = time.perf_counter()
     cases = [(outdir / name, CASE_ANSWER[name]) for name in CASES]
     generated = [evaluate(p, 0, a, with_test=True) for p, a in cases]
@@ -377,9 +413,15 @@ def report(outdir: Path, real: list[tuple[Path, str]], seeds: int, out: Path,
         "",
     ]
     if big:
-        lines += ["## Large generated sets (the cost rule instead of the floor)", "",
-                  "Generated in memory (seed 9), max-abs scaled, split seed 0; rff against the "
-                  "linear baseline only.", "", *big_table(), ""]
+        lines += [
+            "## Large generated sets (the cost rule instead of the floor)",
+            "",
+            "Generated in memory (seed 9), max-abs scaled, split seed 0; rff against the "
+            "linear baseline only.",
+            "",
+            *big_table(),
+            "",
+        ]
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("\n".join(lines))
     print(out, file=sys.stderr)
@@ -389,13 +431,20 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("outdir", type=Path)
     ap.add_argument("--report", action="store_true", help="run the checkers, write the tables")
-    ap.add_argument("--real", type=Path, nargs="*", default=None,
-                    help="real sets as linear controls (default: see above)")
+    ap.add_argument(
+        "--real",
+        type=Path,
+        nargs="*",
+        default=None,
+        help="real sets as linear controls (default: see above)",
+    )
     ap.add_argument("--seeds", type=int, default=5, help="split seeds for the linear controls")
-    ap.add_argument("--big", action="store_true",
-                    help="also time rff on large generated sets (a few minutes)")
-    ap.add_argument("-o", "--output", type=Path,
-                    default=ROOT / "scripts" / "results" / "rff_hard_cases.md")
+    ap.add_argument(
+        "--big", action="store_true", help="also time rff on large generated sets (a few minutes)"
+    )
+    ap.add_argument(
+        "-o", "--output", type=Path, default=ROOT / "scripts" / "results" / "rff_hard_cases.md"
+    )
     args = ap.parse_args(argv)
     for p in generate(args.outdir):
         print(p)

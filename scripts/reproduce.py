@@ -56,8 +56,13 @@ NOTES = (
     "but stays clear. max-abs stays the default: it keeps sparse data sparse (a9a's check "
     "takes 8 s under min-max, 0.9 s under max-abs) and gives the larger, clearer gaps.",
 )
-TEST_NAMES = {"svmguide1": "svmguide1.t", "a9a": "a9a.t", "ijcnn1": "ijcnn1.t",
-              "madelon": "madelon.t", "cod-rna": "cod-rna.t"}
+TEST_NAMES = {
+    "svmguide1": "svmguide1.t",
+    "a9a": "a9a.t",
+    "ijcnn1": "ijcnn1.t",
+    "madelon": "madelon.t",
+    "cod-rna": "cod-rna.t",
+}
 
 
 def find(data_dir: Path, name: str) -> Path | None:
@@ -109,8 +114,12 @@ def main() -> int:
     ap.add_argument("--scaling", choices=["maxabs", "minmax", "both"], default="both")
     ap.add_argument("--only", default=None, help="comma-separated subset of data sets")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
-    ap.add_argument("--no-rff", dest="rff", action="store_false",
-                    help="leave out the table of the opt-in rff checker")
+    ap.add_argument(
+        "--no-rff",
+        dest="rff",
+        action="store_false",
+        help="leave out the table of the opt-in rff checker",
+    )
     args = ap.parse_args()
     scalings = ["maxabs", "minmax"] if args.scaling == "both" else [args.scaling]
     names = args.only.split(",") if args.only else list(PAPER)
@@ -130,15 +139,25 @@ def main() -> int:
             if name == "madelon(s)":
                 train, test_s, useful = madelon_useful(path, test_path, tmp)
                 test_path = Path(test_s) if test_s else None
-                notes.append(f"madelon(s): the {len(useful)} features found useful (by "
-                             f"correlation, on the training file) are {useful}.")
+                notes.append(
+                    f"madelon(s): the {len(useful)} features found useful (by "
+                    f"correlation, on the training file) are {useful}."
+                )
             for scaling in scalings:
                 t0 = time.perf_counter()
-                cfg = CheckConfig(train=train, test=str(test_path) if test_path else None,
-                                  scaling=scaling, jobs=args.jobs)
+                cfg = CheckConfig(
+                    train=train,
+                    test=str(test_path) if test_path else None,
+                    scaling=scaling,
+                    jobs=args.jobs,
+                )
                 v = run(cfg).json
-                print(f"{name} [{scaling}]: {v['verdict']} ({v['margin']}) "
-                      f"in {time.perf_counter() - t0:.1f}s", file=sys.stderr, flush=True)
+                print(
+                    f"{name} [{scaling}]: {v['verdict']} ({v['margin']}) "
+                    f"in {time.perf_counter() - t0:.1f}s",
+                    file=sys.stderr,
+                    flush=True,
+                )
                 rows.append((name, scaling, v))
             if args.rff:
                 cfg = CheckConfig(train=train, checkers=("rff",), exact="never", jobs=args.jobs)
@@ -189,14 +208,20 @@ def main() -> int:
         )
     tests = [(n, s, v) for n, s, v in rows if v.get("test")]
     if tests:
-        lines += ["", "Test-file accuracy (%) of the models trained on T:", "",
-                  "| data set | scaling | linear | degree-2 | MultiLinear | exact RBF |",
-                  "|---|---|---|---|---|---|"]
+        lines += [
+            "",
+            "Test-file accuracy (%) of the models trained on T:",
+            "",
+            "| data set | scaling | linear | degree-2 | MultiLinear | exact RBF |",
+            "|---|---|---|---|---|---|",
+        ]
         for name, scaling, v in tests:
             t = v["test"]["accuracy"]
-            lines.append(f"| {name} | {scaling} | {pct(t.get('linear'))} | "
-                         f"{pct(t.get('degree2'))} | {pct(t.get('multilinear'))} | "
-                         f"{pct(t.get('rbf'))} |")
+            lines.append(
+                f"| {name} | {scaling} | {pct(t.get('linear'))} | "
+                f"{pct(t.get('degree2'))} | {pct(t.get('multilinear'))} | "
+                f"{pct(t.get('rbf'))} |"
+            )
     if rff_rows:
         default = {n: v for n, s, v in rows if s == "maxabs"}
         lines += [
@@ -217,9 +242,14 @@ def main() -> int:
             exact_ran = bool(base and base["exact"]["ran"])
             if base and not exact_ran and c.get("gap") is not None and c["gap"] >= base["epsilon"]:
                 after = "kernel"
-            gap = "-" if c.get("gap") is None else (
-                f"{100 * c['gap']:+.1f} [{100 * c['gap_ci95'][0]:+.1f}, "
-                f"{100 * c['gap_ci95'][1]:+.1f}]")
+            gap = (
+                "-"
+                if c.get("gap") is None
+                else (
+                    f"{100 * c['gap']:+.1f} [{100 * c['gap_ci95'][0]:+.1f}, "
+                    f"{100 * c['gap_ci95'][1]:+.1f}]"
+                )
+            )
             lin_s = r["linear"]["seconds"]
             lines.append(
                 f"| {name} | {pct(c.get('val_accuracy'))} | {gap} | "

@@ -33,8 +33,10 @@ class Run:
     seconds: float = 0.0
 
     def describe(self) -> str:
-        return (f"kcheck {' '.join(self.args)} -> exit {self.code} in {self.seconds:.1f}s\n"
-                f"stderr: {self.stderr[-3000:]}")
+        return (
+            f"kcheck {' '.join(self.args)} -> exit {self.code} in {self.seconds:.1f}s\n"
+            f"stderr: {self.stderr[-3000:]}"
+        )
 
     @property
     def json(self) -> Any:
@@ -82,10 +84,16 @@ def run_kcheck(
     """Run ``python -m kcheck ARGS``; kill it (and its children) and fail the test if it does
     not end within ``timeout`` seconds."""
     t0 = time.monotonic()
-    proc = subprocess.Popen([sys.executable, "-m", "kcheck", *args], stdout=stdout,
-                            stdin=stdin, stderr=subprocess.PIPE, cwd=cwd, env=env,
-                            start_new_session=True,
-                            preexec_fn=_preexec(address_space, drop_root))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kcheck", *args],
+        stdout=stdout,
+        stdin=stdin,
+        stderr=subprocess.PIPE,
+        cwd=cwd,
+        env=env,
+        start_new_session=True,
+        preexec_fn=_preexec(address_space, drop_root),
+    )
     try:
         if during is not None:
             during(proc)
@@ -98,8 +106,13 @@ def run_kcheck(
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-    return Run(tuple(args), proc.returncode, out or b"", err.decode("utf-8", "replace"),
-               time.monotonic() - t0)
+    return Run(
+        tuple(args),
+        proc.returncode,
+        out or b"",
+        err.decode("utf-8", "replace"),
+        time.monotonic() - t0,
+    )
 
 
 def descendants(pid: int) -> set[int]:

@@ -36,7 +36,10 @@ FAST = ("--checkers", "multilinear", "--exact", "never")
 def kcheck(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "kcheck", *args],
-        capture_output=True, text=True, timeout=timeout, cwd=Path(__file__).parent.parent,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=Path(__file__).parent.parent,
     )
 
 
@@ -98,8 +101,14 @@ NAMES = ["broken", "fourclass", "heart_scale", "lin1500", "pair"]
 
 @pytest.mark.parametrize(
     "name, stripped",
-    [("a9a", "a9a"), ("a9a.bz2", "a9a"), ("a9a.t.bz2", "a9a.t"), ("x.gz", "x"), ("y.xz", "y"),
-     (".gz", ".gz")],
+    [
+        ("a9a", "a9a"),
+        ("a9a.bz2", "a9a"),
+        ("a9a.t.bz2", "a9a.t"),
+        ("x.gz", "x"),
+        ("y.xz", "y"),
+        (".gz", ".gz"),
+    ],
 )
 def test_strip_compression(name, stripped):
     assert strip_compression(name) == stripped
@@ -107,10 +116,24 @@ def test_strip_compression(name, stripped):
 
 @pytest.mark.parametrize(
     "name, skipped",
-    [("a9a", False), ("a9a.t", False), ("news20.scale.bz2", False), ("train.txt", False),
-     ("data.svm", False), ("README", True), ("README.md", True), ("readme.txt", True),
-     ("LICENSE", True), ("MANIFEST.tsv", True), ("results.jsonl", True), ("x.csv.gz", True),
-     ("model.range", True), ("plot.png", True), (".hidden", True), ("run.sh", True)],
+    [
+        ("a9a", False),
+        ("a9a.t", False),
+        ("news20.scale.bz2", False),
+        ("train.txt", False),
+        ("data.svm", False),
+        ("README", True),
+        ("README.md", True),
+        ("readme.txt", True),
+        ("LICENSE", True),
+        ("MANIFEST.tsv", True),
+        ("results.jsonl", True),
+        ("x.csv.gz", True),
+        ("model.range", True),
+        ("plot.png", True),
+        (".hidden", True),
+        ("run.sh", True),
+    ],
 )
 def test_name_filter(name, skipped):
     assert (name_skip_reason(name) is not None) == skipped
@@ -141,8 +164,22 @@ def test_sniff_rejects_other_files(tmp_path):
 
 
 def test_discover_pairs_and_skips(tmp_path):
-    for name in ("a9a.bz2", "a9a.t.bz2", "b", "b.t.gz", "c.xz", "c.test", "d", "d.t", "d.test",
-                 "lonely.t", "sub/e", "sub/e.t", ".hidden/f", "zz.txt"):
+    for name in (
+        "a9a.bz2",
+        "a9a.t.bz2",
+        "b",
+        "b.t.gz",
+        "c.xz",
+        "c.test",
+        "d",
+        "d.t",
+        "d.test",
+        "lonely.t",
+        "sub/e",
+        "sub/e.t",
+        ".hidden/f",
+        "zz.txt",
+    ):
         touch(tmp_path / name)
     for name in ("README.md", "MANIFEST.tsv", "out.jsonl", ".DS_Store"):
         touch(tmp_path / name, "not data\n")
@@ -162,8 +199,14 @@ def test_discover_pairs_and_skips(tmp_path):
     # Sorted, deterministic order: files of a directory first, then its subdirectories.
     assert [ds.name for ds in found.datasets] == ["a9a", "b", "c", "d", "lonely.t", "zz.txt", "e"]
     skipped = {os.path.basename(path): reason for path, reason in found.skipped}
-    assert set(skipped) == {"README.md", "MANIFEST.tsv", "out.jsonl", ".DS_Store", "notes.dat",
-                            "d.test"}
+    assert set(skipped) == {
+        "README.md",
+        "MANIFEST.tsv",
+        "out.jsonl",
+        ".DS_Store",
+        "notes.dat",
+        "d.test",
+    }
     assert "not LIBSVM" in skipped["notes.dat"]
 
 
@@ -173,11 +216,19 @@ def test_discover_files_names_and_errors(tmp_path):
     touch(tmp_path / "y/heart.t")
     touch(tmp_path / "y/README")
     # Explicit files go through the same filter (a shell glob brings README along).
-    found = discover([str(tmp_path / "x/heart"), str(tmp_path / "y/heart.gz"),
-                      str(tmp_path / "y/README"), str(tmp_path / "y/heart.t")])
+    found = discover(
+        [
+            str(tmp_path / "x/heart"),
+            str(tmp_path / "y/heart.gz"),
+            str(tmp_path / "y/README"),
+            str(tmp_path / "y/heart.t"),
+        ]
+    )
     # Same name in two directories: the path tells them apart.
-    assert [ds.name for ds in found.datasets] == [str(tmp_path / "x/heart"),
-                                                  str(tmp_path / "y/heart")]
+    assert [ds.name for ds in found.datasets] == [
+        str(tmp_path / "x/heart"),
+        str(tmp_path / "y/heart"),
+    ]
     assert found.datasets[1].test == str(tmp_path / "y/heart.t")
     # A file named twice (directly and through its directory) is one data set.
     assert len(discover([str(tmp_path / "x"), str(tmp_path / "x/heart")]).datasets) == 1
@@ -221,9 +272,11 @@ def test_serial_run_lines_and_summary(serial_run, data_dir):
     assert "1 kernel, 3 linear" in r.stderr and "4 ok" in r.stderr
     assert "skipping" in r.stderr and "README.md" in r.stderr and "notes.dat" in r.stderr
     skips = {x["name"]: x["reason"] for x in lines_of(out) if x["status"] == "skipped"}
-    assert skips == {str(data_dir / "README.md"): ".md file",
-                     str(data_dir / "notes.dat"): skips[str(data_dir / "notes.dat")],
-                     str(data_dir / "scores.json"): ".json file"}
+    assert skips == {
+        str(data_dir / "README.md"): ".md file",
+        str(data_dir / "notes.dat"): skips[str(data_dir / "notes.dat")],
+        str(data_dir / "scores.json"): ".json file",
+    }
     assert "not LIBSVM data" in skips[str(data_dir / "notes.dat")]
     assert "3 files skipped" in r.stderr
     assert "1 of 5 data sets could not be checked: broken" in r.stderr
@@ -273,8 +326,11 @@ def test_resume_skips_ok_and_retries_errors(data_dir, tmp_path):
 
     # Damage the file: heart_scale's line now says error and a line is torn off mid-way.
     text = out.read_text().splitlines()
-    fixed = [json.dumps({**json.loads(t), "status": "error"}) if '"heart_scale"' in t else t
-             for t in text if '"fourclass"' not in t]
+    fixed = [
+        json.dumps({**json.loads(t), "status": "error"}) if '"heart_scale"' in t else t
+        for t in text
+        if '"fourclass"' not in t
+    ]
     out.write_text("\n".join(fixed) + "\n" + text[1][:40])
     third = batch.run_batch(sets, config, output=str(out), resume=True)
     assert third.resumed == {"lin1500", "pair"}
@@ -312,8 +368,12 @@ def run_main(*args: str) -> int:
 @pytest.fixture(scope="module")
 def gate_dirs(data_dir, tmp_path_factory):
     root = tmp_path_factory.mktemp("gates")
-    for sub, names in (("linear", ["heart_scale"]), ("kernel", ["fourclass", "heart_scale"]),
-                       ("mixed", ["fourclass", "broken"]), ("empty", [])):
+    for sub, names in (
+        ("linear", ["heart_scale"]),
+        ("kernel", ["fourclass", "heart_scale"]),
+        ("mixed", ["fourclass", "broken"]),
+        ("empty", []),
+    ):
         (root / sub).mkdir()
         for name in names:
             shutil.copy(data_dir / name, root / sub / name)
@@ -323,8 +383,15 @@ def gate_dirs(data_dir, tmp_path_factory):
 
 @pytest.mark.parametrize(
     "sub, fail_on, code",
-    [("linear", "kernel", 0), ("linear", None, 0), ("kernel", "kernel", 1),
-     ("kernel", "linear", 1), ("mixed", None, 3), ("mixed", "kernel", 3), ("empty", None, 2)],
+    [
+        ("linear", "kernel", 0),
+        ("linear", None, 0),
+        ("kernel", "kernel", 1),
+        ("kernel", "linear", 1),
+        ("mixed", None, 3),
+        ("mixed", "kernel", 3),
+        ("empty", None, 2),
+    ],
 )
 def test_exit_codes(gate_dirs, tmp_path, sub, fail_on, code, capsys):
     gate = ["--fail-on", fail_on] if fail_on else []
@@ -392,9 +459,10 @@ def slow_dir(data_dir, tmp_path_factory) -> Path:
 def test_interrupt_ends_workers_and_keeps_whole_lines(slow_dir, tmp_path, jobs, sig, code):
     out = tmp_path / "out.jsonl"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "kcheck", "batch", str(slow_dir), "-j", jobs, "-o", str(out),
-         "-q"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [sys.executable, "-m", "kcheck", "batch", str(slow_dir), "-j", jobs, "-o", str(out), "-q"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         partial = tmp_path / "out.jsonl.partial"
@@ -455,11 +523,22 @@ def test_directory_checks_data_names_and_skips_only_plain_non_data(tmp_path):
         touch(tmp_path / name, "not data\n")
     found = discover([str(tmp_path)])
     assert [ds.name for ds in found.datasets] == [
-        "a.scale", "broken.svm", "empty.svm", "german.numer", "good.svm", "prose"]
+        "a.scale",
+        "broken.svm",
+        "empty.svm",
+        "german.numer",
+        "good.svm",
+        "prose",
+    ]
     skipped = {os.path.basename(p): reason for p, reason in found.skipped}
-    assert skipped == {".hidden": "hidden file", "README.md": ".md file",
-                       "make.py": ".py file", "notes.dat": skipped["notes.dat"],
-                       "plot.png": ".png file", "scores.json": ".json file"}
+    assert skipped == {
+        ".hidden": "hidden file",
+        "README.md": ".md file",
+        "make.py": ".py file",
+        "notes.dat": skipped["notes.dat"],
+        "plot.png": ".png file",
+        "scores.json": ".json file",
+    }
     assert "not LIBSVM data" in skipped["notes.dat"]
 
 
@@ -476,13 +555,19 @@ def test_a_named_file_is_checked_unless_its_name_says_it_is_not_data(tmp_path):
     "files, named, pairs",
     [
         # LIBSVM's naming: NAME.scale goes with NAME.t.scale, compressed or not.
-        (["sector.scale.bz2", "sector.t.scale.bz2"], None,
-         {"sector.scale": ("sector.scale.bz2", "sector.t.scale.bz2")}),
+        (
+            ["sector.scale.bz2", "sector.t.scale.bz2"],
+            None,
+            {"sector.scale": ("sector.scale.bz2", "sector.t.scale.bz2")},
+        ),
         (["news.scale", "news.t.scale"], None, {"news.scale": ("news.scale", "news.t.scale")}),
         # A named file finds its test file on disk, as in a directory walk.
         (["a9a", "a9a.t.gz", "other"], ["a9a"], {"a9a": ("a9a", "a9a.t.gz")}),
-        (["sector.scale.bz2", "sector.t.scale.bz2"], ["sector.scale.bz2"],
-         {"sector.scale": ("sector.scale.bz2", "sector.t.scale.bz2")}),
+        (
+            ["sector.scale.bz2", "sector.t.scale.bz2"],
+            ["sector.scale.bz2"],
+            {"sector.scale": ("sector.scale.bz2", "sector.t.scale.bz2")},
+        ),
         (["w1a", "w1a.test"], ["w1a", "w1a.test"], {"w1a": ("w1a", "w1a.test")}),
         # A test file named on its own is a data set of its own.
         (["w1a", "w1a.t"], ["w1a.t"], {"w1a.t": ("w1a.t", None)}),
@@ -494,7 +579,8 @@ def test_pairing(tmp_path, files, named, pairs):
     found = discover([str(tmp_path / n) for n in named] if named else [str(tmp_path)])
     p = lambda n: None if n is None else str(tmp_path / n)  # noqa: E731
     assert {ds.name: (ds.train, ds.test) for ds in found.datasets} == {
-        name: (p(train), p(test)) for name, (train, test) in pairs.items()}
+        name: (p(train), p(test)) for name, (train, test) in pairs.items()
+    }
     assert found.skipped == []
 
 
@@ -517,8 +603,7 @@ def issue_dir(tmp_path) -> Path:
 
 def test_a_named_corrupt_file_is_an_error_not_a_skip(issue_dir, tmp_path):
     out = tmp_path / "o.jsonl"
-    r = kcheck("batch", str(issue_dir / "broken.svm"), str(issue_dir / "sg"), "-o", str(out),
-               *FAST)
+    r = kcheck("batch", str(issue_dir / "broken.svm"), str(issue_dir / "sg"), "-o", str(out), *FAST)
     assert r.returncode == 3, r.stderr
     assert "skipping" not in r.stderr
     lines = {x["name"]: x for x in lines_of(out)}
@@ -550,9 +635,13 @@ def test_files_from_a_list_and_from_stdin(issue_dir, tmp_path):
     r = kcheck("batch", "--files-from", str(listing), *FAST)
     assert r.returncode == 0, r.stderr
     assert [json.loads(x)["name"] for x in r.stdout.splitlines()] == ["sg", "fc"]
-    r = subprocess.run([sys.executable, "-m", "kcheck", "batch", "--files-from", "-", *FAST],
-                       input=f"{issue_dir / 'fc'}\n", capture_output=True, text=True,
-                       timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "kcheck", "batch", "--files-from", "-", *FAST],
+        input=f"{issue_dir / 'fc'}\n",
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 0, r.stderr
     assert [json.loads(x)["name"] for x in r.stdout.splitlines()] == ["fc"]
     r = kcheck("batch", "-", "--files-from", "-")
@@ -562,8 +651,12 @@ def test_files_from_a_list_and_from_stdin(issue_dir, tmp_path):
 def test_a_bare_dash_is_data_on_stdin(issue_dir, tmp_path):
     (issue_dir / "broken.svm").unlink()
     data = (Path(__file__).parent.parent / "datasets" / "fourclass").read_bytes()
-    r = subprocess.run([sys.executable, "-m", "kcheck", "batch", "-", str(issue_dir / "sg"),
-                        "-j", "2", *FAST], input=data, capture_output=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "kcheck", "batch", "-", str(issue_dir / "sg"), "-j", "2", *FAST],
+        input=data,
+        capture_output=True,
+        timeout=120,
+    )
     assert r.returncode == 0, r.stderr
     lines = {x["name"]: x for x in map(json.loads, r.stdout.splitlines())}
     assert lines["<stdin>"]["data"]["rows"] == 862 and lines["<stdin>"]["verdict"] == "kernel"
@@ -572,8 +665,13 @@ def test_a_bare_dash_is_data_on_stdin(issue_dir, tmp_path):
 
 def test_dash_o_is_stdout_not_a_file(issue_dir, tmp_path):
     (issue_dir / "broken.svm").unlink()
-    r = subprocess.run([sys.executable, "-m", "kcheck", "batch", str(issue_dir), "-o", "-",
-                        *FAST], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    r = subprocess.run(
+        [sys.executable, "-m", "kcheck", "batch", str(issue_dir), "-o", "-", *FAST],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
     assert r.returncode == 0, r.stderr
     assert [json.loads(x)["name"] for x in r.stdout.splitlines()] == ["sg"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bd"]
@@ -585,8 +683,12 @@ def test_on_a_terminal_without_o_the_table_is_shown_not_json(issue_dir):
 
     (issue_dir / "broken.svm").unlink()
     primary, secondary = pty.openpty()
-    proc = subprocess.Popen([sys.executable, "-m", "kcheck", "batch", str(issue_dir), *FAST],
-                            stdout=secondary, stderr=secondary, stdin=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kcheck", "batch", str(issue_dir), *FAST],
+        stdout=secondary,
+        stderr=secondary,
+        stdin=subprocess.DEVNULL,
+    )
     os.close(secondary)
     chunks = []
     while True:
@@ -609,8 +711,19 @@ def test_on_a_terminal_without_o_the_table_is_shown_not_json(issue_dir):
 
 def test_a_second_run_on_the_same_output_is_refused_at_once(slow_pair, tmp_path):
     out = tmp_path / "same.jsonl"
-    args = [sys.executable, "-m", "kcheck", "batch", str(slow_pair), "-o", str(out), "-j", "1",
-            *FAST, "-q"]
+    args = [
+        sys.executable,
+        "-m",
+        "kcheck",
+        "batch",
+        str(slow_pair),
+        "-o",
+        str(out),
+        "-j",
+        "1",
+        *FAST,
+        "-q",
+    ]
     first = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         lock = tmp_path / "same.jsonl.lock"
@@ -640,10 +753,24 @@ def test_two_batches_started_together_lose_and_tear_nothing(data_dir, tmp_path):
     for name in ("heart_scale", "fourclass", "lin1500", "pair", "pair.t.gz"):
         shutil.copy(data_dir / name, d / name)
     out = tmp_path / "same.jsonl"
-    args = [sys.executable, "-m", "kcheck", "batch", str(d), "-o", str(out), "-q",
-            "--checkers", "degree2,multilinear", "--exact", "never"]
-    procs = [subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for _ in range(2)]
+    args = [
+        sys.executable,
+        "-m",
+        "kcheck",
+        "batch",
+        str(d),
+        "-o",
+        str(out),
+        "-q",
+        "--checkers",
+        "degree2,multilinear",
+        "--exact",
+        "never",
+    ]
+    procs = [
+        subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]
     results = [(p.wait(timeout=300), p.stderr.read()) for p in procs]
     for p in procs:
         p.stdout.close()
@@ -655,7 +782,11 @@ def test_two_batches_started_together_lose_and_tear_nothing(data_dir, tmp_path):
     text = out.read_text()
     assert text.endswith("\n")
     assert sorted(json.loads(x)["name"] for x in text.splitlines()) == [
-        "fourclass", "heart_scale", "lin1500", "pair"]
+        "fourclass",
+        "heart_scale",
+        "lin1500",
+        "pair",
+    ]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["same.jsonl", "sets"]
 
 
@@ -674,7 +805,10 @@ def test_interrupted_run_keeps_the_old_file_and_resume_finishes_it(slow_pair, tm
     partial = tmp_path / "out.jsonl.partial"
     proc = subprocess.Popen(
         [sys.executable, "-m", "kcheck", "batch", str(slow_pair), "-o", str(out), *FAST, "-q"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and not (partial.exists() and partial.read_text()):
@@ -702,8 +836,16 @@ def test_interrupted_run_keeps_the_old_file_and_resume_finishes_it(slow_pair, tm
 def test_resume_key_follows_every_option_and_the_version(monkeypatch):
     base = CheckConfig(train="a", test="b", jobs=2)
     key = batch.resume_key(base, "d" * 64, None)
-    changed = {"epsilon": 0.05, "checkers": ("degree2",), "scaling": "minmax", "seed": 1,
-               "memory_limit": 2**30, "zero_based": True, "time_limit": 5.0, "exact": "never"}
+    changed = {
+        "epsilon": 0.05,
+        "checkers": ("degree2",),
+        "scaling": "minmax",
+        "seed": 1,
+        "memory_limit": 2**30,
+        "zero_based": True,
+        "time_limit": 5.0,
+        "exact": "never",
+    }
     keyed = set(batch.keyed_options(base))
     assert keyed == set(changed), "a new CheckConfig field joins the key: give it a value here"
     for name, value in changed.items():
@@ -731,8 +873,9 @@ def test_resume_rechecks_what_changed(data_dir, tmp_path, datasets):
     assert same.resumed == {"heart_scale", "lin1500", "pair"} and same.stale == set()
 
     # Another epsilon: nothing is valid any more.
-    eps = batch.run_batch(sets, dataclasses.replace(config, epsilon=0.05), output=str(out),
-                          resume=True)
+    eps = batch.run_batch(
+        sets, dataclasses.replace(config, epsilon=0.05), output=str(out), resume=True
+    )
     assert eps.resumed == set() and eps.stale == {"heart_scale", "lin1500", "pair"}
     assert {x["epsilon"] for x in lines_of(out)} == {0.05}
 
@@ -742,8 +885,9 @@ def test_resume_rechecks_what_changed(data_dir, tmp_path, datasets):
         rows = f.read().splitlines(keepends=True)
     with gzip.open(d / "pair.t.gz", "wb") as f:
         f.write(b"".join(rows[:100]))
-    again = batch.run_batch(sets, dataclasses.replace(config, epsilon=0.05), output=str(out),
-                            resume=True)
+    again = batch.run_batch(
+        sets, dataclasses.replace(config, epsilon=0.05), output=str(out), resume=True
+    )
     assert again.resumed == {"lin1500"} and again.stale == {"heart_scale", "pair"}
     lines = {x["name"]: x for x in lines_of(out)}
     assert lines["heart_scale"]["data"]["rows"] == 862  # fourclass now
@@ -768,8 +912,11 @@ def test_resume_never_reuses_stdin(tmp_path, datasets, monkeypatch):
 
 
 def _line(verdict: str, deciding: str | None, **gaps: float) -> dict[str, Any]:
-    return {"verdict": verdict, "deciding_checker": deciding,
-            "checkers": {n: {"gap": g} for n, g in gaps.items()}}
+    return {
+        "verdict": verdict,
+        "deciding_checker": deciding,
+        "checkers": {n: {"gap": g} for n, g in gaps.items()},
+    }
 
 
 def test_summary_gap_is_the_deciding_checkers():
@@ -777,12 +924,14 @@ def test_summary_gap_is_the_deciding_checkers():
 
     # kernel: the deciding checker's gap, even when another checker's is larger.
     assert deciding_gap(_line("kernel", "rbf", rbf=0.03, multilinear=0.2)) == "+3.00 rbf"
-    assert deciding_gap(_line("kernel", "degree2", degree2=0.05, multilinear=0.01)) \
-        == "+5.00 degree2"
+    assert (
+        deciding_gap(_line("kernel", "degree2", degree2=0.05, multilinear=0.01)) == "+5.00 degree2"
+    )
     # linear: the largest gap, labelled as the closest checker; the exact comparison decides
     # alone where it ran.
-    assert deciding_gap(_line("linear", None, degree2=0.01, multilinear=-0.02)) \
+    assert (
+        deciding_gap(_line("linear", None, degree2=0.01, multilinear=-0.02))
         == "+1.00 degree2 (closest)"
-    assert deciding_gap(_line("linear", None, rbf=0.005, degree2=0.04)) \
-        == "+0.50 rbf (closest)"
+    )
+    assert deciding_gap(_line("linear", None, rbf=0.005, degree2=0.04)) == "+0.50 rbf (closest)"
     assert deciding_gap(_line("linear", None)) == "-"

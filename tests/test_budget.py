@@ -44,20 +44,34 @@ def test_counted_costs_are_monotone_and_model_counts() -> None:
     assert budget.linear_seconds(1000, 10) == 10 * budget.linear_seconds(1000, 2)
     assert budget.degree2_seconds(2_000_000, 2) == pytest.approx(10.0)
     floor = budget.FLOOR_SECONDS
-    assert budget.degree2_floor_values(rows=750, nnz=45_000, n_classes=2,
-                                       floor_seconds=floor) == 2_000_000
-    assert budget.degree2_floor_values(rows=750, nnz=45_000, n_classes=4,
-                                       floor_seconds=floor) == 500_000
-    assert budget.degree2_floor_values(rows=18_750, nnz=187_500, n_classes=2,
-                                       floor_seconds=floor) == 0  # poker's T: too many rows
-    assert budget.degree2_floor_values(rows=5_000, nnz=400_000, n_classes=2,
-                                       floor_seconds=floor) == 0
-    assert budget.degree2_floor_values(rows=750, nnz=45_000, n_classes=2,
-                                       floor_seconds=0.0) == 0
-    small = budget.exact_seconds(rows=500, nnz=5000, n_classes=2, tune_rows=500,
-                                 grid_points=28, gammas=4, repeats=2, folds=5)
-    large = budget.exact_seconds(rows=2000, nnz=20000, n_classes=2, tune_rows=600,
-                                 grid_points=28, gammas=4, repeats=2, folds=5)
+    assert (
+        budget.degree2_floor_values(rows=750, nnz=45_000, n_classes=2, floor_seconds=floor)
+        == 2_000_000
+    )
+    assert (
+        budget.degree2_floor_values(rows=750, nnz=45_000, n_classes=4, floor_seconds=floor)
+        == 500_000
+    )
+    assert (
+        budget.degree2_floor_values(rows=18_750, nnz=187_500, n_classes=2, floor_seconds=floor) == 0
+    )  # poker's T: too many rows
+    assert (
+        budget.degree2_floor_values(rows=5_000, nnz=400_000, n_classes=2, floor_seconds=floor) == 0
+    )
+    assert budget.degree2_floor_values(rows=750, nnz=45_000, n_classes=2, floor_seconds=0.0) == 0
+    small = budget.exact_seconds(
+        rows=500, nnz=5000, n_classes=2, tune_rows=500, grid_points=28, gammas=4, repeats=2, folds=5
+    )
+    large = budget.exact_seconds(
+        rows=2000,
+        nnz=20000,
+        n_classes=2,
+        tune_rows=600,
+        grid_points=28,
+        gammas=4,
+        repeats=2,
+        folds=5,
+    )
     assert 0 < small < large
     assert budget.size_text(2**20) == "1.0 MiB" and budget.size_text(3 * 2**30) == "3.0 GiB"
 
@@ -85,15 +99,21 @@ def test_without_the_floor_the_same_data_skips_degree2(interaction_file: Path) -
     T = Dataset(X[:750], y[:750])
     opts = degree2.Degree2Options(max_cost_nnz=max(T.X.nnz // 3, degree2.MIN_COST_NNZ))
     assert degree2.plan_rows(T, 2, opts).rows == 0
-    floored = degree2.Degree2Options(max_cost_nnz=opts.max_cost_nnz,
-                                     floor_seconds=budget.FLOOR_SECONDS)
+    floored = degree2.Degree2Options(
+        max_cost_nnz=opts.max_cost_nnz, floor_seconds=budget.FLOOR_SECONDS
+    )
     assert degree2.plan_rows(T, 2, floored).rows == 750
     # Where the full expansion is over the floor, a subsample of the floor's size runs.
     T2 = Dataset(sp.vstack([T.X] * 4, format="csr"), np.tile(T.y, 4))
     plan = degree2.plan_rows(T2, 2, floored)
     per_row = 40 + 40 * 41 // 2
-    assert plan.rows == budget.degree2_floor_values(
-        rows=3000, nnz=T2.X.nnz, n_classes=2, floor_seconds=budget.FLOOR_SECONDS) // per_row
+    assert (
+        plan.rows
+        == budget.degree2_floor_values(
+            rows=3000, nnz=T2.X.nnz, n_classes=2, floor_seconds=budget.FLOOR_SECONDS
+        )
+        // per_row
+    )
     assert 1000 <= plan.rows < 3000 and plan.limited_by == "cost"
     # Above FLOOR_MAX_NNZ stored values the floor never applies (large data keeps its ratios).
     wide = Dataset(sp.hstack([T.X] * 12, format="csr"), T.y)

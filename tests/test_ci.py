@@ -19,8 +19,13 @@ FAST = ("--checkers", "multilinear", "--exact", "never")
 
 
 def kcheck(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "kcheck", *args], capture_output=True,
-                          text=True, timeout=300, cwd=cwd)
+    return subprocess.run(
+        [sys.executable, "-m", "kcheck", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=cwd,
+    )
 
 
 def lines_of(path: Path) -> list[dict]:
@@ -55,17 +60,26 @@ def test_ci_scenario(data: Path, tmp_path: Path) -> None:
     assert r.returncode == 3, r.stderr
     assert r.stdout == ""
     assert r.stderr.splitlines() == [
-        "kcheck: 2 of 4 data sets could not be checked: corrupt.svm, empty.svm"]
+        "kcheck: 2 of 4 data sets could not be checked: corrupt.svm, empty.svm"
+    ]
     lines = lines_of(out)
     got = {x["name"]: (x["status"], x["verdict"], x["error"], x.get("reason")) for x in lines}
     assert got == {
         str(data / "README.md"): ("skipped", None, None, ".md file"),
         str(data / "plot.png"): ("skipped", None, None, ".png file"),
         str(data / "results.json"): ("skipped", None, None, ".json file"),
-        "corrupt.svm": ("error", None,
-                        f"{data / 'corrupt.svm'}:2: expected a numeric value, got 'x'", None),
-        "empty.svm": ("error", None,
-                      f"{data / 'empty.svm'}: expected data rows, got none (empty file?)", None),
+        "corrupt.svm": (
+            "error",
+            None,
+            f"{data / 'corrupt.svm'}:2: expected a numeric value, got 'x'",
+            None,
+        ),
+        "empty.svm": (
+            "error",
+            None,
+            f"{data / 'empty.svm'}: expected data rows, got none (empty file?)",
+            None,
+        ),
         "fourclass": ("ok", "kernel", None, None),
         "heart_scale": ("ok", "linear", None, None),
     }
@@ -84,15 +98,17 @@ def test_ci_scenario(data: Path, tmp_path: Path) -> None:
     assert r.returncode == 1, r.stderr
     assert "reused 2 of 2 results" in r.stderr
     assert r.stderr.splitlines()[-1] == (
-        "kcheck: verdict is kernel for 1 of 2 data sets (--fail-on kernel): fourclass")
+        "kcheck: verdict is kernel for 1 of 2 data sets (--fail-on kernel): fourclass"
+    )
     assert sorted(x["name"] for x in lines_of(out) if x["status"] == "ok") == [
-        "fourclass", "heart_scale"]
+        "fourclass",
+        "heart_scale",
+    ]
 
     # The other gate, and --strict: every skip becomes an error.
     r = kcheck("batch", str(data), "-o", str(out), "--fail-on", "linear", "-q", *FAST)
     assert r.returncode == 1, r.stderr
-    r = kcheck("batch", str(data), "-o", str(out), "--fail-on", "kernel", "--strict", "-q",
-               *FAST)
+    r = kcheck("batch", str(data), "-o", str(out), "--fail-on", "kernel", "--strict", "-q", *FAST)
     assert r.returncode == 3, r.stderr
     assert {x["status"] for x in lines_of(out) if x["name"].startswith(str(data))} == {"error"}
 
@@ -108,8 +124,9 @@ def test_readme_shell_gate_and_jq_recipes(data: Path, tmp_path: Path) -> None:
     script = readme_block("### A plain shell gate", "sh")
     bindir = Path(sys.executable).parent
     env = dict(os.environ, PATH=f"{bindir}{os.pathsep}{os.environ['PATH']}")
-    r = subprocess.run(["bash", "-c", script], capture_output=True, text=True, cwd=tmp_path,
-                       env=env, timeout=300)
+    r = subprocess.run(
+        ["bash", "-c", script], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300
+    )
     assert r.returncode == 1, r.stderr  # exit 3 from kcheck: the gate script fails
     assert r.stdout.splitlines() == [
         "these data sets could not be checked:",
@@ -117,22 +134,31 @@ def test_readme_shell_gate_and_jq_recipes(data: Path, tmp_path: Path) -> None:
         "empty.svm: data/empty.svm: expected data rows, got none (empty file?)",
     ]
     out = tmp_path / "kcheck.jsonl"
-    recipes = [x for x in readme_block("### jq over the JSON lines", "sh").splitlines()
-               if x.startswith("jq ")]
+    recipes = [
+        x
+        for x in readme_block("### jq over the JSON lines", "sh").splitlines()
+        if x.startswith("jq ")
+    ]
     assert len(recipes) == 6
     results = []
     for recipe in recipes:
-        run = subprocess.run(["bash", "-c", recipe.replace("jq ", f"{jq} ", 1)],
-                             capture_output=True, text=True, cwd=tmp_path, timeout=60)
+        run = subprocess.run(
+            ["bash", "-c", recipe.replace("jq ", f"{jq} ", 1)],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            timeout=60,
+        )
         assert run.stderr == "", (recipe, run.stderr)
         results.append((run.returncode, run.stdout.splitlines()))
     rows, kernel, errors, skipped, deciding, all_linear = results
     assert rows[0] == 0 and len(rows[1]) == 7
     assert kernel == (0, ["fourclass"])
-    assert errors[0] == 0 and [x.split(":")[0] for x in errors[1]] == ["corrupt.svm",
-                                                                        "empty.svm"]
-    assert skipped == (0, ["data/README.md: .md file", "data/plot.png: .png file",
-                           "data/results.json: .json file"])
+    assert errors[0] == 0 and [x.split(":")[0] for x in errors[1]] == ["corrupt.svm", "empty.svm"]
+    assert skipped == (
+        0,
+        ["data/README.md: .md file", "data/plot.png: .png file", "data/results.json: .json file"],
+    )
     assert deciding[0] == 0 and deciding[1][0].startswith("fourclass\t")
     assert all_linear[0] == 1  # errors and a kernel verdict: not all ok and linear
 
@@ -140,8 +166,9 @@ def test_readme_shell_gate_and_jq_recipes(data: Path, tmp_path: Path) -> None:
     for name in ("corrupt.svm", "empty.svm", "fourclass"):
         (data / name).unlink()
     assert kcheck("batch", "data", "-o", str(out), "-q", *FAST, cwd=tmp_path).returncode == 0
-    last = subprocess.run(["bash", "-c", recipes[-1].replace("jq ", f"{jq} ", 1)],
-                          cwd=tmp_path, timeout=60)
+    last = subprocess.run(
+        ["bash", "-c", recipes[-1].replace("jq ", f"{jq} ", 1)], cwd=tmp_path, timeout=60
+    )
     assert last.returncode == 0
     assert {x["status"] for x in lines_of(out)} == {"ok", "skipped"}
 
@@ -149,8 +176,20 @@ def test_readme_shell_gate_and_jq_recipes(data: Path, tmp_path: Path) -> None:
 def test_readme_documents_the_gate() -> None:
     text = (ROOT / "README.md").read_text()
     section = text.split("## Use in CI", 1)[1].split("\n## ", 1)[0]
-    for needed in ("--strict", '"status": "skipped"', "FILE.partial", "FILE.lock", "--resume",
-                   "resume_key", "data.sha256", "kcheck verify", "exits `0`", "`1`", "`2`",
-                   "kcheck.jsonl.partial", "if: always()"):
+    for needed in (
+        "--strict",
+        '"status": "skipped"',
+        "FILE.partial",
+        "FILE.lock",
+        "--resume",
+        "resume_key",
+        "data.sha256",
+        "kcheck verify",
+        "exits `0`",
+        "`1`",
+        "`2`",
+        "kcheck.jsonl.partial",
+        "if: always()",
+    ):
         assert needed in section, needed
     assert "appended as they finish" not in text

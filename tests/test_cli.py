@@ -161,15 +161,19 @@ def test_scale_matches_svm_scale(datasets, tmp_path, bounds):
     svm_scale = require_tool("svm-scale")
     data = str(datasets / "svmguide1")
     ours = kcheck("scale", *bounds, "-s", str(tmp_path / "ours.range"), data)
-    theirs = subprocess.run([svm_scale, *bounds, "-s", str(tmp_path / "theirs.range"), data],
-                            capture_output=True, check=True)
+    theirs = subprocess.run(
+        [svm_scale, *bounds, "-s", str(tmp_path / "theirs.range"), data],
+        capture_output=True,
+        check=True,
+    )
     assert ours.returncode == 0, ours.stderr
     _assert_same_scaled(ours.stdout.decode(), theirs.stdout.decode())
     # Each tool applies the other's range file to the test file and gets the same result.
     test = str(datasets / "svmguide1.t")
     a = kcheck("scale", "-r", str(tmp_path / "theirs.range"), test)
-    b = subprocess.run([svm_scale, "-r", str(tmp_path / "ours.range"), test],
-                       capture_output=True, check=True)
+    b = subprocess.run(
+        [svm_scale, "-r", str(tmp_path / "ours.range"), test], capture_output=True, check=True
+    )
     assert a.returncode == 0, a.stderr
     _assert_same_scaled(a.stdout.decode(), b.stdout.decode())
 
@@ -204,8 +208,16 @@ def wide_test_file(tmp_path, datasets):
 
 
 def test_quiet_silences_warnings_and_the_json_keeps_them(datasets, wide_test_file):
-    args = ["check", str(datasets / "heart_scale"), "--test", str(wide_test_file),
-            "--checkers", "multilinear", "--exact", "never"]
+    args = [
+        "check",
+        str(datasets / "heart_scale"),
+        "--test",
+        str(wide_test_file),
+        "--checkers",
+        "multilinear",
+        "--exact",
+        "never",
+    ]
     loud = kcheck(*args)
     assert loud.returncode == 0, loud.stderr
     assert loud.stderr.decode().count("dropped 1 value(s)") == 1
@@ -221,19 +233,21 @@ def test_quiet_batch_keeps_warnings_in_its_lines(datasets, wide_test_file, tmp_p
     (d / "heart").write_bytes((datasets / "heart_scale").read_bytes())
     (d / "heart.t").write_bytes(wide_test_file.read_bytes())
     out = tmp_path / "o.jsonl"
-    r = kcheck("batch", str(d), "-o", str(out), "-q", "--checkers", "multilinear", "--exact",
-               "never")
+    r = kcheck(
+        "batch", str(d), "-o", str(out), "-q", "--checkers", "multilinear", "--exact", "never"
+    )
     assert r.returncode == 0 and r.stderr == b"" and r.stdout == b""
     line = json.loads(out.read_text())
     assert any("dropped 1 value(s)" in w for w in line["warnings"])
-    loud = kcheck("batch", str(d), "-o", str(out), "--checkers", "multilinear", "--exact",
-                  "never")
+    loud = kcheck("batch", str(d), "-o", str(out), "--checkers", "multilinear", "--exact", "never")
     assert "dropped 1 value(s)" in loud.stderr.decode()
 
 
 def test_dash_o_means_stdout(datasets, tmp_path):
-    for command in (["check", str(datasets / "heart_scale"), "--checkers", "multilinear"],
-                    ["verify", str(datasets / "heart_scale"), "-j", "1"]):
+    for command in (
+        ["check", str(datasets / "heart_scale"), "--checkers", "multilinear"],
+        ["verify", str(datasets / "heart_scale"), "-j", "1"],
+    ):
         r = kcheck(*command, "-o", "-", "-q", cwd=tmp_path)
         assert r.returncode == 0, r.stderr
         assert json.loads(r.stdout)["data"]["rows"] == 270

@@ -24,8 +24,9 @@ from kcheck.data import write_libsvm
 def kcheck(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     full = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
     full.update(env or {})
-    return subprocess.run([sys.executable, "-m", "kcheck", *args], capture_output=True,
-                          env=full, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "kcheck", *args], capture_output=True, env=full, timeout=300
+    )
 
 
 @pytest.mark.parametrize("columns", ["60", "80", None])
@@ -53,29 +54,40 @@ def test_batch_and_verify_in_a_narrow_log(datasets, tmp_path):
     d.mkdir()
     (d / "fourclass").write_bytes((datasets / "fourclass").read_bytes())
     (d / "heart").write_bytes((datasets / "heart_scale").read_bytes())
-    r = kcheck("batch", str(d), "-o", str(tmp_path / "o.jsonl"), "--exact", "never",
-               env={"COLUMNS": "60"})
+    r = kcheck(
+        "batch", str(d), "-o", str(tmp_path / "o.jsonl"), "--exact", "never", env={"COLUMNS": "60"}
+    )
     assert r.returncode == 0, r.stderr
     err = r.stderr.decode()
     assert "…" not in err and all(x == x.rstrip() for x in err.splitlines())
     assert re.search(r"fourclass\s+kernel\s+(\S+\s+)?\+29\.17", err), err
-    v = kcheck("verify", str(datasets / "heart_scale"), "-j", "1", "--max-rows", "200",
-               env={"COLUMNS": "60"})
+    v = kcheck(
+        "verify",
+        str(datasets / "heart_scale"),
+        "-j",
+        "1",
+        "--max-rows",
+        "200",
+        env={"COLUMNS": "60"},
+    )
     assert v.returncode == 0, v.stderr
     out = v.stderr.decode()
     assert "…" not in out and max(len(x) for x in out.splitlines()) <= 60
     assert re.search(r"C=2\^-?\d+", out) and "g=2^" in out
 
 
-@pytest.mark.parametrize("args, option", [
-    (["check", "{heart}", "--epsilon", "abc"], "--epsilon"),
-    (["check", "{heart}", "--epsilon", "2"], "--epsilon"),
-    (["check", "{heart}", "--memory-limit", "4X"], "--memory-limit"),
-    (["check", "{heart}", "--checkers", "rbf"], "--checkers"),
-    (["verify", "{heart}", "--epsilon", "5"], "--epsilon"),
-    (["predict", "m", "{heart}", "--memory-limit", "lots"], "--memory-limit"),
-    (["scale", "-s", "X", "-r", "Y", "{heart}"], "-s and -r"),
-])
+@pytest.mark.parametrize(
+    "args, option",
+    [
+        (["check", "{heart}", "--epsilon", "abc"], "--epsilon"),
+        (["check", "{heart}", "--epsilon", "2"], "--epsilon"),
+        (["check", "{heart}", "--memory-limit", "4X"], "--memory-limit"),
+        (["check", "{heart}", "--checkers", "rbf"], "--checkers"),
+        (["verify", "{heart}", "--epsilon", "5"], "--epsilon"),
+        (["predict", "m", "{heart}", "--memory-limit", "lots"], "--memory-limit"),
+        (["scale", "-s", "X", "-r", "Y", "{heart}"], "-s and -r"),
+    ],
+)
 def test_one_error_style_naming_the_option(datasets, args, option):
     r = kcheck(*[a.replace("{heart}", str(datasets / "heart_scale")) for a in args])
     assert r.returncode == 2
@@ -125,17 +137,35 @@ def test_shell_completion():
     script = kcheck(env={"_KCHECK_COMPLETE": "bash_source"})
     assert script.returncode == 0
     assert b"_kcheck_completion" in script.stdout and b"complete " in script.stdout
-    words = kcheck(env={"_KCHECK_COMPLETE": "bash_complete", "COMP_WORDS": "kcheck check --sc",
-                        "COMP_CWORD": "2"})
+    words = kcheck(
+        env={
+            "_KCHECK_COMPLETE": "bash_complete",
+            "COMP_WORDS": "kcheck check --sc",
+            "COMP_CWORD": "2",
+        }
+    )
     assert b"--scaling" in words.stdout
-    checkers = kcheck(env={"_KCHECK_COMPLETE": "bash_complete",
-                           "COMP_WORDS": "kcheck check --checkers degree2,mu", "COMP_CWORD": "3"})
+    checkers = kcheck(
+        env={
+            "_KCHECK_COMPLETE": "bash_complete",
+            "COMP_WORDS": "kcheck check --checkers degree2,mu",
+            "COMP_CWORD": "3",
+        }
+    )
     assert b"degree2,multilinear" in checkers.stdout
 
 
 def test_sizes_are_shown_in_a_unit_that_shows_them(datasets):
-    r = kcheck("check", str(datasets / "german.numer"), "--memory-limit", "66M",
-               "--checkers", "degree2,multilinear,rff", "--exact", "never")
+    r = kcheck(
+        "check",
+        str(datasets / "german.numer"),
+        "--memory-limit",
+        "66M",
+        "--checkers",
+        "degree2,multilinear,rff",
+        "--exact",
+        "never",
+    )
     assert r.returncode == 0, r.stderr
     err = r.stderr.decode()
     assert "skipped" in err and "MiB" in err
@@ -154,16 +184,36 @@ def slow_model_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_verdict_is_on_the_terminal_before_the_model_and_ctrl_c_writes_nothing(
-        slow_model_data, tmp_path):
+    slow_model_data, tmp_path
+):
     model, out = tmp_path / "m", tmp_path / "v.json"
     out.write_text("old\n")
     primary, secondary = pty.openpty()
     env = dict(os.environ, COLUMNS="100", TERM="xterm")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "kcheck", "check", str(slow_model_data), "-j", "1",
-         "--checkers", "multilinear", "--exact", "never", "--model-out", str(model),
-         "--model", "kernel", "-o", str(out)],
-        stdout=subprocess.DEVNULL, stderr=secondary, env=env)
+        [
+            sys.executable,
+            "-m",
+            "kcheck",
+            "check",
+            str(slow_model_data),
+            "-j",
+            "1",
+            "--checkers",
+            "multilinear",
+            "--exact",
+            "never",
+            "--model-out",
+            str(model),
+            "--model",
+            "kernel",
+            "-o",
+            str(out),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=secondary,
+        env=env,
+    )
     os.close(secondary)
     seen = b""
     deadline = time.monotonic() + 120

@@ -64,7 +64,13 @@ def test_hash_of_a_corrupt_archive_is_an_error_with_the_file(tmp_path, compresse
 
 
 def test_check_json_carries_the_hashes(compressed, datasets):
-    v = run(CheckConfig(train=str(compressed[".xz"]), test=str(datasets / "svmguide1.t"),
-                        checkers=("multilinear",), exact="never")).json
+    v = run(
+        CheckConfig(
+            train=str(compressed[".xz"]),
+            test=str(datasets / "svmguide1.t"),
+            checkers=("multilinear",),
+            exact="never",
+        )
+    ).json
     assert v["data"]["sha256"] == content_sha256(str(compressed["plain"]))
     assert v["test"]["sha256"] == content_sha256(str(datasets / "svmguide1.t"))

@@ -54,8 +54,9 @@ def test_expansion_independent_of_stored_index_order(rng):
     E1, E2 = degree2.expand(X), degree2.expand(shuffled)
     assert (E1 != E2).nnz == 0
     # The caller's arrays are left as they were.
-    assert np.array_equal(shuffled.indices[X.indptr[0] : X.indptr[1]],
-                          X.indices[X.indptr[0] : X.indptr[1]][::-1])
+    assert np.array_equal(
+        shuffled.indices[X.indptr[0] : X.indptr[1]], X.indices[X.indptr[0] : X.indptr[1]][::-1]
+    )
 
 
 def test_expansion_output_is_sorted_and_has_exact_nnz(rng):
@@ -152,4 +153,5 @@ def test_run_reports_subsample(rng):
     ref = res.info["reference"]
     assert ref["rows"] == res.info["rows"] and ref["val_accuracy"] < 0.7
     assert res.reference_correct is not None and res.reference_correct.mean() == pytest.approx(
-        ref["val_accuracy"])
+        ref["val_accuracy"]
+    )

@@ -91,8 +91,9 @@ def test_compacted_model_predicts_like_a_full_one(rng):
     full, _ = engines.fit_linear(X, y, seed=0, C=1.0, compact=False)
     assert compact.columns is not None and list(compact.columns) == [10, 4000]
     assert full.columns is None and full.weights.shape[0] == 5000
-    np.testing.assert_allclose(compact.decision_function(X), full.decision_function(X),
-                               rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(
+        compact.decision_function(X), full.decision_function(X), rtol=1e-6, atol=1e-9
+    )
     narrow = X[:, :100]
     assert np.array_equal(compact.predict(narrow), full.predict(narrow))
 

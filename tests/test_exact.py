@@ -59,24 +59,28 @@ def test_auto_runs_within_the_budget_and_not_over_it():
     X, y = circles(300)
     est = exact.estimated_seconds(X, 2, exact.ExactOptions())
     assert est > 0
-    within = exact.decide_run(X, y, exact.ExactOptions(), budget_seconds=est, memory_limit=GIB,
-                              mode="auto")
+    within = exact.decide_run(
+        X, y, exact.ExactOptions(), budget_seconds=est, memory_limit=GIB, mode="auto"
+    )
     assert within.run and "within" in within.reason
     assert within.estimated_seconds == pytest.approx(est, abs=1e-3)
-    over = exact.decide_run(X, y, exact.ExactOptions(), budget_seconds=est * 0.99,
-                            memory_limit=GIB, mode="auto")
+    over = exact.decide_run(
+        X, y, exact.ExactOptions(), budget_seconds=est * 0.99, memory_limit=GIB, mode="auto"
+    )
     assert not over.run and "over" in over.reason
 
 
 def test_the_decision_does_not_depend_on_load(monkeypatch):
     """A busy machine (every clock read far later) decides exactly as an idle one."""
     X, y = circles(300)
-    before = exact.decide_run(X, y, exact.ExactOptions(), budget_seconds=10.0,
-                              memory_limit=GIB, mode="auto")
+    before = exact.decide_run(
+        X, y, exact.ExactOptions(), budget_seconds=10.0, memory_limit=GIB, mode="auto"
+    )
     real = time.perf_counter
     monkeypatch.setattr(time, "perf_counter", lambda: real() + 1e6)
-    after = exact.decide_run(X, y, exact.ExactOptions(), budget_seconds=10.0,
-                             memory_limit=GIB, mode="auto")
+    after = exact.decide_run(
+        X, y, exact.ExactOptions(), budget_seconds=10.0, memory_limit=GIB, mode="auto"
+    )
     assert before == after
 
 
@@ -104,14 +108,16 @@ def test_always_and_never_ignore_the_estimate():
 
 def test_too_many_rows_or_too_little_memory_refuse():
     X, y = circles(exact.MAX_ROWS + 1)
-    d = exact.decide_run(X, y, exact.ExactOptions(), budget_seconds=1e9, memory_limit=64 * GIB,
-                         mode="auto")
+    d = exact.decide_run(
+        X, y, exact.ExactOptions(), budget_seconds=1e9, memory_limit=64 * GIB, mode="auto"
+    )
     assert not d.run and d.reason.startswith("too large")
     X, y = circles(500)
     tiny = exact.matrix_bytes(500) - 1
     for mode in ("auto", "always"):
-        d = exact.decide_run(X, y, exact.ExactOptions(), budget_seconds=1e9, memory_limit=tiny,
-                             mode=mode)
+        d = exact.decide_run(
+            X, y, exact.ExactOptions(), budget_seconds=1e9, memory_limit=tiny, mode=mode
+        )
         assert not d.run and "memory limit" in d.reason
 
 
@@ -127,7 +133,13 @@ def test_auto_budget_is_capped_by_the_time_left():
 
 def test_default_repeats_by_size():
     assert [exact.default_repeats(n) for n in (100, 999, 1000, 1999, 2000, 4999)] == [
-        5, 5, 3, 3, 2, 2]
+        5,
+        5,
+        3,
+        3,
+        2,
+        2,
+    ]
     assert exact.ExactOptions(repeats=7).max_repeats(100) == 7
     assert exact.ExactOptions().grid_points() == len(exact.LOG2_C) * len(exact.LOG2_GAMMA_FACTOR)
 
@@ -154,7 +166,8 @@ def test_precomputed_kernel_gives_libsvms_own_cv():
     for c, g in ((0.5, 1.0), (8.0, 16.0), (128.0, 0.25)):
         kp = engines.KernelProblem.from_kernel(np.exp(-g * D), y)
         assert engines.cv_kernel(kp, c, folds=5, seed=2) == engines.cv_rbf(
-            rbf, c, g, folds=5, seed=2)
+            rbf, c, g, folds=5, seed=2
+        )
 
 
 # --- the comparison ------------------------------------------------------------------------------
@@ -192,8 +205,18 @@ def test_per_row_arrays_and_info(circles_result):
         # a fraction of repeats: a multiple of 1 / repeats
         assert np.allclose(a * repeats, np.round(a * repeats))
     assert r.val_accuracy == pytest.approx(float(r.correct.mean()))
-    assert set(r.info) >= {"C", "gamma", "linear_C", "folds", "repeats", "rows", "grid_points",
-                           "linear_cv_accuracy", "linear_accuracy", "repeat_gaps"}
+    assert set(r.info) >= {
+        "C",
+        "gamma",
+        "linear_C",
+        "folds",
+        "repeats",
+        "rows",
+        "grid_points",
+        "linear_cv_accuracy",
+        "linear_accuracy",
+        "repeat_gaps",
+    }
     assert r.info["rows"] == rows and r.info["folds"] == 5
     assert r.info["grid_points"] == exact.ExactOptions().grid_points()
     assert r.info["tune_rows"] == rows
@@ -231,8 +254,10 @@ def test_chosen_point_is_the_grid_searchs():
     r = exact.run(X, y, opts)
     med = exact.median_sq_distance(engines.squared_distances(X))
     problem = engines.SvmProblem.from_data(X, y)
-    scores = {(c, g): engines.cv_rbf(problem, 2.0**c, 2.0**g, folds=5, seed=1)
-              for c, g in exact.grid_for(med, opts)}
+    scores = {
+        (c, g): engines.cv_rbf(problem, 2.0**c, 2.0**g, folds=5, seed=1)
+        for c, g in exact.grid_for(med, opts)
+    }
     c, g = exact.best_point(scores)
     assert r.info["C"] == 2.0**c and r.info["gamma"] == pytest.approx(2.0**g)
     assert r.cv_accuracy == pytest.approx(scores[(c, g)] / 150)

@@ -42,8 +42,13 @@ OLD = b"old content\n"
 # --- running kcheck ------------------------------------------------------------------------
 
 
-def kcheck(*args: str, tmpdir: Path | None = None, stdout=subprocess.PIPE,
-           drop_root: bool = False, timeout: float = 120) -> Run:
+def kcheck(
+    *args: str,
+    tmpdir: Path | None = None,
+    stdout=subprocess.PIPE,
+    drop_root: bool = False,
+    timeout: float = 120,
+) -> Run:
     env = dict(os.environ)
     if tmpdir is not None:
         env["TMPDIR"] = str(tmpdir)
@@ -71,8 +76,17 @@ def snapshot(d: Path) -> dict[str, bytes | None]:
 @pytest.fixture(scope="module")
 def model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("model") / "plain.model"
-    r = kcheck("check", str(PLAIN), "--checkers", "multilinear", "-q", "--model-out", str(path),
-               "--model", "linear")
+    r = kcheck(
+        "check",
+        str(PLAIN),
+        "--checkers",
+        "multilinear",
+        "-q",
+        "--model-out",
+        str(path),
+        "--model",
+        "linear",
+    )
     assert r.code == 0, r.describe()
     return path
 
@@ -80,8 +94,20 @@ def model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 #: name -> (arguments with {data}, {model} and {out}; files written besides {out}).
 WRITERS: dict[str, tuple[list[str], list[str]]] = {
     "check -o": (["check", "{data}", "--checkers", "multilinear", "-q", "-o", "{out}"], []),
-    "check --model-out": (["check", "{data}", "--checkers", "multilinear", "-q",
-                           "--model-out", "{out}", "--model", "linear"], [".range"]),
+    "check --model-out": (
+        [
+            "check",
+            "{data}",
+            "--checkers",
+            "multilinear",
+            "-q",
+            "--model-out",
+            "{out}",
+            "--model",
+            "linear",
+        ],
+        [".range"],
+    ),
     "scale -o": (["scale", "{data}", "-q", "-o", "{out}"], []),
     "scale -s": (["scale", "{data}", "-q", "-s", "{out}", "-o", os.devnull], []),
     "batch -o": (["batch", "{data}", "--checkers", "multilinear", "-q", "-o", "{out}"], []),
@@ -107,9 +133,11 @@ def with_old_files(d: Path, name: str, target: str = "out") -> Path:
 def writer_params(known: dict[str, str] | None = None) -> list:
     known = known or {}
     return [
-        pytest.param(name, id=name.replace(" ", "").replace("-", "_"),
-                     marks=[pytest.mark.xfail(strict=True, reason=known[name])]
-                     if name in known else [])
+        pytest.param(
+            name,
+            id=name.replace(" ", "").replace("-", "_"),
+            marks=[pytest.mark.xfail(strict=True, reason=known[name])] if name in known else [],
+        )
         for name in WRITERS
     ]
 
@@ -133,7 +161,8 @@ def test_bad_input_leaves_existing_outputs_untouched(writer: str, tmp_path: Path
         assert_one_error_line(r, f"{GARBAGE}:1:")
     assert snapshot(out_dir) == before
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
-        ["out", "no_data"] if writer == "batch -o" else ["out"])
+        ["out", "no_data"] if writer == "batch -o" else ["out"]
+    )
 
 
 MODEL_BEFORE_PAIR = (
@@ -160,8 +189,17 @@ def test_model_is_not_replaced_when_the_json_output_fails(tmp_path: Path) -> Non
     m = tmp_path / "m"
     m.write_bytes(OLD)
     (tmp_path / "m.range").write_bytes(OLD)
-    r = kcheck("check", str(PLAIN), "--checkers", "multilinear", "-q", "--model-out", str(m),
-               "-o", str(tmp_path / "missing" / "verdict.json"))
+    r = kcheck(
+        "check",
+        str(PLAIN),
+        "--checkers",
+        "multilinear",
+        "-q",
+        "--model-out",
+        str(m),
+        "-o",
+        str(tmp_path / "missing" / "verdict.json"),
+    )
     assert_one_error_line(r, "verdict.json")
     assert m.read_bytes() == OLD and (tmp_path / "m.range").read_bytes() == OLD
 
@@ -185,8 +223,11 @@ def can_drop_root(tmp_path_factory: pytest.TempPathFactory) -> bool:
     locked.chmod(0)
     preexec = drop_file_access_override if os.geteuid() == 0 else None
     try:
-        probe = subprocess.run([sys.executable, "-c", f"open({str(locked)!r}).read()"],
-                               preexec_fn=preexec, capture_output=True)
+        probe = subprocess.run(
+            [sys.executable, "-c", f"open({str(locked)!r}).read()"],
+            preexec_fn=preexec,
+            capture_output=True,
+        )
     except OSError:
         return False
     return probe.returncode != 0
@@ -251,8 +292,9 @@ def full_tmpfs(tmp_path: Path) -> Iterator[Path]:
     """A 256 KB tmpfs, mounted for the test; skipped where mounting is not allowed."""
     mnt = tmp_path / "mnt"
     mnt.mkdir()
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mnt)],
-                       capture_output=True)
+    r = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mnt)], capture_output=True
+    )
     if r.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {r.stderr.decode().strip()}")
     try:
@@ -316,14 +358,26 @@ def parallel_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def interrupt(args: list[str], sig: int, *, after: float, tmpdir: Path,
-              when_exists: Path | None = None, group: bool = False) -> tuple[Run, set[int]]:
+def interrupt(
+    args: list[str],
+    sig: int,
+    *,
+    after: float,
+    tmpdir: Path,
+    when_exists: Path | None = None,
+    group: bool = False,
+) -> tuple[Run, set[int]]:
     """Start kcheck, send ``sig`` after ``after`` seconds (or once ``when_exists`` matches a
     file), and return the run and the processes it had started. ``group`` sends it to the
     whole process group, as Ctrl-C in a terminal does."""
     env = dict(os.environ, TMPDIR=str(tmpdir))
-    proc = subprocess.Popen([sys.executable, "-m", "kcheck", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env=env, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kcheck", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + (30 if when_exists else after)
         while time.monotonic() < deadline and proc.poll() is None:
@@ -370,9 +424,24 @@ def test_interrupted_check_keeps_json_and_model(sig, code, slow_model_data, tmp_
     tmpdir = tmp_path / "tmp"
     tmpdir.mkdir()
     run, children = interrupt(
-        ["check", str(slow_model_data), "-j", "2", "--checkers", "multilinear", "-o",
-         str(out_dir / "verdict.json"), "--model-out", str(out_dir / "m"), "--model", "kernel"],
-        sig, after=1.5, tmpdir=tmpdir)
+        [
+            "check",
+            str(slow_model_data),
+            "-j",
+            "2",
+            "--checkers",
+            "multilinear",
+            "-o",
+            str(out_dir / "verdict.json"),
+            "--model-out",
+            str(out_dir / "m"),
+            "--model",
+            "kernel",
+        ],
+        sig,
+        after=1.5,
+        tmpdir=tmpdir,
+    )
     assert_interrupted(run, code, children)
     assert snapshot(out_dir) == before
     assert our_temporary_files(tmpdir) == []
@@ -395,9 +464,23 @@ def test_ctrl_c_to_the_process_group_with_workers_ends_cleanly(after, slow_model
     tmpdir = tmp_path / "tmp"
     tmpdir.mkdir()
     run, children = interrupt(
-        ["check", str(slow_model_data), "-j", "2", "--checkers", "multilinear",
-         "--model-out", str(tmp_path / "m"), "--model", "kernel"],
-        signal.SIGINT, after=after, tmpdir=tmpdir, group=True)
+        [
+            "check",
+            str(slow_model_data),
+            "-j",
+            "2",
+            "--checkers",
+            "multilinear",
+            "--model-out",
+            str(tmp_path / "m"),
+            "--model",
+            "kernel",
+        ],
+        signal.SIGINT,
+        after=after,
+        tmpdir=tmpdir,
+        group=True,
+    )
     assert_interrupted(run, 130, children)
     assert [x for x in run.stderr.splitlines() if x.strip()] == ["kcheck: interrupted"]
     assert list(tmpdir.iterdir()) == []
@@ -407,9 +490,23 @@ def test_interrupt_leaves_no_temporary_directory(slow_model_data: Path, tmp_path
     tmpdir = tmp_path / "tmp"
     tmpdir.mkdir()
     run, children = interrupt(
-        ["check", str(slow_model_data), "-j", "2", "--checkers", "multilinear", "-q",
-         "--model-out", str(tmp_path / "m"), "--model", "kernel"],
-        signal.SIGINT, after=1.5, tmpdir=tmpdir)
+        [
+            "check",
+            str(slow_model_data),
+            "-j",
+            "2",
+            "--checkers",
+            "multilinear",
+            "-q",
+            "--model-out",
+            str(tmp_path / "m"),
+            "--model",
+            "kernel",
+        ],
+        signal.SIGINT,
+        after=1.5,
+        tmpdir=tmpdir,
+    )
     assert_interrupted(run, 130, children)
     assert list(tmpdir.iterdir()) == []
 
@@ -419,8 +516,12 @@ def test_interrupted_verify_keeps_its_json(slow_model_data: Path, tmp_path: Path
     out.write_bytes(OLD)
     tmpdir = tmp_path / "tmp"
     tmpdir.mkdir()
-    run, children = interrupt(["verify", str(slow_model_data), "-j", "2", "-o", str(out)],
-                              signal.SIGTERM, after=1.5, tmpdir=tmpdir)
+    run, children = interrupt(
+        ["verify", str(slow_model_data), "-j", "2", "-o", str(out)],
+        signal.SIGTERM,
+        after=1.5,
+        tmpdir=tmpdir,
+    )
     assert_interrupted(run, 143, children)
     assert out.read_bytes() == OLD
     assert sorted(p.name for p in tmp_path.iterdir()) == ["tmp", "verify.json"]
@@ -433,8 +534,13 @@ def test_scale_interrupted_while_writing(parallel_data: Path, tmp_path: Path) ->
     out.write_bytes(OLD)
     tmpdir = tmp_path / "tmp"
     tmpdir.mkdir()
-    run, _ = interrupt(["scale", str(parallel_data), "-q", "-o", str(out)], signal.SIGINT,
-                       after=0, tmpdir=tmpdir, when_exists=tmp_path / ".scaled.*")
+    run, _ = interrupt(
+        ["scale", str(parallel_data), "-q", "-o", str(out)],
+        signal.SIGINT,
+        after=0,
+        tmpdir=tmpdir,
+        when_exists=tmp_path / ".scaled.*",
+    )
     assert_interrupted(run, 130, set())
     assert out.read_bytes() == OLD
     assert sorted(p.name for p in tmp_path.iterdir()) == ["scaled", "tmp"]
@@ -455,8 +561,9 @@ def closed_reader(args: list[str]) -> Run:
     r, w = os.pipe()
     os.close(r)
     try:
-        proc = subprocess.run([sys.executable, "-m", "kcheck", *args], stdout=w,
-                              stderr=subprocess.PIPE, timeout=120)
+        proc = subprocess.run(
+            [sys.executable, "-m", "kcheck", *args], stdout=w, stderr=subprocess.PIPE, timeout=120
+        )
     finally:
         os.close(w)
     return Run(tuple(args), proc.returncode, b"", proc.stderr.decode("utf-8", "replace"))
@@ -477,8 +584,10 @@ def test_broken_pipe_is_not_a_failure(command: str, model: Path) -> None:
 
 def test_scale_into_head(tmp_path: Path) -> None:
     """``kcheck scale big | head -c 10`` as a shell runs it."""
-    script = (f"{sys.executable} -m kcheck scale {DATASETS / 'svmguide1'} -q | head -c 10; "
-              "echo; echo ${PIPESTATUS[0]} >&2")
+    script = (
+        f"{sys.executable} -m kcheck scale {DATASETS / 'svmguide1'} -q | head -c 10; "
+        "echo; echo ${PIPESTATUS[0]} >&2"
+    )
     r = subprocess.run(["bash", "-c", script], capture_output=True, timeout=60)
     err = r.stderr.decode()
     assert "Traceback" not in err and "Exception ignored" not in err, err
@@ -494,8 +603,11 @@ def test_check_json_does_not_depend_on_jobs(parallel_data: Path) -> None:
     base = ["check", str(parallel_data), "--checkers", "multilinear", "-q"]
     one = kcheck(*base, "-j", "1")
     assert one.code == 0, one.describe()
-    proc = subprocess.Popen([sys.executable, "-m", "kcheck", *base, "-j", "2"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kcheck", *base, "-j", "2"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     workers: set[int] = set()
     while proc.poll() is None:
         workers |= descendants(proc.pid)
@@ -519,8 +631,9 @@ def test_batch_json_does_not_depend_on_jobs(tmp_path: Path) -> None:
         out = tmp_path / f"j{jobs}.jsonl"
         r = kcheck("batch", str(d), "-j", jobs, "-q", "--exact", "always", "-o", str(out))
         assert r.code == 0, r.describe()
-        runs[jobs] = {x["name"]: without_timing(x)
-                      for x in map(json.loads, out.read_text().splitlines())}
+        runs[jobs] = {
+            x["name"]: without_timing(x) for x in map(json.loads, out.read_text().splitlines())
+        }
     assert set(runs["1"]) == {"heart_scale", "fourclass", "plain"}
     assert runs["1"] == runs["2"]
 
@@ -541,8 +654,9 @@ def test_degree2_json_does_not_depend_on_machine_speed(tmp_path: Path, monkeypat
     y = np.where(X[:, 0] * X[:, 1] + 0.3 * X[:, 2] > 0, 1.0, -1.0)
     path = tmp_path / "d2.svm"
     write_libsvm(str(path), y, X)
-    config = CheckConfig(train=str(path), checkers=("degree2", "multilinear"), jobs=1,
-                         exact="never")
+    config = CheckConfig(
+        train=str(path), checkers=("degree2", "multilinear"), jobs=1, exact="never"
+    )
     fast = run(config).json
     real = time.perf_counter
     start = real()
@@ -558,11 +672,19 @@ def run_with_closed(stream: str, args: list[str], stdin: bytes | None = None) ->
     """Run kcheck as ``kcheck ARGS <&-`` (or ``>&-``, ``2>&-``)."""
     fd = {"stdin": 0, "stdout": 1, "stderr": 2}[stream]
     proc = subprocess.run(
-        [sys.executable, "-m", "kcheck", *args], input=stdin,
-        stdout=None if fd == 1 else subprocess.PIPE, stderr=None if fd == 2 else subprocess.PIPE,
-        preexec_fn=lambda: os.close(fd), timeout=120)
-    return Run(tuple(args), proc.returncode, proc.stdout or b"",
-               (proc.stderr or b"").decode("utf-8", "replace"))
+        [sys.executable, "-m", "kcheck", *args],
+        input=stdin,
+        stdout=None if fd == 1 else subprocess.PIPE,
+        stderr=None if fd == 2 else subprocess.PIPE,
+        preexec_fn=lambda: os.close(fd),
+        timeout=120,
+    )
+    return Run(
+        tuple(args),
+        proc.returncode,
+        proc.stdout or b"",
+        (proc.stderr or b"").decode("utf-8", "replace"),
+    )
 
 
 #: Every command, with its data going to stdout where it has any.
@@ -603,14 +725,29 @@ def test_every_command_with_a_closed_standard_stream(command, stream, model, tmp
 def test_gate_and_errors_with_a_closed_stream(stream, tmp_path):
     """The gate still trips with 1, bad input still gives 2, data from a closed stdin is 2."""
     out = ["-o", str(tmp_path / "v.json")]
-    gate = run_with_closed(stream, ["check", str(DATASETS / "fourclass"), "--checkers",
-                                    "multilinear", "--exact", "never", "--fail-on", "kernel",
-                                    "-q", *out])
+    gate = run_with_closed(
+        stream,
+        [
+            "check",
+            str(DATASETS / "fourclass"),
+            "--checkers",
+            "multilinear",
+            "--exact",
+            "never",
+            "--fail-on",
+            "kernel",
+            "-q",
+            *out,
+        ],
+    )
     assert gate.code == 1, gate.describe()
     bad = run_with_closed(stream, ["check", str(GARBAGE), *out])
     assert bad.code == 2 and "Traceback" not in bad.stderr, bad.describe()
-    piped = run_with_closed(stream, ["check", "-", "--checkers", "multilinear", "-q", *out],
-                            stdin=None if stream == "stdin" else PLAIN.read_bytes())
+    piped = run_with_closed(
+        stream,
+        ["check", "-", "--checkers", "multilinear", "-q", *out],
+        stdin=None if stream == "stdin" else PLAIN.read_bytes(),
+    )
     assert piped.code == (2 if stream == "stdin" else 0), piped.describe()
     if stream == "stdin":
         assert_one_error_line(piped, "stdin is closed")

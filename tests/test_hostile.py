@@ -54,8 +54,14 @@ def kcheck(
     cwd: Path | None = None,
 ) -> Run:
     """Run ``python -m kcheck ARGS`` capped in memory and time."""
-    return run_kcheck(args, timeout=seconds, address_space=ADDRESS_SPACE, drop_root=drop_root,
-                      cwd=cwd, during=during)
+    return run_kcheck(
+        args,
+        timeout=seconds,
+        address_space=ADDRESS_SPACE,
+        drop_root=drop_root,
+        cwd=cwd,
+        during=during,
+    )
 
 
 # --- expected outcomes ---------------------------------------------------------------------
@@ -148,8 +154,9 @@ def scaled_rows(run: Run) -> list[tuple[str, dict[int, float]]]:
     return rows
 
 
-def check_has(rows: int | None = None, classes: list | None = None,
-              verdict: str | None = None) -> Callable[[Run, Ctx], None]:
+def check_has(
+    rows: int | None = None, classes: list | None = None, verdict: str | None = None
+) -> Callable[[Run, Ctx], None]:
     def check(run: Run, ctx: Ctx) -> None:
         v = verdict_of(run)
         if rows is not None:
@@ -158,6 +165,7 @@ def check_has(rows: int | None = None, classes: list | None = None,
             assert v["data"]["classes"] == classes
         if verdict is not None:
             assert v["verdict"] == verdict, v
+
     return check
 
 
@@ -167,6 +175,7 @@ def scale_has(rows: int, labels: set[str] | None = None) -> Callable[[Run, Ctx],
         assert len(out) == rows
         if labels is not None:
             assert {label for label, _ in out} == labels
+
     return check
 
 
@@ -175,6 +184,7 @@ def predict_has(rows: int) -> Callable[[Run, Ctx], None]:
         labels = run.stdout.decode().split()
         assert len(labels) == rows
         assert set(labels) <= {"-1", "1"}
+
     return check
 
 
@@ -192,6 +202,7 @@ def same_as_plain(command: str) -> Callable[[Run, Ctx], None]:
             assert ours == theirs
         else:
             assert run.stdout == ref.stdout
+
     return check
 
 
@@ -310,81 +321,155 @@ def _same(outcome: Outcome, predict: bool = True, verify: bool = True) -> dict[s
 
     predict and verify read through the same reader; they run on a selection of cases.
     """
-    return {"check": outcome, "scale": outcome, "predict": outcome if predict else None,
-            "verify": outcome if verify else None}
+    return {
+        "check": outcome,
+        "scale": outcome,
+        "predict": outcome if predict else None,
+        "verify": outcome if verify else None,
+    }
 
 
 TRUNCATED = "data is truncated or corrupt"
 
 CASES = [
     *[
-        Case(f"truncated_{kind}", f"truncated.svm.{suffix}",
-             **_same(Fails(f"{kind} {TRUNCATED}"), predict=kind == "gzip", verify=kind == "xz"))
+        Case(
+            f"truncated_{kind}",
+            f"truncated.svm.{suffix}",
+            **_same(Fails(f"{kind} {TRUNCATED}"), predict=kind == "gzip", verify=kind == "xz"),
+        )
         for kind, suffix in (("gzip", "gz"), ("bzip2", "bz2"), ("xz", "xz"))
     ],
-    Case("index_over_int32", "index_over_int32.svm",
-         **_same(Fails("expected an index of at most 2147483647", line=3), predict=False)),
-    Case("index_int32_max", "index_int32_max.svm",
-         check=Either((Ok(check_has(rows=40)), Fails("2147483647"))),
-         scale=Either((Ok(scale_has(rows=40)), Fails("2147483647"))),
-         predict=Ok(predict_has(rows=40)),
-         verify=Either((Ok(), Fails("2147483647")))),
-    Case("huge_values", "huge_values.svm",
-         check=Ok(check_has(rows=40)),
-         scale=Either((Ok(scale_has(rows=40)), Fails("too wide"))),
-         predict=Ok(predict_has(rows=40)),
-         verify=Ok()),
-    Case("subnormal_and_negative_zero", "subnormal_values.svm",
-         check=Ok(check_has(rows=40)), scale=Ok(scale_has(rows=40)),
-         predict=Ok(predict_has(rows=40))),
-    Case("label_spellings", "label_spellings.svm",
-         check=Ok(check_has(rows=40, classes=[-1, 1])),
-         scale=Ok(scale_has(rows=40, labels={"-1", "1"})),
-         predict=Ok(predict_has(rows=40))),
-    Case("nine_rows", "nine_rows.svm",
-         check=Fails("9 rows are too few"), scale=Ok(scale_has(rows=9)),
-         predict=Ok(predict_has(rows=9)), verify=Fails("9 rows are too few")),
-    Case("class_with_one_example", "singleton_class.svm",
-         check=Ok(check_has(rows=40, classes=[-1, 1, 2])), scale=Ok(scale_has(rows=40)),
-         verify=Ok()),
-    Case("all_zero_rows", "all_zero_rows.svm",
-         check=Ok(check_has(rows=40, verdict="linear")), scale=Ok(scale_has(rows=40)),
-         verify=Ok()),
-    Case("duplicate_rows", "duplicate_rows.svm",
-         check=Ok(check_has(rows=40)), scale=Ok(scale_has(rows=40))),
-    Case("every_feature_constant", "constant_features.svm",
-         check=Ok(check_has(rows=40, verdict="linear")), scale=Ok(scale_has(rows=40)),
-         verify=Ok()),
-    Case("feature_only_in_test_file", "unseen_feature.svm",
-         check=Ok(scores_test_file), scale=Ok(scale_has(rows=40)),
-         check_args=("--test", str(CORPUS / "unseen_feature.svm.t"))),
-    Case("utf8_bom", "bom.svm",
-         check=Ok(same_as_plain("check")), scale=Ok(same_as_plain("scale")),
-         predict=Ok(same_as_plain("predict"))),
-    Case("windows_line_ends", "crlf.svm",
-         check=Ok(same_as_plain("check")), scale=Ok(same_as_plain("scale")),
-         predict=Ok(same_as_plain("predict"))),
+    Case(
+        "index_over_int32",
+        "index_over_int32.svm",
+        **_same(Fails("expected an index of at most 2147483647", line=3), predict=False),
+    ),
+    Case(
+        "index_int32_max",
+        "index_int32_max.svm",
+        check=Either((Ok(check_has(rows=40)), Fails("2147483647"))),
+        scale=Either((Ok(scale_has(rows=40)), Fails("2147483647"))),
+        predict=Ok(predict_has(rows=40)),
+        verify=Either((Ok(), Fails("2147483647"))),
+    ),
+    Case(
+        "huge_values",
+        "huge_values.svm",
+        check=Ok(check_has(rows=40)),
+        scale=Either((Ok(scale_has(rows=40)), Fails("too wide"))),
+        predict=Ok(predict_has(rows=40)),
+        verify=Ok(),
+    ),
+    Case(
+        "subnormal_and_negative_zero",
+        "subnormal_values.svm",
+        check=Ok(check_has(rows=40)),
+        scale=Ok(scale_has(rows=40)),
+        predict=Ok(predict_has(rows=40)),
+    ),
+    Case(
+        "label_spellings",
+        "label_spellings.svm",
+        check=Ok(check_has(rows=40, classes=[-1, 1])),
+        scale=Ok(scale_has(rows=40, labels={"-1", "1"})),
+        predict=Ok(predict_has(rows=40)),
+    ),
+    Case(
+        "nine_rows",
+        "nine_rows.svm",
+        check=Fails("9 rows are too few"),
+        scale=Ok(scale_has(rows=9)),
+        predict=Ok(predict_has(rows=9)),
+        verify=Fails("9 rows are too few"),
+    ),
+    Case(
+        "class_with_one_example",
+        "singleton_class.svm",
+        check=Ok(check_has(rows=40, classes=[-1, 1, 2])),
+        scale=Ok(scale_has(rows=40)),
+        verify=Ok(),
+    ),
+    Case(
+        "all_zero_rows",
+        "all_zero_rows.svm",
+        check=Ok(check_has(rows=40, verdict="linear")),
+        scale=Ok(scale_has(rows=40)),
+        verify=Ok(),
+    ),
+    Case(
+        "duplicate_rows",
+        "duplicate_rows.svm",
+        check=Ok(check_has(rows=40)),
+        scale=Ok(scale_has(rows=40)),
+    ),
+    Case(
+        "every_feature_constant",
+        "constant_features.svm",
+        check=Ok(check_has(rows=40, verdict="linear")),
+        scale=Ok(scale_has(rows=40)),
+        verify=Ok(),
+    ),
+    Case(
+        "feature_only_in_test_file",
+        "unseen_feature.svm",
+        check=Ok(scores_test_file),
+        scale=Ok(scale_has(rows=40)),
+        check_args=("--test", str(CORPUS / "unseen_feature.svm.t")),
+    ),
+    Case(
+        "utf8_bom",
+        "bom.svm",
+        check=Ok(same_as_plain("check")),
+        scale=Ok(same_as_plain("scale")),
+        predict=Ok(same_as_plain("predict")),
+    ),
+    Case(
+        "windows_line_ends",
+        "crlf.svm",
+        check=Ok(same_as_plain("check")),
+        scale=Ok(same_as_plain("scale")),
+        predict=Ok(same_as_plain("predict")),
+    ),
     Case("empty_file", "empty.svm", **_same(Fails("expected data rows, got none"), verify=False)),
     Case("binary_garbage", "garbage.bin", **_same(Fails("binary data?", line=1), predict=False)),
-    Case("binary_from_line_5", "binary_line5.svm",
-         **_same(Fails("control byte 0x00", line=5), verify=False)),
+    Case(
+        "binary_from_line_5",
+        "binary_line5.svm",
+        **_same(Fails("control byte 0x00", line=5), verify=False),
+    ),
     Case("directory", lambda d: d, **_same(Fails("Is a directory"), verify=False)),
-    Case("unreadable_file", _make_unreadable, **_same(Fails("Permission denied")),
-         drop_root=True),
-    Case("line_of_50_mb", _make_big_line,
-         check=Fails("2 rows are too few"), scale=Ok(scale_has(rows=2)),
-         predict=Ok(predict_has(rows=2)), seconds=10.0,
-         scale_args=("-l", "0")),  # keeps the 2.5 million zeros of row 2 out of the output
-    Case("garbage_line_of_50_mb", _make_big_garbage,
-         **_same(Fails("expected a numeric label", line=1), predict=False, verify=False),
-         seconds=10.0),
-    Case("3000_classes_in_6000_rows", _make_classes,
-         check=Fails("3,000 classes in 6,000 rows"),
-         scale=Ok(scale_has(rows=6000)), seconds=6.0),
-    Case("file_cut_while_read", _make_changing,
-         check=Either((Ok(), Fails("changing.svm"))),
-         scale=Either((Ok(), Fails("changing.svm"))),
-         check_args=("--exact", "never"), during=truncate_while_read),
+    Case("unreadable_file", _make_unreadable, **_same(Fails("Permission denied")), drop_root=True),
+    Case(
+        "line_of_50_mb",
+        _make_big_line,
+        check=Fails("2 rows are too few"),
+        scale=Ok(scale_has(rows=2)),
+        predict=Ok(predict_has(rows=2)),
+        seconds=10.0,
+        scale_args=("-l", "0"),
+    ),  # keeps the 2.5 million zeros of row 2 out of the output
+    Case(
+        "garbage_line_of_50_mb",
+        _make_big_garbage,
+        **_same(Fails("expected a numeric label", line=1), predict=False, verify=False),
+        seconds=10.0,
+    ),
+    Case(
+        "3000_classes_in_6000_rows",
+        _make_classes,
+        check=Fails("3,000 classes in 6,000 rows"),
+        scale=Ok(scale_has(rows=6000)),
+        seconds=6.0,
+    ),
+    Case(
+        "file_cut_while_read",
+        _make_changing,
+        check=Either((Ok(), Fails("changing.svm"))),
+        scale=Either((Ok(), Fails("changing.svm"))),
+        check_args=("--exact", "never"),
+        during=truncate_while_read,
+    ),
 ]
 
 
@@ -416,16 +501,26 @@ class References:
     def model(self) -> Path:
         if self._model is None:
             model = self.dir / "plain.model"
-            r = kcheck("check", str(CORPUS / "plain.svm"), "--checkers", "multilinear", "-q",
-                       "--model-out", str(model), "--model", "linear")
+            r = kcheck(
+                "check",
+                str(CORPUS / "plain.svm"),
+                "--checkers",
+                "multilinear",
+                "-q",
+                "--model-out",
+                str(model),
+                "--model",
+                "linear",
+            )
             assert r.code == 0, r.describe()
             self._model = model
         return self._model
 
     def plain(self, command: str) -> Run:
         if command not in self._runs:
-            self._runs[command] = kcheck(*command_args(command, str(CORPUS / "plain.svm"),
-                                                       None, self))
+            self._runs[command] = kcheck(
+                *command_args(command, str(CORPUS / "plain.svm"), None, self)
+            )
         return self._runs[command]
 
 
@@ -442,8 +537,14 @@ def generated(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 def command_args(command: str, path: str, case: Case | None, refs: References) -> list:
     if command == "check":
-        return ["check", path, "--checkers", "multilinear", "-q",
-                *(case.check_args if case else ())]
+        return [
+            "check",
+            path,
+            "--checkers",
+            "multilinear",
+            "-q",
+            *(case.check_args if case else ()),
+        ]
     if command == "scale":
         return ["scale", path, "-q", *(case.scale_args if case else ())]
     if command == "predict":
@@ -458,16 +559,24 @@ def _can_drop_root(d: Path) -> bool:
     locked.chmod(0)
     drop = drop_file_access_override if os.geteuid() == 0 else None
     try:
-        probe = subprocess.run([sys.executable, "-c", f"open({str(locked)!r}).read()"],
-                               preexec_fn=drop, capture_output=True)
+        probe = subprocess.run(
+            [sys.executable, "-c", f"open({str(locked)!r}).read()"],
+            preexec_fn=drop,
+            capture_output=True,
+        )
     except OSError:  # could not drop the capabilities
         return False
     return probe.returncode != 0
 
 
 @pytest.mark.parametrize(("case", "command"), _params())
-def test_hostile_input(case: Case, command: str, refs: References, generated: dict,
-                       tmp_path_factory: pytest.TempPathFactory) -> None:
+def test_hostile_input(
+    case: Case,
+    command: str,
+    refs: References,
+    generated: dict,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
     if case.drop_root and not _can_drop_root(tmp_path_factory.mktemp("probe")):
         pytest.skip("cannot run without root's file access here")
     if isinstance(case.source, str):
@@ -482,8 +591,13 @@ def test_hostile_input(case: Case, command: str, refs: References, generated: di
     # Run from the file's directory with a relative path, so messages are easy to match.
     cwd, shown = path.parent, path.name
     args = command_args(command, shown, case, refs)
-    run = kcheck(*args, seconds=case.seconds, cwd=cwd, drop_root=case.drop_root,
-                 during=case.during(path) if case.during else None)
+    run = kcheck(
+        *args,
+        seconds=case.seconds,
+        cwd=cwd,
+        drop_root=case.drop_root,
+        during=case.during(path) if case.during else None,
+    )
     assert_outcome(run, getattr(case, command), Ctx(path=shown, refs=refs))
 
 
@@ -497,8 +611,9 @@ def test_batch_over_the_corpus(tmp_path: Path) -> None:
     for name in ("index_int32_max.svm", "huge_values.svm"):  # known failures, tested above
         (d / name).unlink()
     out = tmp_path / "out.jsonl"
-    r = kcheck("batch", str(d), "-o", str(out), "--checkers", "multilinear", "-q", "-j", "2",
-               seconds=120)
+    r = kcheck(
+        "batch", str(d), "-o", str(out), "--checkers", "multilinear", "-q", "-j", "2", seconds=120
+    )
     assert "Traceback" not in r.stderr, r.describe()
     assert r.code == 3, r.describe()  # some data sets could not be checked
     lines = {x["name"]: x for x in map(json.loads, out.read_text().splitlines())}
@@ -507,9 +622,16 @@ def test_batch_over_the_corpus(tmp_path: Path) -> None:
     assert sum(TRUNCATED in e for e in errors.values()) == 3  # .gz, .bz2, .xz
     assert "too few" in errors["nine_rows.svm"]
     assert all("\n" not in e for e in errors.values())
-    for name in ("plain.svm", "crlf.svm", "label_spellings.svm", "all_zero_rows.svm",
-                 "singleton_class.svm", "duplicate_rows.svm", "constant_features.svm",
-                 "subnormal_values.svm"):
+    for name in (
+        "plain.svm",
+        "crlf.svm",
+        "label_spellings.svm",
+        "all_zero_rows.svm",
+        "singleton_class.svm",
+        "duplicate_rows.svm",
+        "constant_features.svm",
+        "subnormal_values.svm",
+    ):
         assert lines[name]["status"] == "ok", lines[name]
     # unseen_feature.svm.t is the test file of unseen_feature.svm (NAME.t pairs with NAME).
     assert lines["unseen_feature.svm"]["test"]["rows"] == 12
@@ -527,8 +649,16 @@ def test_batch_checks_what_check_reads(tmp_path: Path, name: str, expected: str)
     shutil.copy(CORPUS / "plain.svm", tmp_path / "plain.svm")
     shutil.copy(CORPUS / name, tmp_path / name)
     out = tmp_path / "out.jsonl"
-    r = kcheck("batch", str(tmp_path / "plain.svm"), str(tmp_path / name), "-o", str(out),
-               "--checkers", "multilinear", "-q")
+    r = kcheck(
+        "batch",
+        str(tmp_path / "plain.svm"),
+        str(tmp_path / name),
+        "-o",
+        str(out),
+        "--checkers",
+        "multilinear",
+        "-q",
+    )
     assert "Traceback" not in r.stderr, r.describe()
     lines = {x["name"]: x for x in map(json.loads, out.read_text().splitlines())}
     assert name in lines, r.describe()
@@ -554,8 +684,11 @@ def test_named_pipe_input(tmp_path: Path) -> None:
     for command in ("check", "scale"):
         writer = threading.Thread(target=feed, daemon=True)
         writer.start()
-        args = ["check", str(fifo), "--checkers", "multilinear", "-q"] if command == "check" \
+        args = (
+            ["check", str(fifo), "--checkers", "multilinear", "-q"]
+            if command == "check"
             else ["scale", str(fifo), "-q"]
+        )
         r = kcheck(*args, seconds=30)
         writer.join(5)
         assert r.code == 0, r.describe()
@@ -578,8 +711,11 @@ def test_named_pipe_input(tmp_path: Path) -> None:
 )
 def test_standard_input(command: str, name: str, outcome: Outcome, refs: References) -> None:
     """``-`` reads standard input, which cannot be peeked at: the same outcomes, as <stdin>."""
-    args = ["check", "-", "--checkers", "multilinear", "-q"] if command == "check" \
+    args = (
+        ["check", "-", "--checkers", "multilinear", "-q"]
+        if command == "check"
         else ["scale", "-", "-q"]
+    )
     with open(CORPUS / name, "rb") as f:
         run = run_kcheck(args, timeout=60, address_space=ADDRESS_SPACE, stdin=f)
     assert_outcome(run, outcome, Ctx(path="<stdin>", refs=refs))

@@ -22,8 +22,9 @@ from kcheck.scaling import fit_scaler
 
 pytestmark = pytest.mark.interop
 
-GRID = rbf_search.Grid(log2_C=(1.0, 3.0, 5.0), log2_gamma=(3.0, 1.0, -1.0, -3.0), refine=True,
-                   radius=1.0, step=1.0)
+GRID = rbf_search.Grid(
+    log2_C=(1.0, 3.0, 5.0), log2_gamma=(3.0, 1.0, -1.0, -3.0), refine=True, radius=1.0, step=1.0
+)
 
 
 def _run(*args: str, stdout=None) -> None:
@@ -31,8 +32,13 @@ def _run(*args: str, stdout=None) -> None:
 
 
 def _kcheck_predict(model: Path, data: Path) -> np.ndarray:
-    r = subprocess.run([sys.executable, "-m", "kcheck", "predict", str(model), str(data), "-q"],
-                       cwd=ROOT, capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [sys.executable, "-m", "kcheck", "predict", str(model), str(data), "-q"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr
     return np.array(r.stdout.split(), dtype=float)
 
@@ -65,8 +71,9 @@ def _export(train: str, kind: str, tmp: Path) -> Path:
     return path
 
 
-@pytest.mark.parametrize(("train", "test"), [("fourclass", "fourclass"),
-                                             ("heart_scale", "heart_scale")])
+@pytest.mark.parametrize(
+    ("train", "test"), [("fourclass", "fourclass"), ("heart_scale", "heart_scale")]
+)
 def test_kernel_model_predicts_like_svm_predict(tmp_path, train, test):
     model = _export(train, "kernel", tmp_path)
     _compare(model, DATASETS / test, "svm-predict", tmp_path)
@@ -77,8 +84,10 @@ def test_linear_model_predicts_like_liblinear_predict(tmp_path):
     _compare(model, DATASETS / "svmguide1.t", "liblinear-predict", tmp_path)
 
 
-@pytest.mark.parametrize(("trainer", "predictor"), [("svm-train", "svm-predict"),
-                                                    ("liblinear-train", "liblinear-predict")])
+@pytest.mark.parametrize(
+    ("trainer", "predictor"),
+    [("svm-train", "svm-predict"), ("liblinear-train", "liblinear-predict")],
+)
 def test_models_of_the_official_tools(tmp_path, trainer, predictor):
     """A model trained by svm-train/liblinear-train on svm-scale output, with svm-scale's range."""
     train, test = DATASETS / "svmguide1", DATASETS / "svmguide1.t"
@@ -133,8 +142,13 @@ def test_models_kcheck_cannot_use_are_refused(tmp_path, trainer, options, words)
     """Genuine regression and one-class models: one line, exit 2, the first line named."""
     train = DATASETS / "heart_scale"
     model = _official_model(tmp_path, train, trainer, options)
-    r = subprocess.run([sys.executable, "-m", "kcheck", "predict", str(model), str(train)],
-                       cwd=ROOT, capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [sys.executable, "-m", "kcheck", "predict", str(model), str(train)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 2, r.stderr
     assert r.stdout == ""
     (line,) = r.stderr.splitlines()

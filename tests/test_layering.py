@@ -21,15 +21,29 @@ LAYERS: list[set[str]] = [
     {"kcheck.pipeline"},
     {"kcheck.result"},
     {"kcheck.checkers.registry"},
-    {"kcheck.checkers.degree2", "kcheck.checkers.multilinear", "kcheck.checkers.rff",
-     "kcheck.checkers.exact", "kcheck.checkers.linear", "kcheck.checkers.kmeans"},
+    {
+        "kcheck.checkers.degree2",
+        "kcheck.checkers.multilinear",
+        "kcheck.checkers.rff",
+        "kcheck.checkers.exact",
+        "kcheck.checkers.linear",
+        "kcheck.checkers.kmeans",
+    },
     {"kcheck.checkers", "kcheck.checkers.base"},
     {"kcheck.rbf_search"},
     {"kcheck.prepare"},
     {"kcheck.engines", "kcheck.budget"},
     {"kcheck.modelfile", "kcheck.data", "kcheck._parse", "kcheck.scaling"},
-    {"kcheck.verdict", "kcheck.split", "kcheck.workers", "kcheck.atomic", "kcheck.memory",
-     "kcheck.errors", "kcheck.defaults", "kcheck"},
+    {
+        "kcheck.verdict",
+        "kcheck.split",
+        "kcheck.workers",
+        "kcheck.atomic",
+        "kcheck.memory",
+        "kcheck.errors",
+        "kcheck.defaults",
+        "kcheck",
+    },
 ]
 #: Packages whose submodules all sit in the layer of the package (the command line).
 WHOLE_PACKAGES = {"kcheck.cli"}
@@ -134,7 +148,7 @@ def test_no_import_cycle(graph: dict[str, tuple[set[str], list[int]]]) -> None:
             if t not in graph:
                 continue
             if state.get(t) == 1:
-                return [*stack[stack.index(t):], t]
+                return [*stack[stack.index(t) :], t]
             if t not in state:
                 cycle = dfs(t)
                 if cycle:
@@ -153,7 +167,8 @@ def test_no_import_inside_functions_outside_the_cli(
     graph: dict[str, tuple[set[str], list[int]]],
 ) -> None:
     hidden = {
-        m: lines for m, (_, lines) in graph.items()
+        m: lines
+        for m, (_, lines) in graph.items()
         if lines and not (m == "kcheck.cli" or m.startswith("kcheck.cli."))
     }
     assert not hidden, f"imports inside functions (module: lines): {hidden}"

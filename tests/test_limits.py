@@ -80,13 +80,25 @@ def test_memory_guard_under_an_address_space_limit(name: str, tmp_path: Path) ->
     y, X = dense_integers(wide.rows, wide.cols)
     # The memory plan alone (no time budget) already refuses to expand all of T.
     t = int(0.75 * wide.rows)
-    plan = degree2.plan_rows(Dataset(sp.csr_matrix(X[:t]), y[:t]), 2,
-                             degree2.Degree2Options(memory_limit=GiB))
+    plan = degree2.plan_rows(
+        Dataset(sp.csr_matrix(X[:t]), y[:t]), 2, degree2.Degree2Options(memory_limit=GiB)
+    )
     assert plan.rows < t and plan.limited_by == "memory", plan
     path = tmp_path / f"{name}.svm"
     write_libsvm(str(path), y, X)
-    r = kcheck("check", str(path), "--checkers", "degree2,multilinear", "--memory-limit", "1G",
-               "-q", "-j", "1", "--exact", "never")
+    r = kcheck(
+        "check",
+        str(path),
+        "--checkers",
+        "degree2,multilinear",
+        "--memory-limit",
+        "1G",
+        "-q",
+        "-j",
+        "1",
+        "--exact",
+        "never",
+    )
     assert_clean(r)
     assert r.code == 0, r.describe()
     v = r.json
@@ -101,14 +113,11 @@ def test_memory_guard_under_an_address_space_limit(name: str, tmp_path: Path) ->
 # --- a feature space that is wide and almost empty -----------------------------------------
 
 
-
-
 def test_a_stray_large_index_costs_little(tmp_path: Path) -> None:
     """One index of 3,000,000 in a 40-row file: LIBLINEAR and k-means see only the columns
     that hold values (it took 39 s and 1.8 GB when they spanned the full width)."""
     rng = random.Random(0)
-    lines = [f"{1 if k % 2 else -1} 1:{rng.random():.3f} 2:{rng.random():.3f}"
-             for k in range(40)]
+    lines = [f"{1 if k % 2 else -1} 1:{rng.random():.3f} 2:{rng.random():.3f}" for k in range(40)]
     lines[0] += " 3000000:1"
     path = tmp_path / "stray.svm"
     path.write_text("\n".join(lines) + "\n")
@@ -139,8 +148,10 @@ def test_a_tiny_time_limit_skips_every_checker(mid_size: Path) -> None:
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1, r.describe()
     # Not even the baseline can run: nothing else is compared with anything.
-    assert lines[0].startswith(f"kcheck: error: {mid_size}: the time limit (--time-limit "
-                               "1e-06) passed before the linear baseline finished")
+    assert lines[0].startswith(
+        f"kcheck: error: {mid_size}: the time limit (--time-limit "
+        "1e-06) passed before the linear baseline finished"
+    )
 
 
 def test_a_time_limit_keeps_the_verdict_of_the_checkers_that_finished(mid_size: Path) -> None:
@@ -172,8 +183,7 @@ def _classes(path: Path, classes: int, rows: int, features: int = 3) -> Path:
         for k in range(rows):
             c = k % classes
             extra = "".join(f" {4 + j}:{rng.random():.4f}" for j in range(features - 3))
-            f.write(f"{c} 1:{rng.random():.4f} 2:{rng.random():.4f} 3:{c / classes:.4f}"
-                    f"{extra}\n")
+            f.write(f"{c} 1:{rng.random():.4f} 2:{rng.random():.4f} 3:{c / classes:.4f}{extra}\n")
     return path
 
 
@@ -187,13 +197,23 @@ def test_a_time_limit_stops_a_baseline_that_cannot_finish(tmp_path: Path) -> Non
     worker that is killed at the deadline, and the run ends with exit 2 and that reason."""
     path = _classes(tmp_path / "classes.svm", 1000, 5000)
     limit = 2.0
-    r = kcheck("check", str(path), "--time-limit", str(limit), "-q", "-j", "1",
-               timeout=limit + TIME_LIMIT_SLACK)
+    r = kcheck(
+        "check",
+        str(path),
+        "--time-limit",
+        str(limit),
+        "-q",
+        "-j",
+        "1",
+        timeout=limit + TIME_LIMIT_SLACK,
+    )
     assert_clean(r)
     assert r.code == 2, r.describe()
     (line,) = r.stderr.splitlines()
-    assert line.startswith(f"kcheck: error: {path}: the time limit (--time-limit 2) passed "
-                           "before the linear baseline finished"), line
+    assert line.startswith(
+        f"kcheck: error: {path}: the time limit (--time-limit 2) passed "
+        "before the linear baseline finished"
+    ), line
     assert r.seconds < limit + TIME_LIMIT_SLACK
 
 
@@ -203,8 +223,18 @@ def test_a_time_limit_bounds_a_check_that_trains(tmp_path: Path) -> None:
     rest did not run."""
     path = _classes(tmp_path / "classes.svm", 50, 5000, features=4)
     limit = 6.0
-    r = kcheck("check", str(path), "--time-limit", str(limit), "-q", "-j", "1",
-               "--exact", "never", timeout=limit + TIME_LIMIT_SLACK)
+    r = kcheck(
+        "check",
+        str(path),
+        "--time-limit",
+        str(limit),
+        "-q",
+        "-j",
+        "1",
+        "--exact",
+        "never",
+        timeout=limit + TIME_LIMIT_SLACK,
+    )
     assert_clean(r)
     assert r.code == 0, r.describe()
     v = r.json
@@ -232,9 +262,24 @@ def test_a_time_limit_stops_the_model_export(tmp_path: Path) -> None:
     out = tmp_path / "out"
     out.mkdir()
     limit = 3.0
-    r = kcheck("check", "datasets/svmguide1", "--time-limit", str(limit), "-q", "-j", "1",
-               "--checkers", "multilinear", "--exact", "never", "--model-out", str(out / "m"),
-               "--model", "kernel", timeout=limit + TIME_LIMIT_SLACK)
+    r = kcheck(
+        "check",
+        "datasets/svmguide1",
+        "--time-limit",
+        str(limit),
+        "-q",
+        "-j",
+        "1",
+        "--checkers",
+        "multilinear",
+        "--exact",
+        "never",
+        "--model-out",
+        str(out / "m"),
+        "--model",
+        "kernel",
+        timeout=limit + TIME_LIMIT_SLACK,
+    )
     assert_clean(r)
     assert r.code == 2, r.describe()
     assert "--time-limit reached while training the kernel model" in r.stderr, r.describe()
@@ -256,9 +301,13 @@ def _peak_rss(args: list[str], timeout: float = 300) -> tuple[int, int, str]:
     from conftest import require_tool
 
     timer = require_tool("time") if not Path("/usr/bin/time").exists() else "/usr/bin/time"
-    r = subprocess.run([timer, "-f", "kcheck-peak-kb %M", sys.executable, *args],
-                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=timeout,
-                       text=True)
+    r = subprocess.run(
+        [timer, "-f", "kcheck-peak-kb %M", sys.executable, *args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        timeout=timeout,
+        text=True,
+    )
     lines = r.stderr.splitlines()
     peak = [ln for ln in lines if ln.startswith("kcheck-peak-kb ")]
     assert peak, r.stderr
@@ -277,29 +326,55 @@ def medium_dense(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def import_baseline() -> int:
-    code, peak, err = _peak_rss(["-c", "import kcheck.cli, kcheck.pipeline, kcheck.models, "
-                                       "kcheck.checkers.exact"])
+    code, peak, err = _peak_rss(
+        ["-c", "import kcheck.cli, kcheck.pipeline, kcheck.models, kcheck.checkers.exact"]
+    )
     assert code == 0, err
     return peak
 
 
 def test_a_check_keeps_to_a_small_memory_limit(medium_dense: Path, import_baseline: int):
     limit = 200 * 2**20
-    code, peak, err = _peak_rss(["-m", "kcheck", "check", str(medium_dense), "-q", "-j", "1",
-                                 "--memory-limit", "200M", "--exact", "never"])
+    code, peak, err = _peak_rss(
+        [
+            "-m",
+            "kcheck",
+            "check",
+            str(medium_dense),
+            "-q",
+            "-j",
+            "1",
+            "--memory-limit",
+            "200M",
+            "--exact",
+            "never",
+        ]
+    )
     assert code == 0, err
     assert peak - import_baseline <= limit, (peak - import_baseline) / 2**20
 
 
-def test_a_memory_limit_the_check_cannot_keep_is_refused_at_once(medium_dense: Path,
-                                                                 import_baseline: int):
+def test_a_memory_limit_the_check_cannot_keep_is_refused_at_once(
+    medium_dense: Path, import_baseline: int
+):
     # The reader stops as soon as the values read need more than the limit allows a check
     # (3x the CSR plus 64 MB): with 64M nothing may be read, with 80M about 5 MB of the file's
     # 14 MB of CSR. The refusal holds the limit while it reads.
     for limit_mb in (64, 80, 40):
         limit = limit_mb * 2**20
-        code, peak, err = _peak_rss(["-m", "kcheck", "check", str(medium_dense), "-q", "-j",
-                                     "1", "--memory-limit", f"{limit_mb}M"])
+        code, peak, err = _peak_rss(
+            [
+                "-m",
+                "kcheck",
+                "check",
+                str(medium_dense),
+                "-q",
+                "-j",
+                "1",
+                "--memory-limit",
+                f"{limit_mb}M",
+            ]
+        )
         assert code == 2, err
         (line,) = err.splitlines()
         assert "memory limit" in line, line

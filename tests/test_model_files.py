@@ -36,8 +36,11 @@ def corpus_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Cas
 
     def one(item: tuple[Case, Path]) -> tuple[Case, Path, Run]:
         case, path = item
-        run = run_kcheck(["predict", str(path), str(HEART), "-q", *case.options], timeout=60,
-                         address_space=6 * 2**30)
+        run = run_kcheck(
+            ["predict", str(path), str(HEART), "-q", *case.options],
+            timeout=60,
+            address_space=6 * 2**30,
+        )
         return case, path, run
 
     with ThreadPoolExecutor(max_workers=2) as pool:
@@ -102,9 +105,38 @@ def test_genuine_models_predict(tmp_path: Path) -> None:
 
 
 HOSTILE_TOKENS = [
-    "", "0", "-1", "1", "2", "3", "1e12", "2147483647", "2147483648", "-2147483648", "nan",
-    "-inf", "1e308", "1e-320", "abc", "0:1", "1:1", "3:0.5", "2147483647:1", "1.5", "-0",
-    "+7", "1:nan", "99999999999", "\x00", "w", "SV", "label", "nr_class", "rho", ":", "1:",
+    "",
+    "0",
+    "-1",
+    "1",
+    "2",
+    "3",
+    "1e12",
+    "2147483647",
+    "2147483648",
+    "-2147483648",
+    "nan",
+    "-inf",
+    "1e308",
+    "1e-320",
+    "abc",
+    "0:1",
+    "1:1",
+    "3:0.5",
+    "2147483647:1",
+    "1.5",
+    "-0",
+    "+7",
+    "1:nan",
+    "99999999999",
+    "\x00",
+    "w",
+    "SV",
+    "label",
+    "nr_class",
+    "rho",
+    ":",
+    "1:",
 ]
 
 
@@ -113,16 +145,18 @@ def mutated(draw: st.DrawFn, seeds: dict[str, bytes]) -> tuple[str, bytes]:
     name = draw(st.sampled_from(sorted(seeds)))
     lines = seeds[name].decode().split("\n")
     for _ in range(draw(st.integers(1, 3))):
-        op = draw(st.sampled_from(["token", "token", "token", "delete", "duplicate", "swap",
-                                   "truncate", "insert"]))
+        op = draw(
+            st.sampled_from(
+                ["token", "token", "token", "delete", "duplicate", "swap", "truncate", "insert"]
+            )
+        )
         if not lines:
             break
         i = draw(st.integers(0, len(lines) - 1))
         if op == "token":
             tokens = lines[i].split(" ")
             j = draw(st.integers(0, len(tokens) - 1))
-            tokens[j] = draw(st.one_of(st.sampled_from(HOSTILE_TOKENS),
-                                       st.text(max_size=8)))
+            tokens[j] = draw(st.one_of(st.sampled_from(HOSTILE_TOKENS), st.text(max_size=8)))
             lines[i] = " ".join(tokens)
         elif op == "delete":
             del lines[i]
@@ -135,8 +169,7 @@ def mutated(draw: st.DrawFn, seeds: dict[str, bytes]) -> tuple[str, bytes]:
             text = "\n".join(lines)
             lines = text[: draw(st.integers(0, len(text)))].split("\n")
         else:
-            lines.insert(i, " ".join(draw(st.lists(st.sampled_from(HOSTILE_TOKENS),
-                                                   max_size=4))))
+            lines.insert(i, " ".join(draw(st.lists(st.sampled_from(HOSTILE_TOKENS), max_size=4))))
     return name, "\n".join(lines).encode("utf-8", "surrogateescape")
 
 
@@ -156,8 +189,12 @@ def test_mutated_models_are_refused_or_usable(fuzz_dir: Path, seeds: dict[str, b
     path = fuzz_dir / "mutant.model"
     outcomes = {"refused": 0, "loaded": 0, "probabilities": 0}
 
-    @settings(max_examples=300, deadline=None, database=None,
-              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    @settings(
+        max_examples=300,
+        deadline=None,
+        database=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    )
     @given(mutated(seeds))
     def check(case: tuple[str, bytes]) -> None:
         _, text = case

@@ -21,8 +21,9 @@ from kcheck.errors import KcheckError
 from kcheck.scaling import fit_scaler, read_range_file
 
 #: A 3 x 3 grid with a one-step refinement: enough to exercise the search, cheap to run.
-SMALL = rbf_search.Grid(log2_C=(1.0, 3.0, 5.0), log2_gamma=(3.0, 1.0, -1.0), refine=True,
-                    radius=1.0, step=1.0)
+SMALL = rbf_search.Grid(
+    log2_C=(1.0, 3.0, 5.0), log2_gamma=(3.0, 1.0, -1.0), refine=True, radius=1.0, step=1.0
+)
 
 
 def _scaled(name: str, method: str = "maxabs"):
@@ -33,7 +34,10 @@ def _scaled(name: str, method: str = "maxabs"):
 
 def _kcheck(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "kcheck", *args], cwd=cwd, capture_output=True, text=True,
+        [sys.executable, "-m", "kcheck", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
         timeout=300,
     )
 
@@ -82,8 +86,9 @@ def test_tie_break_prefers_smaller_C_then_smaller_gamma():
 def test_grid_search_reports_progress_and_refines():
     y, X, _ = _scaled("heart_scale")
     seen: list[tuple[int | None, int | None]] = []
-    found = rbf_search.rbf_grid_search(X, y, SMALL, seed=0,
-                                   progress=lambda s, d, t: seen.append((d, t)))
+    found = rbf_search.rbf_grid_search(
+        X, y, SMALL, seed=0, progress=lambda s, d, t: seen.append((d, t))
+    )
     assert seen[0] == (0, SMALL.max_points)
     assert seen[-1][0] == seen[-1][1] == found.points
     assert 9 < found.points <= SMALL.max_points
@@ -109,8 +114,15 @@ def test_export_kernel_writes_model_range_and_entry(exported):
     entry = exported["kernel"]
     path = Path(entry["path"])
     assert entry["kind"] == "kernel" and entry["range_path"] == str(path) + ".range"
-    assert set(entry) >= {"path", "range_path", "kind", "params", "cv_accuracy", "search_rows",
-                          "seconds"}
+    assert set(entry) >= {
+        "path",
+        "range_path",
+        "kind",
+        "params",
+        "cv_accuracy",
+        "search_rows",
+        "seconds",
+    }
     C, gamma = entry["params"]["C"], entry["params"]["gamma"]
     assert float(np.log2(C)).is_integer() and float(np.log2(gamma)).is_integer()
     assert gamma > 0 and entry["search_rows"] == 862 and entry["cv_accuracy"] > 0.9
@@ -146,8 +158,9 @@ def test_kernel_search_uses_a_sample_but_trains_on_all_rows(tmp_path, monkeypatc
         return real_train(problem, C, gamma)
 
     monkeypatch.setattr(engines, "train_rbf", spy)
-    entry = models.export(X, y, scaler, "kernel", str(tmp_path / "m"), seed=1, grid=SMALL,
-                          max_search_rows=200)
+    entry = models.export(
+        X, y, scaler, "kernel", str(tmp_path / "m"), seed=1, grid=SMALL, max_search_rows=200
+    )
     assert abs(entry["search_rows"] - 200) <= 2
     assert trained_on == [862]
 
@@ -169,8 +182,9 @@ def test_export_to_a_missing_directory_is_a_clear_error(tmp_path):
 
 def test_export_prints_nothing(tmp_path, capfd):
     y, X, scaler = _scaled("heart_scale")
-    models.export(X, y, scaler, "kernel", str(tmp_path / "m"), seed=0,
-                  grid=rbf_search.Grid((1.0,), (-3.0,)))
+    models.export(
+        X, y, scaler, "kernel", str(tmp_path / "m"), seed=0, grid=rbf_search.Grid((1.0,), (-3.0,))
+    )
     out, err = capfd.readouterr()
     assert out == "" and err == ""
 
@@ -224,8 +238,13 @@ def _copy_model(entry: dict, dest: Path, with_range: str | None) -> Path:
 
 @pytest.mark.parametrize(
     "content",
-    ["not a model\n", "", "svm_type c_svc\nkernel_type rbf\nbogus 3\n",
-     "solver_type L2R_L2LOSS_SVC\nnr_class two\n", "svm_type epsilon_svr\n"],
+    [
+        "not a model\n",
+        "",
+        "svm_type c_svc\nkernel_type rbf\nbogus 3\n",
+        "solver_type L2R_L2LOSS_SVC\nnr_class two\n",
+        "svm_type epsilon_svr\n",
+    ],
 )
 def test_predict_rejects_a_bad_model_file(tmp_path, exported, content):
     model = tmp_path / "bad.model"
@@ -235,38 +254,40 @@ def test_predict_rejects_a_bad_model_file(tmp_path, exported, content):
 
 
 def test_predict_rejects_a_missing_model(tmp_path):
-    _expect_usage_error(_kcheck("predict", str(tmp_path / "none"), "datasets/heart_scale"),
-                        "none")
+    _expect_usage_error(_kcheck("predict", str(tmp_path / "none"), "datasets/heart_scale"), "none")
 
 
 def test_predict_needs_the_range_file(tmp_path, exported):
     model = _copy_model(exported["kernel"], tmp_path, None)
-    _expect_usage_error(_kcheck("predict", str(model), "datasets/fourclass"),
-                        f"{model}.range", "not found")
+    _expect_usage_error(
+        _kcheck("predict", str(model), "datasets/fourclass"), f"{model}.range", "not found"
+    )
 
 
 @pytest.mark.parametrize(
     ("model", "data", "other", "words"),
     [
-        ("kernel:heart_scale", "heart_scale", "fourclass", ("does not match",
-                                                             "uses feature 3")),
-        ("linear:heart_scale", "heart_scale", "fourclass", ("does not match",
-                                                             "uses feature 3")),
+        ("kernel:heart_scale", "heart_scale", "fourclass", ("does not match", "uses feature 3")),
+        ("linear:heart_scale", "heart_scale", "fourclass", ("does not match", "uses feature 3")),
         # Refused at the first index beyond the model's width, before the rest is read.
-        ("linear:fourclass", "fourclass", "heart_scale", (".range:5:", "feature 3 is beyond "
-                                                          "the model's 2 features")),
+        (
+            "linear:fourclass",
+            "fourclass",
+            "heart_scale",
+            (".range:5:", "feature 3 is beyond the model's 2 features"),
+        ),
     ],
 )
-def test_predict_rejects_a_range_file_of_other_data(tmp_path, exported, model, data, other,
-                                                    words):
+def test_predict_rejects_a_range_file_of_other_data(tmp_path, exported, model, data, other, words):
     kind = model.split(":")[0]
     path = _copy_model(exported[model], tmp_path, exported[f"{kind}:{other}"]["range_path"])
     _expect_usage_error(_kcheck("predict", str(path), f"datasets/{data}"), *words)
 
 
 def test_predict_warns_about_a_range_file_wider_than_the_support_vectors(tmp_path, exported):
-    path = _copy_model(exported["kernel:fourclass"], tmp_path,
-                       exported["kernel:heart_scale"]["range_path"])
+    path = _copy_model(
+        exported["kernel:fourclass"], tmp_path, exported["kernel:heart_scale"]["range_path"]
+    )
     r = _kcheck("predict", str(path), "datasets/fourclass")
     assert r.returncode == 0 and len(r.stdout.splitlines()) == 862
     assert "kcheck: warning:" in r.stderr and "no support vector" in r.stderr
@@ -303,12 +324,29 @@ def _sha256(path: Path) -> str:
 
 def test_verify_json_and_determinism_across_jobs(tmp_path):
     check = tmp_path / "check.json"
-    check.write_text(json.dumps({"schema_version": 1, "verdict": "kernel", "epsilon": 0.02,
-                                 "data": {"sha256": _sha256(DATASETS / "fourclass")}}))
+    check.write_text(
+        json.dumps(
+            {
+                "schema_version": 1,
+                "verdict": "kernel",
+                "epsilon": 0.02,
+                "data": {"sha256": _sha256(DATASETS / "fourclass")},
+            }
+        )
+    )
     runs = []
     for jobs in ("1", "2"):
-        r = _kcheck("verify", "datasets/fourclass", "-j", jobs, "--seed", "3",
-                    "--check-json", str(check), "--json")
+        r = _kcheck(
+            "verify",
+            "datasets/fourclass",
+            "-j",
+            jobs,
+            "--seed",
+            "3",
+            "--check-json",
+            str(check),
+            "--json",
+        )
         assert r.returncode == 0, r.stderr
         runs.append(json.loads(r.stdout))
     v = runs[0]
@@ -317,11 +355,9 @@ def test_verify_json_and_determinism_across_jobs(tmp_path):
     assert v["data"]["rows"] == v["data"]["cv_rows"] == 862
     assert v["scaling"]["method"] == "maxabs"
     assert set(v["linear"]) == {"cv_accuracy", "C", "seconds", "test_accuracy"}
-    assert set(v["rbf"]) >= {"cv_accuracy", "C", "gamma", "grid_points", "seconds",
-                             "test_accuracy"}
+    assert set(v["rbf"]) >= {"cv_accuracy", "C", "gamma", "grid_points", "seconds", "test_accuracy"}
     assert v["rbf"]["grid_points"] == 110
-    assert v["gap"] == pytest.approx(v["rbf"]["cv_accuracy"] - v["linear"]["cv_accuracy"],
-                                     abs=2e-6)
+    assert v["gap"] == pytest.approx(v["rbf"]["cv_accuracy"] - v["linear"]["cv_accuracy"], abs=2e-6)
     # fourclass needs a kernel (linear about 78%, RBF about 100%).
     assert v["gap"] > 0.1 and v["verdict"] == "kernel" and v["epsilon"] == 0.02
     assert v["confirms"] is True and v["check"]["verdict"] == "kernel"
@@ -336,14 +372,17 @@ def test_verify_per_row_cv_matches_the_grid_count(datasets):
     y, X, _ = _scaled("heart_scale")
     grid = rbf_search.Grid(log2_C=(1.0, 3.0), log2_gamma=(-3.0, -5.0))
     found = rbf_search.rbf_grid_search(X, y, grid, seed=4, jobs=1)
-    per_row = engines.cv_rbf_correct(engines.SvmProblem.from_data(X, y), found.C, found.gamma,
-                                     folds=5, seed=4)
+    per_row = engines.cv_rbf_correct(
+        engines.SvmProblem.from_data(X, y), found.C, found.gamma, folds=5, seed=4
+    )
     assert int(per_row.sum()) == found.correct
 
 
 def test_verify_with_test_file_and_sample():
     config = verify.VerifyConfig(
-        str(DATASETS / "svmguide1"), test=str(DATASETS / "svmguide1.t"), max_rows=300,
+        str(DATASETS / "svmguide1"),
+        test=str(DATASETS / "svmguide1.t"),
+        max_rows=300,
         grid=SMALL,
     )
     v = verify.verify(config)
@@ -352,7 +391,8 @@ def test_verify_with_test_file_and_sample():
     assert 0.9 < v["linear"]["test_accuracy"] <= 1.0
     assert 0.9 < v["rbf"]["test_accuracy"] <= 1.0
     assert v["test_gap"] == pytest.approx(
-        v["rbf"]["test_accuracy"] - v["linear"]["test_accuracy"], abs=2e-6)
+        v["rbf"]["test_accuracy"] - v["linear"]["test_accuracy"], abs=2e-6
+    )
     assert v["confirms"] is None and v["check"] is None
 
 
@@ -369,17 +409,30 @@ def test_verify_maps_non_integer_labels(tmp_path):
 
 def test_verify_uses_the_check_epsilon_and_reports_disagreement(tmp_path):
     check = tmp_path / "check.json"
-    check.write_text(json.dumps({"schema_version": 1, "verdict": "kernel", "epsilon": 0.5,
-                                 "data": {"sha256": _sha256(DATASETS / "heart_scale")}}))
-    v = verify.verify(verify.VerifyConfig(str(DATASETS / "heart_scale"), grid=SMALL,
-                                          check_json=str(check)))
+    check.write_text(
+        json.dumps(
+            {
+                "schema_version": 1,
+                "verdict": "kernel",
+                "epsilon": 0.5,
+                "data": {"sha256": _sha256(DATASETS / "heart_scale")},
+            }
+        )
+    )
+    v = verify.verify(
+        verify.VerifyConfig(str(DATASETS / "heart_scale"), grid=SMALL, check_json=str(check))
+    )
     assert v["epsilon"] == 0.5 and v["verdict"] == "linear" and v["confirms"] is False
 
 
 @pytest.mark.parametrize(
     "content",
-    ["{", "[]", '{"schema_version": 1, "verdict": "maybe"}',
-     '{"schema_version": 1, "kind": "verify", "verdict": "linear"}'],
+    [
+        "{",
+        "[]",
+        '{"schema_version": 1, "verdict": "maybe"}',
+        '{"schema_version": 1, "kind": "verify", "verdict": "linear"}',
+    ],
 )
 def test_verify_rejects_a_bad_check_json(tmp_path, content):
     check = tmp_path / "check.json"
@@ -396,8 +449,16 @@ def test_verify_rejects_bad_options():
 
 def test_check_model_out_then_predict(tmp_path):
     model = tmp_path / "m"
-    r = _kcheck("check", "datasets/heart_scale", "--model-out", str(model), "--model", "linear",
-                "--json", "-q")
+    r = _kcheck(
+        "check",
+        "datasets/heart_scale",
+        "--model-out",
+        str(model),
+        "--model",
+        "linear",
+        "--json",
+        "-q",
+    )
     assert r.returncode == 0, r.stderr
     entry = json.loads(r.stdout)["model"]
     assert entry["kind"] == "linear" and entry["path"] == str(model)

@@ -60,8 +60,10 @@ def test_check_refuses_to_write_over_its_training_file(train: Path, how: str) ->
 def test_model_out_whose_range_file_is_an_input_is_refused(train: Path, tmp_path: Path) -> None:
     test = tmp_path / "m.range"
     test.write_bytes((DATASETS / "heart_scale").read_bytes())
-    r = run_kcheck(["check", str(train), "--test", str(test), "--model-out",
-                    str(tmp_path / "m"), "-q"], timeout=120)
+    r = run_kcheck(
+        ["check", str(train), "--test", str(test), "--model-out", str(tmp_path / "m"), "-q"],
+        timeout=120,
+    )
     _one_error_line(r, "--model-out", "is the input file")
     assert not (tmp_path / "m").exists()
 
@@ -73,8 +75,9 @@ def test_json_output_over_the_model_is_refused(train: Path, tmp_path: Path) -> N
 
 
 @pytest.mark.parametrize("command", ["scale", "scale -s", "predict", "verify"])
-def test_other_commands_refuse_to_write_over_an_input(train: Path, tmp_path: Path,
-                                                      command: str) -> None:
+def test_other_commands_refuse_to_write_over_an_input(
+    train: Path, tmp_path: Path, command: str
+) -> None:
     before = train.read_bytes()
     if command == "scale":
         args = ["scale", str(train), "-o", str(train)]
@@ -84,8 +87,20 @@ def test_other_commands_refuse_to_write_over_an_input(train: Path, tmp_path: Pat
         args = ["verify", str(train), "-o", str(train)]
     else:
         model = tmp_path / "m"
-        r = run_kcheck(["check", str(train), "--model-out", str(model), "--model", "linear",
-                        "-q", "--exact", "never"], timeout=120)
+        r = run_kcheck(
+            [
+                "check",
+                str(train),
+                "--model-out",
+                str(model),
+                "--model",
+                "linear",
+                "-q",
+                "--exact",
+                "never",
+            ],
+            timeout=120,
+        )
         assert r.code == 0, r.describe()
         args = ["predict", str(model), str(train), "-o", f"{model}.range"]
     r = run_kcheck([*args, "-q"], timeout=120)
@@ -118,9 +133,26 @@ def test_interrupted_model_out_leaves_no_temporary_file(wide_data: Path, tmp_pat
     (out / "m").write_bytes(OLD)
     (out / "m.range").write_bytes(OLD)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "kcheck", "check", str(wide_data), "--checkers", "multilinear",
-         "--exact", "never", "-q", "--model-out", str(out / "m"), "--model", "linear"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+        [
+            sys.executable,
+            "-m",
+            "kcheck",
+            "check",
+            str(wide_data),
+            "--checkers",
+            "multilinear",
+            "--exact",
+            "never",
+            "-q",
+            "--model-out",
+            str(out / "m"),
+            "--model",
+            "linear",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + 120
         # Wait until the model's temporary file has grown: LIBLINEAR is writing it.
@@ -171,15 +203,18 @@ def test_the_model_is_renamed_before_its_range_file(tmp_path: Path, monkeypatch)
 
     monkeypatch.setattr(atomic.os, "replace", spy)
     with atomic.atomic_paths([(tmp_path / "m", "model"), (tmp_path / "m.range", "range")]) as (
-        a, b):
+        a,
+        b,
+    ):
         Path(a).write_text("model")
         Path(b).write_text("range")
     assert order == ["m", "m.range"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m", "m.range"]
 
 
-def test_an_interrupt_waits_for_the_renames_and_removes_temporaries(tmp_path: Path,
-                                                                    monkeypatch) -> None:
+def test_an_interrupt_waits_for_the_renames_and_removes_temporaries(
+    tmp_path: Path, monkeypatch
+) -> None:
     """abandon() (what an interrupted run calls before os._exit) does not split a pair that is
     being renamed, and deletes temporaries still being written."""
     renamed = threading.Event()
@@ -197,7 +232,9 @@ def test_an_interrupt_waits_for_the_renames_and_removes_temporaries(tmp_path: Pa
 
     def writer() -> None:
         with atomic.atomic_paths([(tmp_path / "m", "model"), (tmp_path / "m.range", "r")]) as (
-            a, b):
+            a,
+            b,
+        ):
             Path(a).write_text("model")
             Path(b).write_text("range")
 

@@ -17,9 +17,21 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def test_the_wheel_holds_every_module_and_data_file(tmp_path: Path) -> None:
     r = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-         "-w", str(tmp_path), str(ROOT)],
-        capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(tmp_path),
+            str(ROOT),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert r.returncode == 0, r.stdout + r.stderr
     (wheel,) = tmp_path.glob("kcheck-*.whl")

@@ -37,9 +37,13 @@ def test_exact_mode_auto_skips_large_data_without_stacking(datasets, monkeypatch
 
     monkeypatch.setattr(exact, "MAX_ROWS", 100)
     v = run(CheckConfig(train=str(datasets / "fourclass"))).json
-    assert v["exact"] == {"mode": "auto", "ran": False,
-                          "reason": "too large: 862 rows (auto considers at most 100)",
-                          "estimated_seconds": None, "budget_seconds": None}
+    assert v["exact"] == {
+        "mode": "auto",
+        "ran": False,
+        "reason": "too large: 862 rows (auto considers at most 100)",
+        "estimated_seconds": None,
+        "budget_seconds": None,
+    }
 
 
 def test_german_is_linear_enough(datasets):
@@ -51,14 +55,32 @@ def test_german_is_linear_enough(datasets):
 def test_json_schema(datasets):
     v = run(CheckConfig(train=str(datasets / "heart_scale"))).json
     assert v["schema_version"] == 2
-    assert set(v) >= {"kcheck_version", "verdict", "margin", "epsilon", "seed", "data", "scaling",
-                      "split", "linear", "checkers", "test", "model", "seconds"}
+    assert set(v) >= {
+        "kcheck_version",
+        "verdict",
+        "margin",
+        "epsilon",
+        "seed",
+        "data",
+        "scaling",
+        "split",
+        "linear",
+        "checkers",
+        "test",
+        "model",
+        "seconds",
+    }
     assert v["verdict"] in ("linear", "kernel") and v["margin"] in ("clear", "borderline")
     sha256 = hashlib.sha256((datasets / "heart_scale").read_bytes()).hexdigest()
-    assert v["data"] == {"path": str(datasets / "heart_scale"), "sha256": sha256,
-                         "rows": 270, "features": 13,
-                         "nnz": 3378, "density": pytest.approx(3378 / (270 * 13), abs=1e-6),
-                         "classes": [-1, 1]}
+    assert v["data"] == {
+        "path": str(datasets / "heart_scale"),
+        "sha256": sha256,
+        "rows": 270,
+        "features": 13,
+        "nnz": 3378,
+        "density": pytest.approx(3378 / (270 * 13), abs=1e-6),
+        "classes": [-1, 1],
+    }
     assert v["split"] == {"train": 202, "validation": 68, "stratified": True}
     assert v["scaling"] == {"method": "maxabs", "lower": -1.0, "upper": 1.0}
     assert 0.5 < v["linear"]["val_accuracy"] <= 1 and v["linear"]["C"] > 0
@@ -68,8 +90,7 @@ def test_json_schema(datasets):
     for c in (d2, ml):
         lo, hi = c["gap_ci95"]
         assert lo <= c["gap"] <= hi
-        assert c["gap"] == pytest.approx(c["val_accuracy"] - v["linear"]["val_accuracy"],
-                                         abs=2e-6)
+        assert c["gap"] == pytest.approx(c["val_accuracy"] - v["linear"]["val_accuracy"], abs=2e-6)
     import json
 
     json.dumps(v)  # serialisable as is
@@ -194,8 +215,11 @@ def test_time_limit_keeps_what_finished(datasets, monkeypatch):
 def test_rff_checker_is_opt_in(datasets):
     default = run(CheckConfig(train=str(datasets / "fourclass"), exact="never")).json
     assert "rff" not in default["checkers"]
-    v = run(CheckConfig(train=str(datasets / "fourclass"), exact="never",
-                        checkers=("multilinear", "rff"))).json
+    v = run(
+        CheckConfig(
+            train=str(datasets / "fourclass"), exact="never", checkers=("multilinear", "rff")
+        )
+    ).json
     r = v["checkers"]["rff"]
     assert r["status"] == "ok" and r["D"] >= 100 and r["gap"] > 0.1
 

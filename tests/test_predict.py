@@ -49,8 +49,7 @@ def test_missing_range_file_names_the_ways_out(heart_models: dict[str, Path]) ->
     assert f"{heart_models['rbf']}.range not found" in message
     assert "-r RANGE" in message and "--no-scale" in message
     with pytest.raises(KcheckError, match="exclude each other"):
-        predict.load(str(heart_models["rbf"]), range_path=str(heart_models["range"]),
-                     scale=False)
+        predict.load(str(heart_models["rbf"]), range_path=str(heart_models["range"]), scale=False)
     with pytest.raises(KcheckError, match="no such range file"):
         predict.load(str(heart_models["rbf"]), range_path=str(heart_models["range"]) + ".x")
 
@@ -63,8 +62,9 @@ def test_a_range_file_anywhere_is_the_same_as_model_range(
     shutil.copy(heart_models[name], beside)
     shutil.copy(heart_models["range"], f"{beside}.range")
     default = predict.predict_file(str(beside), str(HEART))
-    explicit = predict.predict_file(str(heart_models[name]), str(HEART),
-                                    range_path=str(heart_models["range"]))
+    explicit = predict.predict_file(
+        str(heart_models[name]), str(HEART), range_path=str(heart_models["range"])
+    )
     np.testing.assert_array_equal(default.labels, explicit.labels)
     assert default.correct == explicit.correct and default.accuracy is not None
     assert default.accuracy > 0.8
@@ -102,8 +102,9 @@ def test_no_scale_reads_a_liblinear_model_at_its_width(
 
 
 def test_probabilities_of_a_libsvm_model(heart_models: dict[str, Path]) -> None:
-    result = predict.predict_file(str(heart_models["rbf_prob"]), str(HEART), scale=False,
-                                  probability=True)
+    result = predict.predict_file(
+        str(heart_models["rbf_prob"]), str(HEART), scale=False, probability=True
+    )
     assert result.probabilities is not None and result.classes is not None
     assert result.probabilities.shape == (270, 2)
     np.testing.assert_allclose(result.probabilities.sum(axis=1), 1.0, rtol=1e-12)
@@ -113,43 +114,50 @@ def test_probabilities_of_a_libsvm_model(heart_models: dict[str, Path]) -> None:
     np.testing.assert_array_equal(result.labels, best)
     # And LIBSVM's binding agrees with every number.
     yl, xl = sv.svm_read_problem(str(HEART))
-    labels, _, probs = sv.svm_predict(yl, xl, sv.svm_load_model(str(heart_models["rbf_prob"])),
-                                      "-b 1 -q")
+    labels, _, probs = sv.svm_predict(
+        yl, xl, sv.svm_load_model(str(heart_models["rbf_prob"])), "-b 1 -q"
+    )
     np.testing.assert_array_equal(result.labels, labels)
     np.testing.assert_array_equal(result.probabilities, np.array(probs))
 
 
 def test_probabilities_of_liblinear_logistic_regression(heart_models: dict[str, Path]) -> None:
-    result = predict.predict_file(str(heart_models["logistic"]), str(HEART), scale=False,
-                                  probability=True)
+    result = predict.predict_file(
+        str(heart_models["logistic"]), str(HEART), scale=False, probability=True
+    )
     yl, xl = sv.svm_read_problem(str(HEART))
-    labels, _, probs = ll.predict(yl, xl, ll.load_model(str(heart_models["logistic"])),
-                                  "-b 1 -q")
+    labels, _, probs = ll.predict(yl, xl, ll.load_model(str(heart_models["logistic"])), "-b 1 -q")
     np.testing.assert_array_equal(result.labels, labels)
     assert result.probabilities is not None
     np.testing.assert_allclose(result.probabilities, np.array(probs), rtol=1e-12, atol=1e-15)
 
 
-@pytest.mark.parametrize(("name", "words"), [
-    ("rbf", "no probability information"),
-    ("svc", "only for logistic regression"),
-])
+@pytest.mark.parametrize(
+    ("name", "words"),
+    [
+        ("rbf", "no probability information"),
+        ("svc", "only for logistic regression"),
+    ],
+)
 def test_models_without_probabilities_are_refused(
     heart_models: dict[str, Path], name: str, words: str
 ) -> None:
     with pytest.raises(KcheckError, match=words) as info:
-        predict.predict_file(str(heart_models[name]), str(HEART), scale=False,
-                             probability=True)
+        predict.predict_file(str(heart_models[name]), str(HEART), scale=False, probability=True)
     assert str(info.value).startswith(str(heart_models[name]))
 
 
 def test_format_probabilities_like_svm_predict() -> None:
-    text = predict.format_probabilities(np.array([3.0, -1.0, 1.0]), np.array([3.0, -1.0]),
-                                        np.array([[0.971092, 0.0207594, 0.00814853],
-                                                  [0.25, 0.5, 0.25]]))
+    text = predict.format_probabilities(
+        np.array([3.0, -1.0, 1.0]),
+        np.array([3.0, -1.0]),
+        np.array([[0.971092, 0.0207594, 0.00814853], [0.25, 0.5, 0.25]]),
+    )
     assert text == "labels 3 -1 1\n3 0.971092 0.0207594 0.00814853\n-1 0.25 0.5 0.25\n"
-    assert predict.format_probabilities(np.array([1.0, -1.0]), np.empty(0),
-                                        np.empty((0, 2))) == "labels 1 -1\n"
+    assert (
+        predict.format_probabilities(np.array([1.0, -1.0]), np.empty(0), np.empty((0, 2)))
+        == "labels 1 -1\n"
+    )
 
 
 def test_label_range_of_the_range_file_scales_the_true_labels(tmp_path: Path) -> None:
@@ -188,6 +196,7 @@ def test_export_with_probabilities_needs_the_kernel_model(tmp_path: Path) -> Non
     y, X = read_libsvm(str(HEART))
     scaler = fit_scaler(X, "maxabs")
     with pytest.raises(KcheckError, match="kernel model"):
-        models.export(scaler.transform(X), y, scaler, "linear", str(tmp_path / "m"),
-                      probability=True)
+        models.export(
+            scaler.transform(X), y, scaler, "linear", str(tmp_path / "m"), probability=True
+        )
     assert list(tmp_path.iterdir()) == []

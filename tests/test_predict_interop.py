@@ -28,13 +28,18 @@ def tool(name: str, *args: object, stdout: Path | None = None) -> None:
         subprocess.run([path, *map(str, args)], check=True, capture_output=True, timeout=300)
         return
     with open(stdout, "wb") as f:
-        subprocess.run([path, *map(str, args)], check=True, stdout=f,
-                       stderr=subprocess.DEVNULL, timeout=300)
+        subprocess.run(
+            [path, *map(str, args)], check=True, stdout=f, stderr=subprocess.DEVNULL, timeout=300
+        )
 
 
 def kcheck(*args: object) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run([sys.executable, "-m", "kcheck", *map(str, args)], cwd=ROOT,
-                          capture_output=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "kcheck", *map(str, args)],
+        cwd=ROOT,
+        capture_output=True,
+        timeout=300,
+    )
 
 
 def ok(*args: object) -> bytes:
@@ -54,8 +59,9 @@ def refused(*args: object) -> str:
     return line
 
 
-def official_pair(tmp: Path, trainer: str, *options: object,
-                  train: Path = TRAIN) -> tuple[Path, Path]:
+def official_pair(
+    tmp: Path, trainer: str, *options: object, train: Path = TRAIN
+) -> tuple[Path, Path]:
     """``svm-scale -s r train > train.s; TRAINER [options] train.s m``: (model, range)."""
     rng, scaled, model = tmp / "r", tmp / "train.s", tmp / "m"
     tool("svm-scale", "-s", rng, train, stdout=scaled)
@@ -63,8 +69,9 @@ def official_pair(tmp: Path, trainer: str, *options: object,
     return model, rng
 
 
-def official_predict(tmp: Path, predictor: str, model: Path, rng: Path, data: Path,
-                     *options: object) -> tuple[bytes, Path]:
+def official_predict(
+    tmp: Path, predictor: str, model: Path, rng: Path, data: Path, *options: object
+) -> tuple[bytes, Path]:
     """``svm-scale -r r data > data.s; PREDICTOR [options] data.s m out``: (out, data.s)."""
     scaled, out = tmp / f"{data.name}.s", tmp / f"{data.name}.{predictor}.out"
     tool("svm-scale", "-r", rng, data, stdout=scaled)
@@ -72,8 +79,10 @@ def official_predict(tmp: Path, predictor: str, model: Path, rng: Path, data: Pa
     return out.read_bytes(), scaled
 
 
-@pytest.mark.parametrize(("trainer", "predictor"), [("svm-train", "svm-predict"),
-                                                    ("liblinear-train", "liblinear-predict")])
+@pytest.mark.parametrize(
+    ("trainer", "predictor"),
+    [("svm-train", "svm-predict"), ("liblinear-train", "liblinear-predict")],
+)
 def test_range_file_of_svm_scale(tmp_path: Path, trainer: str, predictor: str) -> None:
     """kcheck predict -r r m test == svm-scale -r r test | PREDICTOR, without a MODEL.range."""
     model, rng = official_pair(tmp_path, trainer)
@@ -89,8 +98,12 @@ def test_accuracy_line_agrees_with_svm_predict(tmp_path: Path) -> None:
     model, rng = official_pair(tmp_path, "svm-train")
     scaled, out = tmp_path / "t.s", tmp_path / "out"
     tool("svm-scale", "-r", rng, TEST, stdout=scaled)
-    theirs = subprocess.run([require_tool("svm-predict"), scaled, model, out],
-                            capture_output=True, text=True, check=True).stdout
+    theirs = subprocess.run(
+        [require_tool("svm-predict"), scaled, model, out],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     r = kcheck("predict", "--no-scale", model, scaled)
     assert r.returncode == 0
     ours = r.stderr.decode().strip()
@@ -106,8 +119,12 @@ def test_range_file_with_a_y_section(tmp_path: Path) -> None:
     assert b"\nlabel 1 0\n" in model.read_bytes() or b"\nlabel 0 1\n" in model.read_bytes()
     test_s, out = tmp_path / "test.s", tmp_path / "out"
     tool("svm-scale", "-r", rng, HEART, stdout=test_s)
-    theirs = subprocess.run([require_tool("svm-predict"), test_s, model, out],
-                            capture_output=True, text=True, check=True).stdout
+    theirs = subprocess.run(
+        [require_tool("svm-predict"), test_s, model, out],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     r = kcheck("predict", "-r", rng, model, HEART)
     assert r.returncode == 0, r.stderr
     assert set(r.stdout.split()) == {b"0", b"1"}
@@ -137,10 +154,16 @@ def test_probabilities_of_three_classes(tmp_path: Path) -> None:
     """Pairwise coupling (LIBSVM) and normalised logistics (LIBLINEAR) for three classes."""
     three = tmp_path / "three"
     lines = HEART.read_text().splitlines()
-    three.write_text("".join(f"{2 if i % 3 == 0 else line.split()[0]} "
-                             f"{' '.join(line.split()[1:])}\n" for i, line in enumerate(lines)))
-    for trainer, predictor, options in (("svm-train", "svm-predict", ("-b", "1")),
-                                        ("liblinear-train", "liblinear-predict", ("-s", "0"))):
+    three.write_text(
+        "".join(
+            f"{2 if i % 3 == 0 else line.split()[0]} {' '.join(line.split()[1:])}\n"
+            for i, line in enumerate(lines)
+        )
+    )
+    for trainer, predictor, options in (
+        ("svm-train", "svm-predict", ("-b", "1")),
+        ("liblinear-train", "liblinear-predict", ("-s", "0")),
+    ):
         model, rng = official_pair(tmp_path, trainer, *options, train=three)
         theirs, scaled = official_predict(tmp_path, predictor, model, rng, three, "-b", "1")
         assert len(theirs.splitlines()[0].split()) == 4  # "labels" and three classes
@@ -154,13 +177,17 @@ def test_liblinear_logistic_regression_b1(tmp_path: Path, solver: str) -> None:
     assert ok("predict", "-b", "1", "--no-scale", model, scaled, "-q") == theirs
 
 
-@pytest.mark.parametrize(("trainer", "options", "words"), [
-    ("svm-train", (), "no probability information"),
-    ("liblinear-train", ("-s", "2"), "only for logistic regression"),
-    ("liblinear-train", ("-s", "4"), "only for logistic regression"),
-])
-def test_b1_without_probabilities_is_refused(tmp_path: Path, trainer: str,
-                                             options: tuple[str, ...], words: str) -> None:
+@pytest.mark.parametrize(
+    ("trainer", "options", "words"),
+    [
+        ("svm-train", (), "no probability information"),
+        ("liblinear-train", ("-s", "2"), "only for logistic regression"),
+        ("liblinear-train", ("-s", "4"), "only for logistic regression"),
+    ],
+)
+def test_b1_without_probabilities_is_refused(
+    tmp_path: Path, trainer: str, options: tuple[str, ...], words: str
+) -> None:
     model, rng = official_pair(tmp_path, trainer, *options, train=HEART)
     line = refused("predict", "-b", "1", "-r", rng, model, HEART)
     assert line.startswith(f"kcheck: error: {model}: ") and words in line
@@ -185,11 +212,24 @@ def test_check_probability_model_works_with_both_predictors(tmp_path: Path) -> N
     """kcheck check --model kernel --probability: svm-predict -b 1 reads the model, and
     kcheck predict -b 1 prints the same bytes on the same scaled file."""
     model = tmp_path / "m"
-    ok("check", HEART, "--model-out", model, "--model", "kernel", "--probability", "-q",
-       "-j", "1", "-o", tmp_path / "verdict.json")
+    ok(
+        "check",
+        HEART,
+        "--model-out",
+        model,
+        "--model",
+        "kernel",
+        "--probability",
+        "-q",
+        "-j",
+        "1",
+        "-o",
+        tmp_path / "verdict.json",
+    )
     assert b"\nprobA " in model.read_bytes() and b"\nprobB " in model.read_bytes()
-    theirs, scaled = official_predict(tmp_path, "svm-predict", model,
-                                      Path(f"{model}.range"), HEART, "-b", "1")
+    theirs, scaled = official_predict(
+        tmp_path, "svm-predict", model, Path(f"{model}.range"), HEART, "-b", "1"
+    )
     assert theirs.startswith(b"labels ")
     assert ok("predict", "-b", "1", "--no-scale", model, scaled, "-q") == theirs
     ours = ok("predict", "-b", "1", model, HEART, "-q").splitlines()

@@ -26,6 +26,11 @@ def test_ci_runs_the_readme_test_command():
 
 def test_bundled_data_sets_exist_and_stay_small():
     files = [p for p in (ROOT / "datasets").iterdir() if p.name != "README.md"]
-    assert {p.name for p in files} >= {"fourclass", "german.numer", "heart_scale", "svmguide1",
-                                       "svmguide1.t"}
+    assert {p.name for p in files} >= {
+        "fourclass",
+        "german.numer",
+        "heart_scale",
+        "svmguide1",
+        "svmguide1.t",
+    }
     assert sum(p.stat().st_size for p in files) < 5 * 2**20

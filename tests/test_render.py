@@ -53,8 +53,12 @@ def _numbers_of(v) -> list[str]:
     for c in v["checkers"].values():
         if c.get("gap") is not None:
             lo, hi = c["gap_ci95"]
-            nums += [render.fmt_acc(c["val_accuracy"]), render.pts(c["gap"]),
-                     f"{100 * lo:+.1f}", f"{100 * hi:+.1f}"]
+            nums += [
+                render.fmt_acc(c["val_accuracy"]),
+                render.pts(c["gap"]),
+                f"{100 * lo:+.1f}",
+                f"{100 * hi:+.1f}",
+            ]
     return nums
 
 
@@ -91,10 +95,16 @@ def test_rbf_row_is_labelled_cross_validated(fourclass_exact, fourclass_proxies)
     assert not re.search(r"\bV\b", plain + note)
 
 
-@pytest.mark.parametrize("value, text", [
-    (128.0, "2^7"), (2.0**-11, "2^-11"), (1.0, "2^0"), (2**-1.5, "0.354 (2^-1.5)"),
-    (38.8427370773, "38.8 (2^5.3)"),
-])
+@pytest.mark.parametrize(
+    "value, text",
+    [
+        (128.0, "2^7"),
+        (2.0**-11, "2^-11"),
+        (1.0, "2^0"),
+        (2**-1.5, "0.354 (2^-1.5)"),
+        (38.8427370773, "38.8 (2^5.3)"),
+    ],
+)
 def test_log2_text(value, text):
     assert render.log2_text(value) == text
 
@@ -126,9 +136,11 @@ def test_summary_of_a_borderline_verdict_says_what_would_settle_it(german):
 
 
 def test_batch_table_never_cuts_a_number(fourclass_proxies, german):
-    lines = [dict(fourclass_proxies, name="a-rather-long-data-set-name/fourclass", status="ok"),
-             dict(german, name="german.numer", status="ok"),
-             {"name": "README.md", "status": "skipped", "reason": "not data"}]
+    lines = [
+        dict(fourclass_proxies, name="a-rather-long-data-set-name/fourclass", status="ok"),
+        dict(german, name="german.numer", status="ok"),
+        {"name": "README.md", "status": "skipped", "reason": "not data"},
+    ]
     for width in WIDTHS:
         text = _text(render.batch_table(lines, set(), width), width)
         flat = " ".join(text.split())
@@ -150,7 +162,12 @@ def test_progress_counts_have_units_and_one_time_column():
     progress.update(task)
     text = _text(progress.get_renderable(), 100)
     assert "None" not in text and "elapsed" in text and text.count(":") == 1
-    progress.update(task, description="MultiLinear checker", total=4, completed=3,
-                    count=count_text("MultiLinear checker", 3, 4))
+    progress.update(
+        task,
+        description="MultiLinear checker",
+        total=4,
+        completed=3,
+        count=count_text("MultiLinear checker", 3, 4),
+    )
     text = _text(progress.get_renderable(), 100)
     assert "3/4 clusters" in text and text.count("elapsed") == 1

@@ -22,6 +22,7 @@ def sig6(x: float) -> float:
     """Six significant digits, as schema 2 writes every number but C and gamma."""
     return float(f"{x:.6g}")
 
+
 HEART = str(DATASETS / "heart_scale")
 
 CHECK_KEYS = {
@@ -190,8 +191,13 @@ def test_nan_and_inf_become_null(check: CheckResult) -> None:
     changed = dataclasses.replace(
         _with_baseline(check, val_accuracy=math.nan, cv_accuracy=-math.inf),
         checkers={name: (fake, _gap(math.nan, -math.inf, math.inf))},
-        test={"path": "t", "sha256": "0" * 64, "rows": 0, "seconds": 0.5,
-              "accuracy": {"linear": math.nan, name: 0.123456789}},
+        test={
+            "path": "t",
+            "sha256": "0" * 64,
+            "rows": 0,
+            "seconds": 0.5,
+            "accuracy": {"linear": math.nan, name: 0.123456789},
+        },
     )
     out = changed.to_json()
     assert out["linear"]["val_accuracy"] is None and out["linear"]["cv_accuracy"] is None
@@ -199,8 +205,13 @@ def test_nan_and_inf_become_null(check: CheckResult) -> None:
     assert block["val_accuracy"] is None and block["cv_accuracy"] is None
     assert block["gap"] is None and block["gap_ci95"] == [None, None]
     assert block["gamma"] is None and block["by"] == {"1": None}
-    assert out["test"] == {"path": "t", "sha256": "0" * 64, "rows": 0, "seconds": 0.5,
-                           "accuracy": {"linear": None, name: 0.123457}}
+    assert out["test"] == {
+        "path": "t",
+        "sha256": "0" * 64,
+        "rows": 0,
+        "seconds": 0.5,
+        "accuracy": {"linear": None, name: 0.123457},
+    }
     json.dumps(out, allow_nan=False)
 
 

@@ -90,8 +90,7 @@ def test_fewer_columns_than_training_are_padded(rng):
     fmap = rff.FourierMap.draw(6, 16, 0.5, seed=0)
     X = rng.normal(size=(4, 4))
     padded = np.hstack([X, np.zeros((4, 2))])
-    np.testing.assert_allclose(fmap.transform(sp.csr_matrix(X)), fmap.transform(padded),
-                               atol=1e-12)
+    np.testing.assert_allclose(fmap.transform(sp.csr_matrix(X)), fmap.transform(padded), atol=1e-12)
 
 
 def test_median_heuristic_matches_brute_force_and_handles_duplicates(rng):
@@ -190,7 +189,8 @@ def test_beats_linear_on_a_wavy_boundary():
     assert res.val_accuracy > 0.95
     assert res.info["D"] == rff.MIN_FEATURES
     assert res.info["gamma"] == pytest.approx(
-        res.info["gamma_multiple"] / res.info["median_sq_distance"])
+        res.info["gamma_multiple"] / res.info["median_sq_distance"]
+    )
     assert set(res.info["cv_by_multiple"]) == {"1", "4"}
     assert res.cv_accuracy == max(res.info["cv_by_multiple"].values())
     # The predictor scores other data the same way (as --test does).

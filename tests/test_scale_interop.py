@@ -220,16 +220,18 @@ BUNDLED = sorted(p.name for p in DATASETS.iterdir() if p.name != "README.md")
 
 
 def kcheck_scale(*args: object) -> subprocess.CompletedProcess[bytes]:
-    r = subprocess.run([sys.executable, "-m", "kcheck", "scale", *(str(a) for a in args)],
-                       cwd=ROOT, capture_output=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "kcheck", "scale", *(str(a) for a in args)],
+        cwd=ROOT,
+        capture_output=True,
+        timeout=120,
+    )
     assert r.returncode == 0, r.stderr.decode()
     return r
 
 
 def test_every_bundled_set_is_compared() -> None:
-    assert {"heart_scale", "fourclass", "german.numer", "svmguide1", "svmguide1.t"} <= set(
-        BUNDLED
-    )
+    assert {"heart_scale", "fourclass", "german.numer", "svmguide1", "svmguide1.t"} <= set(BUNDLED)
 
 
 @pytest.mark.parametrize("lower", ["-1", "0"])
@@ -304,16 +306,25 @@ def test_scale_y_usage_errors(tmp_path: Path, args: list[str], words: str) -> No
     path = tmp_path / "range"
     path.write_text("x\n-1 1\n1 0 1\n")
     args = [str(path) if a == "RANGE" else a for a in args]
-    r = subprocess.run([sys.executable, "-m", "kcheck", "scale", *args,
-                        str(DATASETS / "heart_scale")], cwd=ROOT, capture_output=True,
-                       timeout=60, text=True)
+    r = subprocess.run(
+        [sys.executable, "-m", "kcheck", "scale", *args, str(DATASETS / "heart_scale")],
+        cwd=ROOT,
+        capture_output=True,
+        timeout=60,
+        text=True,
+    )
     assert r.returncode == 2 and r.stdout == ""
     assert words in r.stderr and "Traceback" not in r.stderr
 
 
 def test_scale_help_names_the_svm_scale_options() -> None:
-    r = subprocess.run([sys.executable, "-m", "kcheck", "scale", "--help"], cwd=ROOT,
-                       capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [sys.executable, "-m", "kcheck", "scale", "--help"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 0
     for option in ("-y Y_LOWER Y_UPPER", "--full-precision", "-s RANGE", "-r RANGE"):
         assert option in r.stdout

@@ -533,8 +533,9 @@ def test_label_scaling_follows_svm_scale() -> None:
     ls = fit_label_scaling(y, -3.0, 5.0)
     assert (ls.y_min, ls.y_max) == (-1.0, 3.0)
     out = ls.apply(y)
-    np.testing.assert_array_equal(out, [5.0, -3.0, -3.0 + 8.0 * 2.0 / 4.0,
-                                        -3.0 + 8.0 * 1.5 / 4.0, 5.0])
+    np.testing.assert_array_equal(
+        out, [5.0, -3.0, -3.0 + 8.0 * 2.0 / 4.0, -3.0 + 8.0 * 1.5 / 4.0, 5.0]
+    )
     # Test labels outside the training range map outside the bounds, as in svm-scale.
     np.testing.assert_array_equal(ls.apply([7.0]), [-3.0 + 8.0 * 8.0 / 4.0])
     assert isinstance(out, np.ndarray) and out is not y

@@ -76,8 +76,9 @@ def test_schema_files_ship_with_the_package() -> None:
     text = (ROOT / "pyproject.toml").read_text()
     section = re.search(r"^\[tool\.setuptools\.package-data\]\n(.*?)(?:^\[|\Z)", text, re.M | re.S)
     assert section is not None, "pyproject.toml has no [tool.setuptools.package-data]"
-    globs = re.findall(r'"([^"]+)"', re.search(r"^kcheck\s*=\s*\[(.*?)\]", section.group(1),
-                                               re.M | re.S).group(1))
+    globs = re.findall(
+        r'"([^"]+)"', re.search(r"^kcheck\s*=\s*\[(.*?)\]", section.group(1), re.M | re.S).group(1)
+    )
     for name in SCHEMA_NAMES:
         assert any(Path("schema", name).match(g) for g in globs), (name, globs)
     # Where kcheck is installed from a wheel (as in CI), its file list holds the schemas.
@@ -123,14 +124,20 @@ QUIET = ("--json", "-q", "-j", "1")
 CHECKS: dict[str, tuple[tuple[str | Path, ...], Callable[[Json], bool]]] = {
     "heart_scale, exact always, every checker, --test": (
         (H, "--exact", "always", "--checkers", "degree2,multilinear,rff", "--test", H),
-        lambda v: v["exact"]["ran"] and set(v["checkers"]) == {"degree2", "multilinear", "rff",
-                                                               "rbf"}
-        and set(v["test"]["accuracy"]) >= {"linear", "degree2", "multilinear", "rff", "rbf"},
+        lambda v: (
+            v["exact"]["ran"]
+            and set(v["checkers"]) == {"degree2", "multilinear", "rff", "rbf"}
+            and set(v["test"]["accuracy"]) >= {"linear", "degree2", "multilinear", "rff", "rbf"}
+        ),
     ),
     "fourclass, exact always, linear model": (
         (F, "--exact", "always", "--model-out", "{tmp}/fourclass.model", "--model", "linear"),
-        lambda v: v["verdict"] == "kernel" and v["deciding_checker"] == "rbf"
-        and v["model"]["kind"] == "linear" and v["model"]["grid_points"] is None,
+        lambda v: (
+            v["verdict"] == "kernel"
+            and v["deciding_checker"] == "rbf"
+            and v["model"]["kind"] == "linear"
+            and v["model"]["grid_points"] is None
+        ),
     ),
     "german.numer, exact never": (
         (G, "--exact", "never"),
@@ -142,21 +149,38 @@ CHECKS: dict[str, tuple[tuple[str | Path, ...], Callable[[Json], bool]]] = {
     ),
     "memory limit skips degree2, rff and exact mode": (
         (G, "--memory-limit", "65M", "--checkers", "degree2,multilinear,rff"),
-        lambda v: v["checkers"]["degree2"]["status"] == "skipped"
-        and v["checkers"]["rff"]["status"] == "skipped" and not v["exact"]["ran"]
-        and v["margin"] == "borderline" and len(v["warnings"]) == 2,
+        lambda v: (
+            v["checkers"]["degree2"]["status"] == "skipped"
+            and v["checkers"]["rff"]["status"] == "skipped"
+            and not v["exact"]["ran"]
+            and v["margin"] == "borderline"
+            and len(v["warnings"]) == 2
+        ),
     ),
     "memory limit subsamples degree2, --test": (
         (S, "--memory-limit", "65M", "--exact", "never", "--test", ST),
-        lambda v: v["checkers"]["degree2"]["status"] == "subsampled"
-        and v["checkers"]["degree2"]["limited_by"] == "memory",
+        lambda v: (
+            v["checkers"]["degree2"]["status"] == "subsampled"
+            and v["checkers"]["degree2"]["limited_by"] == "memory"
+        ),
     ),
     "three classes, exact auto, kernel model": (
-        ("{tmp}/three.svm", "--checkers", "degree2,multilinear,rff", "--model-out",
-         "{tmp}/three.model", "--model", "kernel"),
-        lambda v: len(v["data"]["classes"]) == 3 and v["exact"]["mode"] == "auto"
-        and v["exact"]["ran"] and v["exact"]["estimated_seconds"] is not None
-        and v["model"]["kind"] == "kernel",
+        (
+            "{tmp}/three.svm",
+            "--checkers",
+            "degree2,multilinear,rff",
+            "--model-out",
+            "{tmp}/three.model",
+            "--model",
+            "kernel",
+        ),
+        lambda v: (
+            len(v["data"]["classes"]) == 3
+            and v["exact"]["mode"] == "auto"
+            and v["exact"]["ran"]
+            and v["exact"]["estimated_seconds"] is not None
+            and v["model"]["kind"] == "kernel"
+        ),
     ),
 }
 
@@ -204,8 +228,9 @@ def batch_lines(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[Json
     out = tmp / "results.jsonl"
 
     def batch(*extra: str, to: Path | str = out) -> list[Json]:
-        run = kcheck("batch", top, "-o", to, "-q", "-j", "1", "--exact", "never", *extra,
-                     codes=(3,))
+        run = kcheck(
+            "batch", top, "-o", to, "-q", "-j", "1", "--exact", "never", *extra, codes=(3,)
+        )
         text = run.stdout.decode() if to == "-" else Path(to).read_text()
         return [json.loads(line) for line in text.splitlines()]
 
@@ -234,6 +259,7 @@ def test_batch_lines_match_the_schema(batch_lines: dict[str, list[Json]], run: s
 
 def test_resumed_lines_are_the_saved_ones(batch_lines: dict[str, list[Json]]) -> None:
     """--resume carries the ok lines over as they were, timing included."""
+
     def ok(run: str) -> dict[str, Json]:
         return {x["name"]: x for x in batch_lines[run] if x["status"] == "ok"}
 
@@ -246,8 +272,9 @@ def verify_outputs(runs: Runs, tmp_path_factory: pytest.TempPathFactory) -> dict
     saved = tmp / "check.json"
     saved.write_text(json.dumps(runs.check("german.numer, exact never")))
     plain = kcheck("verify", G, "--max-rows", "120", *QUIET).json
-    gated = kcheck("verify", G, "--max-rows", "120", "--test", G, "--check-json", saved, *QUIET,
-                   codes=(0, 1))
+    gated = kcheck(
+        "verify", G, "--max-rows", "120", "--test", G, "--check-json", saved, *QUIET, codes=(0, 1)
+    )
     verdict = gated.json
     assert gated.code == (0 if verdict["confirms"] else 1), gated.describe()
     return {"plain": plain, "with --test and --check-json": verdict}
@@ -296,7 +323,10 @@ BROKEN: dict[str, tuple[str, str, Callable[[Json], None]]] = {
     "kernel verdict without its deciding checker": ("check", ALL, _set("kernel", "verdict")),
     "degree2 with rbf's status": ("check", ALL, _set("exact", "checkers", "degree2", "status")),
     "skipped checker that kept its accuracy": (
-        "check", ALL, _set("skipped", "checkers", "multilinear", "status")),
+        "check",
+        ALL,
+        _set("skipped", "checkers", "multilinear", "status"),
+    ),
     "exact comparison without its C": ("check", ALL, _drop("checkers", "rbf", "C")),
     "unknown checker": ("check", ALL, _set({}, "checkers", "svm")),
     "test block without the baseline": ("check", ALL, _drop("test", "accuracy", "linear")),
@@ -310,7 +340,10 @@ BROKEN: dict[str, tuple[str, str, Callable[[Json], None]]] = {
     "verify without kind": ("verify", "plain", _drop("kind")),
     "verify with confirms but no check": ("verify", "plain", _set(True, "confirms")),
     "verify test accuracy without a test": (
-        "verify", "plain", _set(0.9, "linear", "test_accuracy")),
+        "verify",
+        "plain",
+        _set(0.9, "linear", "test_accuracy"),
+    ),
 }
 
 
@@ -409,9 +442,10 @@ def test_every_documented_field_is_in_the_schema(name: str) -> None:
     assert named
     paths = schema_paths(name)
     stale = sorted(
-        t for t in named if t not in paths and not any(
-            re.fullmatch(re.escape(t).replace(r"\*", r"[^.]+"), p) for p in paths
-        )
+        t
+        for t in named
+        if t not in paths
+        and not any(re.fullmatch(re.escape(t).replace(r"\*", r"[^.]+"), p) for p in paths)
     )
     assert not stale, f"docs/json.md names fields {name} does not have: {stale}"
 

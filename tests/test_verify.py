@@ -14,8 +14,13 @@ from conftest import DATASETS, ROOT
 
 
 def kcheck(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "kcheck", *args], capture_output=True,
-                          text=True, timeout=300, cwd=ROOT)
+    return subprocess.run(
+        [sys.executable, "-m", "kcheck", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
 
 
 def one_error_line(r: subprocess.CompletedProcess[str], *fragments: str) -> str:
@@ -32,8 +37,19 @@ def one_error_line(r: subprocess.CompletedProcess[str], *fragments: str) -> str:
 def heart_check(tmp_path_factory) -> Path:
     """A real check verdict on heart_scale, with a non-default seed and scaling."""
     out = tmp_path_factory.mktemp("check") / "heart.json"
-    r = kcheck("check", str(DATASETS / "heart_scale"), "--checkers", "multilinear", "--seed",
-               "5", "--scaling", "minmax", "-q", "-o", str(out))
+    r = kcheck(
+        "check",
+        str(DATASETS / "heart_scale"),
+        "--checkers",
+        "multilinear",
+        "--seed",
+        "5",
+        "--scaling",
+        "minmax",
+        "-q",
+        "-o",
+        str(out),
+    )
     assert r.returncode == 0, r.stderr
     return out
 
@@ -41,8 +57,17 @@ def heart_check(tmp_path_factory) -> Path:
 def test_confirmed_verdict_exits_0_and_takes_the_checks_settings(heart_check, tmp_path):
     check = json.loads(heart_check.read_text())
     out = tmp_path / "v.json"
-    r = kcheck("verify", str(DATASETS / "heart_scale"), "--check-json", str(heart_check), "-j",
-               "1", "-q", "-o", str(out))
+    r = kcheck(
+        "verify",
+        str(DATASETS / "heart_scale"),
+        "--check-json",
+        str(heart_check),
+        "-j",
+        "1",
+        "-q",
+        "-o",
+        str(out),
+    )
     v = json.loads(out.read_text())
     assert v["seed"] == 5 and v["scaling"]["method"] == "minmax"
     assert v["epsilon"] == check["epsilon"]
@@ -57,16 +82,18 @@ def test_unconfirmed_verdict_exits_1(heart_check, tmp_path):
     doctored["verdict"] = "kernel" if doctored["verdict"] == "linear" else "linear"
     path = tmp_path / "doctored.json"
     path.write_text(json.dumps(doctored))
-    r = kcheck("verify", str(DATASETS / "heart_scale"), "--check-json", str(path), "-j", "1",
-               "--json")
+    r = kcheck(
+        "verify", str(DATASETS / "heart_scale"), "--check-json", str(path), "-j", "1", "--json"
+    )
     assert r.returncode == 1, r.stderr
     assert json.loads(r.stdout)["confirms"] is False
     assert "does not confirm" in r.stderr.splitlines()[-1]
 
 
 def test_a_verdict_on_other_data_is_refused(heart_check):
-    r = kcheck("verify", str(DATASETS / "fourclass"), "--check-json", str(heart_check), "-j",
-               "1", "--json")
+    r = kcheck(
+        "verify", str(DATASETS / "fourclass"), "--check-json", str(heart_check), "-j", "1", "--json"
+    )
     one_error_line(r, "fourclass is not the data", "re-run kcheck check")
     assert r.stdout == ""
 
@@ -95,8 +122,11 @@ def test_a_verdict_without_a_hash_is_refused(heart_check, tmp_path, change):
 
 @pytest.mark.parametrize(
     "args, fragment",
-    [(["--seed", "6"], "--seed 6"), (["--scaling", "maxabs"], "--scaling maxabs"),
-     (["--epsilon", "0.05"], "--epsilon 0.05")],
+    [
+        (["--seed", "6"], "--seed 6"),
+        (["--scaling", "maxabs"], "--scaling maxabs"),
+        (["--epsilon", "0.05"], "--epsilon 0.05"),
+    ],
 )
 def test_an_option_that_contradicts_the_check_is_refused(heart_check, args, fragment):
     r = kcheck("verify", str(DATASETS / "heart_scale"), "--check-json", str(heart_check), *args)
@@ -104,8 +134,20 @@ def test_an_option_that_contradicts_the_check_is_refused(heart_check, args, frag
 
 
 def test_an_option_that_agrees_with_the_check_is_accepted(heart_check):
-    r = kcheck("verify", str(DATASETS / "heart_scale"), "--check-json", str(heart_check), "-j",
-               "1", "--seed", "5", "--scaling", "minmax", "--json", "-q")
+    r = kcheck(
+        "verify",
+        str(DATASETS / "heart_scale"),
+        "--check-json",
+        str(heart_check),
+        "-j",
+        "1",
+        "--seed",
+        "5",
+        "--scaling",
+        "minmax",
+        "--json",
+        "-q",
+    )
     assert r.returncode == 0, r.stderr
 
 
@@ -118,14 +160,25 @@ def test_seed_out_of_range_is_a_usage_error(command, seed):
 
 
 def test_largest_seed_is_accepted():
-    r = kcheck("check", str(DATASETS / "heart_scale"), "--checkers", "multilinear", "--exact",
-               "never", "--seed", str(2**32 - 1), "-q")
+    r = kcheck(
+        "check",
+        str(DATASETS / "heart_scale"),
+        "--checkers",
+        "multilinear",
+        "--exact",
+        "never",
+        "--seed",
+        str(2**32 - 1),
+        "-q",
+    )
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["seed"] == 2**32 - 1
 
 
-@pytest.mark.parametrize("field, value", [("epsilon", "x"), ("seed", 1.5),
-                                          ("scaling", {"method": "zscore"}), ("scaling", 3)])
+@pytest.mark.parametrize(
+    "field, value",
+    [("epsilon", "x"), ("seed", 1.5), ("scaling", {"method": "zscore"}), ("scaling", 3)],
+)
 def test_a_check_json_with_bad_settings_is_refused(heart_check, tmp_path, field, value):
     doctored = json.loads(heart_check.read_text())
     doctored[field] = value

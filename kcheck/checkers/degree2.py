@@ -178,10 +178,14 @@ def plan_rows(T: Dataset, n_classes: int, options: Degree2Options) -> Plan:
     n_w = 1 if n_classes <= 2 else n_classes
     weight_bytes = WEIGHT_VECTORS * 8 * (dim + 1) * n_w
     if weight_bytes > options.memory_limit:
-        return Plan(0, (
-            f"the weight vectors of {dim:,} expanded features need {_gib(weight_bytes)}, "
-            f"over the memory limit of {_gib(options.memory_limit)}"
-        ), "memory")
+        return Plan(
+            0,
+            (
+                f"the weight vectors of {dim:,} expanded features need {_gib(weight_bytes)}, "
+                f"over the memory limit of {_gib(options.memory_limit)}"
+            ),
+            "memory",
+        )
     budget_bytes = options.memory_limit - weight_bytes
     per_row = row_expanded_nnz(T.X)
     mean_nnz = max(float(per_row.mean()) if per_row.size else 0.0, 1.0)
@@ -215,10 +219,11 @@ def plan_rows(T: Dataset, n_classes: int, options: Degree2Options) -> Plan:
             what = f"the cost budget of {cost_budget or 0:,} expanded values"
         else:
             what = "the time left before the time limit"
-        return Plan(0, (
-            f"only {rows:,} rows of the expansion ({mean_nnz:,.0f} nonzeros a row) fit "
-            f"{what}"
-        ), limited_by)
+        return Plan(
+            0,
+            (f"only {rows:,} rows of the expansion ({mean_nnz:,.0f} nonzeros a row) fit {what}"),
+            limited_by,
+        )
     return Plan(rows, None, limited_by if rows < T.rows else None)
 
 
@@ -257,7 +262,9 @@ def run(T: Dataset, V: Dataset, options: Degree2Options) -> CheckerResult:
         ref_scored = score(ref, V)
         reference_correct = ref_scored.correct
         info["reference"] = {
-            "rows": int(XT.shape[0]), "val_accuracy": ref_scored.accuracy, "C": ref.C
+            "rows": int(XT.shape[0]),
+            "val_accuracy": ref_scored.accuracy,
+            "C": ref.C,
         }
     else:
         XT, yT = T.X, T.y

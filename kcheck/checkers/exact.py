@@ -304,7 +304,8 @@ def run(
         raise ValueError("exact mode needs at least 2 folds")
     if rows < 2 * folds:
         return CheckerResult.skipped(
-            NAME, f"{rows} rows are too few for {folds}-fold cross-validation",
+            NAME,
+            f"{rows} rows are too few for {folds}-fold cross-validation",
             time.perf_counter() - t0,
         )
     max_repeats = options.max_repeats(rows)
@@ -436,8 +437,12 @@ def check_all(
         X_all = sp.vstack([T.X, V.X], format="csr")
         y_all = np.concatenate([T.y, V.y])
         d = decide_run(
-            X_all, y_all, opts, budget_seconds=budget_seconds(T, V),
-            memory_limit=ctx.memory_limit, mode=mode,
+            X_all,
+            y_all,
+            opts,
+            budget_seconds=budget_seconds(T, V),
+            memory_limit=ctx.memory_limit,
+            mode=mode,
         )
     out: dict[str, Any] = {
         "mode": mode,

@@ -58,8 +58,9 @@ class ClusterModel:
             return np.full(X.shape[0], self.constant)
         assert self.weights is not None and self.bias_weights is not None
         assert self.labels is not None and self.C is not None
-        model = engines.LinearModel(self.weights, self.bias_weights, self.labels, self.C,
-                                    columns=self.columns)
+        model = engines.LinearModel(
+            self.weights, self.bias_weights, self.labels, self.C, columns=self.columns
+        )
         return model.predict(X)
 
 

@@ -52,24 +52,35 @@ CHECKERS: dict[str, CheckerSpec] = {
     spec.name: spec
     for spec in (
         CheckerSpec(
-            "multilinear", multilinear.check, (("K", "clusters"),), True,
+            "multilinear",
+            multilinear.check,
+            (("K", "clusters"),),
+            True,
             "k-means on the training split, one linear model per cluster",
         ),
         CheckerSpec(
-            "degree2", degree2.check, (("C", "C"),), True,
+            "degree2",
+            degree2.check,
+            (("C", "C"),),
+            True,
             "a linear model on the explicit degree-2 polynomial expansion",
         ),
         # Opt-in: it catches smooth low-dimensional boundaries the others miss (wavy 5-D set:
         # +3.3 points where degree-2 and MultiLinear saw under 1), but costs 6-120x the linear
         # model on data up to ijcnn1's size (scripts/results/rff_hard_cases.md).
         CheckerSpec(
-            "rff", rff.check, (("D", "D"), ("g", "gamma")), False,
+            "rff",
+            rff.check,
+            (("D", "D"), ("g", "gamma")),
+            False,
             "a linear model on random Fourier features of the RBF kernel",
         ),
     )
 }
 EXACT = DecidingSpec(
-    exact.NAME, exact.check_all, (("C", "C"), ("g", "gamma")),
+    exact.NAME,
+    exact.check_all,
+    (("C", "C"), ("g", "gamma")),
     "the real RBF SVM against the linear model, by repeated CV on all rows (small data)",
 )
 #: Names ``--checkers`` accepts, in the order the help lists them (kcheck.defaults keeps them

@@ -148,11 +148,16 @@ def plan(rows: int, n: int, nnz: int, options: RffOptions) -> Plan:
         D = dir_budget // (3 * 8 * max(n, 1))
         limited_by = "memory"
         if D < d_lo:
-            return Plan(0, 0, (
-                f"the random directions for {n:,} features need "
-                f"{_gib(direction_bytes(n, d_lo))} at D = {d_lo}, over a quarter of the "
-                f"memory limit of {_gib(options.memory_limit)}"
-            ), "memory")
+            return Plan(
+                0,
+                0,
+                (
+                    f"the random directions for {n:,} features need "
+                    f"{_gib(direction_bytes(n, d_lo))} at D = {d_lo}, over a quarter of the "
+                    f"memory limit of {_gib(options.memory_limit)}"
+                ),
+                "memory",
+            )
     # z(T) for the chosen rows, plus one work block.
     left = options.memory_limit - 8 * n * D - BLOCK_BYTES
     max_rows = max(0, left) // (BYTES_PER_ENTRY * D)
@@ -160,10 +165,15 @@ def plan(rows: int, n: int, nnz: int, options: RffOptions) -> Plan:
         r = int(max_rows)
         limited_by = "memory"
         if r < min(rows, MIN_ROWS_MEMORY):
-            return Plan(0, 0, (
-                f"only {r:,} rows of {D} random features fit the memory limit of "
-                f"{_gib(options.memory_limit)}"
-            ), "memory")
+            return Plan(
+                0,
+                0,
+                (
+                    f"only {r:,} rows of {D} random features fit the memory limit of "
+                    f"{_gib(options.memory_limit)}"
+                ),
+                "memory",
+            )
     return Plan(int(r), int(D), None, limited_by)
 
 
@@ -286,8 +296,10 @@ class RffModel:
         """Labels and decision values, mapped a block of rows at a time."""
         X = engines.as_binding_csr(X)
         step = self.fmap.block_rows()
-        dec = [self.linear.decision_function(self.fmap.transform(X[s : s + step]))
-               for s in range(0, X.shape[0], step)]
+        dec = [
+            self.linear.decision_function(self.fmap.transform(X[s : s + step]))
+            for s in range(0, X.shape[0], step)
+        ]
         scores = np.concatenate(dec) if dec else np.empty((0, 1))
         return self.linear.labels_from(scores), scores
 

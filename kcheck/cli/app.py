@@ -59,10 +59,12 @@ COMPLETE_VAR = "_KCHECK_COMPLETE"
 
 def usage_message(e: click.ClickException) -> str:
     """A click usage error in kcheck's one style: ``kcheck: error: --epsilon: ...``."""
-    if isinstance(e, click.BadParameter) and not isinstance(e, click.MissingParameter) \
-            and e.param is not None:
-        names = e.param.opts if isinstance(e.param, click.Option) else [
-            e.param.human_readable_name]
+    if (
+        isinstance(e, click.BadParameter)
+        and not isinstance(e, click.MissingParameter)
+        and e.param is not None
+    ):
+        names = e.param.opts if isinstance(e.param, click.Option) else [e.param.human_readable_name]
         return f"{' / '.join(names)}: {e.message}"
     text = e.format_message()
     return text[:1].lower() + text[1:] if text[:2] != text[:2].upper() else text
@@ -170,8 +172,11 @@ def guard_standard_streams() -> None:
     dropped (messages are lost, exit codes stay true); reads from a closed stdin and writes
     to a closed stdout fail with one line.
     """
-    for fd, name, mode in ((0, "stdin", os.O_RDONLY), (1, "stdout", os.O_WRONLY),
-                           (2, "stderr", os.O_WRONLY)):
+    for fd, name, mode in (
+        (0, "stdin", os.O_RDONLY),
+        (1, "stdout", os.O_WRONLY),
+        (2, "stderr", os.O_WRONLY),
+    ):
         try:
             os.fstat(fd)
         except OSError:

@@ -20,8 +20,9 @@ from kcheck.errors import KcheckError
 
 def _names(lines: list[dict[str, Any]], limit: int = 5) -> str:
     names = [x["name"] for x in lines]
-    return ", ".join(names[:limit]) + (f" and {len(names) - limit} more" if len(names) > limit
-                                       else "")
+    return ", ".join(names[:limit]) + (
+        f" and {len(names) - limit} more" if len(names) > limit else ""
+    )
 
 
 def _read_path_list(source: str) -> list[str]:
@@ -41,20 +42,42 @@ def _read_path_list(source: str) -> list[str]:
 
 @click.command(short_help="Check every data set in DIRs and FILEs; one JSON line each.")
 @click.argument("paths", nargs=-1, required=False, metavar="DIR|FILE...")
-@click.option("--files-from", type=str, default=None, metavar="FILE",
-              help="Also check the paths listed in FILE, one a line (- for stdin).")
-@click.option("-j", "--jobs", type=click.IntRange(min=1), default=1, show_default=True,
-              metavar="N",
-              help="Data sets checked at once, each in its own process; they share the "
-                   "memory budget.")
-@click.option("-o", "--output", type=str, default=None, metavar="FILE",
-              help="Write the JSON lines to FILE (via FILE.partial, renamed at the end, under a "
-                   "lock on FILE.lock); - is stdout.")
-@click.option("--resume", is_flag=True,
-              help="With -o: reuse the ok lines of FILE and FILE.partial whose data, test "
-                   "file, options and kcheck version are unchanged; check the rest.")
-@click.option("--strict", is_flag=True,
-              help="A skipped file is an error (exit 3): every file looked at must be data.")
+@click.option(
+    "--files-from",
+    type=str,
+    default=None,
+    metavar="FILE",
+    help="Also check the paths listed in FILE, one a line (- for stdin).",
+)
+@click.option(
+    "-j",
+    "--jobs",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    metavar="N",
+    help="Data sets checked at once, each in its own process; they share the memory budget.",
+)
+@click.option(
+    "-o",
+    "--output",
+    type=str,
+    default=None,
+    metavar="FILE",
+    help="Write the JSON lines to FILE (via FILE.partial, renamed at the end, under a "
+    "lock on FILE.lock); - is stdout.",
+)
+@click.option(
+    "--resume",
+    is_flag=True,
+    help="With -o: reuse the ok lines of FILE and FILE.partial whose data, test "
+    "file, options and kcheck version are unchanged; check the rest.",
+)
+@click.option(
+    "--strict",
+    is_flag=True,
+    help="A skipped file is an error (exit 3): every file looked at must be data.",
+)
 @check_options
 def batch(
     paths: tuple[str, ...],
@@ -111,11 +134,16 @@ def batch(
     if resume and destination in (None, "-"):
         raise click.UsageError("--resume needs -o FILE: the results to resume from")
     template = check_config("", os.cpu_count() or 1, opts)
-    own = [] if destination in (None, "-") else [output, f"{output}.partial", f"{output}.lock"]
+    own = (
+        []
+        if output is None or destination in (None, "-")
+        else [output, f"{output}.partial", f"{output}.lock"]
+    )
     found = discover(named, exclude=own)
     for path, reason in found.skipped:
-        ui.info(f"kcheck: skipping {path} ({reason})" + (": an error under --strict"
-                                                          if strict else ""))
+        ui.info(
+            f"kcheck: skipping {path} ({reason})" + (": an error under --strict" if strict else "")
+        )
     if not found.datasets:
         raise KcheckError(f"no LIBSVM data files found in {' '.join(named)}")
 
@@ -129,9 +157,17 @@ def batch(
         print_(f"kcheck: {line['name']}: {what}, {line['seconds']:.2f}s")
 
     def go(progress: Any = None, on_line: Any = None) -> Any:
-        return run_batch(found.datasets, template, jobs=jobs, output=destination,
-                         resume=resume, skipped=found.skipped, strict=strict,
-                         progress=progress, on_line=on_line)
+        return run_batch(
+            found.datasets,
+            template,
+            jobs=jobs,
+            output=destination,
+            resume=resume,
+            skipped=found.skipped,
+            strict=strict,
+            progress=progress,
+            on_line=on_line,
+        )
 
     # JSON lines on a terminal's stdout would land in the middle of a live progress display.
     if ui.interactive and not (destination == "-" and sys.stdout.isatty()):
@@ -158,20 +194,26 @@ def batch(
     else:
         result = go(None, None if quiet else lambda x: announce(x, ui.info))
     if resume:
-        ui.info(f"kcheck: reused {len(result.resumed)} of {total} results from {output} "
-                f"(--resume); checked {total - len(result.resumed)} again, "
-                f"{len(result.stale)} of them because their data, test file, options or "
-                "kcheck version changed")
+        ui.info(
+            f"kcheck: reused {len(result.resumed)} of {total} results from {output} "
+            f"(--resume); checked {total - len(result.resumed)} again, "
+            f"{len(result.stale)} of them because their data, test file, options or "
+            "kcheck version changed"
+        )
     if not ui.quiet:
-        ui.show(Text("kcheck batch", style="italic"),
-                batch_table(result.lines, result.resumed, ui.width),
-                Text(batch_caption(result.lines, result.seconds), style="dim"))
+        ui.show(
+            Text("kcheck batch", style="italic"),
+            batch_table(result.lines, result.resumed, ui.width),
+            Text(batch_caption(result.lines, result.seconds), style="dim"),
+        )
         for x in result.skipped:
-            ui.console.print(f"skipped {x['name']}: {x['reason']}", markup=False,
-                             style="yellow", soft_wrap=True)
+            ui.console.print(
+                f"skipped {x['name']}: {x['reason']}", markup=False, style="yellow", soft_wrap=True
+            )
         for x in result.errors:
-            ui.console.print(f"{x['name']}: {x['error']}", markup=False, style="red",
-                             soft_wrap=True)
+            ui.console.print(
+                f"{x['name']}: {x['error']}", markup=False, style="red", soft_wrap=True
+            )
         for x in result.lines:
             for w in x.get("warnings") or []:
                 ui.warn(f"{x['name']}: {w}")

@@ -26,20 +26,26 @@ from kcheck.cli.ui import Ui
 from kcheck.errors import recorded_warnings
 
 
-def show_verdict(ui: Ui, v: dict[str, Any], warnings: list[str],
-                 model_out: str | None = None) -> None:
+def show_verdict(
+    ui: Ui, v: dict[str, Any], warnings: list[str], model_out: str | None = None
+) -> None:
     """The table, a footnote on what it shows, the verdict and, in plain words, what next."""
     if ui.quiet:
         return
-    ui.show(Text(f"kcheck: {v['data']['path']}", style="italic"), verdict_table(v, ui.width),
-            Text(verdict_footnote(v), style="dim"))
+    ui.show(
+        Text(f"kcheck: {v['data']['path']}", style="italic"),
+        verdict_table(v, ui.width),
+        Text(verdict_footnote(v), style="dim"),
+    )
     for name, c in v["checkers"].items():
         if c.get("reason"):
             ui.info(f"{name}: {c['status']}: {c['reason']}")
     style = "bold red" if v["verdict"] == "kernel" else "bold green"
-    verdict = Text.assemble("verdict: ", (v["verdict"], style),
-                            f" ({v['margin']}; epsilon {100 * v['epsilon']:g} points, "
-                            f"{v['seconds']:.2f}s)")
+    verdict = Text.assemble(
+        "verdict: ",
+        (v["verdict"], style),
+        f" ({v['margin']}; epsilon {100 * v['epsilon']:g} points, {v['seconds']:.2f}s)",
+    )
     ui.show(verdict, Text(verdict_summary(v, model_out)))
     if v.get("test"):
         t = v["test"]
@@ -51,11 +57,16 @@ def show_verdict(ui: Ui, v: dict[str, Any], warnings: list[str],
 
 
 def _show_model(ui: Ui, model: dict[str, Any]) -> None:
-    params = " ".join(f"{'g' if k == 'gamma' else k}={log2_text(x)}"
-                      for k, x in model["params"].items())
+    params = " ".join(
+        f"{'g' if k == 'gamma' else k}={log2_text(x)}" for k, x in model["params"].items()
+    )
     cv = f", CV accuracy {fmt_acc(model['cv_accuracy'])}" if model.get("cv_accuracy") else ""
-    ui.show(Text(f"model: {model['kind']} ({params}{cv}) saved to {model['path']} and "
-                 f"{model['range_path']} in {model['seconds']:.1f}s"))
+    ui.show(
+        Text(
+            f"model: {model['kind']} ({params}{cv}) saved to {model['path']} and "
+            f"{model['range_path']} in {model['seconds']:.1f}s"
+        )
+    )
 
 
 CHECK_HELP = """Decide whether TRAIN needs a Gaussian kernel or a linear model is enough.
@@ -81,24 +92,50 @@ Exit codes:
 """
 
 
-@click.command(help=CHECK_HELP,
-               short_help="Decide whether TRAIN needs a Gaussian kernel or linear is enough.")
+@click.command(
+    help=CHECK_HELP, short_help="Decide whether TRAIN needs a Gaussian kernel or linear is enough."
+)
 @click.argument("train", type=str, metavar="TRAIN")
-@click.option("--test", "test", type=str, default=None, metavar="FILE",
-              help="Also score every model on FILE.")
-@click.option("--jobs", "-j", type=click.IntRange(min=1), default=None, metavar="N",
-              help="Worker processes for MultiLinear's clusters [default: CPU count].")
+@click.option(
+    "--test", "test", type=str, default=None, metavar="FILE", help="Also score every model on FILE."
+)
+@click.option(
+    "--jobs",
+    "-j",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="N",
+    help="Worker processes for MultiLinear's clusters [default: CPU count].",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON verdict on stdout.")
-@click.option("-o", "--output", type=str, default=None, metavar="FILE",
-              help="Write the JSON verdict to FILE (atomically); - is stdout.")
-@click.option("--model-out", type=str, default=None, metavar="PATH",
-              help="After the verdict, train the recommended model on all of TRAIN; save it "
-                   "to PATH (+ PATH.range).")
-@click.option("--model", "model_kind", type=click.Choice(["linear", "kernel"]), default=None,
-              help="With --model-out: save this kind whatever the verdict.")
-@click.option("--probability", is_flag=True,
-              help="With --model kernel: train with -b 1, for svm-predict -b 1 and "
-                   "kcheck predict -b 1.")
+@click.option(
+    "-o",
+    "--output",
+    type=str,
+    default=None,
+    metavar="FILE",
+    help="Write the JSON verdict to FILE (atomically); - is stdout.",
+)
+@click.option(
+    "--model-out",
+    type=str,
+    default=None,
+    metavar="PATH",
+    help="After the verdict, train the recommended model on all of TRAIN; save it "
+    "to PATH (+ PATH.range).",
+)
+@click.option(
+    "--model",
+    "model_kind",
+    type=click.Choice(["linear", "kernel"]),
+    default=None,
+    help="With --model-out: save this kind whatever the verdict.",
+)
+@click.option(
+    "--probability",
+    is_flag=True,
+    help="With --model kernel: train with -b 1, for svm-predict -b 1 and kcheck predict -b 1.",
+)
 @check_options
 def check(
     train: str,
@@ -116,13 +153,22 @@ def check(
 
     ui = Ui(opts["quiet"])
     fail_on = opts["fail_on"]
-    config = check_config(train, default_jobs(jobs), opts, test=test, model_out=model_out,
-                          model_kind=model_kind, model_probability=probability)
+    config = check_config(
+        train,
+        default_jobs(jobs),
+        opts,
+        test=test,
+        model_out=model_out,
+        model_kind=model_kind,
+        model_probability=probability,
+    )
     if model_kind and not model_out:
         raise click.UsageError("--model needs --model-out")
     if probability and model_kind != "kernel":
-        raise click.UsageError("--probability needs --model-out and --model kernel (a linear "
-                               "model has no probability outputs)")
+        raise click.UsageError(
+            "--probability needs --model-out and --model kernel (a linear "
+            "model has no probability outputs)"
+        )
     # Fail now, not after a long check (and not after --model-out has replaced a model).
     output, to_stdout = json_destination(output, as_json)
     if model_out is not None:
@@ -132,8 +178,9 @@ def check(
         refuse_input_as_output(model_out, "--model-out", inputs)
         refuse_input_as_output(model_out + ".range", "--model-out", inputs)
     if output is not None:
-        refuse_input_as_output(output, "-o", inputs, [model_out, model_out and
-                                                       model_out + ".range"])
+        refuse_input_as_output(
+            output, "-o", inputs, [model_out, model_out and model_out + ".range"]
+        )
     shown: list[int] = []  # how many warnings went out with an early verdict
 
     def decided(v: dict[str, Any]) -> None:
@@ -152,7 +199,7 @@ def check(
     verdict = report.json
     verdict["warnings"] = [*verdict.get("warnings", []), *notes]
     if shown:
-        for w in verdict["warnings"][shown[0]:]:
+        for w in verdict["warnings"][shown[0] :]:
             ui.warn(w)
     else:
         show_verdict(ui, verdict, verdict["warnings"], model_out)

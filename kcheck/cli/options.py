@@ -14,7 +14,15 @@ from typing import Any
 
 import click
 
-from kcheck.defaults import CHECKER_NAMES, DEFAULT_EXACT, DEFAULT_SCALING, EPSILON, MAX_SEED
+from kcheck.defaults import (
+    CHECKER_NAMES,
+    DEFAULT_EXACT,
+    DEFAULT_SCALING,
+    EPSILON,
+    EXACT_MODES,
+    MAX_SEED,
+    SCALINGS,
+)
 from kcheck.defaults import DEFAULT_CHECKERS as DEFAULT_CHECKER_NAMES
 
 #: Smallest accuracy gain (a fraction: 0.02 is 2 points) that makes the kernel worth it.
@@ -26,25 +34,7 @@ DEFAULT_CHECKERS = ",".join(DEFAULT_CHECKER_NAMES)
 SEED = click.IntRange(0, MAX_SEED)
 
 
-def _core(name: str) -> tuple[str, ...]:
-    from kcheck import defaults
-
-    return tuple(getattr(defaults, name))
-
-
-class CoreChoice(click.Choice):
-    """A ``click.Choice`` whose choices are a tuple of :mod:`kcheck.pipeline`, read lazily."""
-
-    def __init__(self, constant: str) -> None:
-        self.constant = constant
-        self.case_sensitive = True
-
-    @property  # type: ignore[override]
-    def choices(self) -> tuple[str, ...]:
-        return _core(self.constant)
-
-
-class CheckerList(click.ParamType):
+class CheckerList(click.ParamType):  # type: ignore[type-arg, unused-ignore]
     """``--checkers``: a comma-separated subset of the core's checkers, checked at parse time."""
 
     name = "checkers"
@@ -52,8 +42,9 @@ class CheckerList(click.ParamType):
     def get_metavar(self, param: click.Parameter, ctx: click.Context | None = None) -> str:
         return "NAME[,NAME...]"
 
-    def convert(self, value: Any, param: click.Parameter | None,
-                ctx: click.Context | None) -> tuple[str, ...]:
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> tuple[str, ...]:
         if isinstance(value, tuple):
             return value
         known = CHECKER_NAMES
@@ -61,25 +52,32 @@ class CheckerList(click.ParamType):
         unknown = [c for c in names if c not in known]
         if unknown or not names:
             what = ", ".join(repr(c) for c in unknown) if unknown else "nothing"
-            self.fail(f"{what} is not a checker; give a comma-separated subset of "
-                      f"{','.join(known)}", param, ctx)
+            self.fail(
+                f"{what} is not a checker; give a comma-separated subset of {','.join(known)}",
+                param,
+                ctx,
+            )
         return names
 
-    def shell_complete(self, ctx: click.Context, param: click.Parameter,
-                       incomplete: str) -> list[Any]:
+    def shell_complete(
+        self, ctx: click.Context, param: click.Parameter, incomplete: str
+    ) -> list[Any]:
         from click.shell_completion import CompletionItem
 
         head, _, last = incomplete.rpartition(",")
         prefix = head + "," if head else ""
         taken = set(head.split(","))
-        return [CompletionItem(prefix + c) for c in CHECKER_NAMES
-                if c.startswith(last) and c not in taken]
+        return [
+            CompletionItem(prefix + c)
+            for c in CHECKER_NAMES
+            if c.startswith(last) and c not in taken
+        ]
 
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d*)?)\s*([kmgt]?)(?:i?b)?\s*$", re.IGNORECASE)
 
 
-class Size(click.ParamType):
+class Size(click.ParamType):  # type: ignore[type-arg, unused-ignore]
     """``--memory-limit``: 8G, 512M, 1.5g or a number of bytes, checked at parse time."""
 
     name = "size"
@@ -87,8 +85,7 @@ class Size(click.ParamType):
     def get_metavar(self, param: click.Parameter, ctx: click.Context | None = None) -> str:
         return "SIZE"
 
-    def convert(self, value: Any, param: click.Parameter | None,
-                ctx: click.Context | None) -> int:
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
         if isinstance(value, int):
             return value
         try:
@@ -97,7 +94,7 @@ class Size(click.ParamType):
             self.fail(e.message, param, ctx)
 
 
-class Fraction(click.ParamType):
+class Fraction(click.ParamType):  # type: ignore[type-arg, unused-ignore]
     """``--epsilon``: a fraction of accuracy in [0, 1); 2 for 2 points is refused with a hint."""
 
     name = "fraction"
@@ -105,19 +102,23 @@ class Fraction(click.ParamType):
     def get_metavar(self, param: click.Parameter, ctx: click.Context | None = None) -> str:
         return "FRACTION"
 
-    def convert(self, value: Any, param: click.Parameter | None,
-                ctx: click.Context | None) -> float:
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> float:
         if isinstance(value, float):
             x = value
         else:
             try:
                 x = float(value)
             except ValueError:
-                self.fail(f"expected a fraction such as 0.02 (2 points), got {value!r}",
-                          param, ctx)
+                self.fail(f"expected a fraction such as 0.02 (2 points), got {value!r}", param, ctx)
         if x >= 1:
-            self.fail(f"a fraction of accuracy is expected (0.02 = 2 points), got {value}; "
-                      f"for {x:g} points give {x / 100:g}", param, ctx)
+            self.fail(
+                f"a fraction of accuracy is expected (0.02 = 2 points), got {value}; "
+                f"for {x:g} points give {x / 100:g}",
+                param,
+                ctx,
+            )
         if not x >= 0:
             self.fail(f"must lie in [0, 1), got {value}", param, ctx)
         return x
@@ -136,29 +137,65 @@ def parse_size(text: str) -> int:
 
 
 _CHECK_OPTIONS = [
-    click.option("--epsilon", type=Fraction(), default=DEFAULT_EPSILON, show_default=True,
-                 help="Smallest accuracy gain that makes the kernel worth it, as a fraction "
-                      "(0.02 is 2 points)."),
-    click.option("--checkers", type=CheckerList(), default=DEFAULT_CHECKERS, show_default=True,
-                 help="Checkers to run, a comma-separated subset of degree2, multilinear, "
-                      "rff."),
-    click.option("--scaling", type=CoreChoice("SCALINGS"), default=DEFAULT_SCALING,
-                 show_default=True, help="Feature scaling, fitted on the training file."),
-    click.option("--seed", type=SEED, default=DEFAULT_SEED, show_default=True, metavar="N",
-                 help="Seed of the split, folds and samples: 0 to 2^32-1."),
-    click.option("--memory-limit", type=Size(), default=None,
-                 help="Memory budget, e.g. 8G or 512M [default: half the physical memory]; "
-                      "a batch divides it between its workers."),
-    click.option("--time-limit", type=click.FloatRange(min=0, min_open=True), default=None,
-                 metavar="SECONDS",
-                 help="Seconds for one check; checkers not done by then are skipped."),
+    click.option(
+        "--epsilon",
+        type=Fraction(),
+        default=DEFAULT_EPSILON,
+        show_default=True,
+        help="Smallest accuracy gain that makes the kernel worth it, as a fraction "
+        "(0.02 is 2 points).",
+    ),
+    click.option(
+        "--checkers",
+        type=CheckerList(),
+        default=DEFAULT_CHECKERS,
+        show_default=True,
+        help="Checkers to run, a comma-separated subset of degree2, multilinear, rff.",
+    ),
+    click.option(
+        "--scaling",
+        type=click.Choice(SCALINGS),
+        default=DEFAULT_SCALING,
+        show_default=True,
+        help="Feature scaling, fitted on the training file.",
+    ),
+    click.option(
+        "--seed",
+        type=SEED,
+        default=DEFAULT_SEED,
+        show_default=True,
+        metavar="N",
+        help="Seed of the split, folds and samples: 0 to 2^32-1.",
+    ),
+    click.option(
+        "--memory-limit",
+        type=Size(),
+        default=None,
+        help="Memory budget, e.g. 8G or 512M [default: half the physical memory]; "
+        "a batch divides it between its workers.",
+    ),
+    click.option(
+        "--time-limit",
+        type=click.FloatRange(min=0, min_open=True),
+        default=None,
+        metavar="SECONDS",
+        help="Seconds for one check; checkers not done by then are skipped.",
+    ),
     click.option("--zero-based", is_flag=True, help="Feature indices in the files start at 0."),
-    click.option("--exact", type=CoreChoice("EXACT_MODES"), default=DEFAULT_EXACT,
-                 show_default=True,
-                 help="Run the real RBF-vs-linear comparison (auto: where it is cheap, i.e. "
-                      "small data); where it runs, it decides the verdict."),
-    click.option("--fail-on", type=click.Choice(["kernel", "linear"]), default=None,
-                 help="Exit with code 1 when a verdict is this (for CI gates)."),
+    click.option(
+        "--exact",
+        type=click.Choice(EXACT_MODES),
+        default=DEFAULT_EXACT,
+        show_default=True,
+        help="Run the real RBF-vs-linear comparison (auto: where it is cheap, i.e. "
+        "small data); where it runs, it decides the verdict.",
+    ),
+    click.option(
+        "--fail-on",
+        type=click.Choice(["kernel", "linear"]),
+        default=None,
+        help="Exit with code 1 when a verdict is this (for CI gates).",
+    ),
     click.option("-q", "--quiet", is_flag=True, help="Nothing on stderr except errors."),
 ]
 

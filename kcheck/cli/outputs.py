@@ -36,8 +36,7 @@ def json_destination(output: str | None, as_json: bool) -> tuple[str | None, boo
 
 def require_stdout() -> None:
     if "stdout" in closed_streams:
-        raise KcheckError("stdout is closed, so there is nowhere to write the JSON; "
-                          "use -o FILE")
+        raise KcheckError("stdout is closed, so there is nowhere to write the JSON; use -o FILE")
 
 
 def emit_json(data: dict[str, Any], out_path: str | None, to_stdout: bool) -> None:
@@ -76,10 +75,14 @@ def refuse_input_as_output(
     """Refuse to write ``output`` over one of the command's inputs, or over another output."""
     for path in inputs:
         if path is not None and _same_file(output, path):
-            raise KcheckError(f"{option} {output} is the input file {path}; it would be "
-                              "overwritten, so choose another output path")
+            raise KcheckError(
+                f"{option} {output} is the input file {path}; it would be "
+                "overwritten, so choose another output path"
+            )
     for path in outputs:
-        if path is not None and (_same_file(output, path) or (
-                os.path.abspath(output) == os.path.abspath(path))):
-            raise KcheckError(f"{option} {output} is also the output {path}; choose "
-                              "different paths")
+        if path is not None and (
+            _same_file(output, path) or (os.path.abspath(output) == os.path.abspath(path))
+        ):
+            raise KcheckError(
+                f"{option} {output} is also the output {path}; choose different paths"
+            )

@@ -15,24 +15,56 @@ from kcheck.cli.ui import Ui
 @click.command(short_help="Label FILE with a saved MODEL; one label a line, as svm-predict.")
 @click.argument("model", type=str)
 @click.argument("file", type=str)
-@click.option("-r", "range_path", type=str, default=None, metavar="RANGE",
-              help="Scale FILE with RANGE (e.g. from svm-scale -s) instead of MODEL.range.")
-@click.option("--no-scale", is_flag=True,
-              help="FILE is already scaled (e.g. svm-scale -r output); read no range file.")
-@click.option("-b", "probability", type=click.Choice(["0", "1"]), default="0",
-              show_default=True,
-              help="1: print each class's probability, as svm-predict -b 1 (models trained "
-                   "with -b 1, or LIBLINEAR logistic regression).")
-@click.option("-o", "--output", type=str, default=None, metavar="FILE",
-              help="Write the labels to FILE (atomically) instead of stdout.")
+@click.option(
+    "-r",
+    "range_path",
+    type=str,
+    default=None,
+    metavar="RANGE",
+    help="Scale FILE with RANGE (e.g. from svm-scale -s) instead of MODEL.range.",
+)
+@click.option(
+    "--no-scale",
+    is_flag=True,
+    help="FILE is already scaled (e.g. svm-scale -r output); read no range file.",
+)
+@click.option(
+    "-b",
+    "probability",
+    type=click.Choice(["0", "1"]),
+    default="0",
+    show_default=True,
+    help="1: print each class's probability, as svm-predict -b 1 (models trained "
+    "with -b 1, or LIBLINEAR logistic regression).",
+)
+@click.option(
+    "-o",
+    "--output",
+    type=str,
+    default=None,
+    metavar="FILE",
+    help="Write the labels to FILE (atomically) instead of stdout.",
+)
 @click.option("--zero-based", is_flag=True, help="Feature indices in FILE start at 0.")
-@click.option("--memory-limit", type=Size(), default=None,
-              help="Memory budget, e.g. 2G [default: half the physical memory]; a model or "
-                   "range file that needs more is refused before it is loaded.")
+@click.option(
+    "--memory-limit",
+    type=Size(),
+    default=None,
+    help="Memory budget, e.g. 2G [default: half the physical memory]; a model or "
+    "range file that needs more is refused before it is loaded.",
+)
 @click.option("-q", "--quiet", is_flag=True, help="Nothing on stderr except errors.")
-def predict(model: str, file: str, range_path: str | None, no_scale: bool, probability: str,
-            output: str | None, zero_based: bool, memory_limit: int | None,
-            quiet: bool) -> None:
+def predict(
+    model: str,
+    file: str,
+    range_path: str | None,
+    no_scale: bool,
+    probability: str,
+    output: str | None,
+    zero_based: bool,
+    memory_limit: int | None,
+    quiet: bool,
+) -> None:
     """Label FILE with a saved MODEL; one label a line, as svm-predict writes them.
 
     FILE is scaled with MODEL.range (kcheck check --model-out writes it), with -r RANGE, or
@@ -50,15 +82,19 @@ def predict(model: str, file: str, range_path: str | None, no_scale: bool, proba
         refuse_input_as_output(output, "-o", inputs)
     result = ui.run(
         lambda progress: predicting.predict_file(
-            model, file, range_path=range_path, scale=not no_scale,
-            probability=probability == "1", zero_based=zero_based,
-            progress=progress if ui.interactive else None, memory_limit=memory_limit,
+            model,
+            file,
+            range_path=range_path,
+            scale=not no_scale,
+            probability=probability == "1",
+            zero_based=zero_based,
+            progress=progress if ui.interactive else None,
+            memory_limit=memory_limit,
         )
     )
     if result.probabilities is not None:
         assert result.classes is not None
-        text = predicting.format_probabilities(result.classes, result.labels,
-                                               result.probabilities)
+        text = predicting.format_probabilities(result.classes, result.labels, result.probabilities)
     else:
         text = predicting.format_labels(result.labels)
     if output is None:

@@ -74,9 +74,13 @@ class Column:
 def _table(columns: Sequence[Column], rows: Sequence[Sequence[str]], short: bool) -> Table:
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1))
     for col in columns:
-        table.add_column(col.short if short else col.header, justify=col.justify,  # type: ignore[arg-type]
-                         no_wrap=not col.wrap, overflow="fold",
-                         min_width=WRAP_WIDTH if col.wrap else None)
+        table.add_column(
+            col.short if short else col.header,
+            justify=col.justify,  # type: ignore[arg-type]
+            no_wrap=not col.wrap,
+            overflow="fold",
+            min_width=WRAP_WIDTH if col.wrap else None,
+        )
     for row in rows:
         table.add_row(*row)
     return table
@@ -87,8 +91,9 @@ def _measure(table: Table) -> Measurement:
     return Measurement.get(console, console.options, table)
 
 
-def fit_table(columns: Sequence[Column], rows: Sequence[Sequence[str]], width: int,
-              key: int = 0) -> RenderableType:
+def fit_table(
+    columns: Sequence[Column], rows: Sequence[Sequence[str]], width: int, key: int = 0
+) -> RenderableType:
     """The fullest layout of ``rows`` that fits ``width`` without cutting a cell.
 
     In order: every column with full headers; short headers; then columns dropped by rank;
@@ -104,15 +109,20 @@ def fit_table(columns: Sequence[Column], rows: Sequence[Sequence[str]], width: i
         cells = [[r[i] for i in kept] for r in rows]
         # A wrapping column (a name) may fold down to WRAP_WIDTH; every other cell keeps its
         # full width.
-        folded = [[c[:WRAP_WIDTH] if col.wrap else c for col, c in zip(cols, row, strict=True)]
-                  for row in cells]
+        folded = [
+            [c[:WRAP_WIDTH] if col.wrap else c for col, c in zip(cols, row, strict=True)]
+            for row in cells
+        ]
         if _measure(_table(cols, folded, short)).maximum <= width:
             return _table(cols, cells, short)
     lines = []
     for row in rows:
-        cells = [f"{columns[i].short} {row[i]}" for i in range(len(columns))
-                 if i != key and row[i] not in ("", "-")]
-        lines.append(Text(f"{row[key]}: " + ", ".join(cells)))
+        parts = [
+            f"{columns[i].short} {row[i]}"
+            for i in range(len(columns))
+            if i != key and row[i] not in ("", "-")
+        ]
+        lines.append(Text(f"{row[key]}: " + ", ".join(parts)))
     return Group(*lines)
 
 
@@ -147,8 +157,17 @@ def verdict_table(v: dict[str, Any], width: int) -> RenderableType:
         Column("seconds", "s", "right", drop=1),
     ]
     lin = v["linear"]
-    rows = [["linear", fmt_acc(lin["val_accuracy"]), "", "", f"C={log2_text(lin['C'])}", "ok",
-             f"{lin['seconds']:.2f}"]]
+    rows = [
+        [
+            "linear",
+            fmt_acc(lin["val_accuracy"]),
+            "",
+            "",
+            f"C={log2_text(lin['C'])}",
+            "ok",
+            f"{lin['seconds']:.2f}",
+        ]
+    ]
     for name, c in v["checkers"].items():
         acc = fmt_acc(c["val_accuracy"])
         if name == "rbf" and c["val_accuracy"] is not None:
@@ -161,14 +180,18 @@ def verdict_table(v: dict[str, Any], width: int) -> RenderableType:
 def verdict_footnote(v: dict[str, Any]) -> str:
     """What the table's numbers are, in a user's words; rbf only where it has a row."""
     split = v["split"]
-    text = (f"accuracy: on the validation split ({split['validation']:,} of "
-            f"{split['train'] + split['validation']:,} rows, the models trained on the rest); "
-            "gap: checker minus linear, in points, with its 95% interval")
+    text = (
+        f"accuracy: on the validation split ({split['validation']:,} of "
+        f"{split['train'] + split['validation']:,} rows, the models trained on the rest); "
+        "gap: checker minus linear, in points, with its 95% interval"
+    )
     rbf = v["checkers"].get("rbf")
     if rbf is not None and rbf.get("gap") is not None:
-        text += (f". rbf, CV: an RBF SVM against linear in {rbf.get('folds', 5)}-fold "
-                 f"cross-validation on all {rbf.get('rows', 0):,} rows ({rbf.get('repeats', 1)} "
-                 f"repeats; linear scored {fmt_acc(rbf.get('linear_accuracy'))} there)")
+        text += (
+            f". rbf, CV: an RBF SVM against linear in {rbf.get('folds', 5)}-fold "
+            f"cross-validation on all {rbf.get('rows', 0):,} rows ({rbf.get('repeats', 1)} "
+            f"repeats; linear scored {fmt_acc(rbf.get('linear_accuracy'))} there)"
+        )
     return text
 
 
@@ -181,43 +204,58 @@ def verdict_summary(v: dict[str, Any], model_out: str | None = None) -> str:
     trained for --model-out, so the next step is to use it)."""
     eps = 100 * v["epsilon"]
     data = _command(v["data"]["path"])
-    train = (f"`kcheck check {data} --model-out MODEL` trains it" if model_out is None else
-             "the model for --model-out is trained now, then "
-             f"`kcheck predict {shlex.quote(model_out)} FILE` labels new data with it")
+    train = (
+        f"`kcheck check {data} --model-out MODEL` trains it"
+        if model_out is None
+        else "the model for --model-out is trained now, then "
+        f"`kcheck predict {shlex.quote(model_out)} FILE` labels new data with it"
+    )
     gaps = {n: c for n, c in v["checkers"].items() if c.get("gap") is not None}
     deciding = v.get("deciding_checker")
     where = " in cross-validation on all rows" if deciding == "rbf" else ""
-    if v["verdict"] == "kernel" and deciding in gaps:
+    if v["verdict"] == "kernel" and deciding is not None and deciding in gaps:
         c = gaps[deciding]
         lo, hi = (100 * x for x in c["gap_ci95"])
         who = "An RBF SVM" if deciding == "rbf" else NAMES.get(deciding, deciding)
-        text = (f"{who} beat linear by {100 * c['gap']:.1f} points{where} (95% CI {lo:.1f} to "
-                f"{hi:.1f}; epsilon is {eps:g} points)")
+        text = (
+            f"{who} beat linear by {100 * c['gap']:.1f} points{where} (95% CI {lo:.1f} to "
+            f"{hi:.1f}; epsilon is {eps:g} points)"
+        )
         if v["margin"] == "clear":
             win = "the kernel is worth it" if deciding == "rbf" else "an RBF SVM should win"
-            return (text + f"; {win} here. Next: {train}; `kcheck verify {data}` confirms.")
-        return (text + f", but the interval reaches below {eps:g} points, so this is not "
-                f"settled. To settle it: `kcheck verify {data}` runs the full RBF grid search; "
-                "more data would narrow the interval.")
+            return text + f"; {win} here. Next: {train}; `kcheck verify {data}` confirms."
+        return (
+            text + f", but the interval reaches below {eps:g} points, so this is not "
+            f"settled. To settle it: `kcheck verify {data}` runs the full RBF grid search; "
+            "more data would narrow the interval."
+        )
     pool = {"rbf": gaps["rbf"]} if "rbf" in gaps else gaps
     if not pool:
         return "No checker finished, so nothing could overturn linear."
     ranked = sorted(pool, key=lambda n: -pool[n]["gap"])
-    closest = ", ".join(f"{NAMES.get(n, n)} {pts(pool[n]['gap'])} (95% CI {_ci(pool[n])})"
-                        for n in ranked[:2])
+    closest = ", ".join(
+        f"{NAMES.get(n, n)} {pts(pool[n]['gap'])} (95% CI {_ci(pool[n])})" for n in ranked[:2]
+    )
     if "rbf" in pool:
-        text = (f"An RBF SVM came within {pts(pool['rbf']['gap'])} points of linear in "
-                f"cross-validation on all rows (95% CI {_ci(pool['rbf'])}), short of the "
-                f"{eps:g} the kernel needs")
+        text = (
+            f"An RBF SVM came within {pts(pool['rbf']['gap'])} points of linear in "
+            f"cross-validation on all rows (95% CI {_ci(pool['rbf'])}), short of the "
+            f"{eps:g} the kernel needs"
+        )
     else:
-        text = (f"No checker beat linear by {eps:g} points; the closest: {closest}")
+        text = f"No checker beat linear by {eps:g} points; the closest: {closest}"
     if v["margin"] == "clear":
         return text + f". A linear model is enough here. Next: {train}."
     missing = [NAMES.get(n, n) for n, c in v["checkers"].items() if c.get("gap") is None]
-    why = (f"{' and '.join(missing)} did not finish (see above)" if missing
-           else f"an interval reaches {eps:g} points")
-    return (text + f". Not settled: {why}. To settle it: `kcheck verify {data}` runs the full "
-            "RBF grid search; more data, or a larger --memory-limit or --time-limit, helps.")
+    why = (
+        f"{' and '.join(missing)} did not finish (see above)"
+        if missing
+        else f"an interval reaches {eps:g} points"
+    )
+    return (
+        text + f". Not settled: {why}. To settle it: `kcheck verify {data}` runs the full "
+        "RBF grid search; more data, or a larger --memory-limit or --time-limit, helps."
+    )
 
 
 # --- batch ---------------------------------------------------------------------------------------
@@ -263,8 +301,17 @@ def batch_table(lines: list[dict[str, Any]], resumed: set[str], width: int) -> R
         elif x["status"] != "ok":
             rows.append([name, "-", "-", "error", "-", "-", seconds])
         else:
-            rows.append([name, f"{x['data']['rows']:,}", f"{x['data']['features']:,}",
-                         x["verdict"], x["margin"], deciding_gap(x), seconds])
+            rows.append(
+                [
+                    name,
+                    f"{x['data']['rows']:,}",
+                    f"{x['data']['features']:,}",
+                    x["verdict"],
+                    x["margin"],
+                    deciding_gap(x),
+                    seconds,
+                ]
+            )
     return fit_table(columns, rows, width)
 
 
@@ -275,11 +322,13 @@ def batch_caption(lines: list[dict[str, Any]], wall: float) -> str:
     n_err = len(sets) - len(ok)
     n_skip = len(lines) - len(sets)
     total = sum(x.get("seconds") or 0.0 for x in lines)
-    return (f"{len(sets)} data sets: {len(ok)} ok ({n_kernel} kernel, "
-            f"{len(ok) - n_kernel} linear), {n_err} error{'' if n_err == 1 else 's'}; "
-            f"{n_skip} file{'' if n_skip == 1 else 's'} skipped; "
-            f"{total:.2f}s checking, {wall:.1f}s wall time. gap: the deciding checker's, "
-            "in points; for a linear verdict the closest checker's")
+    return (
+        f"{len(sets)} data sets: {len(ok)} ok ({n_kernel} kernel, "
+        f"{len(ok) - n_kernel} linear), {n_err} error{'' if n_err == 1 else 's'}; "
+        f"{n_skip} file{'' if n_skip == 1 else 's'} skipped; "
+        f"{total:.2f}s checking, {wall:.1f}s wall time. gap: the deciding checker's, "
+        "in points; for a linear verdict the closest checker's"
+    )
 
 
 # --- verify --------------------------------------------------------------------------------------
@@ -290,14 +339,21 @@ def verify_table(v: dict[str, Any], width: int) -> RenderableType:
     columns = [Column("model", "model"), Column("CV accuracy", "CV acc.", "right")]
     if test:
         columns.append(Column("test accuracy", "test acc.", "right"))
-    columns += [Column("parameters", "params"), Column("grid", "grid", "right", drop=2),
-                Column("seconds", "s", "right", drop=1)]
+    columns += [
+        Column("parameters", "params"),
+        Column("grid", "grid", "right", drop=2),
+        Column("seconds", "s", "right", drop=1),
+    ]
     lin, rbf = v["linear"], v["rbf"]
     rows = []
     for name, r, params, grid in (
         ("linear", lin, f"C={log2_text(lin['C'])}", ""),
-        ("RBF", rbf, f"C={log2_text(rbf['C'])} g={log2_text(rbf['gamma'])}",
-         f"{rbf['grid_points']} points"),
+        (
+            "RBF",
+            rbf,
+            f"C={log2_text(rbf['C'])} g={log2_text(rbf['gamma'])}",
+            f"{rbf['grid_points']} points",
+        ),
     ):
         cells = [name, fmt_acc(r["cv_accuracy"])]
         if test:

@@ -13,23 +13,53 @@ from kcheck.cli.ui import Ui
 
 @click.command(short_help="Scale FILE like svm-scale (min-max to [-1, 1] by default).")
 @click.argument("file", type=str)
-@click.option("-l", "lower", type=float, default=None, metavar="LOWER",
-              help="Lower bound (default -1).")
-@click.option("-u", "upper", type=float, default=None, metavar="UPPER",
-              help="Upper bound (default 1).")
-@click.option("-y", "y_bounds", type=float, nargs=2, default=None,
-              metavar="Y_LOWER Y_UPPER", help="Also scale the labels to [Y_LOWER, Y_UPPER].")
+@click.option(
+    "-l", "lower", type=float, default=None, metavar="LOWER", help="Lower bound (default -1)."
+)
+@click.option(
+    "-u", "upper", type=float, default=None, metavar="UPPER", help="Upper bound (default 1)."
+)
+@click.option(
+    "-y",
+    "y_bounds",
+    type=float,
+    nargs=2,
+    default=None,
+    metavar="Y_LOWER Y_UPPER",
+    help="Also scale the labels to [Y_LOWER, Y_UPPER].",
+)
 @click.option("--maxabs", is_flag=True, help="Divide each feature by its max |x| instead.")
-@click.option("-s", "save_range", type=str, default=None, metavar="RANGE",
-              help="Save the scaling to the range file RANGE.")
-@click.option("-r", "restore_range", type=str, default=None, metavar="RANGE",
-              help="Apply the scaling in the range file RANGE (svm-scale's or kcheck's; its y "
-                   "section scales the labels).")
-@click.option("--full-precision", is_flag=True,
-              help="Print values with 17 significant digits (exact) instead of svm-scale's 6.")
+@click.option(
+    "-s",
+    "save_range",
+    type=str,
+    default=None,
+    metavar="RANGE",
+    help="Save the scaling to the range file RANGE.",
+)
+@click.option(
+    "-r",
+    "restore_range",
+    type=str,
+    default=None,
+    metavar="RANGE",
+    help="Apply the scaling in the range file RANGE (svm-scale's or kcheck's; its y "
+    "section scales the labels).",
+)
+@click.option(
+    "--full-precision",
+    is_flag=True,
+    help="Print values with 17 significant digits (exact) instead of svm-scale's 6.",
+)
 @click.option("--zero-based", is_flag=True, help="Feature indices in FILE start at 0.")
-@click.option("-o", "--output", type=str, default=None, metavar="FILE",
-              help="Write to FILE (atomically) instead of stdout.")
+@click.option(
+    "-o",
+    "--output",
+    type=str,
+    default=None,
+    metavar="FILE",
+    help="Write to FILE (atomically) instead of stdout.",
+)
 @click.option("-q", "--quiet", is_flag=True, help="Nothing on stderr except errors.")
 def scale(
     file: str,
@@ -89,9 +119,7 @@ def scale(
             source=file,
         )
         if y_bounds:
-            scaler = replace(
-                scaler, y_scaling=fit_label_scaling(y, y_bounds[0], y_bounds[1])
-            )
+            scaler = replace(scaler, y_scaling=fit_label_scaling(y, y_bounds[0], y_bounds[1]))
     warning = densify_warning(X.nnz, scaler.nnz_after(X))
     if warning and not quiet:
         # svm-scale's own wording, so scripts that grep for it keep working.

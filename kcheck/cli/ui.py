@@ -8,7 +8,7 @@ import os
 import re
 import threading
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from rich.console import Console, RenderableType
 from rich.progress import BarColumn, Progress, ProgressColumn, SpinnerColumn, Task, TextColumn
@@ -54,9 +54,17 @@ class TimeColumn(ProgressColumn):
 
 
 def new_progress(console: Console, **kwargs: Any) -> Progress:
-    return Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
-                    TextColumn("{task.fields[count]}"), TimeColumn(), console=console,
-                    transient=True, **kwargs)
+    return Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.fields[count]}"),
+        TimeColumn(),
+        console=console,
+        transient=True,
+        **kwargs,
+    )
+
 
 #: Set by the command's Ui: with -q, main() prints no warnings (they are in the JSON).
 state = {"quiet": False}
@@ -101,8 +109,7 @@ class Ui:
 
     def warn(self, message: str) -> None:
         if not self.quiet:
-            self.console.print(f"warning: {message}", markup=False, style="yellow",
-                               soft_wrap=True)
+            self.console.print(f"warning: {message}", markup=False, style="yellow", soft_wrap=True)
 
     def run(self, fn: Callable[[Callable[[str, int | None, int | None], None]], T]) -> T:
         """Run ``fn(progress)`` in a worker thread, so Ctrl-C is seen at once.
@@ -124,8 +131,9 @@ class Ui:
             if stage != last[0]:
                 # A new stage restarts the clock, so the ETA is not averaged over earlier ones.
                 last[0] = stage
-                progress.reset(task, total=total, completed=done or 0, description=stage,
-                               count=count)
+                progress.reset(
+                    task, total=total, completed=done or 0, description=stage, count=count
+                )
             else:
                 progress.update(task, completed=done or 0, total=total, count=count)
 
@@ -148,4 +156,4 @@ def in_worker(fn: Callable[[], T], box: dict[str, Any]) -> T:
         worker.join(0.1)
     if "error" in box:
         raise box["error"]
-    return box["value"]
+    return cast(T, box["value"])

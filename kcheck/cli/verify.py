@@ -9,34 +9,74 @@ import click
 from rich.text import Text
 
 from kcheck.cli.app import GateTripped
-from kcheck.cli.options import SEED, CoreChoice, Fraction
+from kcheck.cli.options import SEED, Fraction
 from kcheck.cli.outputs import emit_json, json_destination, refuse_input_as_output
 from kcheck.cli.render import verify_summary, verify_table
 from kcheck.cli.ui import Ui
+from kcheck.defaults import SCALINGS
 
 
 @click.command(short_help="The expensive reference: an RBF grid search (LIBSVM) next to linear.")
 @click.argument("train", type=str)
-@click.option("--test", "test", type=str, default=None, metavar="FILE",
-              help="Also train both models on all of TRAIN and score them on FILE.")
-@click.option("--jobs", "-j", type=click.IntRange(min=1), default=None, metavar="N",
-              help="Worker processes for the grid search [default: CPU count].")
-@click.option("--max-rows", type=click.IntRange(min=1), default=None, metavar="N",
-              help="Cross-validate on a stratified sample of N rows [default: all].")
-@click.option("--scaling", type=CoreChoice("SCALINGS"), default=None,
-              help="Feature scaling fitted on TRAIN [default: the --check-json's, else maxabs].")
-@click.option("--seed", type=SEED, default=None, metavar="N",
-              help="Seed of the folds and samples, 0 to 2^32-1 [default: the --check-json's, "
-                   "else 0].")
-@click.option("--epsilon", type=Fraction(), default=None,
-              help="Gap that means 'kernel' [default: the --check-json's, else 0.02].")
-@click.option("--check-json", type=str, default=None, metavar="FILE",
-              help="A saved 'kcheck check' JSON verdict on TRAIN: exit 1 unless this "
-                   "confirms it.")
+@click.option(
+    "--test",
+    "test",
+    type=str,
+    default=None,
+    metavar="FILE",
+    help="Also train both models on all of TRAIN and score them on FILE.",
+)
+@click.option(
+    "--jobs",
+    "-j",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="N",
+    help="Worker processes for the grid search [default: CPU count].",
+)
+@click.option(
+    "--max-rows",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="N",
+    help="Cross-validate on a stratified sample of N rows [default: all].",
+)
+@click.option(
+    "--scaling",
+    type=click.Choice(SCALINGS),
+    default=None,
+    help="Feature scaling fitted on TRAIN [default: the --check-json's, else maxabs].",
+)
+@click.option(
+    "--seed",
+    type=SEED,
+    default=None,
+    metavar="N",
+    help="Seed of the folds and samples, 0 to 2^32-1 [default: the --check-json's, else 0].",
+)
+@click.option(
+    "--epsilon",
+    type=Fraction(),
+    default=None,
+    help="Gap that means 'kernel' [default: the --check-json's, else 0.02].",
+)
+@click.option(
+    "--check-json",
+    type=str,
+    default=None,
+    metavar="FILE",
+    help="A saved 'kcheck check' JSON verdict on TRAIN: exit 1 unless this confirms it.",
+)
 @click.option("--zero-based", is_flag=True, help="Feature indices in the files start at 0.")
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON result on stdout.")
-@click.option("-o", "--output", type=str, default=None, metavar="FILE",
-              help="Write the JSON result to FILE (atomically); - is stdout.")
+@click.option(
+    "-o",
+    "--output",
+    type=str,
+    default=None,
+    metavar="FILE",
+    help="Write the JSON result to FILE (atomically); - is stdout.",
+)
 @click.option("-q", "--quiet", is_flag=True, help="Nothing on stderr except errors.")
 def verify(
     train: str,
@@ -88,6 +128,8 @@ def verify(
 def _show_verify(ui: Ui, v: dict[str, Any]) -> None:
     if ui.quiet:
         return
-    ui.show(Text(f"kcheck verify: {v['data']['path']}", style="italic"),
-            verify_table(v, ui.width),
-            Text(verify_summary(v) + f" [{v['seconds']:.1f}s]"))
+    ui.show(
+        Text(f"kcheck verify: {v['data']['path']}", style="italic"),
+        verify_table(v, ui.width),
+        Text(verify_summary(v) + f" [{v['seconds']:.1f}s]"),
+    )
