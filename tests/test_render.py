@@ -171,3 +171,15 @@ def test_progress_counts_have_units_and_one_time_column():
     )
     text = _text(progress.get_renderable(), 100)
     assert "3/4 clusters" in text and text.count("elapsed") == 1
+
+
+def test_verify_summary_gives_the_interval_and_margin(datasets):
+    from kcheck.rbf_search import Grid
+    from kcheck.verify import VerifyConfig, verify
+
+    grid = Grid(log2_C=(1.0, 3.0), log2_gamma=(-3.0, -5.0))
+    v = verify(VerifyConfig(str(datasets / "heart_scale"), grid=grid))
+    text = render.verify_summary(v)
+    lo, hi = (100 * x for x in v["gap_ci95"])
+    assert f"{100 * v['gap']:+.2f} points (95% CI {lo:+.1f} to {hi:+.1f})" in text
+    assert f"verdict {v['verdict']}, {v['margin']}" in text

@@ -363,9 +363,11 @@ def verify_table(v: dict[str, Any], width: int) -> RenderableType:
 
 
 def verify_summary(v: dict[str, Any]) -> str:
+    lo, hi = (100 * x for x in v["gap_ci95"])
     text = (
-        f"gap (RBF minus linear, cross-validated): {100 * v['gap']:+.2f} points -> verdict "
-        f"{v['verdict']} (the bar is {100 * v['epsilon']:g} points)"
+        f"gap (RBF minus linear, cross-validated): {100 * v['gap']:+.2f} points (95% CI "
+        f"{lo:+.1f} to {hi:+.1f}) -> verdict {v['verdict']}, {v['margin']} (the bar is "
+        f"{100 * v['epsilon']:g} points)"
     )
     if v.get("test_gap") is not None:
         text += f"; on the test file {100 * v['test_gap']:+.2f} points"
