@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from kcheck import budget
+from kcheck import budget, explain
 from kcheck.checkers import linear, registry
 from kcheck.checkers.base import CheckerResult, Context, Dataset, guarded
 from kcheck.defaults import (
@@ -79,6 +79,8 @@ class CheckConfig:
     time_limit: float | None = None
     #: The real RBF-vs-linear comparison: "auto" runs it where it is cheap (small data).
     exact: str = DEFAULT_EXACT
+    #: Rank degree-2's product terms and score linear + top-k products (advice only).
+    explain: bool = False
 
     def validated(self) -> CheckConfig:
         if not 0.0 <= self.epsilon < 1.0:
@@ -180,6 +182,7 @@ def run(config: CheckConfig, progress: Progress | None = None) -> CheckReport:
 
     decision, gaps, cut_short = _decide(config, results)
     test_json = _score_test(test, results, report) if test is not None else None
+    explained = _explain(config, T, V, results, deadline, report) if config.explain else None
     result = CheckResult(
         decision=decision,
         epsilon=config.epsilon,
@@ -194,6 +197,7 @@ def run(config: CheckConfig, progress: Progress | None = None) -> CheckReport:
         warnings=[*cut_short, *_sanity_warnings(results), *unseen_warnings(test), *read_notes],
         read_seconds=data.read_seconds,
         started=t_start,
+        explain=explained,
     )
     return CheckReport(result, data, T, V, (train_idx, val_idx), deadline, results)
 
@@ -249,6 +253,20 @@ def _decide(
     decision = decide({rbf: gaps[rbf]} if rbf in gaps else gaps, config.epsilon)
     decision, cut_short = _cut_short(decision, config.checkers, results)
     return decision, gaps, cut_short
+
+
+def _explain(
+    config: CheckConfig,
+    T: Dataset,
+    V: Dataset,
+    results: dict[str, CheckerResult],
+    deadline: float | None,
+    report: Progress,
+) -> dict[str, Any]:
+    report("explaining (top product terms)", None, None)
+    return explain.explain(
+        T, V, results, seed=config.seed, zero_based=config.zero_based, deadline=deadline
+    )
 
 
 def _score_test(

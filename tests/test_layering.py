@@ -18,7 +18,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "kcheck"
 LAYERS: list[set[str]] = [
     {"kcheck.cli", "kcheck.__main__"},
     {"kcheck.batch", "kcheck.verify", "kcheck.models", "kcheck.predict"},
-    {"kcheck.pipeline"},
+    {"kcheck.pipeline", "kcheck.explain"},
     {"kcheck.result"},
     {"kcheck.checkers.registry"},
     {

@@ -47,6 +47,10 @@ def show_verdict(
         f" ({v['margin']}; epsilon {100 * v['epsilon']:g} points, {v['seconds']:.2f}s)",
     )
     ui.show(verdict, Text(verdict_summary(v, model_out)))
+    from kcheck.explain import explain_sentence
+
+    if (sentence := explain_sentence(v)) is not None:
+        ui.show(Text(sentence))
     if v.get("test"):
         t = v["test"]
         acc = t["accuracy"]
