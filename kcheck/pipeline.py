@@ -29,6 +29,7 @@ from kcheck.defaults import (
     SCALINGS,
     Progress,
     no_progress,
+    products_of,
 )
 from kcheck.errors import KcheckError, TimeLimitReached, recorded_warnings
 from kcheck.memory import checker_budget, default_memory_limit
@@ -101,8 +102,10 @@ class CheckConfig:
             raise KcheckError(f"--exact must be one of {', '.join(EXACT_MODES)}")
         if self.time_limit is not None and not self.time_limit > 0:
             raise KcheckError("--time-limit must be a positive number of seconds")
-        if self.model_kind not in (None, *MODEL_KINDS):
-            raise KcheckError(f"--model must be one of {', '.join(MODEL_KINDS)}")
+        if self.model_kind not in (None, *MODEL_KINDS) and products_of(self.model_kind) is None:
+            raise KcheckError(f"--model must be one of {', '.join(MODEL_KINDS)} or linear+K")
+        if products_of(self.model_kind) is not None and not self.explain:
+            raise KcheckError(f"--model {self.model_kind} needs --explain (it names the terms)")
         return self
 
 

@@ -164,10 +164,21 @@ CHECKS: dict[str, tuple[tuple[str | Path, ...], Callable[[Json], bool]]] = {
             and v["checkers"]["degree2"]["limited_by"] == "memory"
         ),
     ),
-    "svmguide1, --explain": (
-        (S, "--exact", "never", "--explain"),
+    "svmguide1, --explain, linear+2 model": (
+        (
+            S,
+            "--exact",
+            "never",
+            "--explain",
+            "--model-out",
+            "{tmp}/sg.model",
+            "--model",
+            "linear+2",
+        ),
         lambda v: (
-            v["explain"]["available"]
+            v["model"]["kind"] == "linear+2"
+            and v["model"]["terms_path"].endswith("sg.model.terms")
+            and v["explain"]["available"]
             and len(v["explain"]["terms"]) == 10
             and [r["k"] for r in v["explain"]["recovered"]] == [1, 3, 10]
         ),
