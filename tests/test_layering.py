@@ -17,7 +17,14 @@ PACKAGE = Path(__file__).resolve().parent.parent / "kcheck"
 #: Top to bottom. A module may import modules of its own layer or of any layer below it.
 LAYERS: list[set[str]] = [
     {"kcheck.cli", "kcheck.__main__"},
-    {"kcheck.batch", "kcheck.verify", "kcheck.models", "kcheck.predict", "kcheck.expand"},
+    {
+        "kcheck.batch",
+        "kcheck.verify",
+        "kcheck.models",
+        "kcheck.predict",
+        "kcheck.expand",
+        "kcheck.report",
+    },
     {"kcheck.pipeline", "kcheck.explain"},
     {"kcheck.result"},
     {"kcheck.checkers.registry"},

@@ -6,7 +6,7 @@ that decides exit codes. Only this package imports click or rich.
 
 from __future__ import annotations
 
-from kcheck.cli import batch, check, expand, predict, scale, verify
+from kcheck.cli import batch, check, expand, predict, report, scale, verify
 from kcheck.cli.app import cli, main
 
 for _command in (
@@ -16,6 +16,7 @@ for _command in (
     predict.predict,
     scale.scale,
     expand.expand,
+    report.report,
 ):
     cli.add_command(_command)
 
