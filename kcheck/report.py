@@ -143,6 +143,11 @@ def _points(x: float) -> str:
     return f"{100 * x:+.1f}"
 
 
+def _short(name: str, width: int = 28) -> str:
+    """A long name (a skipped file's path) keeps its end, which tells files apart."""
+    return name if len(name) <= width else "\u2026" + name[-(width - 1) :]
+
+
 def _forest(rows: list[Row]) -> str:
     """The SVG: gap axis in accuracy points, one band per data set."""
     values = [0.0] + [r.epsilon for r in rows if r.epsilon is not None]
@@ -209,7 +214,7 @@ def _forest(rows: list[Row]) -> str:
         out.append(f'<g class="forest-row" data-name="{_esc(r.name)}">')
         out.append(
             f'<text x="{LEFT - 8}" y="{mid + 4}" font-size="12" text-anchor="end" '
-            f'fill="#222">{_esc(r.name[:30])}</text>'
+            f'fill="#222">{_esc(_short(r.name))}</text>'
         )
         if r.status != "ok":
             colour = "#b03a2e" if r.status == "error" else "#7f8c8d"
