@@ -21,7 +21,9 @@ from kcheck.cli.ui import Ui
     metavar="FILE",
     help="Write the page to FILE (atomically).",
 )
-@click.option("--title", type=str, default=None, help="The page's title [default: RESULTS].")
+@click.option(
+    "--title", type=str, default=None, metavar="TITLE", help="The page's title [default: RESULTS]."
+)
 @click.option("-q", "--quiet", is_flag=True, help="Nothing on stderr except errors.")
 def report(results: str, output: str, title: str | None, quiet: bool) -> None:
     """Make one HTML page from RESULTS, the JSON lines of `kcheck batch -o`.
