@@ -23,6 +23,18 @@ CHECKER_NAMES = ("degree2", "multilinear", "rff")
 DEFAULT_CHECKERS = ("degree2", "multilinear")
 #: Models ``--model-out`` can train.
 MODEL_KINDS = ("linear", "kernel")
+#: ``--model linear+K``: the linear model with the top K product terms of ``--explain``.
+PRODUCTS_PREFIX = "linear+"
+
+
+def products_of(kind: str | None) -> int | None:
+    """K of a ``linear+K`` model kind (K >= 1); None for any other kind."""
+    if kind is None or not kind.startswith(PRODUCTS_PREFIX):
+        return None
+    k = kind[len(PRODUCTS_PREFIX) :]
+    return int(k) if k.isdigit() and k.isascii() and 1 <= int(k) <= 10_000 else None
+
+
 #: Folds of every cross-validation (grid.py's and LIBLINEAR's ``-C`` default).
 FOLDS = 5
 #: What LIBLINEAR's and LIBSVM's srand take: an unsigned 32-bit integer.

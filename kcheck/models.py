@@ -10,6 +10,7 @@ Nothing here prints; progress goes through a ``progress(stage, done, total)`` ca
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any
 
@@ -18,8 +19,9 @@ import scipy.sparse as sp
 
 from kcheck import engines
 from kcheck.atomic import atomic_paths
-from kcheck.defaults import MODEL_KINDS, Progress, no_progress
+from kcheck.defaults import MODEL_KINDS, Progress, no_progress, products_of
 from kcheck.errors import KcheckError, TimeLimitReached
+from kcheck.expand import TermSpec, spec_path, spec_text
 from kcheck.pipeline import CheckConfig, CheckReport
 from kcheck.prepare import require_integer_labels
 from kcheck.rbf_search import EXPORT_GRID, Grid, rbf_grid_search
@@ -44,8 +46,14 @@ def train_model(report: CheckReport, config: CheckConfig, progress: Progress | N
     progress(f"training the {kind} model on all rows", None, None)
     train_idx, val_idx = report.split
     y_raw = report.prepared.y_raw
+    X = sp.vstack([report.T.X, report.V.X], format="csr")
+    spec = None
+    k = products_of(kind)
+    if k is not None:
+        spec = _products_spec(report, k, int(X.shape[1]))
+        X = spec.apply(X)
     report.result.model = export(
-        sp.vstack([report.T.X, report.V.X], format="csr"),
+        X,
         np.concatenate([y_raw[train_idx], y_raw[val_idx]]),
         report.prepared.scaler,
         kind,
@@ -55,8 +63,25 @@ def train_model(report: CheckReport, config: CheckConfig, progress: Progress | N
         progress=progress,
         deadline=report.deadline,
         probability=config.model_probability,
+        terms=spec,
+        zero_based=config.zero_based,
     )
     report.result.finished = time.perf_counter()
+
+
+def _products_spec(report: CheckReport, k: int, width: int) -> TermSpec:
+    """The top ``k`` terms of the check's explanation, as a spec at the training width."""
+    ex = report.result.explain
+    if ex is None or not ex["available"]:
+        why = "--explain was not given" if ex is None else ex["reason"]
+        raise KcheckError(f"--model linear+{k}: no product terms to add ({why})")
+    if k > len(ex["terms"]):
+        raise KcheckError(
+            f"--model linear+{k}: the explanation lists only {len(ex['terms'])} terms"
+        )
+    base = ex["index_base"]
+    terms = tuple((a - base, b - base) for a, b in (t["features"] for t in ex["terms"][:k]))
+    return TermSpec(width, terms)
 
 
 def export(
@@ -73,6 +98,8 @@ def export(
     max_search_rows: int = MAX_SEARCH_ROWS,
     deadline: float | None = None,
     probability: bool = False,
+    terms: TermSpec | None = None,
+    zero_based: bool = False,
 ) -> dict[str, Any]:
     """Train a ``kind`` model on all rows of the scaled ``X``; save it and ``path``.range.
 
@@ -82,11 +109,15 @@ def export(
     With a ``deadline`` (``time.perf_counter()``), training runs where the deadline can stop
     it, and nothing is written if it does. ``probability`` trains the kernel model with
     ``-b 1``, so that ``svm-predict -b 1`` and ``kcheck predict -b 1`` can use it.
+    With ``terms``, X already has the products appended (``linear+K``): the linear model is
+    trained on it and the term spec is saved as ``path``.terms, with the other two files.
     """
     report = progress or no_progress
     t0 = time.perf_counter()
-    if kind not in MODEL_KINDS:
-        raise KcheckError(f"model kind must be linear or kernel, got {kind!r}")
+    if kind not in MODEL_KINDS and products_of(kind) is None:
+        raise KcheckError(f"model kind must be linear, kernel or linear+K, got {kind!r}")
+    if (terms is None) != (products_of(kind) is None):
+        raise KcheckError(f"model kind {kind} and its product terms do not go together")
     if probability and kind != "kernel":
         raise KcheckError("probability outputs need the kernel model (LIBLINEAR -s 2 has none)")
     y = np.asarray(y, dtype=np.float64)
@@ -98,8 +129,15 @@ def export(
     # Both files are written in full before either is renamed into place, so a failure leaves
     # the old pair (or nothing) rather than a new model beside an old range file. The model is
     # renamed first, and an interrupt waits for both renames (kcheck.atomic).
-    with atomic_paths([(path, "model file"), (range_path, "range file")]) as (model_tmp, range_tmp):
-        args = (X, y, kind, model_tmp, seed, jobs, grid, max_search_rows, probability)
+    files: list[tuple[str | os.PathLike[str], str]] = [
+        (path, "model file"),
+        (range_path, "range file"),
+    ]
+    if terms is not None:
+        files.append((spec_path(path), "term spec"))
+    with atomic_paths(files) as (model_tmp, range_tmp, *spec_tmp):
+        trains = "linear" if terms is not None else kind
+        args = (X, y, trains, model_tmp, seed, jobs, grid, max_search_rows, probability)
         if deadline is None:
             trained = _train_and_save(*args, report)
         else:
@@ -113,10 +151,14 @@ def export(
                     f"{path} was not written"
                 ) from None
         write_range_file(range_tmp, scaler)
+        if terms is not None:
+            with open(spec_tmp[0], "w", encoding="ascii") as f:
+                f.write(spec_text(terms, zero_based=zero_based))
     params, cv, search_rows, grid_points = trained
     return {
         "path": path,
         "range_path": range_path,
+        **({} if terms is None else {"terms_path": spec_path(path)}),
         "kind": kind,
         "params": params,
         "cv_accuracy": json_number(cv),

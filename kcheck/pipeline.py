@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from kcheck import budget
+from kcheck import budget, explain
 from kcheck.checkers import linear, registry
 from kcheck.checkers.base import CheckerResult, Context, Dataset, guarded
 from kcheck.defaults import (
@@ -29,6 +29,7 @@ from kcheck.defaults import (
     SCALINGS,
     Progress,
     no_progress,
+    products_of,
 )
 from kcheck.errors import KcheckError, TimeLimitReached, recorded_warnings
 from kcheck.memory import checker_budget, default_memory_limit
@@ -79,6 +80,8 @@ class CheckConfig:
     time_limit: float | None = None
     #: The real RBF-vs-linear comparison: "auto" runs it where it is cheap (small data).
     exact: str = DEFAULT_EXACT
+    #: Rank degree-2's product terms and score linear + top-k products (advice only).
+    explain: bool = False
 
     def validated(self) -> CheckConfig:
         if not 0.0 <= self.epsilon < 1.0:
@@ -99,8 +102,10 @@ class CheckConfig:
             raise KcheckError(f"--exact must be one of {', '.join(EXACT_MODES)}")
         if self.time_limit is not None and not self.time_limit > 0:
             raise KcheckError("--time-limit must be a positive number of seconds")
-        if self.model_kind not in (None, *MODEL_KINDS):
-            raise KcheckError(f"--model must be one of {', '.join(MODEL_KINDS)}")
+        if self.model_kind not in (None, *MODEL_KINDS) and products_of(self.model_kind) is None:
+            raise KcheckError(f"--model must be one of {', '.join(MODEL_KINDS)} or linear+K")
+        if products_of(self.model_kind) is not None and not self.explain:
+            raise KcheckError(f"--model {self.model_kind} needs --explain (it names the terms)")
         return self
 
 
@@ -180,6 +185,7 @@ def run(config: CheckConfig, progress: Progress | None = None) -> CheckReport:
 
     decision, gaps, cut_short = _decide(config, results)
     test_json = _score_test(test, results, report) if test is not None else None
+    explained = _explain(config, T, V, results, deadline, report) if config.explain else None
     result = CheckResult(
         decision=decision,
         epsilon=config.epsilon,
@@ -194,6 +200,7 @@ def run(config: CheckConfig, progress: Progress | None = None) -> CheckReport:
         warnings=[*cut_short, *_sanity_warnings(results), *unseen_warnings(test), *read_notes],
         read_seconds=data.read_seconds,
         started=t_start,
+        explain=explained,
     )
     return CheckReport(result, data, T, V, (train_idx, val_idx), deadline, results)
 
@@ -249,6 +256,20 @@ def _decide(
     decision = decide({rbf: gaps[rbf]} if rbf in gaps else gaps, config.epsilon)
     decision, cut_short = _cut_short(decision, config.checkers, results)
     return decision, gaps, cut_short
+
+
+def _explain(
+    config: CheckConfig,
+    T: Dataset,
+    V: Dataset,
+    results: dict[str, CheckerResult],
+    deadline: float | None,
+    report: Progress,
+) -> dict[str, Any]:
+    report("explaining (top product terms)", None, None)
+    return explain.explain(
+        T, V, results, seed=config.seed, zero_based=config.zero_based, deadline=deadline
+    )
 
 
 def _score_test(

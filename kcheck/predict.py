@@ -24,6 +24,7 @@ import scipy.sparse as sp
 from kcheck import engines
 from kcheck.data import read_libsvm
 from kcheck.errors import KcheckError, KcheckWarning
+from kcheck.expand import TermSpec, read_spec, spec_path
 from kcheck.scaling import RANGE_SUFFIX, Scaler, read_range_file
 
 __all__ = [
@@ -52,11 +53,15 @@ class SavedModel:
     kind: str
     model: engines.LinearModel | engines.RbfModel
     scaler: Scaler | None
+    #: The product terms of a ``linear+K`` model (``MODEL.terms``), appended after scaling.
+    spec: TermSpec | None = None
 
     @property
     def n_features(self) -> int | None:
         """Columns to read a data file with: the range file's width, else a LIBLINEAR model's
         own (a LIBSVM model has none, so every column is read)."""
+        if self.spec is not None:
+            return self.spec.width
         if self.scaler is not None:
             return self.scaler.n_features
         if isinstance(self.model, engines.LinearModel):
@@ -65,7 +70,11 @@ class SavedModel:
 
     def predict_scaled(self, X: sp.spmatrix) -> np.ndarray:
         """Labels for rows that are already scaled (e.g. ``svm-scale -r`` output)."""
-        return self.model.predict(engines.as_binding_csr(X))
+        return self.model.predict(self._with_products(X))
+
+    def _with_products(self, X: sp.spmatrix) -> sp.csr_matrix:
+        X = engines.as_binding_csr(X)
+        return X if self.spec is None else self.spec.apply(X)
 
     def check_probability(self) -> None:
         """Refuse, with the reason, a model that cannot give probabilities."""
@@ -84,7 +93,7 @@ class SavedModel:
     def predict_probability_scaled(self, X: sp.spmatrix) -> tuple[np.ndarray, np.ndarray]:
         """(labels, probabilities in ``model.labels`` order) for already scaled rows."""
         self.check_probability()
-        return self.model.predict_probability(engines.as_binding_csr(X))
+        return self.model.predict_probability(self._with_products(X))
 
 
 def load(
@@ -117,18 +126,47 @@ def load(
         elif not os.path.isfile(range_path):
             raise KcheckError(f"-r {range_path}: no such range file")
     model = engines.load_model(path, memory_limit)
+    spec = _load_spec(path, model)
     scaler = None
     if range_path is not None:
         # A LIBLINEAR model knows its width, and a range file wider than it does not belong
         # to it: refuse that at its line instead of allocating the range file's width first.
         width = model.n_features if isinstance(model, engines.LinearModel) else None
+        if spec is not None:
+            width = spec.width
         scaler = read_range_file(range_path, memory_limit=memory_limit, max_features=width)
-        _check_widths(path, range_path, model, scaler)
-    return SavedModel(path, range_path, kind, model, scaler)
+        if spec is not None and scaler.n_features != spec.width:
+            raise KcheckError(
+                f"{range_path} does not match {spec_path(path)}: the range file scales "
+                f"{scaler.n_features} features, the term spec's width is {spec.width}"
+            )
+        _check_widths(path, range_path, model, scaler, spec)
+    return SavedModel(path, range_path, kind, model, scaler, spec)
+
+
+def _load_spec(path: str, model: engines.LinearModel | engines.RbfModel) -> TermSpec | None:
+    """``MODEL.terms`` beside a LIBLINEAR model: a ``linear+K`` model's products, checked in
+    full and against the model's width (its features, then exactly K products)."""
+    where = spec_path(path)
+    if not os.path.isfile(where):
+        return None
+    if not isinstance(model, engines.LinearModel):
+        raise KcheckError(f"{where}: a term spec goes with a LIBLINEAR model, not {path}")
+    spec = read_spec(where)
+    if model.n_features != spec.width + len(spec.terms):
+        raise KcheckError(
+            f"{where} does not match {path}: {spec.width} features and {len(spec.terms)} "
+            f"products, but the model has {model.n_features} features"
+        )
+    return spec
 
 
 def _check_widths(
-    path: str, range_path: str, model: engines.LinearModel | engines.RbfModel, scaler: Scaler
+    path: str,
+    range_path: str,
+    model: engines.LinearModel | engines.RbfModel,
+    scaler: Scaler,
+    spec: TermSpec | None = None,
 ) -> None:
     """A model trained on scaled data uses only features its range file scales.
 
@@ -145,6 +183,9 @@ def _check_widths(
                 f"the model has {model.n_features}"
             )
         used = np.flatnonzero(np.any(model.weights != 0, axis=1))
+        if spec is not None:
+            # The product columns come after the scaled ones; they are built, not scaled.
+            used = used[used < spec.width]
     else:
         used = model.used_features()
         # LIBSVM files do not store a width; a support vector set that never uses the range

@@ -55,6 +55,8 @@ class CheckResult:
     read_seconds: float
     started: float
     model: dict[str, Any] | None = None
+    #: ``--explain``'s block (kcheck.explain), JSON-ready; absent from the JSON without it.
+    explain: dict[str, Any] | None = None
     finished: float = field(default_factory=time.perf_counter)
 
     @property
@@ -88,6 +90,7 @@ class CheckResult:
             "exact": _json_value(self.exact),
             "test": None if self.test is None else _test_json(self.test),
             "model": self.model,
+            **({} if self.explain is None else {"explain": self.explain}),
             "warnings": self.warnings,
             "read_seconds": _seconds(self.read_seconds),
             "seconds": _seconds(self.finished - self.started),

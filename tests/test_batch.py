@@ -845,6 +845,7 @@ def test_resume_key_follows_every_option_and_the_version(monkeypatch):
         "zero_based": True,
         "time_limit": 5.0,
         "exact": "never",
+        "explain": True,
     }
     keyed = set(batch.keyed_options(base))
     assert keyed == set(changed), "a new CheckConfig field joins the key: give it a value here"

@@ -17,8 +17,15 @@ PACKAGE = Path(__file__).resolve().parent.parent / "kcheck"
 #: Top to bottom. A module may import modules of its own layer or of any layer below it.
 LAYERS: list[set[str]] = [
     {"kcheck.cli", "kcheck.__main__"},
-    {"kcheck.batch", "kcheck.verify", "kcheck.models", "kcheck.predict"},
-    {"kcheck.pipeline"},
+    {
+        "kcheck.batch",
+        "kcheck.verify",
+        "kcheck.models",
+        "kcheck.predict",
+        "kcheck.expand",
+        "kcheck.report",
+    },
+    {"kcheck.pipeline", "kcheck.explain"},
     {"kcheck.result"},
     {"kcheck.checkers.registry"},
     {

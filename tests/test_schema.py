@@ -164,6 +164,29 @@ CHECKS: dict[str, tuple[tuple[str | Path, ...], Callable[[Json], bool]]] = {
             and v["checkers"]["degree2"]["limited_by"] == "memory"
         ),
     ),
+    "svmguide1, --explain, linear+2 model": (
+        (
+            S,
+            "--exact",
+            "never",
+            "--explain",
+            "--model-out",
+            "{tmp}/sg.model",
+            "--model",
+            "linear+2",
+        ),
+        lambda v: (
+            v["model"]["kind"] == "linear+2"
+            and v["model"]["terms_path"].endswith("sg.model.terms")
+            and v["explain"]["available"]
+            and len(v["explain"]["terms"]) == 10
+            and [r["k"] for r in v["explain"]["recovered"]] == [1, 3, 10]
+        ),
+    ),
+    "memory limit skips degree2, --explain": (
+        (G, "--memory-limit", "65M", "--explain", "--exact", "never"),
+        lambda v: not v["explain"]["available"] and v["explain"]["terms"] is None,
+    ),
     "three classes, exact auto, kernel model": (
         (
             "{tmp}/three.svm",
@@ -236,7 +259,7 @@ def batch_lines(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[Json
 
     first = batch()
     resumed = batch("--resume")
-    strict = batch("--strict", to="-")
+    strict = batch("--strict", "--explain", to="-")
     return {"first": first, "resumed": resumed, "strict": strict}
 
 
@@ -249,6 +272,7 @@ def test_batch_lines_match_the_schema(batch_lines: dict[str, list[Json]], run: s
         by_status.setdefault(line["status"], []).append(line)
     assert sorted(x["name"] for x in by_status["ok"]) == ["heart_scale", "sg"]
     assert [x["name"] for x in by_status["ok"] if x["test"]] == ["sg"]
+    assert all(("explain" in x) == (run == "strict") for x in by_status["ok"])
     if run == "strict":
         assert "skipped" not in by_status
         assert sorted(bool(x.get("reason")) for x in by_status["error"]) == [False, True]

@@ -69,6 +69,9 @@ class CheckerResult:
     reference_correct: np.ndarray | None = None
     predicted: np.ndarray | None = None
     scores: np.ndarray | None = None
+    #: The trained model itself, where a consumer reads more than predictions from it
+    #: (``--explain`` reads the degree-2 weights).
+    model: Any = None
 
     @classmethod
     def skipped(cls, name: str, reason: str, seconds: float = 0.0) -> CheckerResult:

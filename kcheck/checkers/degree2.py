@@ -294,6 +294,7 @@ def run(T: Dataset, V: Dataset, options: Degree2Options) -> CheckerResult:
         predict=expanded.predict,
         cv_accuracy=cv,
         reference_correct=reference_correct,
+        model=model,
     )
 
 

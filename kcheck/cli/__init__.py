@@ -6,10 +6,18 @@ that decides exit codes. Only this package imports click or rich.
 
 from __future__ import annotations
 
-from kcheck.cli import batch, check, predict, scale, verify
+from kcheck.cli import batch, check, expand, predict, report, scale, verify
 from kcheck.cli.app import cli, main
 
-for _command in (check.check, batch.batch, verify.verify, predict.predict, scale.scale):
+for _command in (
+    check.check,
+    batch.batch,
+    verify.verify,
+    predict.predict,
+    scale.scale,
+    expand.expand,
+    report.report,
+):
     cli.add_command(_command)
 
 __all__ = ["cli", "main"]

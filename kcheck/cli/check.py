@@ -47,6 +47,10 @@ def show_verdict(
         f" ({v['margin']}; epsilon {100 * v['epsilon']:g} points, {v['seconds']:.2f}s)",
     )
     ui.show(verdict, Text(verdict_summary(v, model_out)))
+    from kcheck.explain import explain_sentence
+
+    if (sentence := explain_sentence(v)) is not None:
+        ui.show(Text(sentence))
     if v.get("test"):
         t = v["test"]
         acc = t["accuracy"]
@@ -67,6 +71,23 @@ def _show_model(ui: Ui, model: dict[str, Any]) -> None:
             f"{model['range_path']} in {model['seconds']:.1f}s"
         )
     )
+
+
+class ModelKind(click.ParamType):  # type: ignore[type-arg, unused-ignore]
+    """``--model``: linear, kernel or linear+K, checked at parse time."""
+
+    name = "kind"
+
+    def get_metavar(self, param: click.Parameter, ctx: click.Context | None = None) -> str:
+        return "[linear|kernel|linear+K]"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        from kcheck.defaults import MODEL_KINDS, products_of
+
+        text = str(value)
+        if text not in MODEL_KINDS and products_of(text) is None:
+            self.fail(f"expected linear, kernel or linear+K (K >= 1), got {text!r}", param, ctx)
+        return text
 
 
 CHECK_HELP = """Decide whether TRAIN needs a Gaussian kernel or a linear model is enough.
@@ -127,9 +148,10 @@ Exit codes:
 @click.option(
     "--model",
     "model_kind",
-    type=click.Choice(["linear", "kernel"]),
+    type=ModelKind(),
     default=None,
-    help="With --model-out: save this kind whatever the verdict.",
+    help="With --model-out: save this kind whatever the verdict; linear+K (with --explain) "
+    "is the linear model with the top K product terms, saved with PATH.terms.",
 )
 @click.option(
     "--probability",
@@ -177,6 +199,7 @@ def check(
     if model_out is not None:
         refuse_input_as_output(model_out, "--model-out", inputs)
         refuse_input_as_output(model_out + ".range", "--model-out", inputs)
+        refuse_input_as_output(model_out + ".terms", "--model-out", inputs)
     if output is not None:
         refuse_input_as_output(
             output, "-o", inputs, [model_out, model_out and model_out + ".range"]

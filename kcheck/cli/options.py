@@ -191,6 +191,12 @@ _CHECK_OPTIONS = [
         "small data); where it runs, it decides the verdict.",
     ),
     click.option(
+        "--explain",
+        is_flag=True,
+        help="Name the product terms that carry degree-2's gain, and score linear + the "
+        "top 1, 3, 10, 20 products (advice; the verdict is unchanged).",
+    ),
+    click.option(
         "--fail-on",
         type=click.Choice(["kernel", "linear"]),
         default=None,
@@ -226,5 +232,6 @@ def check_config(train: str, jobs: int, opts: dict[str, Any], **extra: Any) -> A
         zero_based=opts["zero_based"],
         time_limit=opts["time_limit"],
         exact=opts["exact"],
+        explain=opts["explain"],
         **extra,
     ).validated()

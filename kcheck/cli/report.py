@@ -1,0 +1,42 @@
+"""``kcheck report``: a batch's results as one self-contained HTML page."""
+
+from __future__ import annotations
+
+import os
+
+import click
+
+from kcheck.atomic import write_text
+from kcheck.cli.outputs import refuse_input_as_output
+from kcheck.cli.ui import Ui
+
+
+@click.command(short_help="A batch's results as one self-contained HTML page.")
+@click.argument("results", type=str)
+@click.option(
+    "-o",
+    "--output",
+    type=str,
+    required=True,
+    metavar="FILE",
+    help="Write the page to FILE (atomically).",
+)
+@click.option(
+    "--title", type=str, default=None, metavar="TITLE", help="The page's title [default: RESULTS]."
+)
+@click.option("-q", "--quiet", is_flag=True, help="Nothing on stderr except errors.")
+def report(results: str, output: str, title: str | None, quiet: bool) -> None:
+    """Make one HTML page from RESULTS, the JSON lines of `kcheck batch -o`.
+
+    A forest plot shows, for every data set, each checker's gap with its 95% interval, the
+    epsilon line, and the verdict and margin; error and skipped lines show as such. A table
+    (click a column to sort) follows. The page loads nothing from outside the file, so CI
+    can attach it as an artifact.
+    """
+    from kcheck.report import read_lines, render
+
+    ui = Ui(quiet)
+    refuse_input_as_output(output, "-o", [results])
+    rows = read_lines(results)
+    write_text(output, render(rows, title or os.path.basename(results)), "report")
+    ui.info(f"kcheck: {len(rows)} data sets and files in {output}")

@@ -1,0 +1,341 @@
+"""``kcheck report``: one self-contained HTML page for a batch's JSON lines.
+
+A forest plot (inline SVG) with one row per data set: each checker's gap with its 95%
+interval, the epsilon line, and the verdict and margin as colour and label; error and skipped
+lines show as such. Below it a table, sortable by a small inline script. Nothing is loaded
+from outside the file, so CI can attach it as an artifact and it opens anywhere.
+
+The results file may come from anywhere: every line is parsed and checked for the fields the
+page uses, and a bad one is an error naming its line.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from kcheck.errors import DataFormatError
+
+__all__ = ["Row", "read_lines", "render"]
+
+#: The checkers the plot shows, in this order, and their colours.
+CHECKERS = {
+    "degree2": "#1f77b4",
+    "multilinear": "#9467bd",
+    "rff": "#8c564b",
+    "rbf": "#d62728",
+}
+VERDICT_COLOURS = {"kernel": "#c0392b", "linear": "#1e8449"}
+#: A results file larger than this is not one batch wrote (a million data sets).
+MAX_BYTES = 1 << 30
+
+
+@dataclass(frozen=True)
+class Row:
+    """One line of the results, as the page shows it."""
+
+    name: str
+    status: str
+    verdict: str | None
+    margin: str | None
+    epsilon: float | None
+    deciding: str | None
+    gaps: dict[str, tuple[float, float, float]]
+    note: str | None
+    rows: int | None
+    seconds: float | None
+
+
+def _number(x: Any) -> float | None:
+    return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) else None
+
+
+def _row(line: Any, path: str, lineno: int) -> Row:
+    def bad(why: str) -> DataFormatError:
+        return DataFormatError(path, lineno, f"not a kcheck batch line: {why}")
+
+    if not isinstance(line, dict):
+        raise bad("not a JSON object")
+    name, status = line.get("name"), line.get("status")
+    if not isinstance(name, str) or status not in ("ok", "error", "skipped"):
+        raise bad('"name" and "status" (ok, error or skipped) are required')
+    if status != "ok":
+        note = line.get("error") if status == "error" else line.get("reason")
+        return Row(name, status, None, None, None, None, {}, str(note or status), None, None)
+    verdict, margin = line.get("verdict"), line.get("margin")
+    epsilon = _number(line.get("epsilon"))
+    checkers = line.get("checkers")
+    if verdict not in VERDICT_COLOURS or margin not in ("clear", "borderline"):
+        raise bad('"verdict" and "margin" are missing or unknown')
+    if epsilon is None or not isinstance(checkers, dict):
+        raise bad('"epsilon" and "checkers" are required on an ok line')
+    gaps = {}
+    for c in CHECKERS:
+        entry = checkers.get(c)
+        if not isinstance(entry, dict) or entry.get("gap") is None:
+            continue
+        g, ci = _number(entry.get("gap")), entry.get("gap_ci95")
+        lo = _number(ci[0]) if isinstance(ci, list) and len(ci) == 2 else None
+        hi = _number(ci[1]) if isinstance(ci, list) and len(ci) == 2 else None
+        if g is None or lo is None or hi is None or not all(map(math.isfinite, (g, lo, hi))):
+            raise bad(f"checkers.{c}: gap and gap_ci95 must be numbers")
+        gaps[c] = (g, lo, hi)
+    data = line.get("data")
+    rows = data.get("rows") if isinstance(data, dict) else None
+    rows = rows if isinstance(rows, int) else None
+    deciding = line.get("deciding_checker")
+    return Row(
+        name,
+        "ok",
+        str(verdict),
+        str(margin),
+        epsilon,
+        deciding if isinstance(deciding, str) else None,
+        gaps,
+        None,
+        rows,
+        _number(line.get("seconds")),
+    )
+
+
+def read_lines(path: str) -> list[Row]:
+    """The latest line of each name in a batch's JSON lines (a resumed batch appends)."""
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(MAX_BYTES + 1)
+    except OSError as e:
+        raise DataFormatError(path, None, f"cannot read: {e.strerror or e}") from None
+    if len(raw) > MAX_BYTES:
+        raise DataFormatError(path, None, "too large for a batch's results")
+    rows: dict[str, Row] = {}
+    for lineno, text in enumerate(raw.split(b"\n"), start=1):
+        if not text.strip():
+            continue
+        try:
+            line = json.loads(text.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            raise DataFormatError(path, lineno, "not a JSON line") from None
+        row = _row(line, path, lineno)
+        rows.pop(row.name, None)
+        rows[row.name] = row
+    if not rows:
+        raise DataFormatError(path, None, "no result lines (kcheck batch -o FILE writes them)")
+    return list(rows.values())
+
+
+# --- the page -------------------------------------------------------------------------------
+
+ROW_H = 34
+LEFT = 210
+PLOT_W = 560
+RIGHT = 190
+TOP = 44
+
+
+def _esc(x: object) -> str:
+    return html.escape(str(x), quote=True)
+
+
+def _points(x: float) -> str:
+    return f"{100 * x:+.1f}"
+
+
+def _short(name: str, width: int = 28) -> str:
+    """A long name (a skipped file's path) keeps its end, which tells files apart."""
+    return name if len(name) <= width else "\u2026" + name[-(width - 1) :]
+
+
+def _forest(rows: list[Row]) -> str:
+    """The SVG: gap axis in accuracy points, one band per data set."""
+    values = [0.0] + [r.epsilon for r in rows if r.epsilon is not None]
+    for r in rows:
+        for _, lo, hi in r.gaps.values():
+            values += [lo, hi]
+    lo_x, hi_x = min(values), max(values)
+    pad = max(0.01, 0.05 * (hi_x - lo_x))
+    lo_x, hi_x = max(lo_x - pad, -1.05), min(hi_x + pad, 1.05)
+
+    def sx(x: float) -> float:
+        return LEFT + (min(max(x, lo_x), hi_x) - lo_x) / (hi_x - lo_x) * PLOT_W
+
+    height = TOP + ROW_H * len(rows) + 40
+    width = LEFT + PLOT_W + RIGHT
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" role="img" aria-label="gaps with 95% intervals">',
+        f'<rect x="0" y="0" width="{width}" height="{height}" fill="#fff"/>',
+    ]
+    bottom = TOP + ROW_H * len(rows)
+    for i in range(len(rows)):
+        if i % 2:
+            out.append(
+                f'<rect x="0" y="{TOP + i * ROW_H}" width="{width}" height="{ROW_H}" '
+                'fill="#f4f6f8"/>'
+            )
+    # Axis ticks every 5 or more points, a solid 0 line and a dashed epsilon line.
+    step = 0.05 if hi_x - lo_x <= 0.6 else 0.1
+    t = math.ceil(lo_x / step) * step
+    while t <= hi_x + 1e-12:
+        x = sx(t)
+        out.append(
+            f'<line x1="{x:.1f}" y1="{TOP}" x2="{x:.1f}" y2="{bottom}" stroke="#e3e6ea"/>'
+            f'<text x="{x:.1f}" y="{bottom + 16}" font-size="11" text-anchor="middle" '
+            f'fill="#555">{_points(t)}</text>'
+        )
+        t += step
+    out.append(
+        f'<line x1="{sx(0):.1f}" y1="{TOP - 6}" x2="{sx(0):.1f}" y2="{bottom}" stroke="#333"/>'
+    )
+    epsilons = sorted({r.epsilon for r in rows if r.epsilon is not None})
+    for e in epsilons:
+        out.append(
+            f'<line class="epsilon" x1="{sx(e):.1f}" y1="{TOP - 6}" x2="{sx(e):.1f}" '
+            f'y2="{bottom}" stroke="#c0392b" stroke-dasharray="5,4"/>'
+            f'<text x="{sx(e):.1f}" y="{TOP - 10}" font-size="11" text-anchor="middle" '
+            f'fill="#c0392b">epsilon {_points(e)}</text>'
+        )
+    out.append(
+        f'<text x="{LEFT + PLOT_W / 2}" y="{bottom + 34}" font-size="12" text-anchor="middle" '
+        'fill="#333">gap: checker minus linear, accuracy points, with 95% interval</text>'
+    )
+    legend_x = LEFT
+    for c, colour in CHECKERS.items():
+        out.append(
+            f'<circle cx="{legend_x + 5}" cy="14" r="4" fill="{colour}"/>'
+            f'<text x="{legend_x + 13}" y="18" font-size="11" fill="#333">{c}</text>'
+        )
+        legend_x += 95
+    for i, r in enumerate(rows):
+        y0 = TOP + i * ROW_H
+        mid = y0 + ROW_H / 2
+        out.append(f'<g class="forest-row" data-name="{_esc(r.name)}">')
+        out.append(
+            f'<text x="{LEFT - 8}" y="{mid + 4}" font-size="12" text-anchor="end" '
+            f'fill="#222">{_esc(_short(r.name))}</text>'
+        )
+        if r.status != "ok":
+            colour = "#b03a2e" if r.status == "error" else "#7f8c8d"
+            out.append(
+                f'<text x="{LEFT + 6}" y="{mid + 4}" font-size="12" font-style="italic" '
+                f'fill="{colour}">{_esc(r.status)}: {_esc((r.note or "")[:90])}</text>'
+            )
+        shown = [c for c in CHECKERS if c in r.gaps]
+        for k, c in enumerate(shown):
+            g, lo, hi = r.gaps[c]
+            y = y0 + ROW_H * (k + 1) / (len(shown) + 1)
+            colour = CHECKERS[c]
+            out.append(
+                f'<line x1="{sx(lo):.1f}" y1="{y:.1f}" x2="{sx(hi):.1f}" y2="{y:.1f}" '
+                f'stroke="{colour}" stroke-width="2"/>'
+                f'<circle cx="{sx(g):.1f}" cy="{y:.1f}" r="3.5" fill="{colour}">'
+                f"<title>{_esc(r.name)} {c}: {_points(g)} ({_points(lo)} to {_points(hi)})"
+                "</title></circle>"
+            )
+        if r.verdict is not None:
+            colour = VERDICT_COLOURS[r.verdict]
+            weight = "bold" if r.margin == "clear" else "normal"
+            label = f"{r.verdict} ({r.margin})"
+            out.append(
+                f'<text x="{LEFT + PLOT_W + 12}" y="{mid + 4}" font-size="12" fill="{colour}" '
+                f'font-weight="{weight}">{_esc(label)}</text>'
+            )
+        out.append("</g>")
+    out.append("</svg>")
+    return "\n".join(out)
+
+
+_STYLE = """
+body { font-family: system-ui, sans-serif; margin: 24px; color: #222; }
+h1 { font-size: 20px; }
+table { border-collapse: collapse; margin-top: 18px; font-size: 13px; }
+th, td { border-bottom: 1px solid #ddd; padding: 4px 10px; text-align: left; }
+th { cursor: pointer; background: #f4f6f8; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; }
+.kernel { color: #c0392b; } .linear { color: #1e8449; }
+.error { color: #b03a2e; font-style: italic; } .skipped { color: #7f8c8d; font-style: italic; }
+"""
+
+_SCRIPT = """
+document.querySelectorAll("th").forEach(function (th, col) {
+  th.addEventListener("click", function () {
+    var body = th.closest("table").tBodies[0];
+    var rows = Array.prototype.slice.call(body.rows);
+    var up = th.getAttribute("data-up") !== "1";
+    th.setAttribute("data-up", up ? "1" : "0");
+    rows.sort(function (a, b) {
+      var x = a.cells[col].getAttribute("data-key"), y = b.cells[col].getAttribute("data-key");
+      var nx = parseFloat(x), ny = parseFloat(y);
+      var c = (isNaN(nx) || isNaN(ny)) ? x.localeCompare(y) : nx - ny;
+      return up ? c : -c;
+    });
+    rows.forEach(function (r) { body.appendChild(r); });
+  });
+});
+document.body.setAttribute("data-sortable", "1");
+"""
+
+
+def _cell(text: str, key: object = None, cls: str = "") -> str:
+    k = text if key is None else key
+    c = f' class="{cls}"' if cls else ""
+    return f'<td{c} data-key="{_esc(k)}">{_esc(text)}</td>'
+
+
+def _table(rows: list[Row]) -> str:
+    head = ["data set", "status", "verdict", "margin", "deciding", "rows", "seconds"]
+    head += [f"{c} gap" for c in CHECKERS]
+    out = ["<table><thead><tr>", *(f"<th>{_esc(h)}</th>" for h in head), "</tr></thead><tbody>"]
+    for r in rows:
+        cells = [
+            _cell(r.name),
+            _cell(r.status if r.note is None else f"{r.status}: {r.note}", r.status, r.status),
+            _cell(r.verdict or "", cls=r.verdict or ""),
+            _cell(r.margin or ""),
+            _cell(r.deciding or ""),
+            _cell("" if r.rows is None else f"{r.rows:,}", -1 if r.rows is None else r.rows, "num"),
+            _cell(
+                "" if r.seconds is None else f"{r.seconds:.2f}",
+                -1 if r.seconds is None else r.seconds,
+                "num",
+            ),
+        ]
+        for c in CHECKERS:
+            if c in r.gaps:
+                g, lo, hi = r.gaps[c]
+                cells.append(_cell(f"{_points(g)} [{_points(lo)}, {_points(hi)}]", g, "num"))
+            else:
+                cells.append(_cell("", -9, "num"))
+        out.append(f'<tr class="result">{"".join(cells)}</tr>')
+    out.append("</tbody></table>")
+    return "\n".join(out)
+
+
+def render(rows: list[Row], title: str) -> str:
+    """The whole page: no external resource, one inline script (table sorting)."""
+    counts = {s: sum(r.status == s for r in rows) for s in ("ok", "error", "skipped")}
+    verdicts = {v: sum(r.verdict == v for r in rows) for v in VERDICT_COLOURS}
+    summary = (
+        f"{len(rows)} lines: {counts['ok']} checked ({verdicts['kernel']} kernel, "
+        f"{verdicts['linear']} linear), {counts['error']} errors, {counts['skipped']} skipped. "
+        "Bold verdicts are clear, plain ones borderline."
+    )
+    return "\n".join(
+        [
+            "<!DOCTYPE html>",
+            '<html lang="en"><head><meta charset="utf-8">',
+            '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; '
+            "style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:\">",
+            f"<title>kcheck report: {_esc(title)}</title>",
+            f"<style>{_STYLE}</style></head><body>",
+            f"<h1>kcheck report: {_esc(title)}</h1>",
+            f"<p>{_esc(summary)}</p>",
+            _forest(rows),
+            _table(rows),
+            f"<script>{_SCRIPT}</script>",
+            "</body></html>",
+            "",
+        ]
+    )

@@ -1,0 +1,133 @@
+"""``kcheck report``: the page from a real batch, read back, and rendered in headless chromium."""
+
+from __future__ import annotations
+
+import json
+import re
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import DATASETS, ROOT, require_tool
+
+from kcheck.report import read_lines
+
+
+def kcheck(*args: object, code: int = 0) -> subprocess.CompletedProcess[str]:
+    run = subprocess.run(
+        [sys.executable, "-m", "kcheck", *map(str, args)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert run.returncode == code, run.stderr
+    assert "Traceback" not in run.stderr
+    return run
+
+
+@pytest.fixture(scope="module")
+def batch_page(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[dict], Path]:
+    """A batch over three data sets, a broken file and a README: ok, error and skipped."""
+    tmp = tmp_path_factory.mktemp("report")
+    sets = tmp / "sets"
+    sets.mkdir()
+    for name in ("heart_scale", "fourclass", "german.numer"):
+        (sets / name).write_bytes((DATASETS / name).read_bytes())
+    (sets / "broken.svm").write_text("1 1:0.5\n-1 2:x\n")
+    (sets / "README.md").write_text("notes\n")
+    results = tmp / "results.jsonl"
+    kcheck("batch", sets, "-o", results, "-q", "-j", "1", "--exact", "never", code=3)
+    page = tmp / "report.html"
+    kcheck("report", results, "-o", page, "-q")
+    lines = [json.loads(x) for x in results.read_text().splitlines()]
+    return results, lines, page
+
+
+def test_the_page_has_one_row_per_line_and_loads_nothing(batch_page) -> None:
+    _, lines, page = batch_page
+    text = page.read_text()
+    assert len(lines) == 5
+    assert text.count('class="forest-row"') == 5
+    assert text.count('<tr class="result">') == 5
+    # Self-contained: no URL but the SVG namespace, no external script, style or image.
+    urls = set(re.findall(r"https?://[^\"'\s<>]+", text))
+    assert urls == {"http://www.w3.org/2000/svg"}
+    assert not re.search(r"<(script|link|img)[^>]*(src|href)=", text)
+    by_name = {x["name"]: x for x in lines}
+    assert "error: " in text and "skipped: .md file" in text
+    for name, line in by_name.items():
+        if line["status"] == "ok":
+            label = f"{line['verdict']} ({line['margin']})"
+            assert re.search(rf'data-name="{re.escape(name)}".*?{re.escape(label)}', text, re.S)
+            for checker, c in line["checkers"].items():
+                g = c["gap"]
+                assert f"{name} {checker}: {100 * g:+.1f}" in text
+
+
+def test_bad_results_are_one_line(tmp_path: Path) -> None:
+    bad = tmp_path / "r.jsonl"
+    bad.write_text('{"name": "a", "status": "ok"}\n')
+    run = kcheck("report", bad, "-o", tmp_path / "p.html", code=2)
+    assert run.stderr.strip().count("\n") == 0 and "r.jsonl:1" in run.stderr
+    bad.write_text("not json\n")
+    assert (
+        "r.jsonl:1: not a JSON line"
+        in kcheck("report", bad, "-o", tmp_path / "p.html", code=2).stderr
+    )
+    kcheck("report", bad, "-o", bad, code=2)
+    assert bad.read_text() == "not json\n"
+    assert not (tmp_path / "p.html").exists()
+
+
+def test_a_resumed_name_keeps_its_latest_line(batch_page, tmp_path: Path) -> None:
+    results, lines, _ = batch_page
+    ok = next(x for x in lines if x["status"] == "ok")
+    again = dict(ok, verdict="kernel", margin="borderline", deciding_checker="degree2")
+    doubled = tmp_path / "r.jsonl"
+    doubled.write_text(results.read_text() + json.dumps(again) + "\n")
+    rows = read_lines(str(doubled))
+    assert len(rows) == 5
+    assert [r.verdict for r in rows if r.name == ok["name"]] == ["kernel"]
+
+
+def png_size(path: Path) -> tuple[int, int]:
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    return struct.unpack(">II", data[16:24])
+
+
+def test_the_page_in_a_headless_browser(batch_page, tmp_path: Path) -> None:
+    chromium = require_tool("chromium")
+    _, lines, page = batch_page
+    base = [
+        chromium,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--no-first-run",
+        f"--user-data-dir={tmp_path / 'profile'}",
+        "--enable-logging=stderr",
+        "--v=0",
+    ]
+    shot = tmp_path / "shot.png"
+    run = subprocess.run(
+        [*base, f"--screenshot={shot}", "--window-size=1100,800", page.as_uri()],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert shot.exists(), run.stderr[-2000:]
+    assert png_size(shot) == (1100, 800)
+    dom = subprocess.run(
+        [*base, "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120
+    )
+    # The DOM after the inline script ran: it marks the page, so an exception would show.
+    assert 'data-sortable="1"' in dom.stdout, dom.stderr[-2000:]
+    assert dom.stdout.count('class="forest-row"') == len(lines) == 5
+    assert dom.stdout.count('class="result"') == 5
+    for out in (run.stderr, dom.stderr):
+        console = [x for x in out.splitlines() if "CONSOLE" in x or "Uncaught" in x]
+        assert not console, console
