@@ -8,7 +8,8 @@ one-vs-rest models), which is the same as |w'| times the term's own deviation fo
 of the term itself: the typical size of what the term adds to a decision value.
 
 Then the top k terms are appended to the original features and a linear model is trained on T
-with the baseline's C (no new C search, so the cost stays a fraction of the baseline's) and
+with degree-2's C (no new C search, so the cost stays a fraction of the baseline's; the
+baseline's C, tuned without products, held linear + x1*x2 to 91% on xor against 99.6%) and
 scored on V with the paired interval against the baseline, like every other model. This is
 advice: it never changes the verdict.
 """
