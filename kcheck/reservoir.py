@@ -193,10 +193,12 @@ class StratifiedReservoir:
     def _settle(self, *, final: bool) -> None:
         """Cut the pool back to each class's share: the rows with the smallest keys."""
         self.settles += 1
-        pool = _concat(self.blocks) if self.blocks else None
-        self.blocks = []
-        if pool is None:
+        if not self.blocks:
             return
+        # The choice needs only the keys and codes; the rows are cut block by block, so the
+        # pool is never copied whole (peak: the pool plus what it keeps).
+        keys = np.concatenate([b.keys for b in self.blocks])
+        codes = np.concatenate([b.codes for b in self.blocks])
         n = self.target()
         if (
             final
@@ -208,23 +210,34 @@ class StratifiedReservoir:
             caps = allocate(n, self.seen)
         else:
             caps = np.ceil(n * self.seen / max(1, self.rows_read)).astype(np.int64)
-        order = np.lexsort((pool.keys, pool.codes))
-        sorted_codes = pool.codes[order]
+        order = np.lexsort((keys, codes))
+        sorted_codes = codes[order]
         first = np.searchsorted(sorted_codes, np.arange(self.seen.size))
         rank = np.arange(order.size) - first[sorted_codes]
         kept_sorted = rank < caps[sorted_codes]
-        keep = np.zeros(pool.rows, dtype=bool)
+        keep = np.zeros(keys.size, dtype=bool)
         keep[order[kept_sorted]] = True
         # A full class admits from now on only keys below its largest kept key.
-        held = np.bincount(pool.codes[keep], minlength=self.seen.size)
+        held = np.bincount(codes[keep], minlength=self.seen.size)
         kth = np.ones(self.seen.size)
         full_rows = order[kept_sorted & (rank == caps[sorted_codes] - 1)]
-        kth[pool.codes[full_rows]] = pool.keys[full_rows]
+        kth[codes[full_rows]] = keys[full_rows]
         self.tau = np.where(held >= caps, kth, 1.0)
-        pool = pool if keep.all() else pool.take(keep)
-        self.blocks = [pool]
-        self.pool_rows = pool.rows
-        self.pool_nnz = int(pool.cols.size)
+        kept: list[_Block] = []
+        start = 0
+        while self.blocks:
+            block = self.blocks.pop(0)
+            mask = keep[start : start + block.rows]
+            start += block.rows
+            if mask.all():
+                kept.append(block)
+            elif mask.any():
+                kept.append(block.take(mask))
+            del block
+        self.blocks = [_concat(kept)] if kept else []
+        del kept
+        self.pool_rows = sum(b.rows for b in self.blocks)
+        self.pool_nnz = sum(int(b.cols.size) for b in self.blocks)
 
     def finish(self) -> tuple[Array, sp.csr_matrix]:
         """The sample's labels and CSR rows, in file order, at the whole file's width."""
