@@ -39,6 +39,8 @@ SLACK = 0.25
 #: (chance) still fits.
 AUTO_FILL = 0.9
 METHOD = "stratified-reservoir"
+#: Kept pieces are merged into one block beyond this many, so the list stays short.
+MAX_BLOCKS = 64
 
 
 @dataclass
@@ -68,10 +70,33 @@ class _Block:
         )
 
 
-def _concat(blocks: list[_Block]) -> _Block:
+def _merge(blocks: list[_Block]) -> _Block:
+    """One block of ``blocks``' rows, emptying the list as it copies, so that the peak is the
+    result plus one block, not twice the rows (pages of np.empty cost nothing until written)."""
     if len(blocks) == 1:
-        return blocks[0]
-    return _Block(*(np.concatenate([getattr(b, f) for b in blocks]) for f in _FIELDS))
+        return blocks.pop()
+    rows = sum(b.rows for b in blocks)
+    nnz = sum(int(b.cols.size) for b in blocks)
+    out = _Block(
+        *(
+            np.empty(
+                nnz if f in ("cols", "vals") else rows,
+                dtype=np.result_type(*(getattr(b, f) for b in blocks)),
+            )
+            for f in _FIELDS
+        )
+    )
+    r = e = 0
+    while blocks:
+        b = blocks.pop(0)
+        for f in _FIELDS:
+            src = getattr(b, f)
+            at = e if f in ("cols", "vals") else r
+            getattr(out, f)[at : at + src.size] = src
+        r += b.rows
+        e += int(b.cols.size)
+        del b
+    return out
 
 
 _FIELDS = ("labels", "codes", "keys", "counts", "cols", "vals")
@@ -234,16 +259,16 @@ class StratifiedReservoir:
             elif mask.any():
                 kept.append(block.take(mask))
             del block
-        self.blocks = [_concat(kept)] if kept else []
-        del kept
+        if len(kept) > MAX_BLOCKS:
+            kept = [_merge(kept)]
+        self.blocks = kept
         self.pool_rows = sum(b.rows for b in self.blocks)
         self.pool_nnz = sum(int(b.cols.size) for b in self.blocks)
 
     def finish(self) -> tuple[Array, sp.csr_matrix]:
         """The sample's labels and CSR rows, in file order, at the whole file's width."""
         self._settle(final=True)
-        pool = self.blocks[0] if self.blocks else None
-        self.blocks = []
+        pool = _merge(self.blocks) if self.blocks else None
         if pool is None:
             return np.empty(0), sp.csr_matrix((0, self.width))
         nnz, rows = int(pool.cols.size), pool.rows
