@@ -20,6 +20,7 @@ last still ends within the budget; a file whose rows all fit in ``max_bytes`` is
 
 from __future__ import annotations
 
+import ctypes
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,6 +42,28 @@ AUTO_FILL = 0.9
 METHOD = "stratified-reservoir"
 #: Kept pieces are merged into one block beyond this many, so the list stays short.
 MAX_BLOCKS = 64
+
+
+def _find_malloc_trim() -> Any:
+    try:
+        return getattr(ctypes.CDLL(None), "malloc_trim", None)
+    except OSError:
+        return None
+
+
+_MALLOC_TRIM = _find_malloc_trim()
+
+
+def release_free_memory() -> None:
+    """Hand the heap's free pages back to the OS (glibc's malloc_trim; elsewhere nothing).
+
+    The pool is thousands of chunk-sized blocks, below glibc's mmap threshold once
+    :func:`kcheck._parse.keep_scratch_memory` has raised it, so blocks freed by a settle stay
+    in the process as holes in the heap: measured, 516 MB instead of 395 MB resident for a
+    149 MB budget. Freeing them keeps the read within the memory limit.
+    """
+    if _MALLOC_TRIM is not None:
+        _MALLOC_TRIM(0)
 
 
 @dataclass
@@ -262,6 +285,7 @@ class StratifiedReservoir:
         if len(kept) > MAX_BLOCKS:
             kept = [_merge(kept)]
         self.blocks = kept
+        release_free_memory()
         self.pool_rows = sum(b.rows for b in self.blocks)
         self.pool_nnz = sum(int(b.cols.size) for b in self.blocks)
 
