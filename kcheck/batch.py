@@ -454,12 +454,17 @@ def check_one(ds: DataSet, config: CheckConfig, progress: Progress | None = None
 NOT_KEYED = frozenset({"train", "test", "jobs", "model_out", "model_kind", "model_probability"})
 
 
+#: Fields keyed only when given, so that lines saved before they existed keep their keys.
+KEYED_WHEN_SET = frozenset({"max_rows"})
+
+
 def keyed_options(config: CheckConfig) -> dict[str, Any]:
     """The options that can change a check's JSON, by CheckConfig field name."""
     return {
         f.name: getattr(config, f.name)
         for f in dataclasses.fields(config)
         if f.name not in NOT_KEYED
+        and not (f.name in KEYED_WHEN_SET and getattr(config, f.name) is None)
     }
 
 

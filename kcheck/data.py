@@ -29,8 +29,9 @@ import re
 import sys
 import warnings
 import zlib
-from collections.abc import Iterator
-from typing import Any, BinaryIO
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, BinaryIO, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -40,8 +41,16 @@ from kcheck._parse import MAX_INDEX, CsrBuilder, Part, TooLarge, fast_chunk, kee
 from kcheck.atomic import atomic_open
 from kcheck.errors import DataFormatError, KcheckError, KcheckWarning
 from kcheck.memory import line_too_long, max_line_bytes
+from kcheck.reservoir import StratifiedReservoir
 
-__all__ = ["read_libsvm", "write_libsvm", "label_repr", "content_sha256"]
+__all__ = [
+    "Sample",
+    "content_sha256",
+    "label_repr",
+    "read_libsvm",
+    "sample_libsvm",
+    "write_libsvm",
+]
 
 PathArg = str | os.PathLike[str]
 Array = npt.NDArray[Any]
@@ -377,11 +386,49 @@ def read_libsvm(
     ):
         raise ValueError(f"n_features must be a non-negative integer or None, got {n_features!r}")
     name = _display_name(path)
+    out: CsrBuilder | None = None
+
+    def sink(size_hint: int) -> CsrBuilder:
+        nonlocal out
+        out = CsrBuilder(size_hint, None if n_features is None else int(n_features), max_csr_bytes)
+        return out
+
+    _stream(path, name, sink, zero_based, memory_limit, digest, max_csr_bytes, None)
+    assert out is not None
+    if out.rows == 0:
+        raise DataFormatError(name, None, "expected data rows, got none (empty file?)")
+    if out.dropped:
+        warnings.warn(
+            f"{name}: dropped {out.dropped} value(s) with an index above n_features={n_features}",
+            KcheckWarning,
+            stacklevel=2,
+        )
+    return out.finish()
+
+
+class _Sink(Protocol):
+    def add(self, part: Part) -> None: ...
+
+
+def _stream(
+    path: PathArg,
+    name: str,
+    make_sink: Callable[[int], _Sink],
+    zero_based: bool,
+    memory_limit: int | None,
+    digest: Any,
+    max_csr_bytes: int | None,
+    sample_rows: int | None,
+) -> None:
+    """Parse the file chunk by chunk into the sink ``make_sink(size_hint)`` returns.
+
+    ``sample_rows`` only words the message when the sink outgrows ``max_csr_bytes``.
+    """
     keep_scratch_memory()
     max_line = max_line_bytes(memory_limit)
     with contextlib.ExitStack() as stack:
         f, size_hint = _open(path, name, stack, max_line)
-        out = CsrBuilder(size_hint, None if n_features is None else int(n_features), max_csr_bytes)
+        out = make_sink(size_hint)
         line = 1
         try:
             for text in _line_chunks(f, name, max_line, digest):
@@ -399,6 +446,13 @@ def read_libsvm(
                     f"{name}: the memory limit leaves no room for the data (a check needs "
                     "about 3x the data's size in memory plus 64 MB; see --memory-limit)"
                 ) from None
+            if sample_rows is not None:
+                raise KcheckError(
+                    f"{name}: a sample of {sample_rows:,} rows needs more than "
+                    f"{max_csr_bytes / 2**20:,.1f} MB in memory (by line {line:,}), more than "
+                    "the memory limit allows a check; give a smaller --max-rows, or "
+                    "--max-rows auto"
+                ) from None
             raise KcheckError(
                 f"{name}: by line {line:,} the data already needs more than "
                 f"{max_csr_bytes / 2**20:,.1f} MB in memory, more than the memory limit "
@@ -407,15 +461,68 @@ def read_libsvm(
         except DataFormatError:
             _check_stream(f, name)  # garbage from a corrupt archive: say that instead
             raise
-    if out.rows == 0:
-        raise DataFormatError(name, None, "expected data rows, got none (empty file?)")
-    if out.dropped:
-        warnings.warn(
-            f"{name}: dropped {out.dropped} value(s) with an index above n_features={n_features}",
-            KcheckWarning,
-            stacklevel=2,
+
+
+@dataclass
+class Sample:
+    """A stratified sample read by :func:`sample_libsvm`: its rows, and what it was drawn from.
+
+    ``max_rows`` is the sample size asked for, or for "auto" the one the budget gave.
+    """
+
+    y: np.ndarray
+    X: sp.csr_matrix
+    rows_read: int
+    max_rows: int
+    auto: bool
+
+    @property
+    def sampled(self) -> bool:
+        return int(self.X.shape[0]) < self.rows_read
+
+
+def sample_libsvm(
+    path: PathArg,
+    max_rows: int | None,
+    *,
+    seed: int,
+    zero_based: bool = False,
+    memory_limit: int | None = None,
+    digest: Any = None,
+    max_csr_bytes: int | None = None,
+) -> Sample:
+    """Read a stratified uniform sample of ``max_rows`` rows while the file streams, in one pass.
+
+    Memory is about the sample plus one chunk, never the file (:mod:`kcheck.reservoir`). The
+    same file and seed give the same sample. ``max_rows=None`` ("auto") takes as many rows as
+    ``max_csr_bytes`` holds, and the whole file where it fits. ``digest`` still sees every
+    byte, so the content hash is the whole file's. The matrix has the whole file's width.
+    """
+    name = _display_name(path)
+    if max_rows is None and max_csr_bytes is None:
+        raise ValueError("max_rows=None (auto) needs max_csr_bytes")
+    budget = None if max_csr_bytes is None else max(0, max_csr_bytes)
+    if max_rows is None and not budget:
+        raise KcheckError(
+            f"{name}: the memory limit leaves no room for the data (a check needs "
+            "about 3x the data's size in memory plus 64 MB; see --memory-limit)"
         )
-    return out.finish()
+    reservoir = StratifiedReservoir(max_rows, seed, budget)
+    _stream(
+        path,
+        name,
+        lambda _hint: reservoir,
+        zero_based,
+        memory_limit,
+        digest,
+        max_csr_bytes,
+        max_rows,
+    )
+    if reservoir.rows_read == 0:
+        raise DataFormatError(name, None, "expected data rows, got none (empty file?)")
+    target = reservoir.target() if max_rows is None else max_rows
+    y, X = reservoir.finish()
+    return Sample(y, X, reservoir.rows_read, min(target, reservoir.rows_read), max_rows is None)
 
 
 def content_sha256(path: PathArg) -> str:

@@ -66,6 +66,12 @@ def train_model(report: CheckReport, config: CheckConfig, progress: Progress | N
         terms=spec,
         zero_based=config.zero_based,
     )
+    data = report.prepared.summary
+    if data.get("sampling", {}).get("sampled"):
+        report.result.warnings.append(
+            f"--model-out: the model is trained on the sample of {data['rows_used']:,} of "
+            f"{data['rows_read']:,} rows that --max-rows kept, not on the whole file"
+        )
     report.result.finished = time.perf_counter()
 
 

@@ -33,7 +33,14 @@ from kcheck.defaults import (
 )
 from kcheck.errors import KcheckError, TimeLimitReached, recorded_warnings
 from kcheck.memory import checker_budget, default_memory_limit
-from kcheck.prepare import Prepared, Scored, prepare, read_scored, unseen_warnings
+from kcheck.prepare import (
+    Prepared,
+    Scored,
+    parse_max_rows,
+    prepare,
+    read_scored,
+    unseen_warnings,
+)
 from kcheck.result import CheckResult
 from kcheck.split import stratified_split
 from kcheck.verdict import Decision, Gap, decide, paired_gap
@@ -82,8 +89,15 @@ class CheckConfig:
     exact: str = DEFAULT_EXACT
     #: Rank degree-2's product terms and score linear + top-k products (advice only).
     explain: bool = False
+    #: Check a stratified sample of this many rows, kept while the file streams; "auto": as
+    #: many as the memory limit holds (the whole file where it fits).
+    max_rows: int | str | None = None
 
     def validated(self) -> CheckConfig:
+        if self.max_rows is not None:
+            max_rows = parse_max_rows(self.max_rows)
+            if max_rows != self.max_rows:
+                return dataclasses.replace(self, max_rows=max_rows).validated()
         if not 0.0 <= self.epsilon < 1.0:
             raise KcheckError(f"--epsilon must lie in [0, 1), got {self.epsilon}")
         unknown = [c for c in self.checkers if c not in CHECKERS]
@@ -154,6 +168,8 @@ def run(config: CheckConfig, progress: Progress | None = None) -> CheckReport:
             memory_limit=memory_limit,
             zero_based=config.zero_based,
             integer_labels=config.model_out is not None,
+            max_rows=config.max_rows,
+            seed=config.seed,
         )
         # Read now, so that a test file no model can be scored on fails before any training.
         test = None

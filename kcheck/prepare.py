@@ -10,19 +10,23 @@ from __future__ import annotations
 
 import hashlib
 import time
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 
-from kcheck.data import read_libsvm
+from kcheck.data import Sample, read_libsvm, sample_libsvm
 from kcheck.defaults import MIN_ROWS, MIN_ROWS_PER_CLASS
-from kcheck.errors import KcheckError
-from kcheck.memory import check_fits, csr_bytes, max_data_bytes
+from kcheck.errors import KcheckError, KcheckWarning
+from kcheck.memory import check_fits, csr_bytes, max_data_bytes, size_text
+from kcheck.reservoir import METHOD
 from kcheck.scaling import Scaler, fit_scaler
 from kcheck.verdict import json_number, label_value
 
+#: ``--max-rows auto``: as many rows as the memory limit holds.
+AUTO_ROWS = "auto"
 #: svm-scale's default bounds; max-abs scaling ignores them (it maps to [-1, 1] by definition).
 LOWER, UPPER = -1.0, 1.0
 
@@ -84,27 +88,55 @@ def prepare(
     memory_limit: int,
     zero_based: bool = False,
     integer_labels: bool = False,
+    max_rows: int | str | None = None,
+    seed: int = 0,
 ) -> Prepared:
     """Read ``path`` within ``memory_limit``, validate it for classification, and scale it.
 
     ``integer_labels``: refuse non-integer labels now (a model file will have to store them),
-    rather than after the whole run.
+    rather than after the whole run. ``max_rows`` (a number, or ``"auto"``: what the memory
+    limit holds) keeps a stratified sample of that many rows while the file streams
+    (:func:`kcheck.data.sample_libsvm`, drawn with ``seed``); everything after, the scaling
+    included, sees the sample only.
     """
     t0 = time.perf_counter()
     digest = hashlib.sha256()
-    y_raw, X = read_libsvm(
-        path,
-        zero_based=zero_based,
-        memory_limit=memory_limit,
-        digest=digest,
-        max_csr_bytes=max_data_bytes(memory_limit),
-    )
+    sample = None
+    if max_rows is None:
+        y_raw, X = read_libsvm(
+            path,
+            zero_based=zero_based,
+            memory_limit=memory_limit,
+            digest=digest,
+            max_csr_bytes=max_data_bytes(memory_limit),
+        )
+    else:
+        sample = sample_libsvm(
+            path,
+            None if max_rows == AUTO_ROWS else int(max_rows),
+            seed=seed,
+            zero_based=zero_based,
+            memory_limit=memory_limit,
+            digest=digest,
+            max_csr_bytes=max_data_bytes(memory_limit),
+        )
+        y_raw, X = sample.y, sample.X
     read_seconds = time.perf_counter() - t0
     if integer_labels:
         require_integer_labels(y_raw)
     classes = np.unique(y_raw)
     _validate(path, X.shape[0], classes)
     summary = data_summary(path, X, classes, digest.hexdigest())
+    if sample is not None and max_rows is not None:
+        summary.update(sampling_json(sample, max_rows))
+        if sample.auto and sample.sampled:
+            warnings.warn(
+                f"{path}: all {sample.rows_read:,} rows would not fit the memory limit of "
+                f"{size_text(memory_limit)}; the check used a stratified sample of "
+                f"{X.shape[0]:,} of them (--max-rows auto)",
+                KcheckWarning,
+                stacklevel=2,
+            )
     data_bytes = csr_bytes(X)
     check_fits(path, data_bytes, memory_limit)
     scaler = fit_scaler(
@@ -154,6 +186,36 @@ def read_scored(
         sha256=digest.hexdigest(),
         unseen=int(y_raw.size - np.count_nonzero(known)),
     )
+
+
+def sampling_json(sample: Sample, max_rows: int | str) -> dict[str, Any]:
+    """The ``data`` fields that a ``--max-rows`` read adds: what was read, what was used, how."""
+    return {
+        "rows_read": sample.rows_read,
+        "rows_used": int(sample.X.shape[0]),
+        "sampling": {
+            "method": METHOD,
+            "max_rows": max_rows if max_rows == AUTO_ROWS else int(max_rows),
+            "sampled": sample.sampled,
+        },
+    }
+
+
+def parse_max_rows(value: int | str | None) -> int | str | None:
+    """``--max-rows``: a number of rows (at least MIN_ROWS) or ``"auto"``; None is no limit."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        text = value.strip().lower()
+        if text == AUTO_ROWS:
+            return AUTO_ROWS
+        try:
+            value = int(text.replace("_", "").replace(",", ""))
+        except ValueError:
+            raise KcheckError(f"--max-rows takes a number of rows or auto, got {value!r}") from None
+    if isinstance(value, bool) or value < MIN_ROWS:
+        raise KcheckError(f"--max-rows must be at least {MIN_ROWS} (or auto)")
+    return int(value)
 
 
 def _validate(path: str, rows: int, classes: np.ndarray) -> None:

@@ -23,7 +23,6 @@ from kcheck.defaults import (
     EPSILON,
     FOLDS,
     MAX_SEED,
-    MIN_ROWS,
     MODEL_KINDS,
     SCALINGS,
     Progress,
@@ -31,10 +30,9 @@ from kcheck.defaults import (
 )
 from kcheck.errors import KcheckError, recorded_warnings
 from kcheck.memory import default_memory_limit
-from kcheck.prepare import Scored, prepare, read_scored, unseen_warnings
+from kcheck.prepare import Scored, parse_max_rows, prepare, read_scored, unseen_warnings
 from kcheck.rbf_search import GRID, Grid, rbf_grid_search
 from kcheck.result import VerifyResult
-from kcheck.split import stratified_subsample
 from kcheck.verdict import READABLE_CHECK_SCHEMAS, decide, paired_gap
 
 
@@ -50,7 +48,7 @@ class VerifyConfig:
     train: str
     test: str | None = None
     jobs: int = 1
-    max_rows: int | None = None
+    max_rows: int | str | None = None
     scaling: str | None = None
     seed: int | None = None
     epsilon: float | None = None
@@ -66,8 +64,10 @@ class VerifyConfig:
             raise KcheckError(f"--seed must lie in 0..{MAX_SEED}, got {self.seed}")
         if self.jobs < 1:
             raise KcheckError("--jobs must be at least 1")
-        if self.max_rows is not None and self.max_rows < MIN_ROWS:
-            raise KcheckError(f"--max-rows must be at least {MIN_ROWS}")
+        if self.max_rows is not None:
+            max_rows = parse_max_rows(self.max_rows)
+            if max_rows != self.max_rows:
+                return dataclasses.replace(self, max_rows=max_rows).validated()
         if self.epsilon is not None and not 0.0 <= self.epsilon < 1.0:
             raise KcheckError(f"--epsilon must lie in [0, 1), got {self.epsilon}")
         if self.memory_limit is not None and self.memory_limit <= 0:
@@ -79,9 +79,10 @@ def run(config: VerifyConfig, progress: Progress | None = None) -> VerifyResult:
     """The RBF reference next to the tuned linear model, as JSON (``kind: verify``).
 
     Both are cross-validated (5 folds) on the same rows: the training file, or a stratified
-    sample of ``max_rows`` of it. ``gap`` is the RBF's CV accuracy minus the linear model's,
-    with the paired 95% interval over the rows; the verdict is :func:`kcheck.verdict.decide`'s.
-    With a test file, both are retrained on all training rows and scored on it.
+    sample of ``max_rows`` of it kept while the file streams, as ``check --max-rows`` keeps.
+    ``gap`` is the RBF's CV accuracy minus the linear model's, with the paired 95% interval
+    over the rows; the verdict is :func:`kcheck.verdict.decide`'s. With a test file, both are
+    retrained on all those rows and scored on it.
     """
     config = config.validated()
     report = progress or no_progress
@@ -98,6 +99,8 @@ def run(config: VerifyConfig, progress: Progress | None = None) -> VerifyResult:
             scaling=config.scaling,
             memory_limit=memory_limit,
             zero_based=config.zero_based,
+            max_rows=config.max_rows,
+            seed=config.seed,
         )
         if check is not None and check["data"]["sha256"] != data.sha256:
             raise KcheckError(
@@ -111,14 +114,7 @@ def run(config: VerifyConfig, progress: Progress | None = None) -> VerifyResult:
             test = read_scored(
                 config.test, data, memory_limit=memory_limit, zero_based=config.zero_based
             )
-    X, y = engines.as_binding_csr(data.X), data.y
-    rows = (
-        stratified_subsample(y, config.max_rows, seed=config.seed)
-        if config.max_rows is not None
-        else np.arange(data.rows)
-    )
-    sampled = rows.size < data.rows
-    Xc, yc = (X[rows], y[rows]) if sampled else (X, y)
+    Xc, yc = engines.as_binding_csr(data.X), data.y
 
     report("linear model: C search", None, None)
     t0 = time.perf_counter()
@@ -145,13 +141,11 @@ def run(config: VerifyConfig, progress: Progress | None = None) -> VerifyResult:
     if test is not None:
         report("linear model: training on all rows", None, None)
         t0 = time.perf_counter()
-        if sampled:
-            lin_model, _ = engines.fit_linear(X, y, seed=config.seed, C=lin_model.C)
         lin_test = _accuracy(lin_model.predict(test.X), test)
         lin_seconds += time.perf_counter() - t0
         report("RBF model: training on all rows", None, None)
         t0 = time.perf_counter()
-        rbf_model = engines.train_rbf(engines.SvmProblem.from_data(X, y), found.C, found.gamma)
+        rbf_model = engines.train_rbf(engines.SvmProblem.from_data(Xc, yc), found.C, found.gamma)
         rbf_test = _accuracy(rbf_model.predict(test.X), test)
         rbf_seconds += time.perf_counter() - t0
 
@@ -162,7 +156,7 @@ def run(config: VerifyConfig, progress: Progress | None = None) -> VerifyResult:
         epsilon=epsilon,
         seed=config.seed,
         folds=FOLDS,
-        data={**data.summary, "cv_rows": int(rows.size)},
+        data={**data.summary, "cv_rows": data.rows},
         scaler=data.scaler,
         linear={
             "cv_accuracy": float(lin_correct.mean()),

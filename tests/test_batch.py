@@ -846,9 +846,16 @@ def test_resume_key_follows_every_option_and_the_version(monkeypatch):
         "time_limit": 5.0,
         "exact": "never",
         "explain": True,
+        "max_rows": 5000,
     }
-    keyed = set(batch.keyed_options(base))
+    # max_rows is keyed only when given, so lines saved before it existed keep their key.
+    keyed = set(batch.keyed_options(base)) | set(batch.KEYED_WHEN_SET)
     assert keyed == set(changed), "a new CheckConfig field joins the key: give it a value here"
+    auto = batch.resume_key(dataclasses.replace(base, max_rows="auto"), "d" * 64, None)
+    assert auto not in (
+        key,
+        batch.resume_key(dataclasses.replace(base, max_rows=5000), "d" * 64, None),
+    )
     for name, value in changed.items():
         assert batch.resume_key(dataclasses.replace(base, **{name: value}), "d" * 64, None) != key
     for name, value in {"train": "x", "test": None, "jobs": 7, "model_out": "m"}.items():

@@ -40,7 +40,7 @@ LAYERS: list[set[str]] = [
     {"kcheck.rbf_search"},
     {"kcheck.prepare"},
     {"kcheck.engines", "kcheck.budget"},
-    {"kcheck.modelfile", "kcheck.data", "kcheck._parse", "kcheck.scaling"},
+    {"kcheck.modelfile", "kcheck.data", "kcheck._parse", "kcheck.scaling", "kcheck.reservoir"},
     {
         "kcheck.verdict",
         "kcheck.split",

@@ -386,7 +386,7 @@ def test_verify_with_test_file_and_sample():
         grid=SMALL,
     )
     v = verify.verify(config)
-    assert abs(v["data"]["cv_rows"] - 300) <= 2 and v["data"]["rows"] == 3089
+    assert v["data"]["cv_rows"] == v["data"]["rows"] == 300 and v["data"]["rows_read"] == 3089
     assert v["test"] == {"path": str(DATASETS / "svmguide1.t"), "rows": 4000}
     assert 0.9 < v["linear"]["test_accuracy"] <= 1.0
     assert 0.9 < v["rbf"]["test_accuracy"] <= 1.0

@@ -21,6 +21,7 @@ from kcheck.defaults import (
     EPSILON,
     EXACT_MODES,
     MAX_SEED,
+    MIN_ROWS,
     SCALINGS,
 )
 from kcheck.defaults import DEFAULT_CHECKERS as DEFAULT_CHECKER_NAMES
@@ -92,6 +93,37 @@ class Size(click.ParamType):  # type: ignore[type-arg, unused-ignore]
             return parse_size(str(value))
         except click.BadParameter as e:
             self.fail(e.message, param, ctx)
+
+
+class MaxRows(click.ParamType):  # type: ignore[type-arg, unused-ignore]
+    """``--max-rows``: a number of rows, or ``auto`` (what --memory-limit holds)."""
+
+    name = "max_rows"
+
+    def get_metavar(self, param: click.Parameter, ctx: click.Context | None = None) -> str:
+        return "N|auto"
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> int | str:
+        if isinstance(value, int) and not isinstance(value, bool):
+            n = value
+        elif str(value).strip().lower() == "auto":
+            return "auto"
+        else:
+            try:
+                n = int(str(value).strip().replace("_", "").replace(",", ""))
+            except ValueError:
+                self.fail(f"expected a number of rows or auto, got {value!r}", param, ctx)
+        if n < MIN_ROWS:
+            self.fail(f"must be at least {MIN_ROWS} rows (or auto), got {value}", param, ctx)
+        return n
+
+
+MAX_ROWS_HELP = (
+    "Use a stratified sample of N rows, kept while TRAIN streams (memory: N rows, not the "
+    "file); auto: as many as --memory-limit holds."
+)
 
 
 class Fraction(click.ParamType):  # type: ignore[type-arg, unused-ignore]
@@ -181,6 +213,7 @@ _CHECK_OPTIONS = [
         metavar="SECONDS",
         help="Seconds for one check; checkers not done by then are skipped.",
     ),
+    click.option("--max-rows", type=MaxRows(), default=None, help=MAX_ROWS_HELP),
     click.option("--zero-based", is_flag=True, help="Feature indices in the files start at 0."),
     click.option(
         "--exact",
@@ -233,5 +266,6 @@ def check_config(train: str, jobs: int, opts: dict[str, Any], **extra: Any) -> A
         time_limit=opts["time_limit"],
         exact=opts["exact"],
         explain=opts["explain"],
+        max_rows=opts["max_rows"],
         **extra,
     ).validated()

@@ -177,10 +177,19 @@ def verdict_table(v: dict[str, Any], width: int) -> RenderableType:
     return fit_table(columns, rows, width)
 
 
+def sample_text(data: dict[str, Any]) -> str:
+    """ "on a sample of N of M rows" where --max-rows dropped rows, else nothing."""
+    sampling = data.get("sampling")
+    if not sampling or not sampling.get("sampled"):
+        return ""
+    return f"on a sample of {data['rows_used']:,} of {data['rows_read']:,} rows"
+
+
 def verdict_footnote(v: dict[str, Any]) -> str:
     """What the table's numbers are, in a user's words; rbf only where it has a row."""
     split = v["split"]
-    text = (
+    sample = sample_text(v["data"])
+    text = (f"{sample} (--max-rows {v['data']['sampling']['max_rows']}); " if sample else "") + (
         f"accuracy: on the validation split ({split['validation']:,} of "
         f"{split['train'] + split['validation']:,} rows, the models trained on the rest); "
         "gap: checker minus linear, in points, with its 95% interval"
@@ -304,7 +313,7 @@ def batch_table(lines: list[dict[str, Any]], resumed: set[str], width: int) -> R
             rows.append(
                 [
                     name,
-                    f"{x['data']['rows']:,}",
+                    _rows_cell(x["data"]),
                     f"{x['data']['features']:,}",
                     x["verdict"],
                     x["margin"],
@@ -313,6 +322,12 @@ def batch_table(lines: list[dict[str, Any]], resumed: set[str], width: int) -> R
                 ]
             )
     return fit_table(columns, rows, width)
+
+
+def _rows_cell(data: dict[str, Any]) -> str:
+    if sample_text(data):
+        return f"{data['rows_used']:,} of {data['rows_read']:,}"
+    return f"{data['rows']:,}"
 
 
 def batch_caption(lines: list[dict[str, Any]], wall: float) -> str:
@@ -364,7 +379,8 @@ def verify_table(v: dict[str, Any], width: int) -> RenderableType:
 
 def verify_summary(v: dict[str, Any]) -> str:
     lo, hi = (100 * x for x in v["gap_ci95"])
-    text = (
+    sample = sample_text(v["data"])
+    text = (f"{sample}: " if sample else "") + (
         f"gap (RBF minus linear, cross-validated): {100 * v['gap']:+.2f} points (95% CI "
         f"{lo:+.1f} to {hi:+.1f}) -> verdict {v['verdict']}, {v['margin']} (the bar is "
         f"{100 * v['epsilon']:g} points)"

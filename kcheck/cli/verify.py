@@ -9,7 +9,7 @@ import click
 from rich.text import Text
 
 from kcheck.cli.app import GateTripped
-from kcheck.cli.options import SEED, Fraction
+from kcheck.cli.options import MAX_ROWS_HELP, SEED, Fraction, MaxRows
 from kcheck.cli.outputs import emit_json, json_destination, refuse_input_as_output
 from kcheck.cli.render import verify_summary, verify_table
 from kcheck.cli.ui import Ui
@@ -36,10 +36,9 @@ from kcheck.defaults import SCALINGS
 )
 @click.option(
     "--max-rows",
-    type=click.IntRange(min=1),
+    type=MaxRows(),
     default=None,
-    metavar="N",
-    help="Cross-validate on a stratified sample of N rows [default: all].",
+    help=MAX_ROWS_HELP,
 )
 @click.option(
     "--scaling",
@@ -82,7 +81,7 @@ def verify(
     train: str,
     test: str | None,
     jobs: int | None,
-    max_rows: int | None,
+    max_rows: int | str | None,
     scaling: str | None,
     seed: int | None,
     epsilon: float | None,
