@@ -8,7 +8,13 @@ import click
 from rich.text import Text
 
 from kcheck.cli.app import GateTripped
-from kcheck.cli.options import check_config, check_options, default_jobs
+from kcheck.cli.options import (
+    check_config,
+    check_options,
+    default_jobs,
+    jobs_option,
+    output_option,
+)
 from kcheck.cli.outputs import (
     check_writable,
     emit_json,
@@ -120,23 +126,9 @@ Exit codes:
 @click.option(
     "--test", "test", type=str, default=None, metavar="FILE", help="Also score every model on FILE."
 )
-@click.option(
-    "--jobs",
-    "-j",
-    type=click.IntRange(min=1),
-    default=None,
-    metavar="N",
-    help="Worker processes for MultiLinear's clusters [default: CPU count].",
-)
+@jobs_option("Worker processes for MultiLinear's clusters")
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON verdict on stdout.")
-@click.option(
-    "-o",
-    "--output",
-    type=str,
-    default=None,
-    metavar="FILE",
-    help="Write the JSON verdict to FILE (atomically); - is stdout.",
-)
+@output_option("Write the JSON verdict to FILE (atomically); - is stdout.")
 @click.option(
     "--model-out",
     type=str,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from kcheck.cli.options import output_option, quiet_option
 from kcheck.cli.outputs import refuse_input_as_output
 from kcheck.cli.ui import Ui
 from kcheck.defaults import DEFAULT_SCALING, SCALINGS
@@ -59,10 +60,8 @@ Examples:
     help="With --fit-scaling.",
 )
 @click.option("--zero-based", is_flag=True, help="Feature indices (and --terms) start at 0.")
-@click.option(
-    "-o", "--output", type=str, default="-", metavar="FILE", help="Write to FILE (atomically)."
-)
-@click.option("-q", "--quiet", is_flag=True, help="Nothing on stderr except errors.")
+@output_option("Write to FILE (atomically).", default="-")
+@quiet_option()
 def expand(
     file: str,
     terms: str | None,

@@ -168,7 +168,42 @@ def parse_size(text: str) -> int:
     return value
 
 
-_CHECK_OPTIONS = [
+# --- options every command words alike ------------------------------------------------------
+
+
+def quiet_option() -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """``-q``: nothing on stderr but errors (warnings still go into the JSON)."""
+    return click.option("-q", "--quiet", is_flag=True, help="Nothing on stderr except errors.")
+
+
+def output_option(
+    what: str, *, default: str | None = None, required: bool = False
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """``-o FILE``: where ``what`` goes, written atomically."""
+    return click.option(
+        "-o",
+        "--output",
+        type=str,
+        default=default,
+        required=required,
+        metavar="FILE",
+        help=what,
+    )
+
+
+def jobs_option(what: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """``-j N``: worker processes, the CPU count unless given."""
+    return click.option(
+        "--jobs",
+        "-j",
+        type=click.IntRange(min=1),
+        default=None,
+        metavar="N",
+        help=f"{what} [default: CPU count].",
+    )
+
+
+_CHECK_OPTIONS: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
     click.option(
         "--epsilon",
         type=Fraction(),
@@ -235,7 +270,7 @@ _CHECK_OPTIONS = [
         default=None,
         help="Exit with code 1 when a verdict is this (for CI gates).",
     ),
-    click.option("-q", "--quiet", is_flag=True, help="Nothing on stderr except errors."),
+    quiet_option(),
 ]
 
 

@@ -7,7 +7,7 @@ import sys
 import click
 
 from kcheck.atomic import atomic_open
-from kcheck.cli.options import Size
+from kcheck.cli.options import Size, output_option, quiet_option
 from kcheck.cli.outputs import refuse_input_as_output
 from kcheck.cli.ui import Ui
 
@@ -37,14 +37,7 @@ from kcheck.cli.ui import Ui
     help="1: print each class's probability, as svm-predict -b 1 (models trained "
     "with -b 1, or LIBLINEAR logistic regression).",
 )
-@click.option(
-    "-o",
-    "--output",
-    type=str,
-    default=None,
-    metavar="FILE",
-    help="Write the labels to FILE (atomically) instead of stdout.",
-)
+@output_option("Write the labels to FILE (atomically) instead of stdout.")
 @click.option("--zero-based", is_flag=True, help="Feature indices in FILE start at 0.")
 @click.option(
     "--memory-limit",
@@ -53,7 +46,7 @@ from kcheck.cli.ui import Ui
     help="Memory budget, e.g. 2G [default: half the physical memory]; a model or "
     "range file that needs more is refused before it is loaded.",
 )
-@click.option("-q", "--quiet", is_flag=True, help="Nothing on stderr except errors.")
+@quiet_option()
 def predict(
     model: str,
     file: str,

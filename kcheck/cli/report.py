@@ -7,24 +7,18 @@ import os
 import click
 
 from kcheck.atomic import write_text
+from kcheck.cli.options import output_option, quiet_option
 from kcheck.cli.outputs import refuse_input_as_output
 from kcheck.cli.ui import Ui
 
 
 @click.command(short_help="A batch's results as one self-contained HTML page.")
 @click.argument("results", type=str)
-@click.option(
-    "-o",
-    "--output",
-    type=str,
-    required=True,
-    metavar="FILE",
-    help="Write the page to FILE (atomically).",
-)
+@output_option("Write the page to FILE (atomically).", required=True)
 @click.option(
     "--title", type=str, default=None, metavar="TITLE", help="The page's title [default: RESULTS]."
 )
-@click.option("-q", "--quiet", is_flag=True, help="Nothing on stderr except errors.")
+@quiet_option()
 def report(results: str, output: str, title: str | None, quiet: bool) -> None:
     """Make one HTML page from RESULTS, the JSON lines of `kcheck batch -o`.
 

@@ -7,6 +7,7 @@ import sys
 import click
 
 from kcheck.atomic import atomic_open
+from kcheck.cli.options import output_option, quiet_option
 from kcheck.cli.outputs import refuse_input_as_output
 from kcheck.cli.ui import Ui
 
@@ -52,15 +53,8 @@ from kcheck.cli.ui import Ui
     help="Print values with 17 significant digits (exact) instead of svm-scale's 6.",
 )
 @click.option("--zero-based", is_flag=True, help="Feature indices in FILE start at 0.")
-@click.option(
-    "-o",
-    "--output",
-    type=str,
-    default=None,
-    metavar="FILE",
-    help="Write to FILE (atomically) instead of stdout.",
-)
-@click.option("-q", "--quiet", is_flag=True, help="Nothing on stderr except errors.")
+@output_option("Write to FILE (atomically) instead of stdout.")
+@quiet_option()
 def scale(
     file: str,
     lower: float | None,

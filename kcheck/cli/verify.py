@@ -9,7 +9,15 @@ import click
 from rich.text import Text
 
 from kcheck.cli.app import GateTripped
-from kcheck.cli.options import MAX_ROWS_HELP, SEED, Fraction, MaxRows
+from kcheck.cli.options import (
+    MAX_ROWS_HELP,
+    SEED,
+    Fraction,
+    MaxRows,
+    jobs_option,
+    output_option,
+    quiet_option,
+)
 from kcheck.cli.outputs import emit_json, json_destination, refuse_input_as_output
 from kcheck.cli.render import verify_summary, verify_table
 from kcheck.cli.ui import Ui
@@ -26,14 +34,7 @@ from kcheck.defaults import SCALINGS
     metavar="FILE",
     help="Also train both models on all of TRAIN and score them on FILE.",
 )
-@click.option(
-    "--jobs",
-    "-j",
-    type=click.IntRange(min=1),
-    default=None,
-    metavar="N",
-    help="Worker processes for the grid search [default: CPU count].",
-)
+@jobs_option("Worker processes for the grid search")
 @click.option(
     "--max-rows",
     type=MaxRows(),
@@ -68,15 +69,8 @@ from kcheck.defaults import SCALINGS
 )
 @click.option("--zero-based", is_flag=True, help="Feature indices in the files start at 0.")
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON result on stdout.")
-@click.option(
-    "-o",
-    "--output",
-    type=str,
-    default=None,
-    metavar="FILE",
-    help="Write the JSON result to FILE (atomically); - is stdout.",
-)
-@click.option("-q", "--quiet", is_flag=True, help="Nothing on stderr except errors.")
+@output_option("Write the JSON result to FILE (atomically); - is stdout.")
+@quiet_option()
 def verify(
     train: str,
     test: str | None,
