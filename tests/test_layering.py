@@ -181,34 +181,28 @@ def test_no_import_inside_functions_outside_the_cli(
     assert not hidden, f"imports inside functions (module: lines): {hidden}"
 
 
-def test_only_the_cli_imports_click_or_rich() -> None:
-    for m, path in _modules().items():
-        if m == "kcheck.cli" or m.startswith("kcheck.cli."):
-            continue
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        for node in ast.walk(tree):
-            names = []
-            if isinstance(node, ast.Import):
-                names = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.level == 0:
-                names = [node.module or ""]
-            bad = [n for n in names if n.split(".")[0] in ("click", "rich")]
-            assert not bad, f"{m} imports {bad}: only kcheck.cli may"
+def _absolute_imports(path: Path) -> set[str]:
+    """Top-level package names a module imports anywhere in it (relative imports aside)."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names.update(a.name.split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0:
+            names.add((node.module or "").split(".")[0])
+    return names
 
 
-def test_only_engines_imports_the_bindings() -> None:
+@pytest.mark.parametrize(
+    ("packages", "allowed"),
+    [(("click", "rich"), "kcheck.cli"), (("liblinear", "libsvm"), "kcheck.engines")],
+)
+def test_only_one_module_imports(packages: tuple[str, ...], allowed: str) -> None:
+    """click and rich only in the CLI package; the LIBLINEAR/LIBSVM bindings only in engines."""
     for m, path in _modules().items():
-        if m == "kcheck.engines":
+        if m == allowed or m.startswith(allowed + "."):
             continue
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        for node in ast.walk(tree):
-            names = []
-            if isinstance(node, ast.Import):
-                names = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.level == 0:
-                names = [node.module or ""]
-            bad = [n for n in names if n.split(".")[0] in ("liblinear", "libsvm")]
-            assert not bad, f"{m} imports {bad}: only kcheck.engines may"
+        bad = sorted(_absolute_imports(path) & set(packages))
+        assert not bad, f"{m} imports {bad}: only {allowed} may"
 
 
 def test_the_checker_finds_a_planted_cycle_and_an_upward_import(tmp_path: Path) -> None:
