@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from kcheck.errors import KcheckError
+
 #: The gap (a fraction: 0.02 is 2 accuracy points) at which a checker means "kernel".
 EPSILON = 0.02
 #: Feature scalings: divide by max |x| (zeros stay zeros, the default) or svm-scale's min-max.
@@ -52,3 +54,17 @@ Progress = Callable[[str, "int | None", "int | None"], None]
 def no_progress(stage: str, done: int | None, total: int | None) -> None:
     """The progress callback of a caller that shows none."""
     return None
+
+
+def check_common(
+    *, epsilon: float | None, scaling: str | None, jobs: int, memory_limit: int | None
+) -> None:
+    """The options check and verify share, validated alike (None: not given, the default)."""
+    if epsilon is not None and not 0.0 <= epsilon < 1.0:
+        raise KcheckError(f"--epsilon must lie in [0, 1), got {epsilon}")
+    if scaling is not None and scaling not in SCALINGS:
+        raise KcheckError(f"--scaling must be one of {', '.join(SCALINGS)}")
+    if jobs < 1:
+        raise KcheckError("--jobs must be at least 1")
+    if memory_limit is not None and memory_limit <= 0:
+        raise KcheckError("--memory-limit must be positive")

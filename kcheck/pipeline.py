@@ -28,6 +28,7 @@ from kcheck.defaults import (
     MODEL_KINDS,
     SCALINGS,
     Progress,
+    check_common,
     no_progress,
     products_of,
 )
@@ -98,20 +99,18 @@ class CheckConfig:
             max_rows = parse_max_rows(self.max_rows)
             if max_rows != self.max_rows:
                 return dataclasses.replace(self, max_rows=max_rows).validated()
-        if not 0.0 <= self.epsilon < 1.0:
-            raise KcheckError(f"--epsilon must lie in [0, 1), got {self.epsilon}")
+        check_common(
+            epsilon=self.epsilon,
+            scaling=self.scaling,
+            jobs=self.jobs,
+            memory_limit=self.memory_limit,
+        )
         unknown = [c for c in self.checkers if c not in CHECKERS]
         if unknown or not self.checkers:
             raise KcheckError(
                 f"--checkers takes a comma-separated subset of {','.join(CHECKERS)}, "
                 f"got {','.join(self.checkers) or 'nothing'}"
             )
-        if self.scaling not in SCALINGS:
-            raise KcheckError(f"--scaling must be one of {', '.join(SCALINGS)}")
-        if self.jobs < 1:
-            raise KcheckError("--jobs must be at least 1")
-        if self.memory_limit is not None and self.memory_limit <= 0:
-            raise KcheckError("--memory-limit must be positive")
         if self.exact not in EXACT_MODES:
             raise KcheckError(f"--exact must be one of {', '.join(EXACT_MODES)}")
         if self.time_limit is not None and not self.time_limit > 0:

@@ -26,6 +26,7 @@ from kcheck.defaults import (
     MODEL_KINDS,
     SCALINGS,
     Progress,
+    check_common,
     no_progress,
 )
 from kcheck.errors import KcheckError, recorded_warnings
@@ -58,20 +59,18 @@ class VerifyConfig:
     grid: Grid = GRID
 
     def validated(self) -> VerifyConfig:
-        if self.scaling is not None and self.scaling not in SCALINGS:
-            raise KcheckError(f"--scaling must be one of {', '.join(SCALINGS)}")
+        check_common(
+            epsilon=self.epsilon,
+            scaling=self.scaling,
+            jobs=self.jobs,
+            memory_limit=self.memory_limit,
+        )
         if self.seed is not None and not 0 <= self.seed <= MAX_SEED:
             raise KcheckError(f"--seed must lie in 0..{MAX_SEED}, got {self.seed}")
-        if self.jobs < 1:
-            raise KcheckError("--jobs must be at least 1")
         if self.max_rows is not None:
             max_rows = parse_max_rows(self.max_rows)
             if max_rows != self.max_rows:
                 return dataclasses.replace(self, max_rows=max_rows).validated()
-        if self.epsilon is not None and not 0.0 <= self.epsilon < 1.0:
-            raise KcheckError(f"--epsilon must lie in [0, 1), got {self.epsilon}")
-        if self.memory_limit is not None and self.memory_limit <= 0:
-            raise KcheckError("--memory-limit must be positive")
         return self
 
 
