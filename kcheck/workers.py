@@ -213,6 +213,10 @@ def end_all_pools(wait_for_start: float = 10.0) -> None:
     way through when the process exits leaves the tracker a semaphore to warn about.
     """
     global _closing
+    # The process is exiting: say so to multiprocessing, so that a pool's queue feeder thread
+    # that meets a pipe already closed by the clean-up drops the error, as it does during a
+    # normal interpreter exit, instead of printing a traceback after "interrupted".
+    multiprocessing.util._exiting = True  # type: ignore[attr-defined]
     locked = _LOCK.acquire(timeout=wait_for_start)
     try:
         _closing = True
