@@ -43,6 +43,7 @@ LAYERS: list[set[str]] = [
     {"kcheck.modelfile", "kcheck.data", "kcheck._parse", "kcheck.scaling", "kcheck.reservoir"},
     {
         "kcheck.verdict",
+        "kcheck.metrics",
         "kcheck.split",
         "kcheck.workers",
         "kcheck.atomic",
