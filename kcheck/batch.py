@@ -454,8 +454,9 @@ def check_one(ds: DataSet, config: CheckConfig, progress: Progress | None = None
 NOT_KEYED = frozenset({"train", "test", "jobs", "model_out", "model_kind", "model_probability"})
 
 
-#: Fields keyed only when given, so that lines saved before they existed keep their keys.
-KEYED_WHEN_SET = frozenset({"max_rows"})
+#: Fields keyed only when they differ from these values (their defaults), so that lines saved
+#: before the option existed keep their keys.
+KEYED_WHEN_SET: dict[str, Any] = {"max_rows": None, "metric": "accuracy"}
 
 
 def keyed_options(config: CheckConfig) -> dict[str, Any]:
@@ -464,7 +465,7 @@ def keyed_options(config: CheckConfig) -> dict[str, Any]:
         f.name: getattr(config, f.name)
         for f in dataclasses.fields(config)
         if f.name not in NOT_KEYED
-        and not (f.name in KEYED_WHEN_SET and getattr(config, f.name) is None)
+        and not (f.name in KEYED_WHEN_SET and getattr(config, f.name) == KEYED_WHEN_SET[f.name])
     }
 
 

@@ -23,6 +23,10 @@ DEFAULT_EXACT = "auto"
 #: the command line can show them without importing the numeric stack.
 CHECKER_NAMES = ("degree2", "multilinear", "rff")
 DEFAULT_CHECKERS = ("degree2", "multilinear")
+#: What a score is: plain accuracy, balanced accuracy (the mean of per-class recall; every model
+#: then trains with class weights) or the area under the ROC curve (two classes).
+METRICS = ("accuracy", "balanced", "auc")
+DEFAULT_METRIC = "accuracy"
 #: Models ``--model-out`` can train.
 MODEL_KINDS = ("linear", "kernel")
 #: ``--model linear+K``: the linear model with the top K product terms of ``--explain``.

@@ -25,6 +25,7 @@ from kcheck.expand import TermSpec, spec_path, spec_text
 from kcheck.pipeline import CheckConfig, CheckReport
 from kcheck.prepare import require_integer_labels
 from kcheck.rbf_search import EXPORT_GRID, Grid, rbf_grid_search
+from kcheck.result import class_weights_json
 from kcheck.scaling import RANGE_SUFFIX, Scaler, write_range_file
 from kcheck.split import stratified_subsample
 from kcheck.verdict import json_number, json_parameter
@@ -65,6 +66,7 @@ def train_model(report: CheckReport, config: CheckConfig, progress: Progress | N
         probability=config.model_probability,
         terms=spec,
         zero_based=config.zero_based,
+        class_weight=report.result.scoring.class_weight,
     )
     data = report.prepared.summary
     if data.get("sampling", {}).get("sampled"):
@@ -106,6 +108,7 @@ def export(
     probability: bool = False,
     terms: TermSpec | None = None,
     zero_based: bool = False,
+    class_weight: engines.ClassWeight | None = None,
 ) -> dict[str, Any]:
     """Train a ``kind`` model on all rows of the scaled ``X``; save it and ``path``.range.
 
@@ -117,6 +120,8 @@ def export(
     ``-b 1``, so that ``svm-predict -b 1`` and ``kcheck predict -b 1`` can use it.
     With ``terms``, X already has the products appended (``linear+K``): the linear model is
     trained on it and the term spec is saved as ``path``.terms, with the other two files.
+    With ``class_weight`` (``--metric balanced`` or ``auc``), the model trains with those ``-wi``
+    weights, and the kernel model's grid ranks points by CV balanced accuracy.
     """
     report = progress or no_progress
     t0 = time.perf_counter()
@@ -143,7 +148,18 @@ def export(
         files.append((spec_path(path), "term spec"))
     with atomic_paths(files) as (model_tmp, range_tmp, *spec_tmp):
         trains = "linear" if terms is not None else kind
-        args = (X, y, trains, model_tmp, seed, jobs, grid, max_search_rows, probability)
+        args = (
+            X,
+            y,
+            trains,
+            model_tmp,
+            seed,
+            jobs,
+            grid,
+            max_search_rows,
+            probability,
+            class_weight,
+        )
         if deadline is None:
             trained = _train_and_save(*args, report)
         else:
@@ -167,6 +183,7 @@ def export(
         **({} if terms is None else {"terms_path": spec_path(path)}),
         "kind": kind,
         "params": params,
+        "class_weights": class_weights_json(class_weight),
         "cv_accuracy": json_number(cv),
         "search_rows": search_rows,
         "grid_points": grid_points,
@@ -184,6 +201,7 @@ def _train_and_save(
     grid: Grid,
     max_search_rows: int,
     probability: bool,
+    class_weight: engines.ClassWeight | None,
     progress: Progress | None,
 ) -> tuple[dict[str, Any], float | None, int, int | None]:
     """Train the model and save it to ``model_tmp``; (params, CV accuracy, search rows, grid
@@ -195,7 +213,7 @@ def _train_and_save(
         report("training the linear model on all rows", None, None)
         # Trained on the columns in use, saved at full width: on 20 million mostly empty
         # columns, full-width training took 370 s and 2.75 GB.
-        model, cv = engines.fit_linear(X, y, seed=seed)
+        model, cv = engines.fit_linear(X, y, seed=seed, class_weight=class_weight)
         params = {"C": json_parameter(model.C)}
         search_rows, grid_points = int(y.size), None
     else:
@@ -208,9 +226,11 @@ def _train_and_save(
             jobs=jobs,
             progress=report,
             stage="kernel model: grid search",
+            class_weight=class_weight,
+            balanced=class_weight is not None,
         )
         report("training the kernel model on all rows", None, None)
-        problem = engines.SvmProblem.from_data(X, y)
+        problem = engines.SvmProblem.from_data(X, y, class_weight)
         if probability:
             model = engines.train_rbf(problem, found.C, found.gamma, probability=True, seed=seed)
         else:

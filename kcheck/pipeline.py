@@ -22,6 +22,7 @@ from kcheck.checkers import linear, registry
 from kcheck.checkers.base import CheckerResult, Context, Dataset, guarded
 from kcheck.defaults import (
     DEFAULT_EXACT,
+    DEFAULT_METRIC,
     DEFAULT_SCALING,
     EPSILON,
     EXACT_MODES,
@@ -37,14 +38,16 @@ from kcheck.memory import checker_budget, default_memory_limit
 from kcheck.prepare import (
     Prepared,
     Scored,
+    encode_labels,
     parse_max_rows,
     prepare,
     read_scored,
     unseen_warnings,
 )
 from kcheck.result import CheckResult
+from kcheck.scoring import Scoring, validate_metric
 from kcheck.split import stratified_split
-from kcheck.verdict import Decision, Gap, decide, paired_gap
+from kcheck.verdict import Decision, Gap, decide
 from kcheck.workers import run_until
 
 #: The names ``--checkers`` takes, and those that run by default (kcheck.checkers.registry).
@@ -93,6 +96,9 @@ class CheckConfig:
     #: Check a stratified sample of this many rows, kept while the file streams; "auto": as
     #: many as the memory limit holds (the whole file where it fits).
     max_rows: int | str | None = None
+    #: What a score is: accuracy, balanced (class-weighted models, mean per-class recall) or
+    #: auc (two classes).
+    metric: str = DEFAULT_METRIC
 
     def validated(self) -> CheckConfig:
         if self.max_rows is not None:
@@ -111,6 +117,7 @@ class CheckConfig:
                 f"--checkers takes a comma-separated subset of {','.join(CHECKERS)}, "
                 f"got {','.join(self.checkers) or 'nothing'}"
             )
+        validate_metric(self.metric)
         if self.exact not in EXACT_MODES:
             raise KcheckError(f"--exact must be one of {', '.join(EXACT_MODES)}")
         if self.time_limit is not None and not self.time_limit > 0:
@@ -181,8 +188,9 @@ def run(config: CheckConfig, progress: Progress | None = None) -> CheckReport:
     T = Dataset(data.X[train_idx], data.y[train_idx])
     V = Dataset(data.X[val_idx], data.y[val_idx])
     data.X = data.X[:0]  # T and V hold the rows now: keep one copy of the data
+    scoring = _scoring(config, data, T)
 
-    base = _baseline(config, T, V, deadline, report)
+    base = _baseline(config, T, V, deadline, report, scoring)
     ctx = Context(
         seed=config.seed,
         jobs=config.jobs,
@@ -191,6 +199,7 @@ def run(config: CheckConfig, progress: Progress | None = None) -> CheckReport:
         deadline=deadline,
         baseline=base,
         progress=report,
+        scoring=scoring,
     )
     results: dict[str, CheckerResult] = {"linear": base}
     exact_json, rbf = registry.EXACT.run_all(T, V, ctx, config.exact)
@@ -198,7 +207,7 @@ def run(config: CheckConfig, progress: Progress | None = None) -> CheckReport:
         results[registry.EXACT.name] = rbf
     results.update(_run_checkers(config.checkers, T, V, ctx, decided=rbf is not None))
 
-    decision, gaps, cut_short = _decide(config, results)
+    decision, gaps, cut_short = _decide(config, results, scoring, V)
     test_json = _score_test(test, results, report) if test is not None else None
     explained = _explain(config, T, V, results, deadline, report) if config.explain else None
     result = CheckResult(
@@ -216,18 +225,34 @@ def run(config: CheckConfig, progress: Progress | None = None) -> CheckReport:
         read_seconds=data.read_seconds,
         started=t_start,
         explain=explained,
+        scoring=scoring,
+        values=_values(results, scoring, V),
     )
     return CheckReport(result, data, T, V, (train_idx, val_idx), deadline, results)
 
 
+def _scoring(config: CheckConfig, data: Prepared, T: Dataset) -> Scoring:
+    """The run's metric and class weights, from T's labels (V is for scoring only)."""
+    try:
+        return Scoring.for_training(config.metric, T.y, encode_labels(data.classes, data.classes))
+    except KcheckError as e:
+        raise KcheckError(f"{config.train}: {e}") from None
+
+
 def _baseline(
-    config: CheckConfig, T: Dataset, V: Dataset, deadline: float | None, report: Progress
+    config: CheckConfig,
+    T: Dataset,
+    V: Dataset,
+    deadline: float | None,
+    report: Progress,
+    scoring: Scoring,
 ) -> CheckerResult:
     report("linear baseline (C search)", None, None)
+    options = linear.LinearOptions(seed=config.seed, class_weight=scoring.class_weight)
     try:
         # With a time limit, in a worker process that is killed at the deadline: LIBLINEAR's
         # C search cannot be interrupted, and it took 50 s on 1,000 classes.
-        return run_until(deadline, linear.run, T, V, linear.LinearOptions(seed=config.seed))
+        return run_until(deadline, linear.run, T, V, options)
     except TimeLimitReached:
         raise KcheckError(
             f"{config.train}: the time limit (--time-limit {config.time_limit:g}) passed before "
@@ -254,16 +279,19 @@ def _run_checkers(
 
 
 def _decide(
-    config: CheckConfig, results: dict[str, CheckerResult]
+    config: CheckConfig, results: dict[str, CheckerResult], scoring: Scoring, V: Dataset
 ) -> tuple[Decision, dict[str, Gap], list[str]]:
-    """Every finished checker's paired gap, then the rule; the exact comparison decides alone."""
-    base = results["linear"]
+    """Every finished checker's paired gap in the metric, then the rule; the exact comparison
+    decides alone."""
+    base = results["linear"].points
     gaps: dict[str, Gap] = {}
     for name in (*config.checkers, registry.EXACT.name):
         r = results.get(name)
-        if r is not None and r.correct is not None and base.correct is not None:
-            reference = r.reference_correct if r.reference_correct is not None else base.correct
-            gaps[name] = paired_gap(r.correct, reference)
+        points = r.points if r is not None else None
+        if r is not None and points is not None and base is not None:
+            reference = r.reference_points or base
+            truth = r.truth if r.truth is not None else V.y
+            gaps[name] = scoring.gap(truth, points, reference)
     if not gaps:
         reasons = "; ".join(f"{n}: {results[n].reason}" for n in config.checkers)
         raise KcheckError(f"{config.train}: no checker finished ({reasons})")
@@ -271,6 +299,18 @@ def _decide(
     decision = decide({rbf: gaps[rbf]} if rbf in gaps else gaps, config.epsilon)
     decision, cut_short = _cut_short(decision, config.checkers, results)
     return decision, gaps, cut_short
+
+
+def _values(
+    results: dict[str, CheckerResult], scoring: Scoring, V: Dataset
+) -> dict[str, float | None]:
+    """Each finished model's score in the metric on the points it was scored on."""
+    out: dict[str, float | None] = {}
+    for name, r in results.items():
+        points = r.points
+        truth = r.truth if r.truth is not None else V.y
+        out[name] = scoring.value(truth, points) if points is not None else None
+    return out
 
 
 def _explain(

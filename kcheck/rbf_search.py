@@ -7,7 +7,7 @@ kernel`` runs it with a refinement around the best point. Both go through
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 
@@ -17,6 +17,7 @@ import scipy.sparse as sp
 from kcheck import engines
 from kcheck.defaults import FOLDS, Progress, no_progress
 from kcheck.errors import KcheckError
+from kcheck.metrics import balanced_accuracy
 from kcheck.workers import process_pool
 
 #: Below this many rows x stored values (a grid point costs about that many flops), starting
@@ -71,13 +72,15 @@ EXPORT_GRID = Grid(refine=True)
 
 @dataclass
 class GridResult:
-    """The chosen point and every point's CV result (number of rows predicted right)."""
+    """The chosen point and every point's CV result: the number of rows predicted right, or
+    (``balanced``) the balanced accuracy."""
 
     log2_C: float
     log2_gamma: float
-    correct: int
+    correct: float
     rows: int
-    scores: dict[tuple[float, float], int]
+    scores: dict[tuple[float, float], float]
+    balanced: bool = False
 
     @property
     def C(self) -> float:
@@ -89,14 +92,15 @@ class GridResult:
 
     @property
     def cv_accuracy(self) -> float:
-        return self.correct / self.rows
+        """The chosen point's CV score: accuracy, or balanced accuracy with ``balanced``."""
+        return self.correct if self.balanced else self.correct / self.rows
 
     @property
     def points(self) -> int:
         return len(self.scores)
 
 
-def best_point(scores: dict[tuple[float, float], int]) -> tuple[float, float]:
+def best_point(scores: Mapping[tuple[float, float], float]) -> tuple[float, float]:
     """Highest CV count; ties go to the smaller C, then the smaller gamma.
 
     Both prefer the smoother, more regularised model (and smaller C trains faster), and the
@@ -108,16 +112,21 @@ def best_point(scores: dict[tuple[float, float], int]) -> tuple[float, float]:
 _WORKER: dict[str, engines.SvmProblem] = {}
 
 
-def _init_worker(X: sp.csr_matrix, y: np.ndarray) -> None:
+def _init_worker(
+    X: sp.csr_matrix, y: np.ndarray, class_weight: engines.ClassWeight | None = None
+) -> None:
     """Build the LIBSVM problem once per worker process; every grid point reuses it."""
-    _WORKER["problem"] = engines.SvmProblem.from_data(X, y)
+    _WORKER["problem"] = engines.SvmProblem.from_data(X, y, class_weight)
 
 
-def _cv_point(log2_C: float, log2_gamma: float, seed: int) -> tuple[float, float, int]:
-    correct = engines.cv_rbf(
-        _WORKER["problem"], 2.0**log2_C, 2.0**log2_gamma, folds=FOLDS, seed=seed
+def _cv_point(
+    log2_C: float, log2_gamma: float, seed: int, balanced: bool = False
+) -> tuple[float, float, float]:
+    return (
+        log2_C,
+        log2_gamma,
+        _cv_point_with(_WORKER["problem"], log2_C, log2_gamma, seed, balanced),
     )
-    return log2_C, log2_gamma, correct
 
 
 class _Evaluator:
@@ -127,30 +136,40 @@ class _Evaluator:
     seeds it, so every point sees the same folds however the tasks are scheduled.
     """
 
-    def __init__(self, X: sp.csr_matrix, y: np.ndarray, *, seed: int, jobs: int) -> None:
+    def __init__(
+        self,
+        X: sp.csr_matrix,
+        y: np.ndarray,
+        *,
+        seed: int,
+        jobs: int,
+        class_weight: engines.ClassWeight | None = None,
+        balanced: bool = False,
+    ) -> None:
         self.seed = seed
         self.jobs = jobs
+        self.balanced = balanced
         self.pool: ProcessPoolExecutor | None = None
         if jobs > 1:
             self.pool = process_pool(
-                jobs, ["kcheck.engines", "kcheck.rbf_search"], _init_worker, (X, y)
+                jobs, ["kcheck.engines", "kcheck.rbf_search"], _init_worker, (X, y, class_weight)
             )
         else:
-            self.problem = engines.SvmProblem.from_data(X, y)
+            self.problem = engines.SvmProblem.from_data(X, y, class_weight)
 
     def run(
         self,
         points: Iterable[tuple[float, float]],
-        on_done: Callable[[tuple[float, float], int], None],
+        on_done: Callable[[tuple[float, float], float], None],
     ) -> None:
         # Large C and small gamma train slowest; starting them first balances the workers.
         todo = sorted(points, key=lambda p: (-p[0], p[1]))
         if self.pool is None:
             for c, g in todo:
-                on_done((c, g), _cv_point_with(self.problem, c, g, self.seed))
+                on_done((c, g), _cv_point_with(self.problem, c, g, self.seed, self.balanced))
             return
-        futures: list[Future[tuple[float, float, int]]] = [
-            self.pool.submit(_cv_point, c, g, self.seed) for c, g in todo
+        futures: list[Future[tuple[float, float, float]]] = [
+            self.pool.submit(_cv_point, c, g, self.seed, self.balanced) for c, g in todo
         ]
         try:
             for fut in as_completed(futures):
@@ -167,8 +186,15 @@ class _Evaluator:
             self.pool = None
 
 
-def _cv_point_with(problem: engines.SvmProblem, log2_C: float, log2_gamma: float, seed: int) -> int:
-    return engines.cv_rbf(problem, 2.0**log2_C, 2.0**log2_gamma, folds=FOLDS, seed=seed)
+def _cv_point_with(
+    problem: engines.SvmProblem, log2_C: float, log2_gamma: float, seed: int, balanced: bool
+) -> float:
+    """A grid point's CV score: rows right (an exact count), or the balanced accuracy."""
+    C, gamma = 2.0**log2_C, 2.0**log2_gamma
+    if not balanced:
+        return engines.cv_rbf(problem, C, gamma, folds=FOLDS, seed=seed)
+    predicted = engines.cv_rbf_predictions(problem, C, gamma, folds=FOLDS, seed=seed)
+    return round(balanced_accuracy(problem.y, predicted), 12)
 
 
 def rbf_grid_search(
@@ -180,19 +206,25 @@ def rbf_grid_search(
     jobs: int = 1,
     progress: Progress | None = None,
     stage: str = "RBF grid search",
+    class_weight: engines.ClassWeight | None = None,
+    balanced: bool = False,
 ) -> GridResult:
-    """5-fold CV of C-SVC with the RBF kernel at every grid point; returns the best point."""
+    """5-fold CV of C-SVC with the RBF kernel at every grid point; returns the best point.
+
+    ``class_weight``: LIBSVM's ``-wi`` for every training; ``balanced``: points are ranked by
+    their CV balanced accuracy instead of the rows they predict right.
+    """
     report = progress or no_progress
     if y.size < FOLDS:
         raise KcheckError(f"{y.size} rows are too few for {FOLDS}-fold cross-validation")
     coarse = grid.coarse
     if not coarse:
         raise KcheckError("the RBF grid is empty")
-    scores: dict[tuple[float, float], int] = {}
+    scores: dict[tuple[float, float], float] = {}
     total = [grid.max_points]
     report(stage, 0, total[0])
 
-    def done(point: tuple[float, float], correct: int) -> None:
+    def done(point: tuple[float, float], correct: float) -> None:
         scores[point] = correct
         report(stage, len(scores), total[0])
 
@@ -200,7 +232,14 @@ def rbf_grid_search(
     jobs = max(1, min(jobs, len(coarse)))
     if Xb.shape[0] * Xb.nnz < MIN_PARALLEL_WORK:
         jobs = 1
-    evaluator = _Evaluator(Xb, np.asarray(y, np.float64), seed=seed, jobs=jobs)
+    evaluator = _Evaluator(
+        Xb,
+        np.asarray(y, np.float64),
+        seed=seed,
+        jobs=jobs,
+        class_weight=class_weight,
+        balanced=balanced,
+    )
     try:
         evaluator.run(coarse, done)
         if grid.refine:
@@ -211,4 +250,4 @@ def rbf_grid_search(
     finally:
         evaluator.close()
     c, g = best_point(scores)
-    return GridResult(c, g, scores[(c, g)], int(y.size), scores)
+    return GridResult(c, g, scores[(c, g)], int(y.size), scores, balanced)

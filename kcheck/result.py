@@ -16,6 +16,7 @@ from kcheck import __version__
 from kcheck.checkers.base import CheckerResult
 from kcheck.prepare import scaling_json
 from kcheck.scaling import Scaler
+from kcheck.scoring import ACCURACY, Scoring
 from kcheck.verdict import (
     SCHEMA_VERSION,
     Decision,
@@ -57,6 +58,9 @@ class CheckResult:
     model: dict[str, Any] | None = None
     #: ``--explain``'s block (kcheck.explain), JSON-ready; absent from the JSON without it.
     explain: dict[str, Any] | None = None
+    #: The metric and class weights of the run, and each model's score in that metric.
+    scoring: Scoring = ACCURACY
+    values: dict[str, float | None] = field(default_factory=dict)
     finished: float = field(default_factory=time.perf_counter)
 
     @property
@@ -76,17 +80,22 @@ class CheckResult:
             "margin": self.decision.margin,
             "deciding_checker": self.decision.deciding,
             "epsilon": self.epsilon,
+            "metric": self.scoring.metric,
+            "class_weights": class_weights_json(self.scoring),
             "seed": self.seed,
             "data": self.data,
             "scaling": scaling_json(self.scaler),
             "split": {"train": self.split[0], "validation": self.split[1], "stratified": True},
             "linear": {
+                "val_score": json_number(self.values.get("linear")),
                 "val_accuracy": json_number(base.val_accuracy),
                 "cv_accuracy": json_number(base.cv_accuracy),
                 "C": json_parameter(base.info["C"]),
                 "seconds": _seconds(base.seconds),
             },
-            "checkers": {n: _checker_json(r, g) for n, (r, g) in self.checkers.items()},
+            "checkers": {
+                n: _checker_json(r, g, self.values.get(n)) for n, (r, g) in self.checkers.items()
+            },
             "exact": _json_value(self.exact),
             "test": None if self.test is None else _test_json(self.test),
             "model": self.model,
@@ -97,8 +106,24 @@ class CheckResult:
         }
 
 
-def _checker_json(r: CheckerResult, gap: Gap | None) -> dict[str, Any]:
+def class_weights_json(
+    weights: Scoring | tuple[tuple[float, float], ...] | None,
+) -> dict[str, float] | None:
+    """``{label: weight}`` of the ``-wi`` options every model trained with; None: unweighted."""
+    if isinstance(weights, Scoring):
+        weights = weights.class_weight
+    if weights is None:
+        return None
+    return {_label_key(v): json_number(w) or 0.0 for v, w in weights}
+
+
+def _label_key(v: float) -> str:
+    return str(int(v)) if float(v).is_integer() else repr(float(v))
+
+
+def _checker_json(r: CheckerResult, gap: Gap | None, value: float | None) -> dict[str, Any]:
     out: dict[str, Any] = {"status": r.status, "reason": r.reason}
+    out["val_score"] = json_number(value)
     out["val_accuracy"] = json_number(r.val_accuracy)
     out["gap"] = json_number(gap.value) if gap else None
     out["gap_ci95"] = [json_number(gap.low), json_number(gap.high)] if gap else None
@@ -153,6 +178,7 @@ class VerifyResult:
     check: dict[str, Any] | None
     warnings: list[str]
     started: float
+    scoring: Scoring = ACCURACY
     finished: float = field(default_factory=time.perf_counter)
 
     def to_json(self) -> dict[str, Any]:
@@ -165,19 +191,25 @@ class VerifyResult:
             "folds": self.folds,
             "data": self.data,
             "scaling": scaling_json(self.scaler),
+            "metric": self.scoring.metric,
+            "class_weights": class_weights_json(self.scoring),
             "linear": {
+                "cv_score": json_number(lin["cv_score"]),
                 "cv_accuracy": json_number(lin["cv_accuracy"]),
                 "C": json_parameter(lin["C"]),
                 "seconds": _seconds(lin["seconds"]),
                 "test_accuracy": json_number(lin["test_accuracy"]),
+                "test_score": json_number(lin["test_score"]),
             },
             "rbf": {
+                "cv_score": json_number(rbf["cv_score"]),
                 "cv_accuracy": json_number(rbf["cv_accuracy"]),
                 "C": json_parameter(rbf["C"]),
                 "gamma": json_parameter(rbf["gamma"]),
                 "grid_points": rbf["grid_points"],
                 "seconds": _seconds(rbf["seconds"]),
                 "test_accuracy": json_number(rbf["test_accuracy"]),
+                "test_score": json_number(rbf["test_score"]),
             },
             "test": self.test,
             "gap": json_number(self.gap.value),

@@ -51,3 +51,20 @@ def stratified_subsample(y: np.ndarray, n: int, *, seed: int) -> np.ndarray:
         k = max(1, int(round(members.size * frac)))
         parts.append(rng.choice(members, size=min(k, members.size), replace=False))
     return np.sort(np.concatenate(parts))
+
+
+def stratified_folds(y: np.ndarray, folds: int, seed: int, repeat: int) -> np.ndarray:
+    """Fold number (0..folds-1) of every row; each class is spread over the folds evenly.
+
+    Rows are shuffled within each class, the classes are laid end to end, and folds are dealt
+    round-robin along that order: fold sizes differ by at most one, and so do a class's counts
+    in different folds. Repeat r of seed s draws from SeedSequence([s, r]).
+    """
+    rng = np.random.default_rng(np.random.SeedSequence([seed & 0xFFFFFFFF, repeat]))
+    _, inverse = np.unique(np.asarray(y), return_inverse=True)
+    order = np.concatenate(
+        [rng.permutation(np.flatnonzero(inverse == c)) for c in range(int(inverse.max()) + 1)]
+    )
+    fold = np.empty(order.size, dtype=np.intp)
+    fold[order] = np.arange(order.size) % folds
+    return fold

@@ -19,6 +19,7 @@ import numpy as np
 
 from kcheck import engines
 from kcheck.defaults import (
+    DEFAULT_METRIC,
     DEFAULT_SCALING,
     EPSILON,
     FOLDS,
@@ -31,10 +32,19 @@ from kcheck.defaults import (
 )
 from kcheck.errors import KcheckError, recorded_warnings
 from kcheck.memory import default_memory_limit
-from kcheck.prepare import Scored, parse_max_rows, prepare, read_scored, unseen_warnings
-from kcheck.rbf_search import GRID, Grid, rbf_grid_search
+from kcheck.prepare import (
+    Scored,
+    encode_labels,
+    parse_max_rows,
+    prepare,
+    read_scored,
+    unseen_warnings,
+)
+from kcheck.rbf_search import GRID, Grid, GridResult, rbf_grid_search
 from kcheck.result import VerifyResult
-from kcheck.verdict import READABLE_CHECK_SCHEMAS, decide, paired_gap
+from kcheck.scoring import PointResults, Scoring, positive_scores, validate_metric
+from kcheck.split import stratified_folds
+from kcheck.verdict import READABLE_CHECK_SCHEMAS, decide
 
 
 @dataclass(frozen=True)
@@ -53,6 +63,8 @@ class VerifyConfig:
     scaling: str | None = None
     seed: int | None = None
     epsilon: float | None = None
+    #: None: the check JSON's, else accuracy.
+    metric: str | None = None
     check_json: str | None = None
     zero_based: bool = False
     memory_limit: int | None = None
@@ -65,6 +77,8 @@ class VerifyConfig:
             jobs=self.jobs,
             memory_limit=self.memory_limit,
         )
+        if self.metric is not None:
+            validate_metric(self.metric)
         if self.seed is not None and not 0 <= self.seed <= MAX_SEED:
             raise KcheckError(f"--seed must lie in 0..{MAX_SEED}, got {self.seed}")
         if self.max_rows is not None:
@@ -114,41 +128,61 @@ def run(config: VerifyConfig, progress: Progress | None = None) -> VerifyResult:
                 config.test, data, memory_limit=memory_limit, zero_based=config.zero_based
             )
     Xc, yc = engines.as_binding_csr(data.X), data.y
+    assert config.metric is not None
+    try:
+        scoring = Scoring.for_training(config.metric, yc, encode_labels(data.classes, data.classes))
+    except KcheckError as e:
+        raise KcheckError(f"{config.train}: {e}") from None
+    weight = scoring.class_weight
 
     report("linear model: C search", None, None)
     t0 = time.perf_counter()
-    lin_model, _ = engines.fit_linear(Xc, yc, seed=config.seed)
+    lin_model, _ = engines.fit_linear(Xc, yc, seed=config.seed, class_weight=weight)
     lin_correct = engines.cv_linear_correct(
-        engines.Problem.from_data(Xc, yc), lin_model.C, folds=FOLDS, seed=config.seed
+        engines.Problem.from_data(Xc, yc, weight), lin_model.C, folds=FOLDS, seed=config.seed
     )
     lin_seconds = time.perf_counter() - t0
 
     t0 = time.perf_counter()
     found = rbf_grid_search(
-        Xc, yc, config.grid, seed=config.seed, jobs=config.jobs, progress=report
+        Xc,
+        yc,
+        config.grid,
+        seed=config.seed,
+        jobs=config.jobs,
+        progress=report,
+        class_weight=weight,
+        balanced=scoring.weighted,
     )
     rbf_correct = engines.cv_rbf_correct(
-        engines.SvmProblem.from_data(Xc, yc),
+        engines.SvmProblem.from_data(Xc, yc, weight),
         found.C,
         found.gamma,
         folds=FOLDS,
         seed=config.seed,
     )
+    lin_points, rbf_points = PointResults(lin_correct), PointResults(rbf_correct)
+    if scoring.needs_scores:
+        report("AUC: decision values by cross-validation", None, None)
+        lin_points, rbf_points = _cv_scores(Xc, yc, lin_model.C, found, config.seed, weight)
     rbf_seconds = time.perf_counter() - t0
 
     lin_test = rbf_test = None
+    lin_test_score = rbf_test_score = None
     if test is not None:
         report("linear model: training on all rows", None, None)
         t0 = time.perf_counter()
-        lin_test = _accuracy(lin_model.predict(test.X), test)
+        lin_test, lin_test_score = _test_scores(lin_model, test, scoring)
         lin_seconds += time.perf_counter() - t0
         report("RBF model: training on all rows", None, None)
         t0 = time.perf_counter()
-        rbf_model = engines.train_rbf(engines.SvmProblem.from_data(Xc, yc), found.C, found.gamma)
-        rbf_test = _accuracy(rbf_model.predict(test.X), test)
+        rbf_model = engines.train_rbf(
+            engines.SvmProblem.from_data(Xc, yc, weight), found.C, found.gamma
+        )
+        rbf_test, rbf_test_score = _test_scores(rbf_model, test, scoring)
         rbf_seconds += time.perf_counter() - t0
 
-    gap = paired_gap(rbf_correct, lin_correct)
+    gap = scoring.gap(yc, rbf_points, lin_points)
     return VerifyResult(
         decision=decide({"rbf": gap}, epsilon),
         gap=gap,
@@ -158,21 +192,30 @@ def run(config: VerifyConfig, progress: Progress | None = None) -> VerifyResult:
         data={**data.summary, "cv_rows": data.rows},
         scaler=data.scaler,
         linear={
+            "cv_score": scoring.value(yc, lin_points),
             "cv_accuracy": float(lin_correct.mean()),
             "C": lin_model.C,
             "seconds": lin_seconds,
             "test_accuracy": lin_test,
+            "test_score": lin_test_score,
         },
         rbf={
-            "cv_accuracy": found.cv_accuracy,
+            "cv_score": scoring.value(yc, rbf_points),
+            "cv_accuracy": float(rbf_correct.mean()),
             "C": found.C,
             "gamma": found.gamma,
             "grid_points": found.points,
             "seconds": rbf_seconds,
             "test_accuracy": rbf_test,
+            "test_score": rbf_test_score,
         },
+        scoring=scoring,
         test=None if test is None else {"path": test.path, "rows": test.rows},
-        test_gap=None if lin_test is None or rbf_test is None else rbf_test - lin_test,
+        test_gap=(
+            None
+            if lin_test_score is None or rbf_test_score is None
+            else rbf_test_score - lin_test_score
+        ),
         check=None if check is None else {"path": config.check_json, "verdict": check["verdict"]},
         warnings=notes + unseen_warnings(test),
         started=t_start,
@@ -191,12 +234,18 @@ def _settings(config: VerifyConfig, check: dict[str, Any] | None) -> tuple[Verif
         config.check_json,
     )
     seed = _from_check("--seed", config.seed, recorded.get("seed"), 0, config.check_json)
+    # A schema 1 verdict (no metric) was made under accuracy.
+    recorded_metric = recorded.get("metric", DEFAULT_METRIC) if check is not None else None
+    metric = _from_check(
+        "--metric", config.metric, recorded_metric, DEFAULT_METRIC, config.check_json
+    )
     epsilon = float(
         _from_check(
             "--epsilon", config.epsilon, recorded.get("epsilon"), EPSILON, config.check_json
         )
     )
-    return dataclasses.replace(config, scaling=scaling, seed=seed).validated(), epsilon
+    config = dataclasses.replace(config, scaling=scaling, seed=seed, metric=metric)
+    return config.validated(), epsilon
 
 
 def _read_check_json(path: str) -> dict[str, Any]:
@@ -252,8 +301,62 @@ def _from_check(option: str, explicit: Any, recorded: Any, default: Any, path: s
     return recorded
 
 
-def _accuracy(predicted: np.ndarray, test: Scored) -> float | None:
-    return float(np.mean(predicted == test.y)) if test.rows else None
+def _test_scores(
+    model: engines.LinearModel | engines.RbfModel, test: Scored, scoring: Scoring
+) -> tuple[float | None, float | None]:
+    """Accuracy and the metric's score of a model trained on all rows, on the test file.
+
+    Rows whose label training never saw are wrong for every model, and count so in accuracy;
+    balanced accuracy and AUC are over the classes training had.
+    """
+    if not test.rows:
+        return None, None
+    predicted, dec = model.predict_scored(test.X)
+    correct = predicted == test.y
+    if scoring.metric == "accuracy":
+        return float(np.mean(correct)), float(np.mean(correct))
+    seen = np.isin(test.y, np.asarray(scoring.classes))
+    points = PointResults(correct[seen], _oriented(model.labels, dec, seen))
+    try:
+        value = scoring.value(test.y[seen], points)
+    except KcheckError:  # AUC on a test file with one class
+        value = None
+    return float(np.mean(correct)), value
+
+
+def _oriented(labels: np.ndarray, dec: np.ndarray, rows: np.ndarray) -> np.ndarray | None:
+    s = positive_scores(labels, dec)
+    return None if s is None else s[rows]
+
+
+def _cv_scores(
+    X: Any,
+    y: np.ndarray,
+    linear_C: float,
+    found: GridResult,
+    seed: int,
+    weight: engines.ClassWeight | None,
+) -> tuple[PointResults, PointResults]:
+    """Per-row results with decision values, for AUC: both models at their chosen parameters,
+    trained without each row's fold (stratified, seeded) and scored on it; LIBSVM's and
+    LIBLINEAR's own CV return labels only."""
+    fold = stratified_folds(y, FOLDS, seed, 0)
+    results = {k: (np.zeros(y.size, dtype=bool), np.zeros(y.size)) for k in ("lin", "rbf")}
+    for k in range(FOLDS):
+        test = np.flatnonzero(fold == k)
+        train = np.flatnonzero(fold != k)
+        if test.size == 0:
+            continue
+        lin, _ = engines.fit_linear(X[train], y[train], seed=seed, C=linear_C, class_weight=weight)
+        rbf = engines.train_rbf(
+            engines.SvmProblem.from_data(X[train], y[train], weight), found.C, found.gamma
+        )
+        for key, model in (("lin", lin), ("rbf", rbf)):
+            predicted, dec = model.predict_scored(X[test])
+            results[key][0][test] = predicted == y[test]
+            s = positive_scores(model.labels, dec)
+            results[key][1][test] = s if s is not None else 0.0
+    return PointResults(*results["lin"]), PointResults(*results["rbf"])
 
 
 def verify(config: VerifyConfig, progress: Progress | None = None) -> dict[str, Any]:

@@ -847,8 +847,10 @@ def test_resume_key_follows_every_option_and_the_version(monkeypatch):
         "exact": "never",
         "explain": True,
         "max_rows": 5000,
+        "metric": "balanced",
     }
-    # max_rows is keyed only when given, so lines saved before it existed keep their key.
+    # max_rows and metric are keyed only when not their defaults, so lines saved before they
+    # existed keep their key.
     keyed = set(batch.keyed_options(base)) | set(batch.KEYED_WHEN_SET)
     assert keyed == set(changed), "a new CheckConfig field joins the key: give it a value here"
     auto = batch.resume_key(dataclasses.replace(base, max_rows="auto"), "d" * 64, None)
@@ -858,6 +860,11 @@ def test_resume_key_follows_every_option_and_the_version(monkeypatch):
     )
     for name, value in changed.items():
         assert batch.resume_key(dataclasses.replace(base, **{name: value}), "d" * 64, None) != key
+    auc = batch.resume_key(dataclasses.replace(base, metric="auc"), "d" * 64, None)
+    assert auc not in (
+        key,
+        batch.resume_key(dataclasses.replace(base, metric="balanced"), "d" * 64, None),
+    )
     for name, value in {"train": "x", "test": None, "jobs": 7, "model_out": "m"}.items():
         assert batch.resume_key(dataclasses.replace(base, **{name: value}), "d" * 64, None) == key
     assert batch.resume_key(base, "e" * 64, None) != key

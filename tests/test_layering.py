@@ -50,6 +50,7 @@ LAYERS: list[set[str]] = [
         "kcheck.memory",
         "kcheck.errors",
         "kcheck.defaults",
+        "kcheck.scoring",
         "kcheck",
     },
 ]

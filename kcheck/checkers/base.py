@@ -18,6 +18,7 @@ import scipy.sparse as sp
 
 from kcheck.defaults import Progress, no_progress
 from kcheck.errors import KcheckError, TimeLimitReached
+from kcheck.scoring import ACCURACY, PointResults, Scoring, positive_scores
 from kcheck.verdict import accuracy
 
 #: ``ok``: trained on all of T; ``subsampled``: on part of T; ``skipped``: did not finish;
@@ -51,8 +52,9 @@ class CheckerResult:
     """What a method achieved on V, plus a predictor to score other data (e.g. ``--test``).
 
     Per point of V: ``predicted`` labels, ``correct`` (1/0, or for the exact comparison the
-    fraction of repeats right), and ``scores``, the decision values where the model has
-    comparable ones (None otherwise). ``info`` holds method-specific JSON fields (C, K, ...).
+    fraction of repeats right), and for two classes ``scores``, each point's score for the
+    larger label where the model has comparable ones (None otherwise). ``info`` holds
+    method-specific JSON fields (C, K, ...).
     """
 
     name: str
@@ -67,6 +69,11 @@ class CheckerResult:
     #: Per-point correctness on V of the linear model the gap is measured against, when it
     #: is not the baseline (e.g. a linear model trained on the same subsample).
     reference_correct: np.ndarray | None = None
+    #: That reference's per-point scores (``--metric auc``).
+    reference_scores: np.ndarray | None = None
+    #: The labels of the points ``correct`` is about, when they are not V's (the exact
+    #: comparison scores every row by cross-validation).
+    truth: np.ndarray | None = None
     predicted: np.ndarray | None = None
     scores: np.ndarray | None = None
     #: The trained model itself, where a consumer reads more than predictions from it
@@ -76,6 +83,20 @@ class CheckerResult:
     @classmethod
     def skipped(cls, name: str, reason: str, seconds: float = 0.0) -> CheckerResult:
         return cls(name=name, status="skipped", reason=reason, seconds=seconds)
+
+    @property
+    def points(self) -> PointResults | None:
+        """This model's per-point results, for the metric (None if it did not finish)."""
+        if self.correct is None:
+            return None
+        return PointResults(self.correct, self.scores)
+
+    @property
+    def reference_points(self) -> PointResults | None:
+        """The per-point results of the linear model trained on the same rows, if any."""
+        if self.reference_correct is None:
+            return None
+        return PointResults(self.reference_correct, self.reference_scores)
 
 
 @dataclass(frozen=True)
@@ -96,6 +117,12 @@ class Context:
     baseline: CheckerResult
     floor_seconds: float = 0.0
     progress: Progress = no_progress
+    #: The metric, and the class weights every model of the run trains with.
+    scoring: Scoring = ACCURACY
+
+    @property
+    def class_weight(self) -> tuple[tuple[float, float], ...] | None:
+        return self.scoring.class_weight
 
     @property
     def baseline_C(self) -> float:
@@ -116,13 +143,18 @@ class Scored:
 
 
 def score(model: Predicts | Predictor, V: Dataset) -> Scored:
-    """Predict V once: labels, correctness, and decision values where the model gives them."""
+    """Predict V once: labels, correctness, and (for two classes) each point's decision value
+    for the larger label, where the model gives decision values (it then has ``labels``)."""
     scored = getattr(model, "predict_scored", None)
+    scores = None
     if scored is not None:
-        predicted, scores = scored(V.X)
+        predicted, dec = scored(V.X)
+        labels = getattr(model, "labels", None)
+        if labels is not None:
+            scores = positive_scores(labels, dec)
     else:
         predict = model if callable(model) and not hasattr(model, "predict") else model.predict
-        predicted, scores = predict(V.X), None
+        predicted = predict(V.X)
     correct = predicted == V.y
     return Scored(accuracy(correct), correct, predicted, scores)
 

@@ -162,6 +162,8 @@ class Degree2Options:
     #: FLOOR_MAX_NNZ stored values in T) may spend whatever the cost budget; 0 where exact
     #: mode ran.
     floor_seconds: float = 0.0
+    #: Class weights of the metric (``-wi``), for the model and its subsample's reference.
+    class_weight: engines.ClassWeight | None = None
 
 
 @dataclass(frozen=True)
@@ -254,13 +256,16 @@ def run(T: Dataset, V: Dataset, options: Degree2Options) -> CheckerResult:
         res = CheckerResult.skipped("degree2", plan.reason, time.perf_counter() - t0)
         res.info.update(info)
         return res
-    reference_correct = None
+    reference_correct = reference_scores = None
     if plan.rows < T.rows:
         keep = stratified_subsample(T.y, plan.rows, seed=options.seed)
         XT, yT = T.X[keep], T.y[keep]
-        ref, ref_cv = engines.fit_linear(XT, yT, seed=options.seed)
+        ref, ref_cv = engines.fit_linear(
+            XT, yT, seed=options.seed, class_weight=options.class_weight
+        )
         ref_scored = score(ref, V)
         reference_correct = ref_scored.correct
+        reference_scores = ref_scored.scores
         info["reference"] = {
             "rows": int(XT.shape[0]),
             "val_accuracy": ref_scored.accuracy,
@@ -269,7 +274,7 @@ def run(T: Dataset, V: Dataset, options: Degree2Options) -> CheckerResult:
     else:
         XT, yT = T.X, T.y
     PT = expand(XT)
-    model, cv = engines.fit_linear(PT, yT, seed=options.seed)
+    model, cv = engines.fit_linear(PT, yT, seed=options.seed, class_weight=options.class_weight)
     del PT
 
     # Not a closure: it pickles, so the checker can run in a worker process.
@@ -294,6 +299,7 @@ def run(T: Dataset, V: Dataset, options: Degree2Options) -> CheckerResult:
         predict=expanded.predict,
         cv_accuracy=cv,
         reference_correct=reference_correct,
+        reference_scores=reference_scores,
         model=model,
     )
 
@@ -307,6 +313,10 @@ class ExpandedModel:
 
     model: engines.LinearModel
     chunk_nnz: int | None = None
+
+    @property
+    def labels(self) -> np.ndarray:
+        return self.model.labels
 
     def predict(self, X: sp.csr_matrix) -> np.ndarray:
         return self.predict_scored(X)[0]
@@ -340,5 +350,6 @@ def check(T: Dataset, V: Dataset, ctx: Context) -> CheckerResult:
         time_budget=ctx.seconds_left(),
         seconds_per_nnz=ctx.baseline.seconds / max(T.X.nnz, 1),
         floor_seconds=ctx.floor_seconds,
+        class_weight=ctx.class_weight,
     )
     return run_until(ctx.deadline, run, T, V, options)

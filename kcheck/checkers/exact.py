@@ -48,9 +48,10 @@ from kcheck import budget, engines
 from kcheck.checkers.base import CheckerResult, Context, Dataset, guarded
 from kcheck.defaults import EXACT_MODES, Progress, no_progress
 from kcheck.errors import TimeLimitReached
+from kcheck.metrics import balanced_accuracy
 from kcheck.rbf_search import best_point
-from kcheck.split import stratified_subsample
-from kcheck.verdict import paired_gap
+from kcheck.scoring import ACCURACY, PointResults, Scoring, positive_scores
+from kcheck.split import stratified_folds, stratified_subsample
 
 NAME = "rbf"
 #: Exact mode's relative budget: this many times the linear baseline's counted cost.
@@ -107,6 +108,9 @@ class ExactOptions:
     #: A ``time.perf_counter()`` value; past it, :func:`run` raises TimeLimitReached between
     #: grid points and repeats (as the pipeline's ``--time-limit`` expects of a checker).
     deadline: float | None = None
+    #: The metric: its class weights train every model, and it scores the tuning CV (balanced
+    #: accuracy also for AUC: LIBSVM's CV gives labels, not decision values).
+    scoring: Scoring = ACCURACY
 
     def resolved_C(self) -> tuple[float, ...]:
         return self.log2_C if self.log2_C is not None else LOG2_C
@@ -207,23 +211,6 @@ def decide_run(
 # --- the comparison ------------------------------------------------------------------------------
 
 
-def stratified_folds(y: np.ndarray, folds: int, seed: int, repeat: int) -> np.ndarray:
-    """Fold number (0..folds-1) of every row; each class is spread over the folds evenly.
-
-    Rows are shuffled within each class, the classes are laid end to end, and folds are dealt
-    round-robin along that order: fold sizes differ by at most one, and so do a class's counts
-    in different folds. Repeat r of seed s draws from SeedSequence([s, r]).
-    """
-    rng = np.random.default_rng(np.random.SeedSequence([seed & 0xFFFFFFFF, repeat]))
-    _, inverse = np.unique(np.asarray(y), return_inverse=True)
-    order = np.concatenate(
-        [rng.permutation(np.flatnonzero(inverse == c)) for c in range(int(inverse.max()) + 1)]
-    )
-    fold = np.empty(order.size, dtype=np.intp)
-    fold[order] = np.arange(order.size) % folds
-    return fold
-
-
 def median_sq_distance(D: np.ndarray) -> float:
     """Median of the off-diagonal squared distances; duplicates ignored when they dominate."""
     n = D.shape[0]
@@ -258,6 +245,17 @@ def _kernel(D: np.ndarray, gamma: float) -> np.ndarray:
     return np.exp(-gamma * D)
 
 
+@dataclass
+class _Fold:
+    """One k-fold assignment's per-row results: correctness, and decision values for the
+    larger label (two classes; each row's value comes from the model trained without it)."""
+
+    rbf: np.ndarray
+    lin: np.ndarray
+    rbf_scores: np.ndarray | None
+    lin_scores: np.ndarray | None
+
+
 def _repeat(
     X: sp.csr_matrix,
     y: np.ndarray,
@@ -266,22 +264,48 @@ def _repeat(
     folds: int,
     seed: int,
     repeat: int,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Per-row correctness of the RBF and the linear model in one k-fold assignment."""
+    class_weight: engines.ClassWeight | None = None,
+) -> _Fold:
+    """Per-row results of the RBF and the linear model in one k-fold assignment."""
     fold = stratified_folds(y, folds, seed, repeat)
     rbf = np.zeros(y.size, dtype=bool)
     lin = np.zeros(y.size, dtype=bool)
+    two = np.unique(y).size == 2
+    rbf_scores = np.zeros(y.size) if two else None
+    lin_scores = np.zeros(y.size) if two else None
     for k in range(folds):
         test = np.flatnonzero(fold == k)
         if test.size == 0:
             continue
         train = np.flatnonzero(fold != k)
-        problem = engines.KernelProblem.from_kernel(K[np.ix_(train, train)], y[train])
-        rbf[test] = engines.fit_predict_kernel(problem, chosen.C, K[np.ix_(test, train)]) == y[test]
+        problem = engines.KernelProblem.from_kernel(K[np.ix_(train, train)], y[train], class_weight)
+        labels, values = engines.fit_predict_kernel(problem, chosen.C, K[np.ix_(test, train)])
+        rbf[test] = labels == y[test]
+        if rbf_scores is not None:
+            rbf_scores[test] = values if values is not None else 0.0
         del problem
-        lin_model, _ = engines.fit_linear(X[train], y[train], seed=seed, C=chosen.linear_C)
-        lin[test] = lin_model.predict(X[test]) == y[test]
-    return rbf, lin
+        lin_model, _ = engines.fit_linear(
+            X[train], y[train], seed=seed, C=chosen.linear_C, class_weight=class_weight
+        )
+        predicted, dec = lin_model.predict_scored(X[test])
+        lin[test] = predicted == y[test]
+        if lin_scores is not None:
+            oriented = positive_scores(lin_model.labels, dec)
+            lin_scores[test] = oriented if oriented is not None else 0.0
+    return _Fold(rbf, lin, rbf_scores, lin_scores)
+
+
+def _tuning_score(
+    problem: engines.KernelProblem, C: float, folds: int, seed: int, scoring: Scoring
+) -> tuple[float, int]:
+    """One grid point's CV score (rows right, an exact count, or the balanced accuracy) and
+    its count of rows right."""
+    if scoring.metric == "accuracy":
+        right = engines.cv_kernel(problem, C, folds=folds, seed=seed)
+        return right, right
+    predicted = engines.cv_kernel_predictions(problem, C, folds=folds, seed=seed)
+    right = int(np.count_nonzero(predicted == problem.y))
+    return round(balanced_accuracy(problem.y, predicted), 12), right
 
 
 def run(
@@ -323,7 +347,9 @@ def run(
             raise TimeLimitReached("exact comparison")
 
     check_time()
-    linear_model, linear_cv = engines.fit_linear(Xb, yb, seed=seed)
+    scoring = options.scoring
+    weight = scoring.class_weight
+    linear_model, linear_cv = engines.fit_linear(Xb, yb, seed=seed, class_weight=weight)
     check_time()
 
     D = engines.squared_distances(Xb)
@@ -334,11 +360,12 @@ def run(
     else:
         D_tune, y_tune = D, yb
     points = grid_for(median, options)
-    scores: dict[tuple[float, float], int] = {}
+    scores: dict[tuple[float, float], float] = {}
+    right: dict[tuple[float, float], int] = {}
     for g in sorted({p[1] for p in points}):
-        problem = engines.KernelProblem.from_kernel(_kernel(D_tune, 2.0**g), y_tune)
+        problem = engines.KernelProblem.from_kernel(_kernel(D_tune, 2.0**g), y_tune, weight)
         for c in sorted(p[0] for p in points if p[1] == g):
-            scores[(c, g)] = engines.cv_kernel(problem, 2.0**c, folds=folds, seed=seed)
+            scores[(c, g)], right[(c, g)] = _tuning_score(problem, 2.0**c, folds, seed, scoring)
             report(stage, len(scores), total[0])
             check_time()
         del problem
@@ -348,35 +375,38 @@ def run(
 
     K = _kernel(D, chosen.gamma)
     del D
-    rbf_rows: list[np.ndarray] = []
-    lin_rows: list[np.ndarray] = []
+    runs: list[_Fold] = []
     stopped_early = False
     for r in range(max_repeats):
-        rbf, lin = _repeat(Xb, yb, K, chosen, folds, seed, r)
-        rbf_rows.append(rbf)
-        lin_rows.append(lin)
+        runs.append(_repeat(Xb, yb, K, chosen, folds, seed, r, weight))
         report(stage, len(scores) + r + 1, total[0])
         check_time()
         if options.repeats is None and r + 1 >= MIN_REPEATS and r + 1 < max_repeats:
-            gap = paired_gap(np.mean(rbf_rows, axis=0), np.mean(lin_rows, axis=0))
+            rbf_pts, lin_pts = _averaged(runs)
+            gap = scoring.gap(yb, rbf_pts, lin_pts)
             if gap.low >= options.epsilon or gap.high < options.epsilon:
                 stopped_early = True
                 break
     del K
-    rbf_all = np.asarray(rbf_rows)
-    lin_all = np.asarray(lin_rows)
-    correct = rbf_all.mean(axis=0)
-    reference = lin_all.mean(axis=0)
-    repeat_gaps = rbf_all.mean(axis=1) - lin_all.mean(axis=1)
+    rbf_pts, lin_pts = _averaged(runs)
+    correct, reference = rbf_pts.correct, lin_pts.correct
+    repeat_gaps = [
+        scoring.gap(yb, *_averaged([f])).value
+        if scoring.metric != "accuracy"
+        # Plain accuracy keeps its exact per-repeat difference of means.
+        else float(f.rbf.mean() - f.lin.mean())
+        for f in runs
+    ]
     cache: dict[str, engines.RbfModel] = {}
 
     def predict(Xp: sp.spmatrix) -> np.ndarray:
         if "model" not in cache:
             cache["model"] = engines.train_rbf(
-                engines.SvmProblem.from_data(Xb, yb), chosen.C, chosen.gamma
+                engines.SvmProblem.from_data(Xb, yb, weight), chosen.C, chosen.gamma
             )
         return cache["model"].predict(Xp)
 
+    best = scores[(log2_C, log2_gamma)]
     info: dict[str, Any] = {
         "C": chosen.C,
         "gamma": chosen.gamma,
@@ -384,7 +414,7 @@ def run(
         "log2_gamma": round(log2_gamma, 6),
         "linear_C": chosen.linear_C,
         "folds": folds,
-        "repeats": len(rbf_rows),
+        "repeats": len(runs),
         "stopped_early": stopped_early,
         "rows": rows,
         "tune_rows": int(y_tune.size),
@@ -393,17 +423,34 @@ def run(
         "linear_cv_accuracy": linear_cv,
         "linear_accuracy": float(reference.mean()),
         "repeat_gaps": [round(float(g), 6) for g in repeat_gaps],
+        # The tuning CV's score in the metric (balanced accuracy for balanced and auc).
+        "cv_score": best / int(y_tune.size) if scoring.metric == "accuracy" else best,
     }
     return CheckerResult(
         name=NAME,
         status="exact",
         val_accuracy=float(correct.mean()),
         correct=correct,
+        scores=rbf_pts.scores,
         seconds=time.perf_counter() - t0,
         info=info,
         predict=predict,
-        cv_accuracy=scores[(log2_C, log2_gamma)] / int(y_tune.size),
+        cv_accuracy=right[(log2_C, log2_gamma)] / int(y_tune.size),
         reference_correct=reference,
+        reference_scores=lin_pts.scores,
+        truth=yb,
+    )
+
+
+def _averaged(runs: list[_Fold]) -> tuple[PointResults, PointResults]:
+    """Per-row results over repeats: the fraction right and the mean decision value."""
+
+    def mean(parts: list[np.ndarray | None]) -> np.ndarray | None:
+        return None if any(p is None for p in parts) else np.mean(np.asarray(parts), axis=0)
+
+    return (
+        PointResults(np.mean([f.rbf for f in runs], axis=0), mean([f.rbf_scores for f in runs])),
+        PointResults(np.mean([f.lin for f in runs], axis=0), mean([f.lin_scores for f in runs])),
     )
 
 
@@ -425,7 +472,13 @@ def check_all(
     ``auto`` runs it is decided from counted work (kcheck.budget), so the same data and
     options give the same decision on every machine.
     """
-    opts = ExactOptions(seed=ctx.seed, jobs=ctx.jobs, deadline=ctx.deadline, epsilon=ctx.epsilon)
+    opts = ExactOptions(
+        seed=ctx.seed,
+        jobs=ctx.jobs,
+        deadline=ctx.deadline,
+        epsilon=ctx.epsilon,
+        scoring=ctx.scoring,
+    )
     rows = T.rows + V.rows
     X_all = y_all = None
     if mode == "never":

@@ -12,12 +12,13 @@ from kcheck.checkers.base import CheckerResult, Dataset, score
 @dataclass(frozen=True)
 class LinearOptions:
     seed: int = 0
+    class_weight: engines.ClassWeight | None = None
 
 
 def run(T: Dataset, V: Dataset, options: LinearOptions) -> CheckerResult:
     """Tune C on T with 5-fold CV, train on T, score on V."""
     t0 = time.perf_counter()
-    model, cv = engines.fit_linear(T.X, T.y, seed=options.seed)
+    model, cv = engines.fit_linear(T.X, T.y, seed=options.seed, class_weight=options.class_weight)
     s = score(model, V)
     return CheckerResult(
         name="linear",

@@ -17,8 +17,12 @@ import scipy.sparse as sp
 
 from kcheck import engines
 from kcheck.checkers import kmeans as km
-from kcheck.checkers.base import CheckerResult, Context, Dataset, score
+from kcheck.checkers.base import CheckerResult, Context, Dataset
 from kcheck.errors import TimeLimitReached
+from kcheck.metrics import platt_apply, platt_fit
+from kcheck.scoring import positive_scores
+from kcheck.split import stratified_folds
+from kcheck.verdict import accuracy
 from kcheck.workers import end_pool, process_pool
 
 #: A cluster with fewer rows than this is not worth a 5-fold C search; it uses the baseline's C.
@@ -38,6 +42,11 @@ class MultiLinearOptions:
     n_clusters: int | None = None
     #: time.perf_counter() value after which training stops (TimeLimitReached).
     deadline: float | None = None
+    #: Class weights of the metric, the same in every cluster (from T's class frequencies).
+    class_weight: engines.ClassWeight | None = None
+    #: Give each point a probability of the larger label (``--metric auc``): every cluster's
+    #: decision values are Platt-scaled, fitted on its own cross-validated values.
+    calibrate: bool = False
 
 
 @dataclass
@@ -52,30 +61,59 @@ class ClusterModel:
     C: float | None = None
     tuned: bool = False
     columns: np.ndarray | None = None
+    #: Platt's (A, B) for this cluster: P(larger label | f) = 1 / (1 + exp(A f + B)).
+    platt: tuple[float, float] | None = None
 
     def predict(self, X: sp.csr_matrix) -> np.ndarray:
+        return self.predict_scored(X)[0]
+
+    def predict_scored(self, X: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray | None]:
+        """Labels, and with Platt's fit each row's probability of the larger label."""
         if self.constant is not None:
-            return np.full(X.shape[0], self.constant)
-        assert self.weights is not None and self.bias_weights is not None
-        assert self.labels is not None and self.C is not None
-        model = engines.LinearModel(
-            self.weights, self.bias_weights, self.labels, self.C, columns=self.columns
-        )
-        return model.predict(X)
+            dec = np.zeros(X.shape[0])
+            labels = np.full(X.shape[0], self.constant)
+        else:
+            assert self.weights is not None and self.bias_weights is not None
+            assert self.labels is not None and self.C is not None
+            model = engines.LinearModel(
+                self.weights, self.bias_weights, self.labels, self.C, columns=self.columns
+            )
+            labels, raw = model.predict_scored(X)
+            oriented = positive_scores(self.labels, raw)
+            dec = oriented if oriented is not None else np.zeros(X.shape[0])
+        if self.platt is None:
+            return labels, None
+        return labels, platt_apply(dec, *self.platt)
 
 
 def _cluster_seed(seed: int, cluster: int) -> int:
     return (seed * 1_000_003 + cluster * 7919 + 1) & 0x7FFFFFFF
 
 
-def _fit_cluster(X: sp.csr_matrix, y: np.ndarray, seed: int, fallback_C: float) -> ClusterModel:
-    """Train one cluster's model; seeded per cluster so results do not depend on scheduling."""
+def _fit_cluster(
+    X: sp.csr_matrix,
+    y: np.ndarray,
+    seed: int,
+    fallback_C: float,
+    class_weight: engines.ClassWeight | None = None,
+    positive: float | None = None,
+) -> ClusterModel:
+    """Train one cluster's model; seeded per cluster so results do not depend on scheduling.
+
+    With ``positive`` (AUC's positive label, the larger one of the whole data), also fit
+    Platt's sigmoid for the cluster's decision values."""
     classes = np.unique(y)
     if classes.size == 1:
-        return ClusterModel(rows=int(y.size), constant=float(classes[0]))
+        out = ClusterModel(rows=int(y.size), constant=float(classes[0]))
+        if positive is not None:
+            # No decision values: Platt's fit on constant values is the cluster's own
+            # (Laplace-corrected) share of the larger label.
+            out.platt = platt_fit(np.zeros(y.size), y == positive)
+        return out
     tune = y.size >= MIN_CV_ROWS
-    model, _ = engines.fit_linear(X, y, seed=seed, C=None if tune else fallback_C)
-    return ClusterModel(
+    C = None if tune else fallback_C
+    model, _ = engines.fit_linear(X, y, seed=seed, C=C, class_weight=class_weight)
+    out = ClusterModel(
         rows=int(y.size),
         weights=model.weights,
         bias_weights=model.bias_weights,
@@ -84,6 +122,41 @@ def _fit_cluster(X: sp.csr_matrix, y: np.ndarray, seed: int, fallback_C: float) 
         tuned=tune,
         columns=model.columns,
     )
+    if positive is not None:
+        dec = _cv_decision_values(X, y, seed, model.C, class_weight)
+        out.platt = platt_fit(dec, y == positive)
+        if out.platt[0] >= 0:
+            # Held-out decision values that rank the larger label *lower* (A >= 0) carry no
+            # usable order: an inverted sigmoid fitted on them put a 96-row cluster with 11%
+            # positives above the positives of other clusters. The cluster's (Laplace-
+            # corrected) share of the larger label is then its score, as for one class.
+            out.platt = platt_fit(np.zeros(y.size), y == positive)
+    return out
+
+
+def _cv_decision_values(
+    X: sp.csr_matrix,
+    y: np.ndarray,
+    seed: int,
+    C: float,
+    class_weight: engines.ClassWeight | None,
+) -> np.ndarray:
+    """Each row's decision value (for the larger label) from a model trained without it, at
+    the cluster's C: Platt's fit on the training fit's own values would be overconfident.
+    A fold whose training rows hold one class gives its rows 0 (no information)."""
+    folds = min(engines.N_FOLDS, int(y.size))
+    fold = stratified_folds(y, folds, seed, 0)
+    out = np.zeros(y.size)
+    for k in range(folds):
+        test = np.flatnonzero(fold == k)
+        train = np.flatnonzero(fold != k)
+        if test.size == 0 or np.unique(y[train]).size < 2:
+            continue
+        m, _ = engines.fit_linear(X[train], y[train], seed=seed, C=C, class_weight=class_weight)
+        oriented = positive_scores(m.labels, m.decision_function(X[test]))
+        if oriented is not None:
+            out[test] = oriented
+    return out
 
 
 def _fit_all(
@@ -95,9 +168,14 @@ def _fit_all(
     """Fit every cluster's model. A cluster's rows are copied out of T only when its turn
     comes (at most ``2 x jobs`` at a time in flight), so the copies never add up to T."""
 
-    def task(c: int) -> tuple[sp.csr_matrix, np.ndarray, int, float]:
+    positive = float(np.max(T.y)) if options.calibrate else None
+
+    def task(
+        c: int,
+    ) -> tuple[sp.csr_matrix, np.ndarray, int, float, engines.ClassWeight | None, float | None]:
         rows = members[c]
-        return T.X[rows], T.y[rows], _cluster_seed(options.seed, c), options.fallback_C
+        seed = _cluster_seed(options.seed, c)
+        return T.X[rows], T.y[rows], seed, options.fallback_C, options.class_weight, positive
 
     results: list[ClusterModel | None] = [None] * len(members)
     if options.jobs > 1 and T.X.nnz >= MIN_PARALLEL_NNZ and len(members) > 1:
@@ -150,6 +228,11 @@ class MultiLinearModel:
     columns: np.ndarray | None = None
 
     def predict(self, X: sp.csr_matrix) -> np.ndarray:
+        return self.predict_scored(X)[0]
+
+    def predict_scored(self, X: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray | None]:
+        """Nearest-center labels, and (when calibrated) Platt probabilities of the larger
+        label, which are comparable across clusters where raw decision values are not."""
         Xc = X
         if self.columns is not None:
             Xc = X[:, self.columns[: int(np.searchsorted(self.columns, X.shape[1]))]]
@@ -158,9 +241,14 @@ class MultiLinearModel:
                 Xc = sp.hstack([Xc, sp.csr_matrix((X.shape[0], missing))], format="csr")
         assign = km.nearest_center(Xc, self.centers)
         out = np.empty(X.shape[0], dtype=np.float64)
+        calibrated = all(c.platt is not None for c in self.clusters)
+        probs = np.empty(X.shape[0], dtype=np.float64) if calibrated else None
         for c, idx in _groups(assign, len(self.clusters)):
-            out[idx] = self.clusters[c].predict(X[idx])
-        return out
+            labels, p = self.clusters[c].predict_scored(X[idx])
+            out[idx] = labels
+            if probs is not None and p is not None:
+                probs[idx] = p
+        return out, probs
 
 
 def _groups(assign: np.ndarray, k: int) -> Iterator[tuple[int, np.ndarray]]:
@@ -196,14 +284,17 @@ def run(
     centers = result.centers if len(kept) == k else result.centers[kept]
     clusters = _fit_all(T, members, options, on_cluster_done)
     model = MultiLinearModel(centers, clusters, columns)
-    # No scores: decision values of different clusters' models are not on one scale.
-    s = score(model.predict, V)
+    # Raw decision values of different clusters' models are not on one scale: scores only
+    # where they were calibrated (probabilities of the larger label).
+    predicted, probs = model.predict_scored(V.X)
+    correct = predicted == V.y
     return CheckerResult(
         name="multilinear",
         status="ok",
-        val_accuracy=s.accuracy,
-        correct=s.correct,
-        predicted=s.predicted,
+        val_accuracy=accuracy(correct),
+        correct=correct,
+        predicted=predicted,
+        scores=probs,
         seconds=time.perf_counter() - t0,
         info={
             "clusters": len(clusters),
@@ -226,6 +317,11 @@ def check(T: Dataset, V: Dataset, ctx: Context) -> CheckerResult:
         ctx.progress(stage, done[0], k)
 
     options = MultiLinearOptions(
-        seed=ctx.seed, jobs=ctx.jobs, fallback_C=ctx.baseline_C, deadline=ctx.deadline
+        seed=ctx.seed,
+        jobs=ctx.jobs,
+        fallback_C=ctx.baseline_C,
+        deadline=ctx.deadline,
+        class_weight=ctx.class_weight,
+        calibrate=ctx.scoring.needs_scores,
     )
     return run(T, V, options, tick)

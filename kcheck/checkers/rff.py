@@ -95,6 +95,7 @@ class RffOptions:
     max_features: int = MAX_FEATURES
     min_rows: int = MIN_ROWS
     cost_ratio: float = COST_RATIO
+    class_weight: engines.ClassWeight | None = None
 
 
 @dataclass(frozen=True)
@@ -289,6 +290,10 @@ class RffModel:
     fmap: FourierMap
     linear: engines.LinearModel
 
+    @property
+    def labels(self) -> np.ndarray:
+        return self.linear.labels
+
     def predict(self, X: sp.spmatrix | np.ndarray) -> np.ndarray:
         return self.predict_scored(X)[0]
 
@@ -323,7 +328,7 @@ def run(T: Dataset, V: Dataset, options: RffOptions) -> CheckerResult:
     for mult in options.gamma_multiples:
         fmap = base.with_gamma(mult / median)
         Z = fmap.transform_csr(XT)
-        model, cv = engines.fit_linear(Z, yT, seed=options.seed)
+        model, cv = engines.fit_linear(Z, yT, seed=options.seed, class_weight=options.class_weight)
         del Z
         cv_by_multiple[f"{mult:g}"] = cv
         cv_value = -1.0 if cv is None else cv
@@ -364,6 +369,9 @@ def check(T: Dataset, V: Dataset, ctx: Context) -> CheckerResult:
     """The checker as the pipeline runs it, in a worker process the deadline can stop."""
     ctx.progress("random-Fourier-features checker", None, None)
     options = RffOptions(
-        seed=ctx.seed, memory_limit=ctx.memory_limit, linear_seconds=ctx.baseline.seconds
+        seed=ctx.seed,
+        memory_limit=ctx.memory_limit,
+        linear_seconds=ctx.baseline.seconds,
+        class_weight=ctx.class_weight,
     )
     return run_until(ctx.deadline, run, T, V, options)

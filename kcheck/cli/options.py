@@ -17,10 +17,12 @@ import click
 from kcheck.defaults import (
     CHECKER_NAMES,
     DEFAULT_EXACT,
+    DEFAULT_METRIC,
     DEFAULT_SCALING,
     EPSILON,
     EXACT_MODES,
     MAX_SEED,
+    METRICS,
     MIN_ROWS,
     SCALINGS,
 )
@@ -203,15 +205,34 @@ def jobs_option(what: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]
     )
 
 
+METRIC_HELP = (
+    "What a score is: accuracy; balanced (mean per-class recall, every model trained with "
+    "class weights); auc (two classes)."
+)
+
+
+def metric_option(
+    default: str | None = DEFAULT_METRIC, help: str = METRIC_HELP
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    return click.option(
+        "--metric",
+        type=click.Choice(METRICS),
+        default=default,
+        show_default=default is not None,
+        help=help,
+    )
+
+
 _CHECK_OPTIONS: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
     click.option(
         "--epsilon",
         type=Fraction(),
         default=DEFAULT_EPSILON,
         show_default=True,
-        help="Smallest accuracy gain that makes the kernel worth it, as a fraction "
-        "(0.02 is 2 points).",
+        help="Smallest gain that makes the kernel worth it, as a fraction in the metric's "
+        "units (0.02 is 2 points).",
     ),
+    metric_option(),
     click.option(
         "--checkers",
         type=CheckerList(),
@@ -302,5 +323,6 @@ def check_config(train: str, jobs: int, opts: dict[str, Any], **extra: Any) -> A
         exact=opts["exact"],
         explain=opts["explain"],
         max_rows=opts["max_rows"],
+        metric=opts["metric"],
         **extra,
     ).validated()

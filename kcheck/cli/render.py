@@ -145,11 +145,31 @@ def _status(c: dict[str, Any]) -> str:
     return str(c["status"])
 
 
+#: How the table and the summary name each --metric: (in a header, short header, in a sentence).
+METRIC_WORDS = {
+    "accuracy": ("accuracy", "acc.", "accuracy"),
+    "balanced": ("balanced acc.", "bal.", "balanced accuracy"),
+    "auc": ("AUC", "AUC", "AUC"),
+}
+
+
+def metric_words(v: dict[str, Any]) -> tuple[str, str, str]:
+    """A result's metric in words (results written before ``metric`` existed: accuracy)."""
+    return METRIC_WORDS.get(str(v.get("metric") or "accuracy"), METRIC_WORDS["accuracy"])
+
+
+def _in_metric(v: dict[str, Any]) -> str:
+    """ " of balanced accuracy" after "points" where the metric is not plain accuracy."""
+    metric = v.get("metric") or "accuracy"
+    return "" if metric == "accuracy" else f" of {metric_words(v)[2]}"
+
+
 def verdict_table(v: dict[str, Any], width: int) -> RenderableType:
-    """The check's table: each method's accuracy and gap, never cut, at any ``width``."""
+    """The check's table: each method's score and gap, never cut, at any ``width``."""
+    header, short, _ = metric_words(v)
     columns = [
         Column("method", "method"),
-        Column("accuracy", "acc.", "right"),
+        Column(header, short, "right"),
         Column("gap, pts", "gap", "right"),
         Column("95% CI", "95% CI", "right"),
         Column("parameters", "params", "left", drop=3),
@@ -160,7 +180,7 @@ def verdict_table(v: dict[str, Any], width: int) -> RenderableType:
     rows = [
         [
             "linear",
-            fmt_acc(lin["val_accuracy"]),
+            fmt_acc(lin.get("val_score", lin["val_accuracy"])),
             "",
             "",
             f"C={log2_text(lin['C'])}",
@@ -169,7 +189,7 @@ def verdict_table(v: dict[str, Any], width: int) -> RenderableType:
         ]
     ]
     for name, c in v["checkers"].items():
-        acc = fmt_acc(c["val_accuracy"])
+        acc = fmt_acc(c.get("val_score", c["val_accuracy"]))
         if name == "rbf" and c["val_accuracy"] is not None:
             acc += " CV"
         gap = [pts(c["gap"]), _ci(c)] if c.get("gap") is not None else ["-", ""]
@@ -190,16 +210,17 @@ def verdict_footnote(v: dict[str, Any]) -> str:
     split = v["split"]
     sample = sample_text(v["data"])
     text = (f"{sample} (--max-rows {v['data']['sampling']['max_rows']}); " if sample else "") + (
-        f"accuracy: on the validation split ({split['validation']:,} of "
-        f"{split['train'] + split['validation']:,} rows, the models trained on the rest); "
-        "gap: checker minus linear, in points, with its 95% interval"
+        f"{metric_words(v)[2]}: on the validation split ({split['validation']:,} of "
+        f"{split['train'] + split['validation']:,} rows, the models trained on the rest"
+        + ("" if v.get("class_weights") is None else ", every model class-weighted")
+        + "); gap: checker minus linear, in points, with its 95% interval"
     )
     rbf = v["checkers"].get("rbf")
     if rbf is not None and rbf.get("gap") is not None:
         text += (
             f". rbf, CV: an RBF SVM against linear in {rbf.get('folds', 5)}-fold "
             f"cross-validation on all {rbf.get('rows', 0):,} rows ({rbf.get('repeats', 1)} "
-            f"repeats; linear scored {fmt_acc(rbf.get('linear_accuracy'))} there)"
+            f"repeats; linear's accuracy was {fmt_acc(rbf.get('linear_accuracy'))} there)"
         )
     return text
 
@@ -227,8 +248,8 @@ def verdict_summary(v: dict[str, Any], model_out: str | None = None) -> str:
         lo, hi = (100 * x for x in c["gap_ci95"])
         who = "An RBF SVM" if deciding == "rbf" else NAMES.get(deciding, deciding)
         text = (
-            f"{who} beat linear by {100 * c['gap']:.1f} points{where} (95% CI {lo:.1f} to "
-            f"{hi:.1f}; epsilon is {eps:g} points)"
+            f"{who} beat linear by {100 * c['gap']:.1f} points{_in_metric(v)}{where} (95% CI "
+            f"{lo:.1f} to {hi:.1f}; epsilon is {eps:g} points)"
         )
         if v["margin"] == "clear":
             win = "the kernel is worth it" if deciding == "rbf" else "an RBF SVM should win"
@@ -247,12 +268,12 @@ def verdict_summary(v: dict[str, Any], model_out: str | None = None) -> str:
     )
     if "rbf" in pool:
         text = (
-            f"An RBF SVM came within {pts(pool['rbf']['gap'])} points of linear in "
-            f"cross-validation on all rows (95% CI {_ci(pool['rbf'])}), short of the "
+            f"An RBF SVM came within {pts(pool['rbf']['gap'])} points{_in_metric(v)} of "
+            f"linear in cross-validation on all rows (95% CI {_ci(pool['rbf'])}), short of the "
             f"{eps:g} the kernel needs"
         )
     else:
-        text = f"No checker beat linear by {eps:g} points; the closest: {closest}"
+        text = f"No checker beat linear by {eps:g} points{_in_metric(v)}; the closest: {closest}"
     if v["margin"] == "clear":
         return text + f". A linear model is enough here. Next: {train}."
     missing = [NAMES.get(n, n) for n, c in v["checkers"].items() if c.get("gap") is None]
@@ -351,9 +372,11 @@ def batch_caption(lines: list[dict[str, Any]], wall: float) -> str:
 
 def verify_table(v: dict[str, Any], width: int) -> RenderableType:
     test = v.get("test")
-    columns = [Column("model", "model"), Column("CV accuracy", "CV acc.", "right")]
+    header, short, _ = metric_words(v)
+    columns = [Column(f"CV {header}", f"CV {short}", "right")]
+    columns.insert(0, Column("model", "model"))
     if test:
-        columns.append(Column("test accuracy", "test acc.", "right"))
+        columns.append(Column(f"test {header}", f"test {short}", "right"))
     columns += [
         Column("parameters", "params"),
         Column("grid", "grid", "right", drop=2),
@@ -370,9 +393,9 @@ def verify_table(v: dict[str, Any], width: int) -> RenderableType:
             f"{rbf['grid_points']} points",
         ),
     ):
-        cells = [name, fmt_acc(r["cv_accuracy"])]
+        cells = [name, fmt_acc(r.get("cv_score", r["cv_accuracy"]))]
         if test:
-            cells.append(fmt_acc(r["test_accuracy"]))
+            cells.append(fmt_acc(r.get("test_score", r["test_accuracy"])))
         rows.append([*cells, params, grid, f"{r['seconds']:.2f}"])
     return fit_table(columns, rows, width)
 
@@ -381,7 +404,8 @@ def verify_summary(v: dict[str, Any]) -> str:
     lo, hi = (100 * x for x in v["gap_ci95"])
     sample = sample_text(v["data"])
     text = (f"{sample}: " if sample else "") + (
-        f"gap (RBF minus linear, cross-validated): {100 * v['gap']:+.2f} points (95% CI "
+        f"gap (RBF minus linear, cross-validated): {100 * v['gap']:+.2f} points"
+        f"{_in_metric(v)} (95% CI "
         f"{lo:+.1f} to {hi:+.1f}) -> verdict {v['verdict']}, {v['margin']} (the bar is "
         f"{100 * v['epsilon']:g} points)"
     )

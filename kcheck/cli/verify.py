@@ -15,6 +15,7 @@ from kcheck.cli.options import (
     Fraction,
     MaxRows,
     jobs_option,
+    metric_option,
     output_option,
     quiet_option,
 )
@@ -60,6 +61,11 @@ from kcheck.defaults import SCALINGS
     default=None,
     help="Gap that means 'kernel' [default: the --check-json's, else 0.02].",
 )
+@metric_option(
+    default=None,
+    help="What a score is: accuracy, balanced (class-weighted models) or auc (two classes) "
+    "[default: the --check-json's, else accuracy].",
+)
 @click.option(
     "--check-json",
     type=str,
@@ -79,6 +85,7 @@ def verify(
     scaling: str | None,
     seed: int | None,
     epsilon: float | None,
+    metric: str | None,
     check_json: str | None,
     zero_based: bool,
     as_json: bool,
@@ -105,6 +112,7 @@ def verify(
         scaling=scaling,
         seed=seed,
         epsilon=epsilon,
+        metric=metric,
         check_json=check_json,
         zero_based=zero_based,
     ).validated()

@@ -1,0 +1,136 @@
+"""What a method's score is: plain accuracy, balanced accuracy or AUC (``--metric``).
+
+One :class:`Scoring` per run, made from T's labels, tells every model how to train (class
+weights, LIBLINEAR's and LIBSVM's ``-wi``) and turns per-point results into a score and a paired
+gap with its 95% interval. The rule (:func:`kcheck.verdict.decide`) never sees the metric:
+epsilon is read in the metric's own units.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from kcheck import metrics
+from kcheck.defaults import DEFAULT_METRIC, METRICS
+from kcheck.errors import KcheckError
+from kcheck.verdict import Gap, paired_gap
+
+#: Per-class multipliers of C: ((label, weight), ...), as the engines take them.
+ClassWeight = tuple[tuple[float, float], ...]
+
+
+@dataclass(frozen=True)
+class PointResults:
+    """One model on a set of points: 1/0 (or a fraction of repeats) right, and for two classes
+    each point's score for the larger label (decision value or probability), where it has one."""
+
+    correct: np.ndarray
+    scores: np.ndarray | None = None
+
+
+@dataclass(frozen=True)
+class Scoring:
+    """The metric of a run and the class weights its models train with.
+
+    ``classes`` are the label values as the models see them (sorted); ``class_weight`` is None
+    under ``accuracy``: the models are trained exactly as before.
+    """
+
+    metric: str = DEFAULT_METRIC
+    classes: tuple[float, ...] = ()
+    class_weight: ClassWeight | None = None
+
+    @classmethod
+    def for_training(cls, metric: str, y: np.ndarray, classes: np.ndarray) -> Scoring:
+        """Weights n / (k n_c) from the training labels ``y`` (global: every cluster, fold
+        and subsample of this run uses the same ones)."""
+        validate_metric(metric, int(np.asarray(classes).size))
+        values = tuple(float(c) for c in np.sort(np.asarray(classes, dtype=np.float64)))
+        if metric == "accuracy":
+            return cls(metric, values, None)
+        codes = np.searchsorted(np.asarray(values), np.asarray(y, dtype=np.float64))
+        w = metrics.class_weights(codes, len(values))
+        weight = tuple((v, float(w[i])) for i, v in enumerate(values) if w[i] > 0)
+        return cls(metric, values, weight)
+
+    @property
+    def weighted(self) -> bool:
+        return self.class_weight is not None
+
+    @property
+    def needs_scores(self) -> bool:
+        """Whether every model must give per-point scores (AUC ranks them)."""
+        return self.metric == "auc"
+
+    @property
+    def positive(self) -> float:
+        """The label AUC calls positive: the larger one (AUC is symmetric, so only the
+        direction of the scores depends on it)."""
+        return self.classes[-1] if self.classes else 1.0
+
+    def value(self, y: np.ndarray, r: PointResults) -> float:
+        """The metric of one model on points with labels ``y``."""
+        if self.metric == "auc":
+            return float(metrics.auc(self._positive_mask(y), self._scores(r)))
+        if self.metric == "balanced":
+            w = self._point_weights(y)
+            return float(np.sum(w * np.asarray(r.correct, dtype=np.float64)) / np.sum(w))
+        c = np.asarray(r.correct, dtype=np.float64)
+        return float(c.mean()) if c.size else float("nan")
+
+    def gap(self, y: np.ndarray, checker: PointResults, linear: PointResults) -> Gap:
+        """Metric(checker) - metric(linear) on the same points, with its paired 95% interval:
+        per-point differences (weighted 1/(k n_c) for balanced accuracy), or DeLong's
+        interval for the difference of two correlated AUCs."""
+        if self.metric == "auc":
+            d, (low, high) = metrics.auc_gap(
+                self._positive_mask(y), self._scores(checker), self._scores(linear)
+            )
+            return Gap(d, low, high)
+        weights = self._point_weights(y) if self.metric == "balanced" else None
+        return paired_gap(checker.correct, linear.correct, weights=weights)
+
+    def _point_weights(self, y: np.ndarray) -> np.ndarray:
+        codes = np.searchsorted(np.asarray(self.classes), np.asarray(y, dtype=np.float64))
+        return np.asarray(metrics.point_weights(codes, len(self.classes)), dtype=np.float64)
+
+    def _positive_mask(self, y: np.ndarray) -> np.ndarray:
+        return np.asarray(np.asarray(y) == self.positive, dtype=bool)
+
+    def _scores(self, r: PointResults) -> np.ndarray:
+        if r.scores is None:
+            raise KcheckError("this model gives no scores to rank, so it has no AUC")
+        return np.asarray(r.scores, dtype=np.float64)
+
+
+ACCURACY = Scoring()
+
+
+def validate_metric(metric: str, n_classes: int | None = None) -> None:
+    """``--metric`` is one of METRICS; AUC is defined here for two classes only."""
+    if metric not in METRICS:
+        raise KcheckError(f"--metric must be one of {', '.join(METRICS)}, got {metric!r}")
+    if metric == "auc" and n_classes is not None and n_classes != 2:
+        raise KcheckError(
+            f"--metric auc needs two classes, and the data has {n_classes}; use --metric "
+            "balanced for more than two"
+        )
+
+
+def positive_scores(labels: np.ndarray, dec: np.ndarray | None) -> np.ndarray | None:
+    """Decision values for the larger of two labels, whatever order the library kept them in.
+
+    LIBLINEAR's (and LIBSVM's) single decision value for two classes means ``labels[0]``, the
+    label met first in training; AUC needs one direction for every model. None for more than
+    two classes or no decision values.
+    """
+    if dec is None:
+        return None
+    labels = np.asarray(labels)
+    d = np.asarray(dec, dtype=np.float64)
+    if labels.size != 2 or (d.ndim == 2 and d.shape[1] != 1):
+        return None
+    d = d.reshape(-1)
+    return d if labels[0] > labels[1] else -d
