@@ -1013,7 +1013,7 @@ def _run_table(db: dict[str, Any], run: dict[str, Any]) -> list[str]:
             r = per.get(m)
             ref = cases[name]["metrics"][m]["label"] if name in cases else "unclear"
             if r is None:
-                row += ["", "", ""] + ([""] if m != "accuracy" else [])
+                row += [_l(ref), "not run", ""] + ([""] if m != "accuracy" else [])
                 continue
             if "error" in r:
                 row += [_l(ref), r["error"], ""] + ([""] if m != "accuracy" else [])
