@@ -3,7 +3,7 @@
 kcheck's verdicts (issue 16).
 
 Usage:
-    python scripts/metric_bench.py generate OUTDIR
+    python scripts/metric_bench.py generate OUTDIR [--shared ../shared/datasets]
     python scripts/metric_bench.py reference OUTDIR -o scripts/results/metric_reference.json
     python scripts/metric_bench.py csearch OUTDIR --ref scripts/results/metric_reference.json
     python scripts/metric_bench.py report --ref scripts/results/metric_reference.json
