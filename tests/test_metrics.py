@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.optimize import minimize
 from sklearn.metrics import balanced_accuracy_score, roc_auc_score
+from sklearn.utils.class_weight import compute_class_weight
 
 from kcheck import metrics
 from kcheck.errors import KcheckError
@@ -76,6 +77,9 @@ def test_point_weights_give_balanced_accuracy(seed: int, n: int, n_classes: int)
     cw = metrics.class_weights(y, n_classes)
     assert cw[y] == pytest.approx(w * n)
     assert np.all(cw[np.bincount(y, minlength=n_classes) == 0] == 0.0)
+    # scikit-learn's class_weight="balanced" is the same rule.
+    present = np.unique(y)
+    assert cw[present] == pytest.approx(compute_class_weight("balanced", classes=present, y=y))
 
 
 # ---------------------------------------------------------------------------------------- AUC
