@@ -11,9 +11,11 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 from conftest import require_tool
 from sklearn.metrics import balanced_accuracy_score, roc_auc_score
 from test_schema import assert_valid
@@ -23,6 +25,7 @@ from kcheck.checkers import multilinear
 from kcheck.data import read_libsvm
 from kcheck.errors import KcheckError
 from kcheck.scoring import Scoring, positive_scores
+from kcheck.split import stratified_folds
 
 DATA = Path(__file__).resolve().parent.parent / "datasets"
 
@@ -299,3 +302,38 @@ def test_scoring_weights_every_class_present() -> None:
     assert s.class_weight is not None and 2.0 not in dict(s.class_weight)
     with pytest.raises(KcheckError, match="two classes"):
         Scoring.for_training("auc", y, np.array([0.0, 1.0, 2.0]))
+
+
+def _cold_cv_balanced(X: sp.csr_matrix, y: np.ndarray, C: float, weight: Any) -> float:
+    """Balanced accuracy of 5-fold stratified CV at one C, every fold trained from scratch."""
+    fold = stratified_folds(y, 5, 0, 0)
+    predicted = np.zeros(y.size)
+    for k in range(5):
+        train, test = fold != k, fold == k
+        model, _ = engines.fit_linear(X[train], y[train], seed=0, C=C, class_weight=weight)
+        predicted[test] = model.predict(X[test])
+    return metrics.balanced_accuracy(y, predicted)
+
+
+def test_the_weighted_c_search_maximises_cv_balanced_accuracy() -> None:
+    # A linear rule with 3% positives and label noise: -C tunes the weighted model for plain
+    # accuracy, the balanced search for balanced accuracy, on the same grid of C.
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(1500, 8))
+    score = X @ rng.normal(size=8) + rng.normal(scale=1.5, size=1500)
+    y = np.where(score > np.quantile(score, 0.97), 1.0, -1.0)
+    Xs = sp.csr_matrix(X / np.abs(X).max(axis=0))
+    weight = Scoring.for_training("balanced", y, np.array([-1.0, 1.0])).class_weight
+    assert weight is not None
+    problem = engines.Problem.from_data(Xs, y, weight)
+    C_bal, _ = engines.search_C_balanced(problem, Xs, weight, seed=0)
+    C_acc, _ = engines.search_C(problem, seed=0)
+    grid = [engines.start_C(Xs, y.size) * 2.0**i for i in range(40)]
+    grid = [c for c in grid if c <= engines.MAX_SEARCH_C]
+    assert C_bal in grid and C_acc in grid
+    cold = {c: _cold_cv_balanced(Xs, y, c, weight) for c in grid}
+    assert cold[C_bal] >= max(cold.values()) - 0.005
+    assert cold[C_bal] >= cold[C_acc]
+    # fit_linear takes this search whenever it trains a weighted model without a given C.
+    model, _ = engines.fit_linear(Xs, y, seed=0, class_weight=weight)
+    assert model.C == C_bal
