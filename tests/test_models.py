@@ -354,7 +354,15 @@ def test_verify_json_and_determinism_across_jobs(tmp_path):
     assert v["schema_version"] == 2 and v["kind"] == "verify" and v["kcheck_version"]
     assert v["data"]["rows"] == v["data"]["cv_rows"] == 862
     assert v["scaling"]["method"] == "maxabs"
-    assert set(v["linear"]) == {"cv_accuracy", "C", "seconds", "test_accuracy"}
+    assert set(v["linear"]) == {
+        "cv_score",
+        "cv_accuracy",
+        "C",
+        "seconds",
+        "test_accuracy",
+        "test_score",
+    }
+    assert v["metric"] == "accuracy" and v["linear"]["cv_score"] == v["linear"]["cv_accuracy"]
     assert set(v["rbf"]) >= {"cv_accuracy", "C", "gamma", "grid_points", "seconds", "test_accuracy"}
     assert v["rbf"]["grid_points"] == 110
     assert v["gap"] == pytest.approx(v["rbf"]["cv_accuracy"] - v["linear"]["cv_accuracy"], abs=2e-6)
