@@ -11,11 +11,13 @@ import pytest
 import scipy.sparse as sp
 from conftest import DATASETS, ROOT
 from runner import run_kcheck
+from test_schema import assert_valid
 
 from kcheck import engines, explain
 from kcheck.checkers import degree2
 from kcheck.checkers.base import Dataset
 from kcheck.pipeline import CheckConfig, run
+from kcheck.split import stratified_subsample
 from kcheck.verdict import paired_gap
 
 
@@ -90,6 +92,28 @@ def check_json(tmp_path: Path, **config: object) -> tuple[dict, object]:
     return report.json, report
 
 
+def assert_recovered_as_trained_here(ex: dict, report: object, keep: np.ndarray) -> None:
+    """Linear + top-k trained directly on rows ``keep`` of T (its columns, then the products,
+    degree-2's C) and scored on all of V give the JSON's numbers."""
+    T, V = report.T, report.V  # type: ignore[attr-defined]
+    pairs = [(a - 1, b - 1) for a, b in (t["features"] for t in ex["terms"])]
+    base = report.results["linear"]  # type: ignore[attr-defined]
+    XT = T.X[keep].toarray()
+    for r in ex["recovered"]:
+        k = r["k"]
+        cols = [XT] + [XT[:, [i]] * XT[:, [j]] for i, j in pairs[:k]]
+        vcols = [V.X.toarray()] + [
+            V.X[:, [i]].toarray() * V.X[:, [j]].toarray() for i, j in pairs[:k]
+        ]
+        m, _ = engines.fit_linear(np.hstack(cols), T.y[keep], seed=0, C=ex["C"])
+        correct = m.predict(np.hstack(vcols)) == V.y
+        assert correct.size == V.rows
+        gap = paired_gap(correct, base.correct)
+        assert r["val_accuracy"] == pytest.approx(correct.mean(), abs=1e-6)
+        assert r["gap"] == pytest.approx(gap.value, abs=1e-6)
+        assert r["gap_ci95"] == pytest.approx([gap.low, gap.high], abs=1e-6)
+
+
 def test_recovered_matches_models_trained_here(tmp_path: Path) -> None:
     X, y = xor_data()
     path = write_svm(tmp_path / "xor.svm", X, y)
@@ -99,24 +123,8 @@ def test_recovered_matches_models_trained_here(tmp_path: Path) -> None:
     assert ex["terms"][0]["features"] == [3, 5]
     assert [r["k"] for r in ex["recovered"]] == list(explain.KS)
     assert ex["C"] == v["checkers"]["degree2"]["C"]
-    # Linear + top-k trained directly: T's columns, then the products, C of degree-2.
-    T, V = report.T, report.V
-    pairs = [(a - 1, b - 1) for a, b in (t["features"] for t in ex["terms"])]
-    base = report.results["linear"]
-    for r in ex["recovered"]:
-        k = r["k"]
-        cols = [T.X.toarray()] + [
-            T.X[:, [i]].toarray() * T.X[:, [j]].toarray() for i, j in pairs[:k]
-        ]
-        vcols = [V.X.toarray()] + [
-            V.X[:, [i]].toarray() * V.X[:, [j]].toarray() for i, j in pairs[:k]
-        ]
-        m, _ = engines.fit_linear(np.hstack(cols), T.y, seed=0, C=ex["C"])
-        correct = m.predict(np.hstack(vcols)) == V.y
-        gap = paired_gap(correct, base.correct)
-        assert r["val_accuracy"] == pytest.approx(correct.mean(), abs=1e-6)
-        assert r["gap"] == pytest.approx(gap.value, abs=1e-6)
-        assert r["gap_ci95"] == pytest.approx([gap.low, gap.high], abs=1e-6)
+    assert ex["rows"] == ex["train_rows"] == report.T.rows == 1500
+    assert_recovered_as_trained_here(ex, report, np.arange(report.T.rows))
     # One product recovers the degree-2 gain; the verdict is degree-2's, unchanged by explain.
     assert ex["recovered"][0]["val_accuracy"] > v["linear"]["val_accuracy"] + 0.3
     plain, _ = check_json(tmp_path, train=str(path), checkers=("degree2",))
@@ -130,6 +138,28 @@ def test_recovered_matches_models_trained_here(tmp_path: Path) -> None:
     assert untimed[0] == untimed[1]
     sentence = explain.explain_sentence(v)
     assert sentence is not None and sentence.startswith("most of the nonlinearity is in x3·x5")
+
+
+def test_a_large_t_trains_the_k_models_on_a_bounded_subsample(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Above MAX_TRAIN_ROWS (lowered here to 500 of T's 1,500 rows) the linear + k models train
+    on a stratified subsample; the importances stay on degree-2's rows and V stays whole."""
+    monkeypatch.setattr(explain, "MAX_TRAIN_ROWS", 500)
+    X, y = xor_data()
+    path = write_svm(tmp_path / "xor.svm", X, y)
+    v, report = check_json(tmp_path, train=str(path), explain=True, checkers=("degree2",))
+    ex = v["explain"]
+    keep = stratified_subsample(report.T.y, 500, seed=v["seed"])
+    assert ex["rows"] == report.T.rows == 1500
+    assert ex["train_rows"] == keep.size == 500
+    assert ex["terms"][0]["features"] == [3, 5]
+    assert_recovered_as_trained_here(ex, report, keep)
+    # 500 rows are plenty for one product: it still carries degree-2's gain.
+    assert ex["recovered"][0]["val_accuracy"] > v["linear"]["val_accuracy"] + 0.3
+    sentence = explain.explain_sentence(v)
+    assert sentence is not None and "trained on 500 of 1,500 rows of T" in sentence
+    assert_valid("check.schema.json", v)
 
 
 def test_zero_based_indices_follow_the_file(tmp_path: Path) -> None:
