@@ -13,7 +13,7 @@ import dataclasses
 import functools
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -35,11 +35,13 @@ from kcheck.defaults import (
 from kcheck.errors import KcheckError, TimeLimitReached, recorded_warnings
 from kcheck.memory import checker_budget, default_memory_limit
 from kcheck.prepare import (
+    BlockPredictor,
     Prepared,
-    Scored,
+    Tested,
+    TestFile,
+    open_test,
     parse_max_rows,
     prepare,
-    read_scored,
     unseen_warnings,
 )
 from kcheck.result import CheckResult
@@ -174,7 +176,7 @@ def run(config: CheckConfig, progress: Progress | None = None) -> CheckReport:
         test = None
         if config.test is not None:
             report("reading " + config.test, None, None)
-            test = read_scored(
+            test = open_test(
                 config.test, data, memory_limit=config.memory_limit, zero_based=config.zero_based
             )
     train_idx, val_idx = stratified_split(data.y, seed=config.seed)
@@ -199,7 +201,7 @@ def run(config: CheckConfig, progress: Progress | None = None) -> CheckReport:
     results.update(_run_checkers(config.checkers, T, V, ctx, decided=rbf is not None))
 
     decision, gaps, cut_short = _decide(config, results)
-    test_json = _score_test(test, results, report) if test is not None else None
+    tested = _score_test(test, results, report) if test is not None else None
     explained = _explain(config, T, V, results, deadline, report) if config.explain else None
     result = CheckResult(
         decision=decision,
@@ -211,7 +213,7 @@ def run(config: CheckConfig, progress: Progress | None = None) -> CheckReport:
         baseline=base,
         checkers={n: (results[n], gaps.get(n)) for n in (*config.checkers, "rbf") if n in results},
         exact=exact_json,
-        test=test_json,
+        test=None if tested is None else tested.to_json(),
         warnings=[*cut_short, *_sanity_warnings(results), *unseen_warnings(test), *read_notes],
         read_seconds=data.read_seconds,
         started=t_start,
@@ -287,25 +289,25 @@ def _explain(
     )
 
 
-def _score_test(
-    test: Scored, results: dict[str, CheckerResult], report: Progress
-) -> dict[str, Any]:
-    """Accuracy on the test file of every model trained on T (same scaling as training)."""
+def _score_test(test: TestFile, results: dict[str, CheckerResult], report: Progress) -> Tested:
+    """Every model trained on T, scored on the test file block by block (scaled as training).
+
+    Keeps each model's per-row predicted classes and, where it has them, decision values.
+    """
     report("scoring " + test.path, None, None)
     t0 = time.perf_counter()
-    accuracy: dict[str, float | None] = {}
-    for name, r in results.items():
-        if r.predict is None or not test.rows:
-            accuracy[name] = None
-            continue
-        accuracy[name] = float(np.mean(r.predict(test.X) == test.y))
-    return {
-        "path": test.path,
-        "sha256": test.sha256,
-        "rows": test.rows,
-        "seconds": time.perf_counter() - t0,
-        "accuracy": accuracy,
-    }
+
+    def scored(r: CheckerResult) -> BlockPredictor | None:
+        predict = r.predict
+        if predict is None:
+            return None
+        with_scores = getattr(getattr(predict, "__self__", None), "predict_scored", None)
+        if with_scores is not None:
+            return cast(BlockPredictor, with_scores)
+        return lambda X: (predict(X), None)
+
+    predictions = test.predict({name: scored(r) for name, r in results.items()})
+    return Tested(test, predictions, time.perf_counter() - t0)
 
 
 def _cut_short(

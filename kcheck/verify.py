@@ -12,10 +12,12 @@ import dataclasses
 import json
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 
 from kcheck import engines
 from kcheck.defaults import (
@@ -31,7 +33,7 @@ from kcheck.defaults import (
 )
 from kcheck.errors import KcheckError, recorded_warnings
 from kcheck.memory import default_memory_limit
-from kcheck.prepare import Scored, parse_max_rows, prepare, read_scored, unseen_warnings
+from kcheck.prepare import TestFile, open_test, parse_max_rows, prepare, unseen_warnings
 from kcheck.rbf_search import GRID, Grid, rbf_grid_search
 from kcheck.result import VerifyResult
 from kcheck.verdict import READABLE_CHECK_SCHEMAS, decide, paired_gap
@@ -110,7 +112,7 @@ def run(config: VerifyConfig, progress: Progress | None = None) -> VerifyResult:
         test = None
         if config.test is not None:
             report("reading " + config.test, None, None)
-            test = read_scored(
+            test = open_test(
                 config.test, data, memory_limit=memory_limit, zero_based=config.zero_based
             )
     Xc, yc = engines.as_binding_csr(data.X), data.y
@@ -140,12 +142,12 @@ def run(config: VerifyConfig, progress: Progress | None = None) -> VerifyResult:
     if test is not None:
         report("linear model: training on all rows", None, None)
         t0 = time.perf_counter()
-        lin_test = _accuracy(lin_model.predict(test.X), test)
+        lin_test = _accuracy(lin_model.predict, test)
         lin_seconds += time.perf_counter() - t0
         report("RBF model: training on all rows", None, None)
         t0 = time.perf_counter()
         rbf_model = engines.train_rbf(engines.SvmProblem.from_data(Xc, yc), found.C, found.gamma)
-        rbf_test = _accuracy(rbf_model.predict(test.X), test)
+        rbf_test = _accuracy(rbf_model.predict, test)
         rbf_seconds += time.perf_counter() - t0
 
     gap = paired_gap(rbf_correct, lin_correct)
@@ -252,8 +254,9 @@ def _from_check(option: str, explicit: Any, recorded: Any, default: Any, path: s
     return recorded
 
 
-def _accuracy(predicted: np.ndarray, test: Scored) -> float | None:
-    return float(np.mean(predicted == test.y)) if test.rows else None
+def _accuracy(predict: Callable[[sp.csr_matrix], np.ndarray], test: TestFile) -> float | None:
+    """Accuracy on the test file, predicted block by block (it need not fit in memory)."""
+    return test.accuracy(test.predict({"model": lambda X: (predict(X), None)})["model"])
 
 
 def verify(config: VerifyConfig, progress: Progress | None = None) -> dict[str, Any]:
