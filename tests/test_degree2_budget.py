@@ -8,7 +8,7 @@ import scipy.sparse as sp
 from kcheck import budget
 from kcheck.checkers import degree2
 from kcheck.checkers.base import Dataset
-from kcheck.checkers.degree2 import COST_FACTOR, MIN_COST_NNZ, cost_budget
+from kcheck.checkers.degree2 import COST_FACTOR, LARGE_COST_FACTOR, MIN_COST_NNZ, cost_budget
 
 
 def test_below_large_data_the_budget_is_a_third_of_the_values() -> None:
@@ -26,6 +26,21 @@ def test_large_data_gets_half_the_share_and_the_budget_never_falls() -> None:
     budgets = np.array([cost_budget(int(n)) for n in grid])
     assert np.all(np.diff(budgets) >= 0)
     assert np.all(budgets <= np.maximum(COST_FACTOR * grid, MIN_COST_NNZ) + 1)
+
+
+def test_the_smaller_share_does_not_skip_the_checker() -> None:
+    """Webspam-like rows (84 values, 3,654 expanded): where a third of T affords the 1,000 rows
+    below which degree-2 is skipped, the budget keeps them."""
+    row = 84 + 84 * 85 // 2
+    for rows_t in (150_000, 200_000, 260_000):
+        nnz = 84 * rows_t
+        assert int(COST_FACTOR * nnz) >= degree2.MIN_ROWS * row  # the full share runs it
+        assert LARGE_COST_FACTOR * nnz < degree2.MIN_ROWS * row  # half would not
+        assert cost_budget(nnz, row) == degree2.MIN_ROWS * row
+    # Where even the full share cannot afford them, nothing is added: it is skipped as before.
+    assert cost_budget(84 * 100_000, row) == cost_budget(84 * 100_000) == 84 * 100_000 // 6
+    # Without a row size, or with small rows, the share alone counts.
+    assert cost_budget(5_229_108, 90.0) == cost_budget(5_229_108) == int(5_229_108 / 6)
 
 
 def test_the_threshold_is_a_binary_baseline_of_five_counted_seconds() -> None:

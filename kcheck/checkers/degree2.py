@@ -55,13 +55,17 @@ LARGE_COST_FACTOR = COST_FACTOR / 2
 FREE_NNZ = 300_000
 
 
-def cost_budget(nnz: int) -> int:
+def cost_budget(nnz: int, row_nnz: float = 0.0) -> int:
     """Degree-2's cost budget, in expanded values, for T's ``nnz`` stored values.
 
     COST_FACTOR x nnz up to large data, LARGE_COST_FACTOR x nnz beyond, and never less than
-    at the threshold: the budget grows with the data, without a step down where it turns large.
+    at the threshold: the budget grows with the data, without a step down where it turns
+    large. Nor does the smaller share skip the checker: where the full share affords MIN_ROWS
+    rows of ``row_nnz`` expanded values each, the budget keeps them.
     """
     share = max(COST_FACTOR * min(nnz, budget.LARGE_NNZ), LARGE_COST_FACTOR * nnz)
+    if COST_FACTOR * nnz >= MIN_ROWS * row_nnz:
+        share = max(share, MIN_ROWS * row_nnz)
     return int(max(share, MIN_COST_NNZ))
 
 
@@ -348,10 +352,11 @@ def check(T: Dataset, V: Dataset, ctx: Context) -> CheckerResult:
     floor of counted work on small data, and (under ``--time-limit``) the time left, in a
     worker process that the deadline can stop."""
     ctx.progress("degree-2 checker", None, None)
+    per_row = row_expanded_nnz(T.X)
     options = Degree2Options(
         seed=ctx.seed,
         memory_limit=ctx.memory_limit,
-        max_cost_nnz=cost_budget(int(T.X.nnz)),
+        max_cost_nnz=cost_budget(int(T.X.nnz), float(per_row.mean()) if per_row.size else 0.0),
         time_budget=ctx.seconds_left(),
         seconds_per_nnz=ctx.baseline.seconds / max(T.X.nnz, 1),
         floor_seconds=ctx.floor_seconds,
