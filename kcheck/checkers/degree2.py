@@ -45,29 +45,9 @@ TIME_PER_NNZ_RATIO = 3.0
 #: MIN_COST_NNZ. A count rather than a clock keeps the JSON the same from run to run.
 COST_FACTOR = 1.0 / TIME_PER_NNZ_RATIO
 MIN_COST_NNZ = 100_000
-#: On large data (budget.LARGE_NNZ values in T and more) the check's target is 1.5x the linear
-#: baseline. MultiLinear takes about 0.25x there and degree-2's fixed part (the subsample's
-#: linear reference, expanding and scoring V) about 0.05x, which leaves 0.2x for the C search
-#: on the expansion; that costs about 1.5x the baseline per value (1.48 on the covtype-like
-#: set, 1.3 by the calibration medians), so 0.2 / 1.5 of T's values, rounded down to an eighth.
-LARGE_COST_FACTOR = 1.0 / 8
 #: An expansion this small runs in full whatever the budget: it takes well under a second, and
 #: on small data the linear baseline's time is too short to scale a budget from.
 FREE_NNZ = 300_000
-
-
-def cost_budget(nnz: int, row_nnz: float = 0.0) -> int:
-    """Degree-2's cost budget, in expanded values, for T's ``nnz`` stored values.
-
-    COST_FACTOR x nnz up to large data, LARGE_COST_FACTOR x nnz beyond, and never less than
-    at the threshold: the budget grows with the data, without a step down where it turns
-    large. Nor does the smaller share skip the checker: where the full share affords MIN_ROWS
-    rows of ``row_nnz`` expanded values each, the budget keeps them.
-    """
-    share = max(COST_FACTOR * min(nnz, budget.LARGE_NNZ), LARGE_COST_FACTOR * nnz)
-    if COST_FACTOR * nnz >= MIN_ROWS * row_nnz:
-        share = max(share, MIN_ROWS * row_nnz)
-    return int(max(share, MIN_COST_NNZ))
 
 
 def expanded_dimension(n: int) -> int:
@@ -353,11 +333,10 @@ def check(T: Dataset, V: Dataset, ctx: Context) -> CheckerResult:
     floor of counted work on small data, and (under ``--time-limit``) the time left, in a
     worker process that the deadline can stop."""
     ctx.progress("degree-2 checker", None, None)
-    per_row = row_expanded_nnz(T.X)
     options = Degree2Options(
         seed=ctx.seed,
         memory_limit=ctx.memory_limit,
-        max_cost_nnz=cost_budget(int(T.X.nnz), float(per_row.mean()) if per_row.size else 0.0),
+        max_cost_nnz=int(max(COST_FACTOR * T.X.nnz, MIN_COST_NNZ)),
         time_budget=ctx.seconds_left(),
         seconds_per_nnz=ctx.baseline.seconds / max(T.X.nnz, 1),
         floor_seconds=ctx.floor_seconds,
