@@ -37,15 +37,25 @@ import numpy as np
 import numpy.typing as npt
 import scipy.sparse as sp
 
-from kcheck._parse import MAX_INDEX, CsrBuilder, Part, TooLarge, fast_chunk, keep_scratch_memory
+from kcheck._parse import (
+    _BYTES_PER_VALUE,
+    MAX_INDEX,
+    CsrBuilder,
+    Part,
+    TooLarge,
+    fast_chunk,
+    keep_scratch_memory,
+)
 from kcheck.atomic import atomic_open
 from kcheck.errors import DataFormatError, KcheckError, KcheckWarning
 from kcheck.memory import line_too_long, max_line_bytes
 from kcheck.reservoir import StratifiedReservoir
 
 __all__ = [
+    "LibsvmBlocks",
     "Sample",
     "content_sha256",
+    "dropped_warning",
     "label_repr",
     "read_libsvm",
     "sample_libsvm",
@@ -398,12 +408,13 @@ def read_libsvm(
     if out.rows == 0:
         raise DataFormatError(name, None, "expected data rows, got none (empty file?)")
     if out.dropped:
-        warnings.warn(
-            f"{name}: dropped {out.dropped} value(s) with an index above n_features={n_features}",
-            KcheckWarning,
-            stacklevel=2,
-        )
+        warnings.warn(dropped_warning(name, out.dropped, n_features), KcheckWarning, stacklevel=2)
     return out.finish()
+
+
+def dropped_warning(name: str, dropped: int, n_features: int | None) -> str:
+    """The warning for values beyond ``n_features`` that a reader dropped."""
+    return f"{name}: dropped {dropped} value(s) with an index above n_features={n_features}"
 
 
 class _Sink(Protocol):
@@ -431,14 +442,9 @@ def _stream(
         out = make_sink(size_hint)
         line = 1
         try:
-            for text in _line_chunks(f, name, max_line, digest):
-                part = fast_chunk(text, zero_based)
-                if part is None:
-                    part = _slow_chunk(text, line, name, zero_based)
+            for part in _parts(f, name, zero_based, max_line, digest):
                 out.add(part)
                 line += part.nlines
-        except _LineTooLong:
-            raise line_too_long(name, line, max_line) from None
         except TooLarge:
             assert max_csr_bytes is not None
             if max_csr_bytes <= 0:
@@ -458,9 +464,86 @@ def _stream(
                 f"{max_csr_bytes / 2**20:,.1f} MB in memory, more than the memory limit "
                 "allows a check (about 3x the data's size plus 64 MB; see --memory-limit)"
             ) from None
-        except DataFormatError:
-            _check_stream(f, name)  # garbage from a corrupt archive: say that instead
-            raise
+
+
+def _parts(f: BinaryIO, name: str, zero_based: bool, max_line: int, digest: Any) -> Iterator[Part]:
+    """The parsed chunks of an open file, in order; a bad line raises DataFormatError."""
+    line = 1
+    try:
+        for text in _line_chunks(f, name, max_line, digest):
+            part = fast_chunk(text, zero_based)
+            if part is None:
+                part = _slow_chunk(text, line, name, zero_based)
+            yield part
+            line += part.nlines
+    except _LineTooLong:
+        raise line_too_long(name, line, max_line) from None
+    except DataFormatError:
+        _check_stream(f, name)  # garbage from a corrupt archive: say that instead
+        raise
+
+
+class LibsvmBlocks:
+    """A LIBSVM file read as successive blocks of whole rows, each ``(y, X)`` in file order.
+
+    A file too big for memory can still be scored: a block holds about ``block_bytes`` of CSR
+    values (one parsed chunk more at most) and at most ``block_rows`` rows, and X is always
+    ``n_features`` wide (larger indices are dropped and counted in ``dropped``). Every
+    iteration reads the file anew; once one has ended, ``rows``, ``dropped`` and ``sha256``
+    (of the decompressed content, as :func:`content_sha256`) describe the file it read.
+    Standard input can be read only once.
+    """
+
+    def __init__(
+        self,
+        path: PathArg,
+        *,
+        n_features: int,
+        zero_based: bool = False,
+        memory_limit: int | None = None,
+        block_bytes: int = 16 << 20,
+        block_rows: int = 1 << 16,
+    ) -> None:
+        self.path = path
+        self.name = _display_name(path)
+        self.n_features = int(n_features)
+        self.zero_based = zero_based
+        self.memory_limit = memory_limit
+        self.block_bytes = max(1, block_bytes)
+        self.block_rows = max(1, block_rows)
+        self.rows = 0
+        self.dropped = 0
+        self.sha256: str | None = None
+
+    def __iter__(self) -> Iterator[tuple[np.ndarray, sp.csr_matrix]]:
+        self.sha256 = None
+        digest = hashlib.sha256()
+        keep_scratch_memory()
+        max_line = max_line_bytes(self.memory_limit)
+        rows = dropped = 0
+        with contextlib.ExitStack() as stack:
+            f, _ = _open(self.path, self.name, stack, max_line)
+            block = self._builder()
+            for part in _parts(f, self.name, self.zero_based, max_line, digest):
+                block.add(part)
+                if (
+                    block.nnz * _BYTES_PER_VALUE >= self.block_bytes
+                    or block.rows >= self.block_rows
+                ):
+                    rows += block.rows
+                    dropped += block.dropped
+                    yield block.finish()
+                    block = self._builder()
+            if block.rows:
+                rows += block.rows
+                dropped += block.dropped
+                yield block.finish()
+        if rows == 0:
+            raise DataFormatError(self.name, None, "expected data rows, got none (empty file?)")
+        self.rows, self.dropped, self.sha256 = rows, dropped, digest.hexdigest()
+
+    def _builder(self) -> CsrBuilder:
+        return CsrBuilder(self.block_bytes, self.n_features)
 
 
 @dataclass

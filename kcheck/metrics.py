@@ -12,14 +12,38 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.special import expit
-from scipy.stats import norm, rankdata
 
 from kcheck.errors import KcheckError
 
 #: Two-sided 95% normal quantile (the same as ``verdict.Z95``; not imported, so that
 #: ``verdict`` may import this module).
-_Z95 = float(norm.ppf(0.975))
+_Z95 = 1.959963984540054
+
+
+def rankdata(a: np.ndarray) -> np.ndarray:
+    """Ranks 1..n, ties given their mean rank (``scipy.stats.rankdata(method="average")``;
+    scipy.stats is not imported: it adds about 160 MB of address space, which a check run
+    under a tight ``ulimit -v`` cannot spare)."""
+    a = np.asarray(a, dtype=np.float64).ravel()
+    order = np.argsort(a, kind="mergesort")
+    sorted_a = a[order]
+    starts = np.concatenate([[True], sorted_a[1:] != sorted_a[:-1]])
+    group = np.cumsum(starts) - 1
+    first = np.flatnonzero(starts)
+    counts = np.diff(np.append(first, a.size))
+    mean_rank = first + (counts + 1) / 2.0
+    ranks = np.empty(a.size, dtype=np.float64)
+    ranks[order] = mean_rank[group]
+    return ranks
+
+
+def expit(x: np.ndarray) -> np.ndarray:
+    """1 / (1 + exp(-x)), without overflow for large |x|."""
+    x = np.asarray(x, dtype=np.float64)
+    with np.errstate(under="ignore"):  # exp(-800) is 0, as it should be
+        e = np.exp(-np.abs(x))
+    return np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
+
 
 #: LIBSVM's ``sigmoid_train`` constants: iterations, smallest line-search step, the ridge that
 #: keeps the Hessian positive definite, and the gradient tolerance.
@@ -112,7 +136,7 @@ def auc(positive: np.ndarray, scores: np.ndarray) -> float:
     """Area under the ROC curve (Mann-Whitney, ties count 1/2); positive is a bool array.
     Raises KcheckError if either class is absent."""
     pos, m, n = _check_scores(positive, scores)
-    ranks = rankdata(np.asarray(scores, dtype=np.float64), method="average")
+    ranks = rankdata(np.asarray(scores, dtype=np.float64))
     return float((ranks[pos].sum() - m * (m + 1) / 2.0) / (m * n))
 
 
@@ -142,10 +166,10 @@ def auc_gap(
     for r, s in enumerate((scores_a, scores_b)):
         s = np.asarray(s, dtype=np.float64)
         x, y = s[pos], s[~pos]
-        tz = rankdata(s, method="average")
+        tz = rankdata(s)
         tzx, tzy = tz[pos], tz[~pos]
-        tx = rankdata(x, method="average")
-        ty = rankdata(y, method="average")
+        tx = rankdata(x)
+        ty = rankdata(y)
         aucs[r] = (tzx.sum() - m * (m + 1) / 2.0) / (m * n)
         v10[r] = (tzx - tx) / n
         v01[r] = 1.0 - (tzy - ty) / m

@@ -36,16 +36,18 @@ from kcheck.defaults import (
 from kcheck.errors import KcheckError, TimeLimitReached, recorded_warnings
 from kcheck.memory import checker_budget, default_memory_limit
 from kcheck.prepare import (
+    BlockPredictor,
     Prepared,
-    Scored,
+    Tested,
+    TestFile,
     encode_labels,
+    open_test,
     parse_max_rows,
     prepare,
-    read_scored,
     unseen_warnings,
 )
 from kcheck.result import CheckResult
-from kcheck.scoring import Scoring, validate_metric
+from kcheck.scoring import Scoring, oriented, validate_metric
 from kcheck.split import stratified_split
 from kcheck.verdict import Decision, Gap, decide
 from kcheck.workers import run_until
@@ -181,7 +183,7 @@ def run(config: CheckConfig, progress: Progress | None = None) -> CheckReport:
         test = None
         if config.test is not None:
             report("reading " + config.test, None, None)
-            test = read_scored(
+            test = open_test(
                 config.test, data, memory_limit=config.memory_limit, zero_based=config.zero_based
             )
     train_idx, val_idx = stratified_split(data.y, seed=config.seed)
@@ -208,7 +210,7 @@ def run(config: CheckConfig, progress: Progress | None = None) -> CheckReport:
     results.update(_run_checkers(config.checkers, T, V, ctx, decided=rbf is not None))
 
     decision, gaps, cut_short = _decide(config, results, scoring, V)
-    test_json = _score_test(test, results, report) if test is not None else None
+    tested = _score_test(test, results, report) if test is not None else None
     explained = _explain(config, T, V, results, deadline, report) if config.explain else None
     result = CheckResult(
         decision=decision,
@@ -220,7 +222,7 @@ def run(config: CheckConfig, progress: Progress | None = None) -> CheckReport:
         baseline=base,
         checkers={n: (results[n], gaps.get(n)) for n in (*config.checkers, "rbf") if n in results},
         exact=exact_json,
-        test=test_json,
+        test=None if tested is None else _test_json(tested, scoring),
         warnings=[*cut_short, *_sanity_warnings(results), *unseen_warnings(test), *read_notes],
         read_seconds=data.read_seconds,
         started=t_start,
@@ -327,25 +329,35 @@ def _explain(
     )
 
 
-def _score_test(
-    test: Scored, results: dict[str, CheckerResult], report: Progress
-) -> dict[str, Any]:
-    """Accuracy on the test file of every model trained on T (same scaling as training)."""
+def _score_test(test: TestFile, results: dict[str, CheckerResult], report: Progress) -> Tested:
+    """Every model trained on T, scored on the test file block by block (scaled as training).
+
+    Keeps each model's per-row predicted classes and, where it has them, decision values.
+    """
     report("scoring " + test.path, None, None)
     t0 = time.perf_counter()
-    accuracy: dict[str, float | None] = {}
-    for name, r in results.items():
-        if r.predict is None or not test.rows:
-            accuracy[name] = None
-            continue
-        accuracy[name] = float(np.mean(r.predict(test.X) == test.y))
-    return {
-        "path": test.path,
-        "sha256": test.sha256,
-        "rows": test.rows,
-        "seconds": time.perf_counter() - t0,
-        "accuracy": accuracy,
+
+    def scored(r: CheckerResult) -> BlockPredictor | None:
+        predict = r.predict
+        if predict is None:
+            return None
+        model = getattr(predict, "__self__", None)
+        if model is not None:
+            return oriented(model)
+        return lambda X: (predict(X), None)
+
+    predictions = test.predict({name: scored(r) for name, r in results.items()})
+    return Tested(test, predictions, time.perf_counter() - t0)
+
+
+def _test_json(tested: Tested, scoring: Scoring) -> dict[str, Any]:
+    """The test block: the file's facts, each model's accuracy and its score in the metric."""
+    out = tested.to_json()
+    out["score"] = {
+        name: None if p is None else scoring.value_on_file(tested.test.y, p.predicted, p.scores)
+        for name, p in tested.predictions.items()
     }
+    return out
 
 
 def _cut_short(

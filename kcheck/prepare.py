@@ -11,13 +11,14 @@ from __future__ import annotations
 import hashlib
 import time
 import warnings
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 
-from kcheck.data import Sample, read_libsvm, sample_libsvm
+from kcheck.data import LibsvmBlocks, Sample, dropped_warning, read_libsvm, sample_libsvm
 from kcheck.defaults import MIN_ROWS, MIN_ROWS_PER_CLASS
 from kcheck.errors import KcheckError, KcheckWarning
 from kcheck.memory import check_fits, csr_bytes, max_data_bytes, size_text
@@ -161,31 +162,207 @@ def read_scored(
 ) -> Scored:
     """Read a test file at the training width, scale it as the training data, code its labels.
 
-    A test file with no label in common with training can tell nothing about any model: it is
-    refused (before any training, when the caller reads it first).
+    The whole file in memory, for callers that need it as one matrix; :func:`open_test` scores
+    a file of any size. A test file with no label in common with training is refused.
     """
-    digest = hashlib.sha256()
-    y_raw, X = read_libsvm(
-        path,
-        n_features=prepared.n_features,
-        zero_based=zero_based,
-        memory_limit=memory_limit,
-        digest=digest,
-    )
-    known = np.isin(y_raw, prepared.classes)
-    if y_raw.size and not known.any():
-        shown = ", ".join(str(label_value(v)) for v in np.unique(y_raw)[:5])
-        raise KcheckError(
-            f"{path}: none of its labels ({shown}) occurs in the training file "
-            f"{prepared.path}, so no model can be scored on it"
-        )
+    test = open_test(path, prepared, memory_limit=memory_limit, zero_based=zero_based)
+    ys, Xs = [], []
+    for y, X in test.blocks(raw_labels=True):
+        ys.append(y)
+        Xs.append(X)
     return Scored(
         path=path,
-        X=prepared.scaler.transform(X),
-        y=encode_labels(y_raw, prepared.classes),
-        sha256=digest.hexdigest(),
-        unseen=int(y_raw.size - np.count_nonzero(known)),
+        X=Xs[0] if len(Xs) == 1 else sp.vstack(Xs, format="csr"),
+        y=encode_labels(np.concatenate(ys), prepared.classes),
+        sha256=test.sha256,
+        unseen=test.unseen,
     )
+
+
+#: A test file is read and scored in blocks of about this many bytes of CSR values and at most
+#: TEST_BLOCK_ROWS rows, so that it never has to fit in memory.
+TEST_BLOCK_BYTES = 16 << 20
+TEST_BLOCK_ROWS = 1 << 16
+#: The checking pass keeps its blocks while they total at most this many bytes; a larger test
+#: file is read a second time to be scored, rather than held.
+TEST_KEEP_BYTES = 64 << 20
+
+
+@dataclass
+class Predictions:
+    """One model's predictions on every row of a test file, for any metric computed on them.
+
+    ``predicted``: the class index (into the training classes) of each row's predicted
+    label; ``scores``: the decision values, one row per test row, where the model gives them.
+    """
+
+    predicted: np.ndarray
+    scores: np.ndarray | None
+
+
+#: What scores a block of scaled rows: labels coded as the training labels, and decision
+#: values or None.
+BlockPredictor = Callable[[sp.csr_matrix], tuple[np.ndarray, np.ndarray | None]]
+
+
+class TestFile:
+    """A test file, checked whole before any training, then scored block by block.
+
+    Opening it reads the file once: every line is parsed (a bad one stops the check with
+    its file and line), the labels are checked against training's and kept as class
+    indices, and the content is hashed. The rows themselves are kept only while they are
+    small (TEST_KEEP_BYTES); a larger file is read again, block by block, when the models
+    are scored on it. Memory is then one block plus a few small arrays a row.
+    """
+
+    __test__ = False  # not a pytest class
+
+    def __init__(
+        self, path: str, prepared: Prepared, *, memory_limit: int | None, zero_based: bool
+    ) -> None:
+        self.path = path
+        self.classes = prepared.classes
+        self.train_path = prepared.path
+        self.scaler = prepared.scaler
+        self.reader = LibsvmBlocks(
+            path,
+            n_features=prepared.n_features,
+            zero_based=zero_based,
+            memory_limit=memory_limit,
+            block_bytes=TEST_BLOCK_BYTES,
+            block_rows=TEST_BLOCK_ROWS,
+        )
+        self.kept: list[tuple[np.ndarray, sp.csr_matrix]] | None = []
+        codes: list[np.ndarray] = []
+        unseen_labels = np.empty(0)
+        kept_bytes = 0
+        # Standard input cannot be read twice: its rows are kept, as its bytes already are.
+        keep_all = path == "-"
+        for y, X in self.reader:
+            code = self.class_index(y)
+            codes.append(code)
+            unseen_labels = np.unique(np.concatenate([unseen_labels, y[code < 0]]))[:5]
+            kept_bytes += csr_bytes(X)
+            if self.kept is not None and (keep_all or kept_bytes <= TEST_KEEP_BYTES):
+                self.kept.append((y, X))
+            else:
+                self.kept = None
+        self.y = np.concatenate(codes)
+        assert self.reader.sha256 is not None
+        self.sha256: str = self.reader.sha256
+        self.unseen = int(np.count_nonzero(self.y < 0))
+        if self.unseen == self.rows:
+            shown = ", ".join(str(label_value(v)) for v in unseen_labels)
+            raise KcheckError(
+                f"{path}: none of its labels ({shown}) occurs in the training file "
+                f"{prepared.path}, so no model can be scored on it"
+            )
+        if self.reader.dropped:
+            warnings.warn(
+                dropped_warning(path, self.reader.dropped, prepared.n_features),
+                KcheckWarning,
+                stacklevel=3,
+            )
+
+    @property
+    def rows(self) -> int:
+        return int(self.y.size)
+
+    def class_index(self, labels: np.ndarray, coded: bool = False) -> np.ndarray:
+        """Each label's index in the training classes, -1 where it has none: of the file's
+        labels, or of labels coded as the models predict them (``coded``)."""
+        classes = encode_labels(self.classes, self.classes) if coded else self.classes
+        pos = np.searchsorted(classes, labels).clip(0, classes.size - 1)
+        n = classes.size
+        dtype = np.int8 if n < 2**7 else np.int16 if n < 2**15 else np.int32
+        return np.where(classes[pos] == labels, pos, -1).astype(dtype)
+
+    def blocks(self, raw_labels: bool = False) -> Iterator[tuple[np.ndarray, sp.csr_matrix]]:
+        """The rows in file order, block by block, scaled as the training data, with their
+        labels: the file's own (``raw_labels``) or coded as the training labels."""
+        source: Iterable[tuple[np.ndarray, sp.csr_matrix]] = (
+            self.reader if self.kept is None else self.kept
+        )
+        seen = 0
+        for y, X in source:
+            seen += y.size
+            if seen > self.rows:
+                break
+            yield (y if raw_labels else encode_labels(y, self.classes)), self.scaler.transform(X)
+        if self.kept is None and (seen != self.rows or self.reader.sha256 != self.sha256):
+            raise KcheckError(
+                f"{self.path}: the file changed while it was being read (its content is not "
+                "what was checked before training); score a file that stays put"
+            )
+
+    def predict(self, models: dict[str, BlockPredictor | None]) -> dict[str, Predictions | None]:
+        """Every model's predictions on every row, in one pass over the blocks.
+
+        A model given as None (it cannot predict) gets None.
+        """
+        out: dict[str, Predictions | None] = {name: None for name in models}
+        active = {name: fn for name, fn in models.items() if fn is not None}
+        if not active:
+            return out
+        predicted = {name: np.empty(self.rows, self.y.dtype) for name in active}
+        scores: dict[str, np.ndarray | None] = {}
+        start = 0
+        for _, X in self.blocks():
+            stop = start + X.shape[0]
+            for name, fn in active.items():
+                labels, dec = fn(X)
+                predicted[name][start:stop] = self.class_index(labels, coded=True)
+                if name not in scores:
+                    scores[name] = (
+                        None if dec is None else np.empty((self.rows, *dec.shape[1:]), dec.dtype)
+                    )
+                held = scores[name]
+                if held is not None and dec is not None:
+                    held[start:stop] = dec
+            start = stop
+        for name in active:
+            out[name] = Predictions(predicted[name], scores.get(name))
+        return out
+
+    def accuracy(self, predictions: Predictions | None) -> float | None:
+        """The share of rows whose predicted class is their label (None without predictions)."""
+        if predictions is None or not self.rows:
+            return None
+        return float(np.count_nonzero(predictions.predicted == self.y)) / self.rows
+
+
+@dataclass
+class Tested:
+    """What scoring models on a test file gave: per model, the predictions on every row
+    (None for a model that cannot predict), and the seconds it took."""
+
+    test: TestFile
+    predictions: dict[str, Predictions | None]
+    seconds: float
+
+    def accuracy(self, name: str) -> float | None:
+        return self.test.accuracy(self.predictions.get(name))
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON ``test`` block."""
+        return {
+            "path": self.test.path,
+            "sha256": self.test.sha256,
+            "rows": self.test.rows,
+            "seconds": self.seconds,
+            "accuracy": {name: self.accuracy(name) for name in self.predictions},
+        }
+
+
+def open_test(
+    path: str, prepared: Prepared, *, memory_limit: int | None, zero_based: bool = False
+) -> TestFile:
+    """Check a test file against the training data now, to score models on it later.
+
+    A test file with no label in common with training can tell nothing about any model: it is
+    refused here, before any training when the caller opens it first.
+    """
+    return TestFile(path, prepared, memory_limit=memory_limit, zero_based=zero_based)
 
 
 def sampling_json(sample: Sample, max_rows: int | str) -> dict[str, Any]:
@@ -303,7 +480,7 @@ def scaling_json(scaler: Scaler) -> dict[str, Any]:
     return {"method": scaler.method, "lower": scaler.lower, "upper": scaler.upper}
 
 
-def unseen_warnings(test: Scored | None) -> list[str]:
+def unseen_warnings(test: Scored | TestFile | None) -> list[str]:
     """The warning for a test file with labels that training never saw (none without)."""
     if test is None or not test.unseen:
         return []

@@ -143,6 +143,7 @@ def _test_json(test: dict[str, Any]) -> dict[str, Any]:
         "rows": test["rows"],
         "seconds": _seconds(test["seconds"]),
         "accuracy": {k: json_number(v) for k, v in test["accuracy"].items()},
+        "score": {k: json_number(v) for k, v in test["score"].items()},
     }
 
 

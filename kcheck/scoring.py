@@ -8,7 +8,9 @@ epsilon is read in the metric's own units.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -92,6 +94,29 @@ class Scoring:
         weights = self._point_weights(y) if self.metric == "balanced" else None
         return paired_gap(checker.correct, linear.correct, weights=weights)
 
+    def value_on_file(
+        self, y: np.ndarray, predicted: np.ndarray, scores: np.ndarray | None
+    ) -> float | None:
+        """The metric on a test file, from class indices (-1: a label training never saw).
+
+        Under accuracy such rows count as wrong, as every model gets them wrong; balanced
+        accuracy and AUC are over the classes training had. None where it is undefined (no
+        rows, or AUC on a file with one class).
+        """
+        y = np.asarray(y)
+        if y.size == 0:
+            return None
+        correct = np.asarray(predicted) == y
+        if self.metric == "accuracy":
+            return float(np.mean(correct))
+        seen = y >= 0
+        labels = np.asarray(self.classes)[y[seen]]
+        kept = None if scores is None else np.asarray(scores)[seen]
+        try:
+            return self.value(labels, PointResults(correct[seen], kept))
+        except KcheckError:
+            return None
+
     def _point_weights(self, y: np.ndarray) -> np.ndarray:
         codes = np.searchsorted(np.asarray(self.classes), np.asarray(y, dtype=np.float64))
         return np.asarray(metrics.point_weights(codes, len(self.classes)), dtype=np.float64)
@@ -117,6 +142,30 @@ def validate_metric(metric: str, n_classes: int | None = None) -> None:
             f"--metric auc needs two classes, and the data has {n_classes}; use --metric "
             "balanced for more than two"
         )
+
+
+def oriented(
+    model: Any,
+) -> Callable[[Any], tuple[np.ndarray, np.ndarray | None]]:
+    """A model's block predictor: labels, and for two classes each row's score for the larger
+    label. Decision values come from ``predict_scored`` and are turned by the model's
+    ``labels``; a model that already gives one score a row (MultiLinear's probabilities) keeps
+    them; a model without ``predict_scored`` gives labels only."""
+    scored = getattr(model, "predict_scored", None)
+    labels = getattr(model, "labels", None)
+
+    def predict(X: Any) -> tuple[np.ndarray, np.ndarray | None]:
+        if scored is None:
+            return np.asarray(model.predict(X)), None
+        predicted, dec = scored(X)
+        if dec is None:
+            return predicted, None
+        if labels is not None:
+            return predicted, positive_scores(labels, dec)
+        d = np.asarray(dec)
+        return predicted, d if d.ndim == 1 else None
+
+    return predict
 
 
 def positive_scores(labels: np.ndarray, dec: np.ndarray | None) -> np.ndarray | None:

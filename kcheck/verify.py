@@ -33,16 +33,16 @@ from kcheck.defaults import (
 from kcheck.errors import KcheckError, recorded_warnings
 from kcheck.memory import default_memory_limit
 from kcheck.prepare import (
-    Scored,
+    TestFile,
     encode_labels,
+    open_test,
     parse_max_rows,
     prepare,
-    read_scored,
     unseen_warnings,
 )
 from kcheck.rbf_search import GRID, Grid, GridResult, rbf_grid_search
 from kcheck.result import VerifyResult
-from kcheck.scoring import PointResults, Scoring, positive_scores, validate_metric
+from kcheck.scoring import PointResults, Scoring, oriented, positive_scores, validate_metric
 from kcheck.split import stratified_folds
 from kcheck.verdict import READABLE_CHECK_SCHEMAS, decide
 
@@ -124,7 +124,7 @@ def run(config: VerifyConfig, progress: Progress | None = None) -> VerifyResult:
         test = None
         if config.test is not None:
             report("reading " + config.test, None, None)
-            test = read_scored(
+            test = open_test(
                 config.test, data, memory_limit=memory_limit, zero_based=config.zero_based
             )
     Xc, yc = engines.as_binding_csr(data.X), data.y
@@ -302,31 +302,15 @@ def _from_check(option: str, explicit: Any, recorded: Any, default: Any, path: s
 
 
 def _test_scores(
-    model: engines.LinearModel | engines.RbfModel, test: Scored, scoring: Scoring
+    model: engines.LinearModel | engines.RbfModel, test: TestFile, scoring: Scoring
 ) -> tuple[float | None, float | None]:
-    """Accuracy and the metric's score of a model trained on all rows, on the test file.
-
-    Rows whose label training never saw are wrong for every model, and count so in accuracy;
-    balanced accuracy and AUC are over the classes training had.
-    """
-    if not test.rows:
+    """Accuracy and the metric's score of a model trained on all rows, on the test file,
+    predicted block by block (it need not fit in memory)."""
+    predictions = test.predict({"model": oriented(model)})["model"]
+    if predictions is None:
         return None, None
-    predicted, dec = model.predict_scored(test.X)
-    correct = predicted == test.y
-    if scoring.metric == "accuracy":
-        return float(np.mean(correct)), float(np.mean(correct))
-    seen = np.isin(test.y, np.asarray(scoring.classes))
-    points = PointResults(correct[seen], _oriented(model.labels, dec, seen))
-    try:
-        value = scoring.value(test.y[seen], points)
-    except KcheckError:  # AUC on a test file with one class
-        value = None
-    return float(np.mean(correct)), value
-
-
-def _oriented(labels: np.ndarray, dec: np.ndarray, rows: np.ndarray) -> np.ndarray | None:
-    s = positive_scores(labels, dec)
-    return None if s is None else s[rows]
+    value = scoring.value_on_file(test.y, predictions.predicted, predictions.scores)
+    return test.accuracy(predictions), value
 
 
 def _cv_scores(

@@ -337,3 +337,30 @@ def test_the_weighted_c_search_maximises_cv_balanced_accuracy() -> None:
     # fit_linear takes this search whenever it trains a weighted model without a given C.
     model, _ = engines.fit_linear(Xs, y, seed=0, class_weight=weight)
     assert model.C == C_bal
+
+
+def test_the_test_file_is_scored_in_the_metric(ball: Path, tmp_path: Path) -> None:
+    rng = np.random.default_rng(9)
+    X = rng.uniform(-1, 1, size=(3000, 2))
+    inside = np.sqrt((X**2).sum(axis=1)) < 0.25
+    y = np.where(rng.random(3000) < np.where(inside, 0.6, 0.01), 1, -1)
+    test = tmp_path / "ball.t"
+    _write(test, X, y)
+    for metric in ("balanced", "auc"):
+        config = pipeline.CheckConfig(train=str(ball), test=str(test), metric=metric, exact="never")
+        report = pipeline.run(config)
+        assert_valid("check.schema.json", report.json)
+        block = report.json["test"]
+        yt, Xt = read_libsvm(str(test), n_features=report.prepared.n_features)
+        Xs = report.prepared.scaler.transform(Xt)
+        for name in ("linear", "degree2", "multilinear"):
+            model = report.results[name].predict.__self__  # type: ignore[union-attr]
+            predicted, dec = model.predict_scored(Xs)
+            assert block["accuracy"][name] == pytest.approx(np.mean(predicted == yt), abs=5e-6)
+            if metric == "balanced":
+                want = balanced_accuracy_score(yt, predicted)
+            else:
+                labels = getattr(model, "labels", None)
+                s = dec if labels is None else positive_scores(labels, dec)
+                want = roc_auc_score(yt == 1, s)
+            assert block["score"][name] == pytest.approx(want, abs=5e-6), (metric, name)
