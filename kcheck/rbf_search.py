@@ -10,11 +10,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 
 from kcheck import engines
+from kcheck.cluster import Session
 from kcheck.defaults import FOLDS, Progress, no_progress
 from kcheck.errors import KcheckError
 from kcheck.workers import process_pool
@@ -105,7 +107,7 @@ def best_point(scores: dict[tuple[float, float], int]) -> tuple[float, float]:
     return min(scores, key=lambda p: (-scores[p], p[0], p[1]))
 
 
-_WORKER: dict[str, engines.SvmProblem] = {}
+_WORKER: dict[str, Any] = {}
 
 
 def _init_worker(X: sp.csr_matrix, y: np.ndarray) -> None:
@@ -113,11 +115,36 @@ def _init_worker(X: sp.csr_matrix, y: np.ndarray) -> None:
     _WORKER["problem"] = engines.SvmProblem.from_data(X, y)
 
 
-def _cv_point(log2_C: float, log2_gamma: float, seed: int) -> tuple[float, float, int]:
-    correct = engines.cv_rbf(
-        _WORKER["problem"], 2.0**log2_C, 2.0**log2_gamma, folds=FOLDS, seed=seed
-    )
-    return log2_C, log2_gamma, correct
+def _cv_point(
+    log2_C: float, log2_gamma: float, cv_args: dict[str, Any]
+) -> tuple[float, float, int]:
+    return log2_C, log2_gamma, _cv_point_with(_WORKER["problem"], log2_C, log2_gamma, cv_args)
+
+
+def _cluster_point(
+    token: str,
+    data: tuple[sp.csr_matrix, np.ndarray],
+    log2_C: float,
+    log2_gamma: float,
+    cv_args: dict[str, Any],
+) -> tuple[float, float, int]:
+    """A grid point on a cluster worker: the problem is built once per worker and search."""
+    if _WORKER.get("token") != token:
+        _WORKER.clear()
+        _WORKER["problem"] = engines.SvmProblem.from_data(*data)
+        _WORKER["token"] = token
+    return _cv_point(log2_C, log2_gamma, cv_args)
+
+
+def _cv_point_with(
+    problem: engines.SvmProblem, log2_C: float, log2_gamma: float, cv_args: dict[str, Any]
+) -> int:
+    return engines.cv_rbf(problem, 2.0**log2_C, 2.0**log2_gamma, **cv_args)
+
+
+def _slowest_first(points: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:
+    """Large C and small gamma train slowest; starting them first balances the workers."""
+    return sorted(points, key=lambda p: (-p[0], p[1]))
 
 
 class _Evaluator:
@@ -125,10 +152,13 @@ class _Evaluator:
 
     Processes, not threads: LIBSVM draws its folds from the process-wide ``rand()``. Each task
     seeds it, so every point sees the same folds however the tasks are scheduled.
+    ``cv_args`` are :func:`engines.cv_rbf`'s keyword arguments, the same at every point.
     """
 
-    def __init__(self, X: sp.csr_matrix, y: np.ndarray, *, seed: int, jobs: int) -> None:
-        self.seed = seed
+    def __init__(
+        self, X: sp.csr_matrix, y: np.ndarray, *, cv_args: dict[str, Any], jobs: int
+    ) -> None:
+        self.cv_args = cv_args
         self.jobs = jobs
         self.pool: ProcessPoolExecutor | None = None
         if jobs > 1:
@@ -143,14 +173,13 @@ class _Evaluator:
         points: Iterable[tuple[float, float]],
         on_done: Callable[[tuple[float, float], int], None],
     ) -> None:
-        # Large C and small gamma train slowest; starting them first balances the workers.
-        todo = sorted(points, key=lambda p: (-p[0], p[1]))
+        todo = _slowest_first(points)
         if self.pool is None:
             for c, g in todo:
-                on_done((c, g), _cv_point_with(self.problem, c, g, self.seed))
+                on_done((c, g), _cv_point_with(self.problem, c, g, self.cv_args))
             return
         futures: list[Future[tuple[float, float, int]]] = [
-            self.pool.submit(_cv_point, c, g, self.seed) for c, g in todo
+            self.pool.submit(_cv_point, c, g, self.cv_args) for c, g in todo
         ]
         try:
             for fut in as_completed(futures):
@@ -167,8 +196,50 @@ class _Evaluator:
             self.pool = None
 
 
-def _cv_point_with(problem: engines.SvmProblem, log2_C: float, log2_gamma: float, seed: int) -> int:
-    return engines.cv_rbf(problem, 2.0**log2_C, 2.0**log2_gamma, folds=FOLDS, seed=seed)
+class _ClusterEvaluator:
+    """Runs CV at grid points on a Dask cluster (:mod:`kcheck.cluster`), one task a point.
+
+    The scaled rows are sent once; each worker builds the LIBSVM problem once. The points,
+    seeds and ``cv_args`` are those of the local runner, so the scores are the same.
+    """
+
+    def __init__(
+        self, X: sp.csr_matrix, y: np.ndarray, *, cv_args: dict[str, Any], scheduler: str
+    ) -> None:
+        self.cv_args = cv_args
+        self.session = Session(scheduler)
+        try:
+            self.data = self.session.scatter((X, y))
+        except BaseException:
+            self.session.close()
+            raise
+        self.token = self.session.run_id
+
+    def run(
+        self,
+        points: Iterable[tuple[float, float]],
+        on_done: Callable[[tuple[float, float], int], None],
+    ) -> None:
+        todo = _slowest_first(points)
+        futures = {
+            self.session.submit(i, _cluster_point, self.token, self.data, c, g, self.cv_args): i
+            for i, (c, g) in enumerate(todo)
+        }
+        try:
+            while futures:
+                for i, value, error in self.session.finished(futures, timeout=0.5):
+                    if error is not None:
+                        c, g = todo[i]
+                        raise KcheckError(
+                            f"grid point log2 C {c:g}, log2 gamma {g:g} failed on the cluster: "
+                            + " ".join((str(error) or type(error).__name__).split())
+                        )
+                    on_done((value[0], value[1]), value[2])
+        finally:
+            self.session.cancel(futures)
+
+    def close(self) -> None:
+        self.session.close()
 
 
 def rbf_grid_search(
@@ -180,8 +251,13 @@ def rbf_grid_search(
     jobs: int = 1,
     progress: Progress | None = None,
     stage: str = "RBF grid search",
+    scheduler: str | None = None,
 ) -> GridResult:
-    """5-fold CV of C-SVC with the RBF kernel at every grid point; returns the best point."""
+    """5-fold CV of C-SVC with the RBF kernel at every grid point; returns the best point.
+
+    With ``scheduler`` (``tcp://host:port`` or ``local:N``), the points run on a Dask cluster
+    instead of ``jobs`` local processes; the result is the same.
+    """
     report = progress or no_progress
     if y.size < FOLDS:
         raise KcheckError(f"{y.size} rows are too few for {FOLDS}-fold cross-validation")
@@ -200,7 +276,13 @@ def rbf_grid_search(
     jobs = max(1, min(jobs, len(coarse)))
     if Xb.shape[0] * Xb.nnz < MIN_PARALLEL_WORK:
         jobs = 1
-    evaluator = _Evaluator(Xb, np.asarray(y, np.float64), seed=seed, jobs=jobs)
+    cv_args: dict[str, Any] = {"folds": FOLDS, "seed": seed}
+    yb = np.asarray(y, np.float64)
+    evaluator: _Evaluator | _ClusterEvaluator = (
+        _Evaluator(Xb, yb, cv_args=cv_args, jobs=jobs)
+        if scheduler is None
+        else _ClusterEvaluator(Xb, yb, cv_args=cv_args, scheduler=scheduler)
+    )
     try:
         evaluator.run(coarse, done)
         if grid.refine:

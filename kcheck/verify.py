@@ -57,6 +57,8 @@ class VerifyConfig:
     zero_based: bool = False
     memory_limit: int | None = None
     grid: Grid = GRID
+    #: A Dask scheduler (``tcp://host:port`` or ``local:N``) to run the grid points on.
+    scheduler: str | None = None
 
     def validated(self) -> VerifyConfig:
         check_common(
@@ -125,7 +127,13 @@ def run(config: VerifyConfig, progress: Progress | None = None) -> VerifyResult:
 
     t0 = time.perf_counter()
     found = rbf_grid_search(
-        Xc, yc, config.grid, seed=config.seed, jobs=config.jobs, progress=report
+        Xc,
+        yc,
+        config.grid,
+        seed=config.seed,
+        jobs=config.jobs,
+        progress=report,
+        scheduler=config.scheduler,
     )
     rbf_correct = engines.cv_rbf_correct(
         engines.SvmProblem.from_data(Xc, yc),

@@ -14,9 +14,11 @@ from kcheck.cli.options import (
     SEED,
     Fraction,
     MaxRows,
+    cluster_from,
     jobs_option,
     output_option,
     quiet_option,
+    scheduler_option,
 )
 from kcheck.cli.outputs import emit_json, json_destination, refuse_input_as_output
 from kcheck.cli.render import verify_summary, verify_table
@@ -35,6 +37,7 @@ from kcheck.defaults import SCALINGS
     help="Also train both models on all of TRAIN and score them on FILE.",
 )
 @jobs_option("Worker processes for the grid search")
+@scheduler_option("One task per grid point, with the same result as -j.")
 @click.option(
     "--max-rows",
     type=MaxRows(),
@@ -75,6 +78,7 @@ def verify(
     train: str,
     test: str | None,
     jobs: int | None,
+    scheduler: str | None,
     max_rows: int | str | None,
     scaling: str | None,
     seed: int | None,
@@ -94,6 +98,7 @@ def verify(
     from kcheck import verify as verifying
 
     ui = Ui(quiet)
+    scheduler = cluster_from(scheduler, jobs is not None)
     output, to_stdout = json_destination(output, as_json)
     if output is not None:
         refuse_input_as_output(output, "-o", [train, test, check_json])
@@ -107,8 +112,17 @@ def verify(
         epsilon=epsilon,
         check_json=check_json,
         zero_based=zero_based,
+        scheduler=scheduler,
     ).validated()
-    result = ui.run(lambda progress: verifying.verify(config, progress))
+    try:
+        result = ui.run(lambda progress: verifying.verify(config, progress))
+    except BaseException:
+        if scheduler is not None:
+            # Ctrl-C: the grid runs in a worker thread; cancel its tasks from here.
+            from kcheck.cluster import end_all_sessions
+
+            end_all_sessions()
+        raise
     _show_verify(ui, result)
     emit_json(result, output, to_stdout=to_stdout)
     if result["confirms"] is False:

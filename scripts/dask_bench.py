@@ -1,0 +1,128 @@
+"""verify's RBF grid on a Dask cluster against the local ``-j N`` runner, for dask.md.
+
+Runs ``kcheck verify`` on a stratified sample of a data set twice in this process: with ``N``
+local worker processes (``-j N``), then on a LocalCluster of ``N`` single-threaded worker
+processes, the one ``--scheduler local:N`` starts, timed from before the cluster starts. It
+checks that both give the same JSON apart from timing fields, records Dask's task stream for
+each grid point's compute time, and from those times estimates the full data set's grid on a
+larger cluster: a point's time grows about with rows squared (LIBSVM's kernel evaluations),
+and the points are list-scheduled on the workers in the order kcheck submits them.
+
+    python scripts/dask_bench.py /work/shared/datasets/a9a --max-rows 5000 --workers 2 \\
+        --full-rows 32561 --cores 64
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import heapq
+import json
+import logging
+import os
+import time
+from typing import Any
+
+import distributed
+
+from kcheck.verify import VerifyConfig, verify
+
+
+def _without_timing(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _without_timing(v) for k, v in value.items() if not k.endswith("seconds")}
+    if isinstance(value, list):
+        return [_without_timing(v) for v in value]
+    return value
+
+
+def _schedule(times: list[float], cores: int) -> float:
+    """Makespan of the tasks, in this order, each on the first core free (as Dask does)."""
+    free = [0.0] * cores
+    for t in times:
+        start = heapq.heappop(free)
+        heapq.heappush(free, start + t)
+    return max(free)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("train")
+    parser.add_argument("--max-rows", type=int, default=5000)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--full-rows", type=int, default=32561)
+    parser.add_argument("--cores", type=int, default=64)
+    parser.add_argument("--json-out", default=None, help="Write the measurements here.")
+    args = parser.parse_args()
+
+    base = VerifyConfig(train=args.train, max_rows=args.max_rows)
+    print(f"load average before: {os.getloadavg()}", flush=True)
+
+    t0 = time.perf_counter()
+    local = verify(dataclasses.replace(base, jobs=args.workers))
+    local_seconds = time.perf_counter() - t0
+    print(f"-j {args.workers}: {local_seconds:.1f}s", flush=True)
+
+    t0 = time.perf_counter()
+    with (
+        distributed.LocalCluster(
+            n_workers=args.workers,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=None,
+            silence_logs=logging.ERROR,
+        ) as cluster,
+        distributed.Client(cluster) as client,
+    ):
+        started = time.perf_counter() - t0
+        with distributed.get_task_stream(client) as stream:
+            remote = verify(dataclasses.replace(base, scheduler=cluster.scheduler_address))
+        dask_seconds = time.perf_counter() - t0
+        tasks = [t for t in stream.data if str(t["key"]).startswith("kcheck-")]
+    print(f"Dask, {args.workers} workers: {dask_seconds:.1f}s ({started:.1f}s to start)")
+    print(f"load average after: {os.getloadavg()}", flush=True)
+
+    same = _without_timing(local) == _without_timing(remote)
+    # Task keys end in the submission index: the order kcheck submits the points in.
+    compute = {
+        int(str(t["key"]).rsplit("-", 1)[1]): sum(
+            s["stop"] - s["start"] for s in t["startstops"] if s["action"] == "compute"
+        )
+        for t in tasks
+    }
+    times = [compute[i] for i in sorted(compute)]
+    scale = (args.full_rows / remote["data"]["cv_rows"]) ** 2
+    full = [t * scale for t in times]
+    out = {
+        "train": args.train,
+        "rows": remote["data"]["cv_rows"],
+        "workers": args.workers,
+        "local_seconds": local_seconds,
+        "dask_seconds": dask_seconds,
+        "dask_start_seconds": started,
+        "overhead": dask_seconds / local_seconds - 1,
+        "same_result": same,
+        "grid_points": len(times),
+        "task_seconds_sum": sum(times),
+        "task_seconds_max": max(times),
+        "task_seconds_median": sorted(times)[len(times) // 2],
+        "full_rows": args.full_rows,
+        "scale": scale,
+        "full_task_seconds_sum": sum(full),
+        "full_task_seconds_max": max(full),
+        "full_cores": args.cores,
+        "full_makespan_seconds": _schedule(full, args.cores),
+        "full_on_two_cores_seconds": _schedule(full, 2),
+        "verdict": remote["verdict"],
+        "rbf": {k: remote["rbf"][k] for k in ("C", "gamma", "cv_accuracy")},
+    }
+    print(json.dumps(out, indent=2))
+    if args.json_out:
+        with open(args.json_out, "w", encoding="utf-8") as f:
+            json.dump(out, f, indent=2)
+    if not same:
+        raise SystemExit("the two runs differ apart from timing")
+
+
+if __name__ == "__main__":
+    main()
