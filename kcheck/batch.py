@@ -47,7 +47,7 @@ from typing import IO, Any
 
 from kcheck import __version__
 from kcheck.atomic import mode_for
-from kcheck.cluster import Session, same_files, shared_path
+from kcheck.cluster import Scheduler, Session, same_files, shared_path
 from kcheck.data import content_sha256
 from kcheck.errors import KcheckError, recorded_warnings
 from kcheck.memory import default_memory_limit
@@ -1105,14 +1105,14 @@ def _run_parallel(
 # --- on a Dask cluster ---------------------------------------------------------------------
 
 
-def cluster_config(template: CheckConfig, session: Session) -> CheckConfig:
+def cluster_config(template: CheckConfig, scheduler: Scheduler) -> CheckConfig:
     """What each check on a cluster gets: one job (a Dask worker is a daemonic process and
     may not start kcheck's worker pools) and this machine's memory budget, never a worker's
     own: ``--memory-limit``, or half this machine's memory, divided between the N workers of
     ``local:N`` as ``-j N`` divides it."""
     memory = template.memory_limit or default_memory_limit()
-    if session.scheduler.local_workers is not None:
-        memory = max(1, memory // session.scheduler.local_workers)
+    if scheduler.local_workers is not None:
+        memory = max(1, memory // scheduler.local_workers)
     return dataclasses.replace(template, jobs=1, memory_limit=memory)
 
 
@@ -1131,7 +1131,7 @@ def _run_on(
         with contextlib.closing(_run_serial(here, plan(template, 1, 1)[1], report)) as results:
             yield from results
     if rest:
-        config = cluster_config(template, session)
+        config = cluster_config(template, session.scheduler)
         with contextlib.closing(_run_cluster(rest, config, session, report, shared_fs)) as lines:
             yield from lines
 

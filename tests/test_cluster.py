@@ -38,14 +38,18 @@ DATASETS = ROOT / "datasets"
 FAST = {"checkers": ("multilinear",), "exact": "never"}
 FAST_ARGS = ("--checkers", "multilinear", "--exact", "never")
 
+distributed: Any
 try:
     import distributed
 except ImportError:  # pragma: no cover - the dask extra is missing
     if os.environ.get("KCHECK_REQUIRE_TOOLS"):
-        raise
-    pytest.skip(
-        "Dask's distributed is not installed (pip install '.[dask]')", allow_module_level=True
-    )
+        raise  # CI installs the test extra, which has it
+    distributed = None
+
+#: Tests that need a cluster; the others also run without the extra.
+needs_dask = pytest.mark.skipif(
+    distributed is None, reason="Dask's distributed is not installed (pip install '.[dask]')"
+)
 
 
 def linear_file(path: Path, rows: int, seed: int, features: int = 5) -> Path:
@@ -171,6 +175,7 @@ def test_option_errors(args: list[str], message: str, capsys: pytest.CaptureFixt
     assert len(err) == 1 and message in err[0], err
 
 
+@needs_dask
 def test_an_unreachable_scheduler_is_one_line_exit_2(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
@@ -187,9 +192,67 @@ def test_an_unreachable_scheduler_is_one_line_exit_2(
     assert not list(tmp_path.iterdir())  # no output, no partial file, no lock
 
 
+def test_the_core_runs_without_dask() -> None:
+    """``pip install kcheck`` has no Dask: every module imports and a check runs without it."""
+    code = (
+        "import sys; sys.modules['distributed'] = sys.modules['dask'] = None\n"
+        "import pkgutil, importlib, kcheck\n"
+        "for m in pkgutil.walk_packages(kcheck.__path__, 'kcheck.'):\n"
+        "    importlib.import_module(m.name)\n"
+        "from kcheck.cli.app import main\n"
+        "main(['check', 'datasets/heart_scale', '--json', '-q', '--exact', 'never'])\n"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300
+    )
+    assert r.returncode == 0, r.stderr
+    assert '"verdict"' in r.stdout
+    tomllib = pytest.importorskip("tomllib")
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert not any(d.startswith(("dask", "distributed")) for d in project["dependencies"])
+    extras = project["optional-dependencies"]
+    assert any(d.startswith("distributed") for d in extras["dask"])
+    assert any(d.startswith("distributed") for d in extras["test"])  # the README's test command
+
+
+def test_each_check_gets_this_machines_memory_budget() -> None:
+    """Never a worker's own free memory: --memory-limit (or this machine's default), divided
+    between local:N's workers as -j N divides it; one job each."""
+    from kcheck.memory import default_memory_limit
+
+    template = CheckConfig(train="", jobs=8, memory_limit=8 * 2**30)
+    remote = batch.cluster_config(template, cluster.parse_scheduler("tcp://h:8786"))
+    assert (remote.jobs, remote.memory_limit) == (1, 8 * 2**30)
+    local = batch.cluster_config(template, cluster.parse_scheduler("local:4"))
+    assert (local.jobs, local.memory_limit) == (1, 2 * 2**30)
+    default = batch.cluster_config(CheckConfig(train=""), cluster.parse_scheduler("tcp://h:1"))
+    assert default.memory_limit == default_memory_limit()
+
+
+@needs_dask
+def test_workers_must_have_one_thread_and_this_version(
+    dask_cluster: tuple[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with (
+        distributed.LocalCluster(
+            n_workers=1,
+            threads_per_worker=2,
+            processes=False,
+            protocol="tcp://",
+            dashboard_address=None,
+        ) as threaded,
+        pytest.raises(KcheckError, match="has 2 threads.*--nthreads 1"),
+    ):
+        cluster.Session(threaded.scheduler_address)
+    monkeypatch.setattr(cluster, "__version__", "0.0.1")
+    with pytest.raises(KcheckError, match="runs kcheck .*, this is 0.0.1"):
+        cluster.Session(dask_cluster[0])
+
+
 # --- the same results -------------------------------------------------------------------------
 
 
+@needs_dask
 @pytest.mark.parametrize("shared_fs", [None, True, False])
 def test_batch_lines_are_those_of_a_local_run(
     dask_cluster: tuple[str, Any],
@@ -218,6 +281,7 @@ def test_batch_lines_are_those_of_a_local_run(
     assert any("; checking " in s for s in seen) and seen[-1] == "done"
 
 
+@needs_dask
 def test_batch_shared_fs_is_detected_on_a_worker(
     dask_cluster: tuple[str, Any], data_dir: Path, tmp_path: Path
 ) -> None:
@@ -234,6 +298,7 @@ def test_batch_shared_fs_is_detected_on_a_worker(
         assert batch._by_path([unseen], session, None) == [True]  # unreadable here: by path
 
 
+@needs_dask
 def test_verify_is_that_of_a_local_run(dask_cluster: tuple[str, Any]) -> None:
     address, client = dask_cluster
     config = VerifyConfig(train=str(DATASETS / "heart_scale"), jobs=1)
@@ -245,14 +310,24 @@ def test_verify_is_that_of_a_local_run(dask_cluster: tuple[str, Any]) -> None:
     assert not client.run_on_scheduler(_kcheck_tasks)
 
 
-def test_grid_scores_are_those_of_local_processes(dask_cluster: tuple[str, Any]) -> None:
-    """Every point's CV count, not only the best: the folds come from the same seeds."""
+@needs_dask
+def test_grid_scores_are_those_of_local_processes(
+    dask_cluster: tuple[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every point's CV count, not only the best: the folds come from the same seeds. The
+    scaled rows are sent to the cluster once."""
     address, _ = dask_cluster
     from kcheck.prepare import prepare
 
-    data = prepare(str(DATASETS / "fourclass"), scaling="maxabs", memory_limit=2**30)
+    data = prepare(str(DATASETS / "heart_scale"), scaling="minmax", memory_limit=2**30)
     local = rbf_grid_search(data.X, data.y, seed=3, jobs=2)
+    sent: list[Any] = []
+    scatter = cluster.Session.scatter
+    monkeypatch.setattr(
+        cluster.Session, "scatter", lambda self, x: sent.append(x) or scatter(self, x)
+    )
     remote = rbf_grid_search(data.X, data.y, seed=3, scheduler=address)
+    assert len(sent) == 1
     assert remote.scores == local.scores and len(remote.scores) == 110
     assert (remote.log2_C, remote.log2_gamma) == (local.log2_C, local.log2_gamma)
 
@@ -264,6 +339,7 @@ def _kcheck_tasks(dask_scheduler: Any) -> list[str]:
 # --- faults -----------------------------------------------------------------------------------
 
 
+@needs_dask
 def test_a_killed_worker_loses_no_line(dask_cluster: tuple[str, Any], tmp_path: Path) -> None:
     address, client = dask_cluster
     d = tmp_path / "many"
@@ -300,6 +376,7 @@ def crash_on_broken(ds: DataSet, config: CheckConfig) -> dict[str, Any]:
     return {"name": ds.name, "status": "ok", "error": None, "seconds": 0.0}
 
 
+@needs_dask
 def test_a_data_set_that_kills_workers_is_an_error_after_three_tries(
     dask_cluster: tuple[str, Any], data_dir: Path, tmp_path: Path
 ) -> None:
@@ -364,6 +441,7 @@ def interrupt_after_first_line(args: list[str], out: Path) -> tuple[int, str, se
     return proc.returncode, err, started
 
 
+@needs_dask
 def test_ctrl_c_with_a_local_cluster_leaves_no_process(slow_dir: Path, tmp_path: Path) -> None:
     out = tmp_path / "out.jsonl"
     code, err, started = interrupt_after_first_line(
@@ -380,6 +458,7 @@ def test_ctrl_c_with_a_local_cluster_leaves_no_process(slow_dir: Path, tmp_path:
     assert Path(f"{out}.partial").read_text().count("\n") >= 1
 
 
+@needs_dask
 def test_ctrl_c_on_a_shared_cluster_cancels_its_tasks(
     dask_cluster: tuple[str, Any], slow_dir: Path, tmp_path: Path
 ) -> None:

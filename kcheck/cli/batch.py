@@ -130,7 +130,6 @@ def batch(
     ui = Ui(quiet)
     ctx = click.get_current_context()
     jobs_given = ctx.get_parameter_source("jobs") is click.core.ParameterSource.COMMANDLINE
-    scheduler = cluster_from(scheduler, jobs_given)
     if shared_fs is not None and scheduler is None:
         raise click.UsageError("--shared-fs and --no-shared-fs go with --scheduler")
     if scheduler is not None and opts["time_limit"] is not None:
@@ -138,6 +137,7 @@ def batch(
             "--time-limit cannot be used with --scheduler: a check is stopped by ending its "
             "own process, which a Dask worker may not start"
         )
+    scheduler = cluster_from(scheduler, jobs_given)
     named = list(paths)
     if files_from is not None:
         if files_from == "-" and "-" in named:

@@ -102,27 +102,36 @@ def verify(
     output, to_stdout = json_destination(output, as_json)
     if output is not None:
         refuse_input_as_output(output, "-o", [train, test, check_json])
-    config = verifying.VerifyConfig(
-        train=train,
-        test=test,
-        jobs=jobs if jobs is not None else (os.cpu_count() or 1),
-        max_rows=max_rows,
-        scaling=scaling,
-        seed=seed,
-        epsilon=epsilon,
-        check_json=check_json,
-        zero_based=zero_based,
-        scheduler=scheduler,
-    ).validated()
+    session = None
+    if scheduler is not None:
+        from kcheck.cluster import Session
+
+        # Reach the cluster (or start local:N) before any work: a bad address fails at once.
+        session = Session(scheduler)
     try:
+        config = verifying.VerifyConfig(
+            train=train,
+            test=test,
+            jobs=jobs if jobs is not None else (os.cpu_count() or 1),
+            max_rows=max_rows,
+            scaling=scaling,
+            seed=seed,
+            epsilon=epsilon,
+            check_json=check_json,
+            zero_based=zero_based,
+            scheduler=None if session is None else session.address,
+        ).validated()
         result = ui.run(lambda progress: verifying.verify(config, progress))
     except BaseException:
-        if scheduler is not None:
+        if session is not None:
             # Ctrl-C: the grid runs in a worker thread; cancel its tasks from here.
             from kcheck.cluster import end_all_sessions
 
             end_all_sessions()
         raise
+    finally:
+        if session is not None:
+            session.close()
     _show_verify(ui, result)
     emit_json(result, output, to_stdout=to_stdout)
     if result["confirms"] is False:
