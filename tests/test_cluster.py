@@ -8,6 +8,7 @@ Ctrl-C must leave nothing running. Skipped without the ``dask`` extra, except in
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -291,11 +292,130 @@ def test_batch_shared_fs_is_detected_on_a_worker(
     with cluster.Session(address) as session:
         assert batch._by_path(sets, session, None) == [True] * len(sets)
         assert batch._by_path(sets, session, False) == [False] * len(sets)
+        path, size, mtime = cluster.shared_path(sets[0].train) or ("", 0, 0)
+        assert session.probe(cluster.same_files, [(path, size + 1, mtime)]) == [False]
+        assert session.probe(cluster.same_files, [(path, size, mtime + 5)]) == [False]
     unseen = DataSet("x", "/nonexistent-on-every-worker/x")
     facts = [("/nonexistent-on-every-worker/x", 10, 0)]
     with cluster.Session(address) as session:
         assert session.probe(cluster.same_files, facts) == [False]
         assert batch._by_path([unseen], session, None) == [True]  # unreadable here: by path
+
+
+@needs_dask
+def test_resume_and_exit_codes_are_those_of_a_local_run(
+    dask_cluster: tuple[str, Any], data_dir: Path, tmp_path: Path
+) -> None:
+    """The CLI on a cluster: exit 3 for the broken file; --resume reuses the saved lines and
+    checks on the cluster only the data set whose file changed."""
+    address, _ = dask_cluster
+    d = tmp_path / "sets"
+    d.mkdir()
+    for name in ("heart_scale", "fourclass", "broken"):
+        (d / name).write_bytes((data_dir / name).read_bytes())
+    out = tmp_path / "out.jsonl"
+    args = ["batch", str(d), "-o", str(out), "-q", *FAST_ARGS]
+    assert run_main(*args, "--scheduler", address) == 3
+    first = by_name([json.loads(x) for x in out.read_text().splitlines()])
+    assert sorted(first) == ["broken", "fourclass", "heart_scale"]
+    (d / "fourclass").write_bytes((data_dir / "lin1500").read_bytes())
+    (d / "broken").unlink()
+    found = discover([str(d)])
+    result = run_batch(
+        found.datasets,
+        CheckConfig(train="", **FAST),
+        output=str(out),
+        resume=True,
+        scheduler=address,
+    )
+    assert result.resumed == {"heart_scale"} and result.stale == {"fourclass"}
+    assert by_name(result.lines)["heart_scale"] == first["heart_scale"]
+    local = run_batch(
+        [ds for ds in found.datasets if ds.name == "fourclass"], CheckConfig(train="", **FAST)
+    )
+    assert by_name(result.lines)["fourclass"] == by_name(local.lines)["fourclass"]
+
+
+@needs_dask
+def test_the_readme_commands_start_a_cluster_kcheck_runs_on(tmp_path: Path) -> None:
+    """``dask scheduler`` and ``dask worker --nthreads 1`` as the README has them."""
+    dask = Path(sys.executable).parent / "dask"
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    address = f"tcp://127.0.0.1:{port}"
+    logs = open(tmp_path / "dask.log", "w")  # noqa: SIM115 - closed below
+    procs = [
+        subprocess.Popen(
+            [str(dask), "scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"],
+            stdout=logs,
+            stderr=logs,
+        )
+    ]
+    started: set[int] = set()
+    try:
+        deadline = time.monotonic() + 120
+        while True:  # kcheck gives a scheduler CONNECT_SECONDS; this one may be slow to start
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, (tmp_path / "dask.log").read_text()
+                time.sleep(0.2)
+        procs.append(
+            subprocess.Popen(
+                [
+                    str(dask),
+                    "worker",
+                    address,
+                    "--nthreads",
+                    "1",
+                    "--nworkers",
+                    "2",
+                    "--no-dashboard",
+                ],
+                stdout=logs,
+                stderr=logs,
+            )
+        )
+        out = tmp_path / "out.jsonl"
+        heart = str(DATASETS / "heart_scale")
+        r = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "kcheck",
+                "batch",
+                heart,
+                "--scheduler",
+                address,
+                "-o",
+                str(out),
+                "-q",
+                *FAST_ARGS,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert r.returncode == 0, r.stderr
+        (line,) = [json.loads(x) for x in out.read_text().splitlines()]
+        assert line["status"] == "ok" and line["data"]["path"] == heart
+        started = set().union(*(descendants(p.pid) for p in procs))
+    finally:
+        for p in reversed(procs):
+            p.terminate()
+        for p in procs:
+            try:
+                p.wait(30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        logs.close()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and any(alive(p) for p in started):
+        time.sleep(0.2)
+    assert not [p for p in started if alive(p)]
 
 
 @needs_dask
