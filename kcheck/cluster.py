@@ -297,6 +297,7 @@ class Session:
             with contextlib.suppress(Exception):
                 if cluster is None:
                     client.cancel(list(client.futures), force=True)
+                    client.set_metadata(["kcheck", self.run_id], None)  # the tries counted
                 client.close(timeout=5)
         if cluster is not None:
             with contextlib.suppress(Exception):

@@ -205,7 +205,7 @@ def jobs_option(what: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]
 
 SCHEDULER_HELP = (
     "Run on a Dask cluster instead of -j: tcp://HOST:8786 (a running scheduler) or local:N "
-    "(N worker processes started here). Needs pip install 'kcheck[dask]'."
+    "(N worker processes started here); needs pip install 'kcheck[dask]'."
 )
 
 
@@ -216,7 +216,7 @@ def scheduler_option(what: str) -> Callable[[Callable[..., Any]], Callable[..., 
         type=str,
         default=None,
         metavar="ADDRESS",
-        help=f"{what} {SCHEDULER_HELP}",
+        help=f"{SCHEDULER_HELP} {what}",
     )
 
 
