@@ -21,19 +21,11 @@ import json
 import logging
 import os
 import time
-from typing import Any
 
 import distributed
 
+from kcheck.verdict import without_timing
 from kcheck.verify import VerifyConfig, verify
-
-
-def _without_timing(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _without_timing(v) for k, v in value.items() if not k.endswith("seconds")}
-    if isinstance(value, list):
-        return [_without_timing(v) for v in value]
-    return value
 
 
 def _schedule(times: list[float], cores: int) -> float:
@@ -82,7 +74,7 @@ def main() -> None:
     print(f"Dask, {args.workers} workers: {dask_seconds:.1f}s ({started:.1f}s to start)")
     print(f"load average after: {os.getloadavg()}", flush=True)
 
-    same = _without_timing(local) == _without_timing(remote)
+    same = without_timing(local) == without_timing(remote)
     # Task keys end in the submission index: the order kcheck submits the points in.
     compute = {
         int(str(t["key"]).rsplit("-", 1)[1]): sum(

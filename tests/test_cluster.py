@@ -579,6 +579,42 @@ def test_ctrl_c_with_a_local_cluster_leaves_no_process(slow_dir: Path, tmp_path:
 
 
 @needs_dask
+def test_ctrl_c_in_verify_ends_the_local_cluster(tmp_path: Path) -> None:
+    """The grid runs in a thread; Ctrl-C in the main thread cancels it and ends the workers.
+    SIGINT is sent until kcheck exits: one sent while local:N starts its workers is ignored,
+    as a user would press Ctrl-C again."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kcheck", "verify", "datasets/svmguide1", "--scheduler", "local:2"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        start_new_session=True,
+    )
+    started: set[int] = set()
+    deadline = time.monotonic() + 120
+    try:
+        while time.monotonic() < deadline and len(started) < 3:  # the workers are up
+            started |= descendants(proc.pid)
+            time.sleep(0.1)
+        while proc.poll() is None and time.monotonic() < deadline:
+            started |= descendants(proc.pid)
+            os.killpg(proc.pid, signal.SIGINT)
+            time.sleep(2)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 130, err
+    assert err.strip().splitlines() == ["kcheck: interrupted"], err
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and any(alive(p) for p in started):
+        time.sleep(0.2)
+    assert not [p for p in started if alive(p)]
+
+
+@needs_dask
 def test_ctrl_c_on_a_shared_cluster_cancels_its_tasks(
     dask_cluster: tuple[str, Any], slow_dir: Path, tmp_path: Path
 ) -> None:
