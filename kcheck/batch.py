@@ -884,11 +884,11 @@ def run_batch(
     session: Session | None = None
     writer: LineWriter | None = None
     try:
+        writer = LineWriter(output) if output is not None else None
         if scheduler is not None and any(ds.train != STDIN for ds in datasets):
             report(f"connecting to {scheduler}", None, None)
             session = Session(scheduler)
             slots = session.slots
-        writer = LineWriter(output) if output is not None else None
         head = [skip_line(path, reason, template, strict=strict) for path, reason in skipped]
         reused: dict[str, dict[str, Any]] = {}
         stale: set[str] = set()

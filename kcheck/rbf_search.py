@@ -128,7 +128,7 @@ def _cluster_point(
     log2_gamma: float,
     cv_args: dict[str, Any],
 ) -> tuple[float, float, int]:
-    """A grid point on a cluster worker: the problem is built once per worker and search."""
+    """A grid point on a cluster worker; the LIBSVM problem is built once per worker and run."""
     if _WORKER.get("token") != token:
         _WORKER.clear()
         _WORKER["problem"] = engines.SvmProblem.from_data(*data)
@@ -214,6 +214,7 @@ class _ClusterEvaluator:
             self.session.close()
             raise
         self.token = self.session.run_id
+        self.submitted = 0  # task numbers go on across runs (a refinement is a second run)
 
     def run(
         self,
@@ -221,8 +222,11 @@ class _ClusterEvaluator:
         on_done: Callable[[tuple[float, float], int], None],
     ) -> None:
         todo = _slowest_first(points)
+        first, self.submitted = self.submitted, self.submitted + len(todo)
         futures = {
-            self.session.submit(i, _cluster_point, self.token, self.data, c, g, self.cv_args): i
+            self.session.submit(
+                first + i, _cluster_point, self.token, self.data, c, g, self.cv_args
+            ): i
             for i, (c, g) in enumerate(todo)
         }
         try:

@@ -29,7 +29,7 @@ from kcheck.batch import DataSet, discover, run_batch
 from kcheck.data import write_libsvm
 from kcheck.errors import KcheckError
 from kcheck.pipeline import CheckConfig
-from kcheck.rbf_search import rbf_grid_search
+from kcheck.rbf_search import EXPORT_GRID, rbf_grid_search
 from kcheck.verdict import without_timing
 from kcheck.verify import VerifyConfig, verify
 
@@ -449,6 +449,9 @@ def test_grid_scores_are_those_of_local_processes(
     remote = rbf_grid_search(data.X, data.y, seed=3, scheduler=address)
     assert len(sent) == 1
     assert remote.scores == local.scores and len(remote.scores) == 110
+    # With a refinement (a second round of tasks), as the kernel model export runs it.
+    refined = rbf_grid_search(data.X, data.y, EXPORT_GRID, seed=3, scheduler=address)
+    assert refined.scores == rbf_grid_search(data.X, data.y, EXPORT_GRID, seed=3).scores
     assert (remote.log2_C, remote.log2_gamma) == (local.log2_C, local.log2_gamma)
 
 
