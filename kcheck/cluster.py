@@ -265,16 +265,16 @@ class Session:
             index = futures.pop(fut)
             try:
                 out.append((index, fut.result(), None))
-            except self._killed:
-                out.append((index, None, WorkerDied(_died(MAX_TRIES))))
-            except Exception as e:  # noqa: BLE001 - the task's own error, for the caller
-                out.append((index, None, e))
             except (asyncio.CancelledError, concurrent.futures.CancelledError):
                 # Nobody here cancels a future still wanted: the scheduler went away.
                 raise KcheckError(
                     f"--scheduler {self.scheduler.text}: the cluster dropped the run's tasks "
                     "(scheduler lost?); run again, with --resume for a batch"
                 ) from None
+            except self._killed:
+                out.append((index, None, WorkerDied(_died(MAX_TRIES))))
+            except Exception as e:  # noqa: BLE001 - the task's own error, for the caller
+                out.append((index, None, e))
         return sorted(out, key=lambda x: x[0])
 
     def cancel(self, futures: Any) -> None:
