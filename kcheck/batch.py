@@ -648,7 +648,9 @@ class LineWriter:
                     with contextlib.suppress(OSError):
                         os.ftruncate(self._fd, self._size)  # no torn line left behind
                 raise self._failed(e) from None
-        self._size += len(data)
+            # Counted while the signals are still held: a Ctrl-C that waited for the write is
+            # raised as they are released, and close() must know the line is there to keep.
+            self._size += len(data)
 
     def commit(self) -> None:
         """All lines are written: ``FILE.partial`` becomes ``FILE`` (or the stream is flushed)."""
