@@ -47,6 +47,7 @@ from typing import IO, Any
 
 from kcheck import __version__
 from kcheck.atomic import mode_for
+from kcheck.cluster import Scheduler, Session, same_files, shared_path
 from kcheck.data import content_sha256
 from kcheck.errors import KcheckError, recorded_warnings
 from kcheck.memory import default_memory_limit
@@ -648,7 +649,9 @@ class LineWriter:
                     with contextlib.suppress(OSError):
                         os.ftruncate(self._fd, self._size)  # no torn line left behind
                 raise self._failed(e) from None
-        self._size += len(data)
+            # Counted while the signals are still held: a Ctrl-C that waited for the write is
+            # raised as they are released, and close() must know the line is there to keep.
+            self._size += len(data)
 
     def commit(self) -> None:
         """All lines are written: ``FILE.partial`` becomes ``FILE`` (or the stream is flushed)."""
@@ -842,6 +845,8 @@ def run_batch(
     strict: bool = False,
     progress: Progress | None = None,
     on_line: Callable[[dict[str, Any]], None] | None = None,
+    scheduler: str | None = None,
+    shared_fs: bool | None = None,
 ) -> BatchResult:
     """Check ``datasets``; write one JSON line per data set and per skipped file to ``output``.
 
@@ -853,6 +858,11 @@ def run_batch(
     ``progress(stage, done, total)`` counts data sets; ``on_line`` sees each new line after it
     is written. On KeyboardInterrupt (or any BaseException) pending work is cancelled, worker
     processes are ended and the exception propagates; every line already written is whole.
+
+    ``scheduler`` (``tcp://host:port`` or ``local:N``, instead of ``jobs``) checks one data set
+    per task on a Dask cluster (:func:`_run_cluster`); the lines are those of a local run.
+    ``shared_fs`` says whether workers read the files at their paths (True) or are sent their
+    bytes (False); None decides per data set by looking on a worker.
     """
     t0 = time.perf_counter()
     template = template.validated()
@@ -868,9 +878,20 @@ def run_batch(
         raise KcheckError(f"--seed must lie in 0..{2**32 - 1}, got {template.seed}")
     if template.model_out is not None:
         raise KcheckError("a batch does not save models; run kcheck check --model-out")
+    if scheduler is not None and template.time_limit is not None:
+        raise KcheckError(
+            "--time-limit cannot be used with --scheduler: a check is stopped by ending its own "
+            "process, which a Dask worker may not start"
+        )
     report = progress or _noop
-    writer = LineWriter(output) if output is not None else None
+    session: Session | None = None
+    writer: LineWriter | None = None
     try:
+        writer = LineWriter(output) if output is not None else None
+        if scheduler is not None and any(ds.train != STDIN for ds in datasets):
+            report(f"connecting to {scheduler}", None, None)
+            session = Session(scheduler)
+            slots = session.slots
         head = [skip_line(path, reason, template, strict=strict) for path, reason in skipped]
         reused: dict[str, dict[str, Any]] = {}
         stale: set[str] = set()
@@ -889,7 +910,12 @@ def run_batch(
             writer.start([*head, *(reused[ds.name] for ds in datasets if ds.name in reused)])
         lines: dict[str, dict[str, Any]] = {}
         todo = [ds for ds in datasets if ds.name not in reused]
-        for line in _run(todo, template, jobs, report):
+        runs = (
+            _run(todo, template, jobs, report)
+            if session is None
+            else _run_on(session, todo, template, report, shared_fs)
+        )
+        for line in runs:
             line = _with_key(line, template)
             if writer is not None:
                 writer.write(line)
@@ -901,7 +927,9 @@ def run_batch(
     finally:
         if writer is not None:
             writer.close()
-    workers, _ = plan(template, jobs, len(todo))
+        if session is not None:
+            session.close()
+    workers = plan(template, jobs, len(todo))[0] if session is None else slots
     ordered = [lines[ds.name] if ds.name in lines else reused[ds.name] for ds in datasets]
     return BatchResult(
         lines=[*head, *ordered],
@@ -1075,3 +1103,160 @@ def _run_parallel(
         report("done", n, n)
     finally:
         _end_pool(pool)
+
+
+# --- on a Dask cluster ---------------------------------------------------------------------
+
+
+def cluster_config(template: CheckConfig, scheduler: Scheduler) -> CheckConfig:
+    """What each check on a cluster gets: one job (a Dask worker is a daemonic process and
+    may not start kcheck's worker pools) and this machine's memory budget, never a worker's
+    own: ``--memory-limit``, or half this machine's memory, divided between the N workers of
+    ``local:N`` as ``-j N`` divides it."""
+    memory = template.memory_limit or default_memory_limit()
+    if scheduler.local_workers is not None:
+        memory = max(1, memory // scheduler.local_workers)
+    return dataclasses.replace(template, jobs=1, memory_limit=memory)
+
+
+def _run_on(
+    session: Session,
+    todo: Sequence[DataSet],
+    template: CheckConfig,
+    report: Progress,
+    shared_fs: bool | None,
+) -> Generator[dict[str, Any], None, None]:
+    """Standard input in this process (as :func:`_run` does), every other data set on the
+    cluster."""
+    here = [ds for ds in todo if ds.train == STDIN]
+    rest = [ds for ds in todo if ds.train != STDIN]
+    if here:
+        with contextlib.closing(_run_serial(here, plan(template, 1, 1)[1], report)) as results:
+            yield from results
+    if rest:
+        config = cluster_config(template, session.scheduler)
+        with contextlib.closing(_run_cluster(rest, config, session, report, shared_fs)) as lines:
+            yield from lines
+
+
+def _files(ds: DataSet) -> list[str]:
+    return [ds.train] + ([ds.test] if ds.test is not None else [])
+
+
+def _by_path(todo: Sequence[DataSet], session: Session, shared_fs: bool | None) -> list[bool]:
+    """For each data set, whether workers read its files at their paths (else they get the
+    bytes). ``shared_fs`` None: when one worker sees every file of it with this machine's
+    absolute path, size and modification time. A file this machine cannot read goes by path,
+    so that the worker's check reports it as a local check would."""
+    facts = [[shared_path(f) for f in _files(ds)] for ds in todo]
+    if shared_fs is not None:
+        return [shared_fs or any(x is None for x in fs) for fs in facts]
+    expected = [x for fs in facts for x in fs if x is not None]
+    seen = iter(session.probe(same_files, expected)) if expected else iter(())
+    return [all([next(seen) for x in fs if x is not None]) for fs in facts]
+
+
+def _restore_paths(value: Any, paths: dict[str, str]) -> Any:
+    """``value`` with every path a worker used replaced by the one the user gave."""
+    if isinstance(value, str):
+        for remote, local in paths.items():
+            value = value.replace(remote, local)
+        return value
+    if isinstance(value, dict):
+        return {k: _restore_paths(v, paths) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_restore_paths(v, paths) for v in value]
+    return value
+
+
+def check_remote(
+    task: Callable[[DataSet, CheckConfig], dict[str, Any]],
+    ds: DataSet,
+    config: CheckConfig,
+    paths: list[str],
+    contents: list[bytes] | None,
+) -> dict[str, Any]:
+    """On a worker: check ``ds`` and return its line as a local check would write it.
+
+    The files are read at ``paths``, their absolute paths on the client (a shared
+    filesystem), or, given their ``contents``, from copies in a temporary directory under
+    their own names. Either way the paths in the line (``data.path``, messages) are turned
+    back into the user's.
+    """
+    files = _files(ds)
+    with tempfile.TemporaryDirectory(prefix="kcheck-") as tmp:
+        if contents is None:
+            remote = list(paths)
+        else:
+            remote = []
+            for i, (f, data) in enumerate(zip(files, contents, strict=True)):
+                os.mkdir(os.path.join(tmp, str(i)))
+                remote.append(os.path.join(tmp, str(i), os.path.basename(f)))
+                with open(remote[-1], "wb") as out:
+                    out.write(data)
+        there = DataSet(ds.name, remote[0], remote[1] if len(remote) > 1 else None)
+        line = task(there, config)
+    # Longest first, so that a path is never replaced inside a longer one.
+    back = dict(sorted(zip(remote, files, strict=True), key=lambda p: -len(p[0])))
+    return {k: _restore_paths(v, back) if k != "name" else v for k, v in line.items()}
+
+
+def _read_bytes(path: str) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def _run_cluster(
+    todo: Sequence[DataSet],
+    config: CheckConfig,
+    session: Session,
+    report: Progress,
+    shared_fs: bool | None,
+    task: Callable[[DataSet, CheckConfig], dict[str, Any]] = check_one,
+) -> Generator[dict[str, Any], None, None]:
+    """One task per data set, as many in flight as the cluster has worker threads (so that a
+    file's bytes are read and sent only when a worker is ready for it).
+
+    A worker that dies loses nothing: Dask runs its task again on another worker. A data set
+    whose task has killed its worker three times gets an error line (:mod:`kcheck.cluster`);
+    the batch goes on. On an interrupt the tasks are cancelled (see :meth:`Session.cancel`).
+    """
+    n = len(todo)
+    report(f"looking for {n} data sets' files on the workers", 0, n)
+    by_path = _by_path(todo, session, shared_fs)
+    pending = deque(range(n))
+    running: dict[Any, int] = {}
+    finished = 0
+
+    def stage() -> str:
+        names = [todo[i].name for i in sorted(running.values())]
+        if not names:
+            return f"{finished}/{n} done"
+        more = f" and {len(names) - 3} more" if len(names) > 3 else ""
+        return f"{finished}/{n} done; checking {', '.join(names[:3])}{more}"
+
+    def submit(i: int) -> Any:
+        ds = todo[i]
+        contents = None if by_path[i] else [session.scatter(_read_bytes(f)) for f in _files(ds)]
+        paths = [os.path.abspath(f) for f in _files(ds)]
+        return session.submit(i, check_remote, task, ds, config, paths, contents)
+
+    try:
+        while pending or running:
+            slots = session.slots
+            while pending and len(running) < slots:
+                i = pending.popleft()
+                try:
+                    running[submit(i)] = i
+                except OSError as e:  # the file changed since it was found
+                    finished += 1
+                    yield error_line(todo[i], config, f"{todo[i].train}: {e.strerror or e}", 0.0)
+            report(stage(), finished, n)
+            for i, line, error in session.finished(running, timeout=0.5):
+                if error is not None:
+                    line = error_line(todo[i], config, error_message(error), 0.0)
+                finished += 1
+                yield line
+        report("done", n, n)
+    finally:
+        session.cancel(running)

@@ -42,7 +42,7 @@ def expit(x: np.ndarray) -> np.ndarray:
     x = np.asarray(x, dtype=np.float64)
     with np.errstate(under="ignore"):  # exp(-800) is 0, as it should be
         e = np.exp(-np.abs(x))
-    return np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
+    return np.asarray(np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e)), dtype=np.float64)
 
 
 #: LIBSVM's ``sigmoid_train`` constants: iterations, smallest line-search step, the ridge that

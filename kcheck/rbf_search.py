@@ -10,11 +10,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 
 from kcheck import engines
+from kcheck.cluster import Session
 from kcheck.defaults import FOLDS, Progress, no_progress
 from kcheck.errors import KcheckError
 from kcheck.metrics import balanced_accuracy
@@ -109,7 +111,7 @@ def best_point(scores: Mapping[tuple[float, float], float]) -> tuple[float, floa
     return min(scores, key=lambda p: (-scores[p], p[0], p[1]))
 
 
-_WORKER: dict[str, engines.SvmProblem] = {}
+_WORKER: dict[str, Any] = {}
 
 
 def _init_worker(
@@ -120,13 +122,43 @@ def _init_worker(
 
 
 def _cv_point(
-    log2_C: float, log2_gamma: float, seed: int, balanced: bool = False
+    log2_C: float, log2_gamma: float, cv_args: dict[str, Any]
 ) -> tuple[float, float, float]:
-    return (
-        log2_C,
-        log2_gamma,
-        _cv_point_with(_WORKER["problem"], log2_C, log2_gamma, seed, balanced),
-    )
+    return log2_C, log2_gamma, _cv_point_with(_WORKER["problem"], log2_C, log2_gamma, cv_args)
+
+
+def _cluster_point(
+    token: str,
+    data: tuple[sp.csr_matrix, np.ndarray, engines.ClassWeight | None],
+    log2_C: float,
+    log2_gamma: float,
+    cv_args: dict[str, Any],
+) -> tuple[float, float, float]:
+    """A grid point on a cluster worker; the LIBSVM problem is built once per worker and run."""
+    if _WORKER.get("token") != token:
+        _WORKER.clear()
+        _WORKER["problem"] = engines.SvmProblem.from_data(*data)
+        _WORKER["token"] = token
+    return _cv_point(log2_C, log2_gamma, cv_args)
+
+
+def _cv_point_with(
+    problem: engines.SvmProblem, log2_C: float, log2_gamma: float, cv_args: dict[str, Any]
+) -> float:
+    """A grid point's CV score: rows right (an exact count), or with ``cv_args["balanced"]``
+    the balanced accuracy (rounded, so that equal scores tie exactly)."""
+    args = dict(cv_args)
+    balanced = bool(args.pop("balanced", False))
+    C, gamma = 2.0**log2_C, 2.0**log2_gamma
+    if not balanced:
+        return engines.cv_rbf(problem, C, gamma, **args)
+    predicted = engines.cv_rbf_predictions(problem, C, gamma, **args)
+    return round(balanced_accuracy(problem.y, predicted), 12)
+
+
+def _slowest_first(points: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:
+    """Large C and small gamma train slowest; starting them first balances the workers."""
+    return sorted(points, key=lambda p: (-p[0], p[1]))
 
 
 class _Evaluator:
@@ -134,6 +166,7 @@ class _Evaluator:
 
     Processes, not threads: LIBSVM draws its folds from the process-wide ``rand()``. Each task
     seeds it, so every point sees the same folds however the tasks are scheduled.
+    ``cv_args`` are :func:`engines.cv_rbf`'s keyword arguments, the same at every point.
     """
 
     def __init__(
@@ -141,18 +174,19 @@ class _Evaluator:
         X: sp.csr_matrix,
         y: np.ndarray,
         *,
-        seed: int,
+        cv_args: dict[str, Any],
         jobs: int,
         class_weight: engines.ClassWeight | None = None,
-        balanced: bool = False,
     ) -> None:
-        self.seed = seed
+        self.cv_args = cv_args
         self.jobs = jobs
-        self.balanced = balanced
         self.pool: ProcessPoolExecutor | None = None
         if jobs > 1:
             self.pool = process_pool(
-                jobs, ["kcheck.engines", "kcheck.rbf_search"], _init_worker, (X, y, class_weight)
+                jobs,
+                ["kcheck.engines", "kcheck.rbf_search"],
+                _init_worker,
+                (X, y, class_weight),
             )
         else:
             self.problem = engines.SvmProblem.from_data(X, y, class_weight)
@@ -162,14 +196,13 @@ class _Evaluator:
         points: Iterable[tuple[float, float]],
         on_done: Callable[[tuple[float, float], float], None],
     ) -> None:
-        # Large C and small gamma train slowest; starting them first balances the workers.
-        todo = sorted(points, key=lambda p: (-p[0], p[1]))
+        todo = _slowest_first(points)
         if self.pool is None:
             for c, g in todo:
-                on_done((c, g), _cv_point_with(self.problem, c, g, self.seed, self.balanced))
+                on_done((c, g), _cv_point_with(self.problem, c, g, self.cv_args))
             return
         futures: list[Future[tuple[float, float, float]]] = [
-            self.pool.submit(_cv_point, c, g, self.seed, self.balanced) for c, g in todo
+            self.pool.submit(_cv_point, c, g, self.cv_args) for c, g in todo
         ]
         try:
             for fut in as_completed(futures):
@@ -186,15 +219,60 @@ class _Evaluator:
             self.pool = None
 
 
-def _cv_point_with(
-    problem: engines.SvmProblem, log2_C: float, log2_gamma: float, seed: int, balanced: bool
-) -> float:
-    """A grid point's CV score: rows right (an exact count), or the balanced accuracy."""
-    C, gamma = 2.0**log2_C, 2.0**log2_gamma
-    if not balanced:
-        return engines.cv_rbf(problem, C, gamma, folds=FOLDS, seed=seed)
-    predicted = engines.cv_rbf_predictions(problem, C, gamma, folds=FOLDS, seed=seed)
-    return round(balanced_accuracy(problem.y, predicted), 12)
+class _ClusterEvaluator:
+    """Runs CV at grid points on a Dask cluster (:mod:`kcheck.cluster`), one task a point.
+
+    The scaled rows are sent once; each worker builds the LIBSVM problem once. The points,
+    seeds and ``cv_args`` are those of the local runner, so the scores are the same.
+    """
+
+    def __init__(
+        self,
+        X: sp.csr_matrix,
+        y: np.ndarray,
+        *,
+        cv_args: dict[str, Any],
+        scheduler: str,
+        class_weight: engines.ClassWeight | None = None,
+    ) -> None:
+        self.cv_args = cv_args
+        self.session = Session(scheduler)
+        try:
+            self.data = self.session.scatter((X, y, class_weight))
+        except BaseException:
+            self.session.close()
+            raise
+        self.token = self.session.run_id
+        self.submitted = 0  # task numbers go on across runs (a refinement is a second run)
+
+    def run(
+        self,
+        points: Iterable[tuple[float, float]],
+        on_done: Callable[[tuple[float, float], float], None],
+    ) -> None:
+        todo = _slowest_first(points)
+        first, self.submitted = self.submitted, self.submitted + len(todo)
+        futures = {
+            self.session.submit(
+                first + i, _cluster_point, self.token, self.data, c, g, self.cv_args
+            ): i
+            for i, (c, g) in enumerate(todo)
+        }
+        try:
+            while futures:
+                for i, value, error in self.session.finished(futures, timeout=0.5):
+                    if error is not None:
+                        c, g = todo[i]
+                        raise KcheckError(
+                            f"grid point log2 C {c:g}, log2 gamma {g:g} failed on the cluster: "
+                            + " ".join((str(error) or type(error).__name__).split())
+                        )
+                    on_done((value[0], value[1]), value[2])
+        finally:
+            self.session.cancel(futures)
+
+    def close(self) -> None:
+        self.session.close()
 
 
 def rbf_grid_search(
@@ -206,6 +284,7 @@ def rbf_grid_search(
     jobs: int = 1,
     progress: Progress | None = None,
     stage: str = "RBF grid search",
+    scheduler: str | None = None,
     class_weight: engines.ClassWeight | None = None,
     balanced: bool = False,
 ) -> GridResult:
@@ -213,6 +292,9 @@ def rbf_grid_search(
 
     ``class_weight``: LIBSVM's ``-wi`` for every training; ``balanced``: points are ranked by
     their CV balanced accuracy instead of the rows they predict right.
+
+    With ``scheduler`` (``tcp://host:port`` or ``local:N``), the points run on a Dask cluster
+    instead of ``jobs`` local processes; the result is the same.
     """
     report = progress or no_progress
     if y.size < FOLDS:
@@ -232,13 +314,16 @@ def rbf_grid_search(
     jobs = max(1, min(jobs, len(coarse)))
     if Xb.shape[0] * Xb.nnz < MIN_PARALLEL_WORK:
         jobs = 1
-    evaluator = _Evaluator(
-        Xb,
-        np.asarray(y, np.float64),
-        seed=seed,
-        jobs=jobs,
-        class_weight=class_weight,
-        balanced=balanced,
+    cv_args: dict[str, Any] = {"folds": FOLDS, "seed": seed}
+    if balanced:
+        cv_args["balanced"] = True
+    yb = np.asarray(y, np.float64)
+    evaluator: _Evaluator | _ClusterEvaluator = (
+        _Evaluator(Xb, yb, cv_args=cv_args, jobs=jobs, class_weight=class_weight)
+        if scheduler is None
+        else _ClusterEvaluator(
+            Xb, yb, cv_args=cv_args, scheduler=scheduler, class_weight=class_weight
+        )
     )
     try:
         evaluator.run(coarse, done)

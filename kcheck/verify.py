@@ -69,6 +69,8 @@ class VerifyConfig:
     zero_based: bool = False
     memory_limit: int | None = None
     grid: Grid = GRID
+    #: A Dask scheduler (``tcp://host:port`` or ``local:N``) to run the grid points on.
+    scheduler: str | None = None
 
     def validated(self) -> VerifyConfig:
         check_common(
@@ -153,6 +155,7 @@ def run(config: VerifyConfig, progress: Progress | None = None) -> VerifyResult:
         progress=report,
         class_weight=weight,
         balanced=scoring.weighted,
+        scheduler=config.scheduler,
     )
     rbf_correct = engines.cv_rbf_correct(
         engines.SvmProblem.from_data(Xc, yc, weight),

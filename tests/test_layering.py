@@ -46,6 +46,7 @@ LAYERS: list[set[str]] = [
         "kcheck.metrics",
         "kcheck.split",
         "kcheck.workers",
+        "kcheck.cluster",
         "kcheck.atomic",
         "kcheck.memory",
         "kcheck.errors",
@@ -196,10 +197,15 @@ def _absolute_imports(path: Path) -> set[str]:
 
 @pytest.mark.parametrize(
     ("packages", "allowed"),
-    [(("click", "rich"), "kcheck.cli"), (("liblinear", "libsvm"), "kcheck.engines")],
+    [
+        (("click", "rich"), "kcheck.cli"),
+        (("liblinear", "libsvm"), "kcheck.engines"),
+        (("dask", "distributed"), "kcheck.cluster"),
+    ],
 )
 def test_only_one_module_imports(packages: tuple[str, ...], allowed: str) -> None:
-    """click and rich only in the CLI package; the LIBLINEAR/LIBSVM bindings only in engines."""
+    """click and rich only in the CLI package; the LIBLINEAR/LIBSVM bindings only in engines;
+    Dask (an optional extra) only in the cluster module."""
     for m, path in _modules().items():
         if m == allowed or m.startswith(allowed + "."):
             continue

@@ -11,7 +11,7 @@ import click
 from rich.text import Text
 
 from kcheck.cli.app import BatchFailed, GateTripped
-from kcheck.cli.options import check_config, check_options
+from kcheck.cli.options import check_config, check_options, cluster_from, scheduler_option
 from kcheck.cli.outputs import check_writable, require_stdout
 from kcheck.cli.render import batch_caption, batch_table
 from kcheck.cli.ui import Ui, count_text, new_progress
@@ -58,6 +58,15 @@ def _read_path_list(source: str) -> list[str]:
     metavar="N",
     help="Data sets checked at once, each in its own process; they share the memory budget.",
 )
+@scheduler_option("One task per data set; the lines are those of a local run.")
+@click.option(
+    "--shared-fs/--no-shared-fs",
+    "shared_fs",
+    default=None,
+    help="With --scheduler: workers read the files at their paths (--shared-fs), or are sent "
+    "each file's bytes once (--no-shared-fs) [default: by path where a worker sees the same "
+    "file at its absolute path].",
+)
 @click.option(
     "-o",
     "--output",
@@ -83,6 +92,8 @@ def batch(
     paths: tuple[str, ...],
     files_from: str | None,
     jobs: int,
+    scheduler: str | None,
+    shared_fs: bool | None,
     output: str | None,
     resume: bool,
     strict: bool,
@@ -105,16 +116,28 @@ def batch(
       0  every data set was checked (and no --fail-on match)
       1  --fail-on matched at least one data set
       2  usage error: bad option, no data files found, --resume without -o,
-         FILE locked by another batch
+         FILE locked by another batch, a --scheduler that cannot be reached
       3  at least one data set could not be checked, or (--strict) a file was
          skipped; errors take precedence over --fail-on
     Ctrl-C ends the batch (exit 130); FILE keeps its old content and the lines
     already written stay in FILE.partial, so --resume carries on from there.
+    With --scheduler, Ctrl-C cancels the cluster's tasks (local:N also ends its
+    workers); on a shared cluster a check already running finishes, unused.
     """
     from kcheck.batch import discover, run_batch
 
     quiet, fail_on = opts["quiet"], opts["fail_on"]
     ui = Ui(quiet)
+    ctx = click.get_current_context()
+    jobs_given = ctx.get_parameter_source("jobs") is click.core.ParameterSource.COMMANDLINE
+    if shared_fs is not None and scheduler is None:
+        raise click.UsageError("--shared-fs and --no-shared-fs go with --scheduler")
+    if scheduler is not None and opts["time_limit"] is not None:
+        raise click.UsageError(
+            "--time-limit cannot be used with --scheduler: a check is stopped by ending its "
+            "own process, which a Dask worker may not start"
+        )
+    scheduler = cluster_from(scheduler, jobs_given)
     named = list(paths)
     if files_from is not None:
         if files_from == "-" and "-" in named:
@@ -167,6 +190,8 @@ def batch(
             strict=strict,
             progress=progress,
             on_line=on_line,
+            scheduler=scheduler,
+            shared_fs=shared_fs,
         )
 
     # JSON lines on a terminal's stdout would land in the middle of a live progress display.

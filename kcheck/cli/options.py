@@ -223,6 +223,35 @@ def metric_option(
     )
 
 
+SCHEDULER_HELP = (
+    "Run on a Dask cluster instead of -j: tcp://HOST:8786 (a running scheduler) or local:N "
+    "(N worker processes started here); needs pip install 'kcheck[dask]'."
+)
+
+
+def scheduler_option(what: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """``--scheduler ADDRESS``: a Dask cluster that replaces ``-j``."""
+    return click.option(
+        "--scheduler",
+        type=str,
+        default=None,
+        metavar="ADDRESS",
+        help=f"{SCHEDULER_HELP} {what}",
+    )
+
+
+def cluster_from(scheduler: str | None, jobs_given: bool) -> str | None:
+    """The checked ``--scheduler``: a usage error together with ``-j``, exit 2 on a bad
+    address or without the dask extra, before any work starts."""
+    if scheduler is None:
+        return None
+    if jobs_given:
+        raise click.UsageError("--scheduler replaces -j: give one of them")
+    from kcheck.cluster import require
+
+    return require(scheduler).text
+
+
 _CHECK_OPTIONS: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
     click.option(
         "--epsilon",

@@ -14,10 +14,12 @@ from kcheck.cli.options import (
     SEED,
     Fraction,
     MaxRows,
+    cluster_from,
     jobs_option,
     metric_option,
     output_option,
     quiet_option,
+    scheduler_option,
 )
 from kcheck.cli.outputs import emit_json, json_destination, refuse_input_as_output
 from kcheck.cli.render import verify_summary, verify_table
@@ -36,6 +38,7 @@ from kcheck.defaults import SCALINGS
     help="Also train both models on all of TRAIN and score them on FILE.",
 )
 @jobs_option("Worker processes for the grid search")
+@scheduler_option("One task per grid point, with the same result as -j.")
 @click.option(
     "--max-rows",
     type=MaxRows(),
@@ -81,6 +84,7 @@ def verify(
     train: str,
     test: str | None,
     jobs: int | None,
+    scheduler: str | None,
     max_rows: int | str | None,
     scaling: str | None,
     seed: int | None,
@@ -101,22 +105,41 @@ def verify(
     from kcheck import verify as verifying
 
     ui = Ui(quiet)
+    scheduler = cluster_from(scheduler, jobs is not None)
     output, to_stdout = json_destination(output, as_json)
     if output is not None:
         refuse_input_as_output(output, "-o", [train, test, check_json])
-    config = verifying.VerifyConfig(
-        train=train,
-        test=test,
-        jobs=jobs if jobs is not None else (os.cpu_count() or 1),
-        max_rows=max_rows,
-        scaling=scaling,
-        seed=seed,
-        epsilon=epsilon,
-        metric=metric,
-        check_json=check_json,
-        zero_based=zero_based,
-    ).validated()
-    result = ui.run(lambda progress: verifying.verify(config, progress))
+    session = None
+    if scheduler is not None:
+        from kcheck.cluster import Session
+
+        # Reach the cluster (or start local:N) before any work: a bad address fails at once.
+        session = Session(scheduler)
+    try:
+        config = verifying.VerifyConfig(
+            train=train,
+            test=test,
+            jobs=jobs if jobs is not None else (os.cpu_count() or 1),
+            max_rows=max_rows,
+            scaling=scaling,
+            seed=seed,
+            epsilon=epsilon,
+            metric=metric,
+            check_json=check_json,
+            zero_based=zero_based,
+            scheduler=None if session is None else session.address,
+        ).validated()
+        result = ui.run(lambda progress: verifying.verify(config, progress))
+    except BaseException:
+        if session is not None:
+            # Ctrl-C: the grid runs in a worker thread; cancel its tasks from here.
+            from kcheck.cluster import end_all_sessions
+
+            end_all_sessions()
+        raise
+    finally:
+        if session is not None:
+            session.close()
     _show_verify(ui, result)
     emit_json(result, output, to_stdout=to_stdout)
     if result["confirms"] is False:
