@@ -453,6 +453,15 @@ def test_grid_scores_are_those_of_local_processes(
     refined = rbf_grid_search(data.X, data.y, EXPORT_GRID, seed=3, scheduler=address)
     assert refined.scores == rbf_grid_search(data.X, data.y, EXPORT_GRID, seed=3).scores
     assert (remote.log2_C, remote.log2_gamma) == (local.log2_C, local.log2_gamma)
+    # Class weights (--metric balanced) reach the workers' problems, and points are ranked
+    # by balanced accuracy there as here.
+    weight = ((-1.0, 0.9), (1.0, 1.125))
+    here = rbf_grid_search(data.X, data.y, seed=3, class_weight=weight, balanced=True)
+    there = rbf_grid_search(
+        data.X, data.y, seed=3, scheduler=address, class_weight=weight, balanced=True
+    )
+    assert there.scores == here.scores and here.scores != local.scores
+    assert all(0 < v <= 1 for v in here.scores.values())
 
 
 def _kcheck_tasks(dask_scheduler: Any) -> list[str]:
