@@ -183,3 +183,15 @@ def test_verify_summary_gives_the_interval_and_margin(datasets):
     lo, hi = (100 * x for x in v["gap_ci95"])
     assert f"{100 * v['gap']:+.2f} points (95% CI {lo:+.1f} to {hi:+.1f})" in text
     assert f"verdict {v['verdict']}, {v['margin']}" in text
+
+
+def test_a_summary_in_another_metric_names_it_and_carries_it_on(fourclass_proxies):
+    v = {**fourclass_proxies, "metric": "balanced", "class_weights": {"-1": 0.8, "1": 1.4}}
+    text = render.verdict_summary(v)
+    assert "points of balanced accuracy" in text
+    # The next commands train and verify in the same metric.
+    assert "--model-out MODEL" in text and text.count("--metric balanced") == 2
+    assert "balanced acc." in str(render.metric_words(v))
+    assert "every model class-weighted" in render.verdict_footnote(v)
+    plain = render.verdict_summary(fourclass_proxies)
+    assert "--metric" not in plain and "points of" not in plain.split("(")[0]

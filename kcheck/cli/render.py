@@ -234,6 +234,9 @@ def verdict_summary(v: dict[str, Any], model_out: str | None = None) -> str:
     trained for --model-out, so the next step is to use it)."""
     eps = 100 * v["epsilon"]
     data = _command(v["data"]["path"])
+    metric = v.get("metric") or "accuracy"
+    if metric != "accuracy":  # the next commands train and verify in the same metric
+        data += f" --metric {metric}"
     train = (
         f"`kcheck check {data} --model-out MODEL` trains it"
         if model_out is None
