@@ -94,7 +94,8 @@ class CheckResult:
                 "seconds": _seconds(base.seconds),
             },
             "checkers": {
-                n: _checker_json(r, g, self.values.get(n)) for n, (r, g) in self.checkers.items()
+                n: _checker_json(r, g, self.values.get(n) if r.correct is not None else None)
+                for n, (r, g) in self.checkers.items()
             },
             "exact": _json_value(self.exact),
             "test": None if self.test is None else _test_json(self.test),

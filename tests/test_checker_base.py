@@ -81,13 +81,17 @@ def test_score_records_decision_values_of_a_real_model(heart) -> None:
     _, V, model = heart
     s = score(model, V)
     assert s.scores is not None
-    np.testing.assert_allclose(s.scores, model.decision_function(V.X))
+    # Two classes: each point's decision value for the larger label (LIBLINEAR's own sign
+    # means its first label, whichever that is).
+    dec = model.decision_function(V.X)[:, 0]
+    first, second = model.labels
+    np.testing.assert_allclose(s.scores, dec if first > second else -dec)
     np.testing.assert_array_equal(s.predicted, model.predict(V.X))
     np.testing.assert_array_equal(s.correct, model.predict(V.X) == V.y)
     assert s.accuracy == pytest.approx(np.mean(model.predict(V.X) == V.y))
-    # LIBLINEAR's two-class rule: a positive decision value means the first label.
-    first, second = model.labels
-    np.testing.assert_array_equal(s.predicted, np.where(s.scores[:, 0] > 0, first, second))
+    np.testing.assert_array_equal(
+        s.predicted, np.where(s.scores > 0, max(first, second), min(first, second))
+    )
 
 
 def test_score_with_the_bound_predict_has_no_scores(heart) -> None:

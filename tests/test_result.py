@@ -26,6 +26,8 @@ def sig6(x: float) -> float:
 HEART = str(DATASETS / "heart_scale")
 
 CHECK_KEYS = {
+    "metric",
+    "class_weights",
     "schema_version",
     "kcheck_version",
     "verdict",
@@ -46,6 +48,8 @@ CHECK_KEYS = {
     "seconds",
 }
 VERIFY_KEYS = {
+    "metric",
+    "class_weights",
     "schema_version",
     "kcheck_version",
     "kind",
@@ -99,7 +103,10 @@ def test_check_json_keys_and_schema(check: CheckResult) -> None:
         "stratified": True,
     }
     assert sum(check.split) == 270
-    assert set(out["linear"]) == {"val_accuracy", "cv_accuracy", "C", "seconds"}
+    assert set(out["linear"]) == {"val_score", "val_accuracy", "cv_accuracy", "C", "seconds"}
+    # Under accuracy the metric's score is the accuracy.
+    assert out["metric"] == "accuracy" and out["class_weights"] is None
+    assert out["linear"]["val_score"] == out["linear"]["val_accuracy"]
     assert out["exact"] == check.exact and out["exact"]["ran"] is False
     assert out["test"] is None and out["model"] is None
     json.dumps(out, allow_nan=False)  # valid JSON: no NaN or inf anywhere
@@ -134,7 +141,7 @@ def test_checker_block_layout(check: CheckResult) -> None:
     out = check.to_json()
     for name, (r, _) in check.checkers.items():
         keys = list(out["checkers"][name])
-        assert keys[:5] == ["status", "reason", "val_accuracy", "gap", "gap_ci95"]
+        assert keys[:6] == ["status", "reason", "val_score", "val_accuracy", "gap", "gap_ci95"]
         assert keys[-1] == "seconds"
         assert set(r.info) <= set(keys)
         assert ("cv_accuracy" in keys) == (r.cv_accuracy is not None)
@@ -154,6 +161,7 @@ def test_rounding_digits(check: CheckResult) -> None:
     )
     out = changed.to_json()["linear"]
     assert out == {
+        "val_score": sig6(check.values["linear"]),
         "val_accuracy": 0.123457,
         "cv_accuracy": 0.987654,
         "C": 0.012345678901234567,
@@ -197,6 +205,7 @@ def test_nan_and_inf_become_null(check: CheckResult) -> None:
             "rows": 0,
             "seconds": 0.5,
             "accuracy": {"linear": math.nan, name: 0.123456789},
+            "score": {"linear": math.inf, name: 0.987654321},
         },
     )
     out = changed.to_json()
@@ -211,6 +220,7 @@ def test_nan_and_inf_become_null(check: CheckResult) -> None:
         "rows": 0,
         "seconds": 0.5,
         "accuracy": {"linear": None, name: 0.123457},
+        "score": {"linear": None, name: 0.987654},
     }
     json.dumps(out, allow_nan=False)
 
@@ -221,6 +231,7 @@ def test_a_skipped_checker_has_a_null_gap(check: CheckResult) -> None:
     assert out["checkers"]["degree2"] == {
         "status": "skipped",
         "reason": "ran out of memory",
+        "val_score": None,
         "val_accuracy": None,
         "gap": None,
         "gap_ci95": None,
@@ -269,12 +280,17 @@ def test_verify_json_keys_and_values(verified: VerifyResult) -> None:
     assert out["gap"] == sig6(verified.gap.value)
     assert out["gap_ci95"] == [sig6(verified.gap.low), sig6(verified.gap.high)]
     assert out["linear"] == {
+        "cv_score": sig6(verified.linear["cv_score"]),
         "cv_accuracy": sig6(verified.linear["cv_accuracy"]),
         "C": verified.linear["C"],
         "seconds": sig6(verified.linear["seconds"]),
         "test_accuracy": None,
+        "test_score": None,
     }
+    assert out["metric"] == "accuracy" and out["class_weights"] is None
     assert set(out["rbf"]) == {
+        "cv_score",
+        "test_score",
         "cv_accuracy",
         "C",
         "gamma",
