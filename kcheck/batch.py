@@ -1022,6 +1022,15 @@ _DIED = (
 )
 
 
+def _stage(todo: Sequence[DataSet], running: Iterable[int], finished: int) -> str:
+    """The progress line of a batch with several checks in flight: counts and their names."""
+    names = [todo[i].name for i in sorted(running)]
+    if not names:
+        return f"{finished}/{len(todo)} done"
+    more = f" and {len(names) - 3} more" if len(names) > 3 else ""
+    return f"{finished}/{len(todo)} done; checking {', '.join(names[:3])}{more}"
+
+
 def _run_parallel(
     todo: Sequence[DataSet],
     config: CheckConfig,
@@ -1042,19 +1051,12 @@ def _run_parallel(
     finished = 0
     pool = _new_pool(workers)
 
-    def stage() -> str:
-        names = [todo[i].name for i in sorted(running.values())]
-        if not names:
-            return f"{finished}/{n} done"
-        more = f" and {len(names) - 3} more" if len(names) > 3 else ""
-        return f"{finished}/{n} done; checking {', '.join(names[:3])}{more}"
-
     try:
         while pending or running:
             while pending and len(running) < workers:
                 i = pending.popleft()
                 running[pool.submit(task, todo[i], config)] = i
-            report(stage(), finished, n)
+            report(_stage(todo, running.values(), finished), finished, n)
             done, _ = wait(list(running), timeout=0.5, return_when=FIRST_COMPLETED)
             broken = False
             for f in sorted(done, key=lambda f: running[f]):
@@ -1085,7 +1087,7 @@ def _run_parallel(
             pool = _new_pool(1)
         for i in sorted(suspects):
             running[pool.submit(task, todo[i], config)] = i
-            report(stage(), finished, n)
+            report(_stage(todo, running.values(), finished), finished, n)
             f = next(iter(running))
             while not f.done():
                 wait([f], timeout=0.5)
@@ -1228,13 +1230,6 @@ def _run_cluster(
     running: dict[Any, int] = {}
     finished = 0
 
-    def stage() -> str:
-        names = [todo[i].name for i in sorted(running.values())]
-        if not names:
-            return f"{finished}/{n} done"
-        more = f" and {len(names) - 3} more" if len(names) > 3 else ""
-        return f"{finished}/{n} done; checking {', '.join(names[:3])}{more}"
-
     def submit(i: int) -> Any:
         ds = todo[i]
         contents = None if by_path[i] else [session.scatter(_read_bytes(f)) for f in _files(ds)]
@@ -1251,7 +1246,7 @@ def _run_cluster(
                 except OSError as e:  # the file changed since it was found
                     finished += 1
                     yield error_line(todo[i], config, f"{todo[i].train}: {e.strerror or e}", 0.0)
-            report(stage(), finished, n)
+            report(_stage(todo, running.values(), finished), finished, n)
             for i, line, error in session.finished(running, timeout=0.5):
                 if error is not None:
                     line = error_line(todo[i], config, error_message(error), 0.0)

@@ -730,22 +730,28 @@ class RbfModel:
     def predict_scored(self, X: sp.spmatrix | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Labels and LIBSVM's one-vs-one decision values (``svm_predict_values``), one column
         per pair of classes; for two classes, positive means ``labels[0]``."""
+        k = self.labels.size
+        return self._each_row(_svm.libsvm.svm_predict_values, max(1, k * (k - 1) // 2), X)
+
+    def _each_row(
+        self, predict: Any, width: int, X: sp.spmatrix | np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """LIBSVM's ``predict(model, x, values)`` on every row: the labels it returns and the
+        ``width`` values it writes (decision values or probabilities)."""
         Xb = as_binding_csr(X)
-        n, k = Xb.shape[0], self.labels.size
-        pairs = max(1, k * (k - 1) // 2)
-        out = np.empty(n, dtype=np.float64)
-        dec = np.zeros((n, pairs), dtype=np.float64)
+        n = Xb.shape[0]
+        labels = np.empty(n, dtype=np.float64)
+        values = np.zeros((n, width), dtype=np.float64)
         if n == 0:
-            return out, dec
+            return labels, values
         nodes = _svm.svm_problem(np.zeros(n), Xb)
-        predict = _svm.libsvm.svm_predict_values
         model = self._raw
-        row = (ctypes.c_double * pairs)()
+        row = (ctypes.c_double * width)()
         _one_omp_thread()
         for i in range(n):
-            out[i] = predict(model, nodes.x[i], row)
-            dec[i] = row[:pairs]
-        return out, dec
+            labels[i] = predict(model, nodes.x[i], row)
+            values[i] = row[:width]
+        return labels, values
 
     @property
     def has_probability(self) -> bool:
@@ -761,21 +767,7 @@ class RbfModel:
         """
         if not self.has_probability:
             raise EngineError("the model has no probability information (svm-train -b 1)")
-        Xb = as_binding_csr(X)
-        n, k = Xb.shape[0], self.labels.size
-        labels = np.empty(n, dtype=np.float64)
-        probs = np.empty((n, k), dtype=np.float64)
-        if n == 0:
-            return labels, probs
-        nodes = _svm.svm_problem(np.zeros(n), Xb)
-        predict = _svm.libsvm.svm_predict_probability
-        model = self._raw
-        row = (ctypes.c_double * k)()
-        _one_omp_thread()
-        for i in range(n):
-            labels[i] = predict(model, nodes.x[i], row)
-            probs[i] = row[:k]
-        return labels, probs
+        return self._each_row(_svm.libsvm.svm_predict_probability, self.labels.size, X)
 
     def used_features(self) -> np.ndarray:
         """Sorted 0-based columns that some support vector stores (a model's real width)."""
