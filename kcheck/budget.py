@@ -25,7 +25,7 @@ __all__ = ["size_text"]
 
 #: Seconds of counted work that small data may always spend on exact mode or degree-2.
 FLOOR_SECONDS = 10.0
-#: The floor applies to degree-2 only where T holds at most this many stored values and rows:
+#: The floor applies only where T holds at most this many stored values and rows:
 #: above, the relative budget alone decides, as it did before the floor existed (a9a's T holds
 #: 339k values and its full expansion takes 20-30 s; on poker's 18,750 rows of T, LIBLINEAR's
 #: C search needs so many Newton steps that an expansion costs 4x the per-value median).
@@ -33,20 +33,21 @@ FLOOR_MAX_NNZ = 300_000
 FLOOR_MAX_ROWS = 10_000
 
 #: LIBLINEAR -s 2 -B 1 with its -C search, per stored value and one-vs-rest model. Measured
-#: 1.4-3.3 us (median 2.6) on 13 sets (scripts/results/calibrate.md).
-LINEAR_SECONDS_PER_NNZ = 3.0e-6
-#: The same on the degree-2 expansion, per expanded value and model: 1.6-6.9 us (median 3.4);
+#: 1.0-4.3 us (median 2.0) on 15 sets of a quiet machine (scripts/results/calibrate.md),
+#: rounded up.
+LINEAR_SECONDS_PER_NNZ = 2.5e-6
+#: The same on the degree-2 expansion, per expanded value and model: 1.5-6.3 us (median 2.3);
 #: larger T lean high, as the C search needs more Newton steps there.
-DEGREE2_SECONDS_PER_NNZ = 5.0e-6
+DEGREE2_SECONDS_PER_NNZ = 3.0e-6
 #: Exact mode: LIBSVM on a precomputed kernel, per entry of a training kernel matrix and CV
-#: fold or training (binary; one-vs-one multiclass costs up to twice that). Measured 3e-8 to
-#: 1.1e-7 (median 8e-8) on ten sets; madelon, whose noise makes every row a support vector at
-#: large gamma, took 4e-7 ...
-KERNEL_SECONDS_PER_ENTRY = 8.0e-8
+#: fold or training (binary; one-vs-one multiclass costs up to twice that) ...
+KERNEL_SECONDS_PER_ENTRY = 3.0e-8
 #: ... building a precomputed problem, per kernel entry ...
-BUILD_SECONDS_PER_ENTRY = 4.0e-8
-#: ... and the distance product, per row x stored value.
-DISTANCE_SECONDS_PER_WORK = 2.0e-9
+BUILD_SECONDS_PER_ENTRY = 1.5e-8
+#: ... and the distance product, per row x stored value. On a quiet machine the whole
+#: comparison took 0.3-1.0 of its counted seconds on eleven of thirteen sets; poker 1.4, and
+#: madelon 1.8, whose noise makes every row a support vector at large gamma.
+DISTANCE_SECONDS_PER_WORK = 1.0e-9
 
 
 def n_models(n_classes: int) -> int:
@@ -64,9 +65,16 @@ def degree2_seconds(expanded_nnz: int, n_classes: int) -> float:
     return DEGREE2_SECONDS_PER_NNZ * expanded_nnz * n_models(n_classes)
 
 
+def floor_applies(*, rows: int, nnz: int) -> bool:
+    """Whether T is small enough for the floor: the same bound for degree-2 and exact mode, so
+    that above a few hundred thousand stored values only the relative budgets decide (madelon's
+    T holds 750,000 dense values; its linear baseline alone takes 7 s)."""
+    return rows <= FLOOR_MAX_ROWS and nnz <= FLOOR_MAX_NNZ
+
+
 def degree2_floor_values(*, rows: int, nnz: int, n_classes: int, floor_seconds: float) -> int:
     """Expanded values (per model) that the floor lets degree-2 use on small data, else 0."""
-    if rows > FLOOR_MAX_ROWS or nnz > FLOOR_MAX_NNZ or floor_seconds <= 0:
+    if not floor_applies(rows=rows, nnz=nnz) or floor_seconds <= 0:
         return 0
     return int(round(floor_seconds / (DEGREE2_SECONDS_PER_NNZ * n_models(n_classes))))
 

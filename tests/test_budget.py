@@ -42,15 +42,15 @@ def interaction_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_counted_costs_are_monotone_and_model_counts() -> None:
     assert budget.n_models(2) == 1 and budget.n_models(3) == 3
     assert budget.linear_seconds(1000, 10) == 10 * budget.linear_seconds(1000, 2)
-    assert budget.degree2_seconds(2_000_000, 2) == pytest.approx(10.0)
+    assert budget.degree2_seconds(3_000_000, 2) == pytest.approx(9.0)
     floor = budget.FLOOR_SECONDS
     assert (
         budget.degree2_floor_values(rows=750, nnz=45_000, n_classes=2, floor_seconds=floor)
-        == 2_000_000
+        == 3_333_333
     )
     assert (
         budget.degree2_floor_values(rows=750, nnz=45_000, n_classes=4, floor_seconds=floor)
-        == 500_000
+        == 833_333
     )
     assert (
         budget.degree2_floor_values(rows=18_750, nnz=187_500, n_classes=2, floor_seconds=floor) == 0
@@ -104,17 +104,17 @@ def test_without_the_floor_the_same_data_skips_degree2(interaction_file: Path) -
     )
     assert degree2.plan_rows(T, 2, floored).rows == 750
     # Where the full expansion is over the floor, a subsample of the floor's size runs.
-    T2 = Dataset(sp.vstack([T.X] * 4, format="csr"), np.tile(T.y, 4))
+    T2 = Dataset(sp.vstack([T.X] * 6, format="csr"), np.tile(T.y, 6))
     plan = degree2.plan_rows(T2, 2, floored)
     per_row = 40 + 40 * 41 // 2
     assert (
         plan.rows
         == budget.degree2_floor_values(
-            rows=3000, nnz=T2.X.nnz, n_classes=2, floor_seconds=budget.FLOOR_SECONDS
+            rows=4500, nnz=T2.X.nnz, n_classes=2, floor_seconds=budget.FLOOR_SECONDS
         )
         // per_row
     )
-    assert 1000 <= plan.rows < 3000 and plan.limited_by == "cost"
+    assert 1000 <= plan.rows < 4500 and plan.limited_by == "cost"
     # Above FLOOR_MAX_NNZ stored values the floor never applies (large data keeps its ratios).
     wide = Dataset(sp.hstack([T.X] * 12, format="csr"), T.y)
     assert wide.X.nnz > budget.FLOOR_MAX_NNZ
@@ -186,3 +186,28 @@ def test_same_json_under_load_with_any_jobs_and_free_memory(datasets: Path, name
     assert loaded == quiet
     assert loaded_j2 == quiet
     assert squeezed == quiet
+
+
+def test_exact_mode_gets_the_floor_only_where_degree2_does() -> None:
+    """Above FLOOR_MAX_NNZ stored values in T (madelon's 750,000 dense values) exact mode keeps
+    only its relative budget, so the floor cannot add a minute to a check whose linear model
+    already takes several seconds; below, the floor is the budget."""
+    from kcheck.checkers import exact
+    from kcheck.checkers.base import Dataset
+
+    rng = np.random.default_rng(0)
+
+    def split(rows: int, features: int) -> tuple[Dataset, Dataset]:
+        X = sp.csr_matrix(rng.uniform(0.1, 1.0, (rows, features)))
+        y = np.where(np.arange(rows) % 2 == 0, 1.0, -1.0)
+        t = rows * 3 // 4
+        return Dataset(X[:t], y[:t]), Dataset(X[t:], y[t:])
+
+    T, V = split(800, 40)
+    assert budget.floor_applies(rows=T.rows, nnz=T.X.nnz)
+    assert exact.budget_seconds(T, V) == budget.FLOOR_SECONDS
+    T, V = split(1600, 300)
+    assert T.X.nnz > budget.FLOOR_MAX_NNZ and not budget.floor_applies(rows=T.rows, nnz=T.X.nnz)
+    relative = exact.LINEAR_FACTOR * budget.linear_seconds(T.X.nnz + V.X.nnz, 2)
+    assert relative < budget.FLOOR_SECONDS
+    assert exact.budget_seconds(T, V) == pytest.approx(relative)

@@ -455,12 +455,13 @@ def _averaged(runs: list[_Fold]) -> tuple[PointResults, PointResults]:
 
 
 def budget_seconds(T: Dataset, V: Dataset) -> float:
-    """Counted seconds exact mode may take: the floor, or 3x the linear baseline's counted cost."""
+    """Counted seconds exact mode may take: 3x the linear baseline's counted cost, or the floor
+    where T is small enough for it (:func:`kcheck.budget.floor_applies`)."""
     n_classes = int(np.unique(T.y).size)
-    return max(
-        budget.FLOOR_SECONDS,
-        LINEAR_FACTOR * budget.linear_seconds(T.X.nnz + V.X.nnz, n_classes),
-    )
+    relative = LINEAR_FACTOR * budget.linear_seconds(T.X.nnz + V.X.nnz, n_classes)
+    if budget.floor_applies(rows=T.rows, nnz=int(T.X.nnz)):
+        return max(budget.FLOOR_SECONDS, relative)
+    return relative
 
 
 def check_all(
