@@ -211,3 +211,17 @@ def test_exact_mode_gets_the_floor_only_where_degree2_does() -> None:
     relative = exact.LINEAR_FACTOR * budget.linear_seconds(T.X.nnz + V.X.nnz, 2)
     assert relative < budget.FLOOR_SECONDS
     assert exact.budget_seconds(T, V) == pytest.approx(relative)
+
+
+def test_exact_mode_tunes_on_the_rows_its_budget_affords(tmp_path: Path) -> None:
+    """On 1,200 rows of 5 dense features the floor affords the search on every row (not 600),
+    and the JSON says so; deciding it took counts only (see the test under load above)."""
+    rng = np.random.default_rng(3)
+    X = rng.uniform(-1.0, 1.0, size=(1200, 5))
+    y = np.where(X[:, 0] * X[:, 1] + 0.1 * rng.normal(size=1200) > 0, 1.0, -1.0)
+    path = tmp_path / "xor1200.svm"
+    write_libsvm(str(path), y, X)
+    v = run(CheckConfig(train=str(path), checkers=("multilinear",))).json
+    assert v["exact"]["ran"] and v["exact"]["estimated_seconds"] <= budget.FLOOR_SECONDS
+    assert v["checkers"]["rbf"]["tune_rows"] == 1200
+    assert v["verdict"] == "kernel" and v["deciding_checker"] == "rbf"

@@ -84,6 +84,25 @@ def test_the_decision_does_not_depend_on_load(monkeypatch):
     assert before == after
 
 
+def test_the_search_gets_the_most_rows_the_budget_affords():
+    """600 rows at least; then 1,000, 1,500, 2,000 as the counted budget allows; never more rows
+    than the data has. The decision carries the choice, and ``run`` tunes on that many."""
+    X, y = circles(1500)
+    opts = exact.ExactOptions()
+    at = {t: exact.estimated_seconds(X, 2, exact.ExactOptions(tune_rows=t)) for t in (600, 1000)}
+    assert at[600] < at[1000]
+    assert exact.tune_rows_within(X, 2, opts, 0.0) == 600
+    assert exact.tune_rows_within(X, 2, opts, at[1000]) == 1000
+    assert exact.tune_rows_within(X, 2, opts, at[1000] * 0.999) == 600
+    assert exact.tune_rows_within(X, 2, opts, 1e9) == 1500  # all rows: fewer than 2,000
+    d = exact.decide_run(X, y, opts, budget_seconds=at[1000], memory_limit=GIB, mode="auto")
+    assert d.run and d.tune_rows == 1000 and d.estimated_seconds == pytest.approx(at[1000], 1e-3)
+    always = exact.decide_run(X, y, opts, budget_seconds=0.0, memory_limit=GIB, mode="always")
+    assert always.run and always.tune_rows == 600
+    small = exact.ExactOptions(tune_rows=d.tune_rows, **SMALL, repeats=1)
+    assert exact.run(X, y, small).info["tune_rows"] == 1000
+
+
 def test_estimate_grows_with_rows_grid_and_repeats():
     X, y = circles(1200)
     small, _ = circles(300)
