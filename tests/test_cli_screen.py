@@ -249,3 +249,49 @@ def test_verdict_is_on_the_terminal_before_the_model_and_ctrl_c_writes_nothing(
     assert text.index(b"verdict:") < text.index(b"interrupted")
     assert not model.exists() and not Path(str(model) + ".range").exists()
     assert out.read_text() == "old\n"
+
+
+def test_notes_wrap_at_words_on_a_terminal_and_stay_one_line_in_a_log(datasets):
+    """A skipped checker's reason is longer than 60 columns: on a terminal rich wraps it at
+    word boundaries (the terminal itself would cut words); in a log it stays one line."""
+    args = [
+        sys.executable,
+        "-m",
+        "kcheck",
+        "check",
+        str(datasets / "german.numer"),
+        "--memory-limit",
+        "66M",
+        "--checkers",
+        "degree2,multilinear,rff",
+        "--exact",
+        "never",
+    ]
+    primary, secondary = pty.openpty()
+    env = dict(os.environ, COLUMNS="60", LINES="40", TERM="xterm")
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=secondary, env=env)
+    os.close(secondary)
+    seen = b""
+    try:
+        while True:
+            ready, _, _ = select.select([primary], [], [], 60)
+            if not ready:
+                break
+            try:
+                chunk = os.read(primary, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            seen += chunk
+    finally:
+        proc.wait(timeout=60)
+        os.close(primary)
+    assert proc.returncode == 0
+    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", seen.decode())
+    lines = [line.rstrip() for line in re.split(r"[\r\n]+", text)]  # progress redraws with \r
+    assert any("skipped" in line for line in lines), text
+    assert all(len(line) <= 60 for line in lines), text
+    log = kcheck(*args[3:], env={"COLUMNS": "60"}).stderr.decode()
+    one = [line for line in log.splitlines() if "skipped" in line and "MiB" in line]
+    assert one and len(one[0]) > 60, log

@@ -232,13 +232,9 @@ def batch(
             Text(batch_caption(result.lines, result.seconds), style="dim"),
         )
         for x in result.skipped:
-            ui.console.print(
-                f"skipped {x['name']}: {x['reason']}", markup=False, style="yellow", soft_wrap=True
-            )
+            ui.note(f"skipped {x['name']}: {x['reason']}", style="yellow")
         for x in result.errors:
-            ui.console.print(
-                f"{x['name']}: {x['error']}", markup=False, style="red", soft_wrap=True
-            )
+            ui.note(f"{x['name']}: {x['error']}", style="red")
         for x in result.lines:
             for w in x.get("warnings") or []:
                 ui.warn(f"{x['name']}: {w}")

@@ -103,13 +103,19 @@ class Ui:
         self.console.file.write(text)
         self.console.file.flush()
 
-    def info(self, message: str) -> None:
+    def note(self, message: str, style: str | None = None) -> None:
+        """One line in a log (greppable); wrapped at word boundaries on a terminal, where the
+        terminal's own wrapping would cut words."""
         if not self.quiet:
-            self.console.print(message, markup=False, soft_wrap=True)
+            self.console.print(
+                message, markup=False, style=style, soft_wrap=not self.console.is_terminal
+            )
+
+    def info(self, message: str) -> None:
+        self.note(message)
 
     def warn(self, message: str) -> None:
-        if not self.quiet:
-            self.console.print(f"warning: {message}", markup=False, style="yellow", soft_wrap=True)
+        self.note(f"warning: {message}", style="yellow")
 
     def run(self, fn: Callable[[Callable[[str, int | None, int | None], None]], T]) -> T:
         """Run ``fn(progress)`` in a worker thread, so Ctrl-C is seen at once.
