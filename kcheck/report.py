@@ -17,6 +17,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from kcheck.defaults import DEFAULT_METRIC, METRICS
 from kcheck.errors import DataFormatError
 
 __all__ = ["Row", "read_lines", "render"]
@@ -47,6 +48,8 @@ class Row:
     note: str | None
     rows: int | None
     seconds: float | None
+    #: The line's ``--metric`` (schema-1 lines have none: accuracy); gaps are in its points.
+    metric: str = DEFAULT_METRIC
 
 
 def _number(x: Any) -> float | None:
@@ -87,6 +90,9 @@ def _row(line: Any, path: str, lineno: int) -> Row:
     rows = data.get("rows") if isinstance(data, dict) else None
     rows = rows if isinstance(rows, int) else None
     deciding = line.get("deciding_checker")
+    metric = line.get("metric", DEFAULT_METRIC)
+    if metric not in METRICS:
+        raise bad(f'"metric" must be one of {", ".join(METRICS)}')
     return Row(
         name,
         "ok",
@@ -98,6 +104,7 @@ def _row(line: Any, path: str, lineno: int) -> Row:
         None,
         rows,
         _number(line.get("seconds")),
+        str(metric),
     )
 
 
@@ -148,8 +155,22 @@ def _short(name: str, width: int = 28) -> str:
     return name if len(name) <= width else "\u2026" + name[-(width - 1) :]
 
 
+#: How the axis and the table name each metric's points.
+METRIC_NAMES = {"accuracy": "accuracy", "balanced": "balanced accuracy", "auc": "AUC"}
+
+
+def _axis_label(rows: list[Row]) -> str:
+    """The gap axis's unit: one metric's points, or the lines' own where they differ."""
+    used = sorted({r.metric for r in rows if r.status == "ok"})
+    if len(used) > 1:
+        names = ", ".join(METRIC_NAMES[m] for m in used)
+        return f"gap: checker minus linear, in points of each line's metric ({names})"
+    unit = METRIC_NAMES[used[0]] if used else METRIC_NAMES[DEFAULT_METRIC]
+    return f"gap: checker minus linear, {unit} points, with 95% interval"
+
+
 def _forest(rows: list[Row]) -> str:
-    """The SVG: gap axis in accuracy points, one band per data set."""
+    """The SVG: gap axis in points of the lines' metric, one band per data set."""
     values = [0.0] + [r.epsilon for r in rows if r.epsilon is not None]
     for r in rows:
         for _, lo, hi in r.gaps.values():
@@ -199,7 +220,7 @@ def _forest(rows: list[Row]) -> str:
         )
     out.append(
         f'<text x="{LEFT + PLOT_W / 2}" y="{bottom + 34}" font-size="12" text-anchor="middle" '
-        'fill="#333">gap: checker minus linear, accuracy points, with 95% interval</text>'
+        'fill="#333">' + _esc(_axis_label(rows)) + "</text>"
     )
     legend_x = LEFT
     for c, colour in CHECKERS.items():
@@ -285,7 +306,7 @@ def _cell(text: str, key: object = None, cls: str = "") -> str:
 
 
 def _table(rows: list[Row]) -> str:
-    head = ["data set", "status", "verdict", "margin", "deciding", "rows", "seconds"]
+    head = ["data set", "status", "verdict", "margin", "deciding", "metric", "rows", "seconds"]
     head += [f"{c} gap" for c in CHECKERS]
     out = ["<table><thead><tr>", *(f"<th>{_esc(h)}</th>" for h in head), "</tr></thead><tbody>"]
     for r in rows:
@@ -295,6 +316,7 @@ def _table(rows: list[Row]) -> str:
             _cell(r.verdict or "", cls=r.verdict or ""),
             _cell(r.margin or ""),
             _cell(r.deciding or ""),
+            _cell(METRIC_NAMES[r.metric] if r.status == "ok" else ""),
             _cell("" if r.rows is None else f"{r.rows:,}", -1 if r.rows is None else r.rows, "num"),
             _cell(
                 "" if r.seconds is None else f"{r.seconds:.2f}",

@@ -131,3 +131,24 @@ def test_the_page_in_a_headless_browser(batch_page, tmp_path: Path) -> None:
     for out in (run.stderr, dom.stderr):
         console = [x for x in out.splitlines() if "CONSOLE" in x or "Uncaught" in x]
         assert not console, console
+
+
+def test_the_page_names_the_metric_of_its_gaps(batch_page, tmp_path: Path) -> None:
+    """Gaps under --metric auc are AUC points, not accuracy points: the axis and the table say
+    which; lines of different metrics are named each; an unknown metric is refused."""
+    results, lines, _ = batch_page
+    ok = [x for x in lines if x["status"] == "ok"]
+    auc = tmp_path / "auc.jsonl"
+    auc.write_text("".join(json.dumps(dict(x, metric="auc")) + "\n" for x in ok))
+    page = tmp_path / "auc.html"
+    kcheck("report", auc, "-o", page, "-q")
+    text = page.read_text()
+    assert "AUC points" in text and "accuracy points" not in text
+    assert text.count('<td data-key="AUC">AUC</td>') == len(ok)
+    mixed = tmp_path / "mixed.jsonl"
+    mixed.write_text(results.read_text() + json.dumps(dict(ok[0], name="x", metric="auc")) + "\n")
+    kcheck("report", mixed, "-o", page, "-q")
+    assert "each line&#x27;s metric (accuracy, AUC)" in page.read_text()
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps(dict(ok[0], metric="f1")) + "\n")
+    assert '"metric" must be one of' in kcheck("report", bad, "-o", page, code=2).stderr
