@@ -27,6 +27,8 @@ DEFAULT_CHECKERS = ("degree2", "multilinear")
 #: then trains with class weights) or the area under the ROC curve (two classes).
 METRICS = ("accuracy", "balanced", "auc")
 DEFAULT_METRIC = "accuracy"
+#: Each metric in a sentence ("+3.0 points of balanced accuracy"), for the table and the report.
+METRIC_NAMES = {"accuracy": "accuracy", "balanced": "balanced accuracy", "auc": "AUC"}
 #: Models ``--model-out`` can train.
 MODEL_KINDS = ("linear", "kernel")
 #: ``--model linear+K``: the linear model with the top K product terms of ``--explain``.

@@ -17,7 +17,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from kcheck.defaults import DEFAULT_METRIC, METRICS
+from kcheck.defaults import DEFAULT_METRIC, METRIC_NAMES, METRICS
 from kcheck.errors import DataFormatError
 
 __all__ = ["Row", "read_lines", "render"]
@@ -153,10 +153,6 @@ def _points(x: float) -> str:
 def _short(name: str, width: int = 28) -> str:
     """A long name (a skipped file's path) keeps its end, which tells files apart."""
     return name if len(name) <= width else "\u2026" + name[-(width - 1) :]
-
-
-#: How the axis and the table name each metric's points.
-METRIC_NAMES = {"accuracy": "accuracy", "balanced": "balanced accuracy", "auc": "AUC"}
 
 
 def _axis_label(rows: list[Row]) -> str:

@@ -20,6 +20,8 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
+from kcheck.defaults import METRIC_NAMES
+
 #: How a method is named in sentences (the table keeps the JSON's names).
 NAMES = {
     "linear": "linear",
@@ -147,9 +149,9 @@ def _status(c: dict[str, Any]) -> str:
 
 #: How the table and the summary name each --metric: (in a header, short header, in a sentence).
 METRIC_WORDS = {
-    "accuracy": ("accuracy", "acc.", "accuracy"),
-    "balanced": ("balanced acc.", "bal.", "balanced accuracy"),
-    "auc": ("AUC", "AUC", "AUC"),
+    "accuracy": ("accuracy", "acc.", METRIC_NAMES["accuracy"]),
+    "balanced": ("balanced acc.", "bal.", METRIC_NAMES["balanced"]),
+    "auc": ("AUC", "AUC", METRIC_NAMES["auc"]),
 }
 
 
