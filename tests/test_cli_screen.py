@@ -155,8 +155,9 @@ def test_shell_completion():
     assert b"degree2,multilinear" in checkers.stdout
 
 
-def test_sizes_are_shown_in_a_unit_that_shows_them(datasets):
-    r = kcheck(
+def skipping_checkers(datasets: Path) -> list[str]:
+    """A check whose memory limit skips degree-2 and rff, each with a long reason."""
+    return [
         "check",
         str(datasets / "german.numer"),
         "--memory-limit",
@@ -165,7 +166,11 @@ def test_sizes_are_shown_in_a_unit_that_shows_them(datasets):
         "degree2,multilinear,rff",
         "--exact",
         "never",
-    )
+    ]
+
+
+def test_sizes_are_shown_in_a_unit_that_shows_them(datasets):
+    r = kcheck(*skipping_checkers(datasets))
     assert r.returncode == 0, r.stderr
     err = r.stderr.decode()
     assert "skipped" in err and "MiB" in err
@@ -254,19 +259,7 @@ def test_verdict_is_on_the_terminal_before_the_model_and_ctrl_c_writes_nothing(
 def test_notes_wrap_at_words_on_a_terminal_and_stay_one_line_in_a_log(datasets):
     """A skipped checker's reason is longer than 60 columns: on a terminal rich wraps it at
     word boundaries (the terminal itself would cut words); in a log it stays one line."""
-    args = [
-        sys.executable,
-        "-m",
-        "kcheck",
-        "check",
-        str(datasets / "german.numer"),
-        "--memory-limit",
-        "66M",
-        "--checkers",
-        "degree2,multilinear,rff",
-        "--exact",
-        "never",
-    ]
+    args = [sys.executable, "-m", "kcheck", *skipping_checkers(datasets)]
     primary, secondary = pty.openpty()
     env = dict(os.environ, COLUMNS="60", LINES="40", TERM="xterm")
     proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=secondary, env=env)
@@ -292,6 +285,6 @@ def test_notes_wrap_at_words_on_a_terminal_and_stay_one_line_in_a_log(datasets):
     lines = [line.rstrip() for line in re.split(r"[\r\n]+", text)]  # progress redraws with \r
     assert any("skipped" in line for line in lines), text
     assert all(len(line) <= 60 for line in lines), text
-    log = kcheck(*args[3:], env={"COLUMNS": "60"}).stderr.decode()
+    log = kcheck(*skipping_checkers(datasets), env={"COLUMNS": "60"}).stderr.decode()
     one = [line for line in log.splitlines() if "skipped" in line and "MiB" in line]
     assert one and len(one[0]) > 60, log

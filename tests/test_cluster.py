@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from runner import alive, descendants
+from runner import alive, descendants, run_kcheck
 
 from kcheck import batch, cluster
 from kcheck.batch import DataSet, discover, run_batch
@@ -95,6 +95,14 @@ def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def by_name(lines: list[dict[str, Any]]) -> dict[str, Any]:
     return {x["name"]: without_timing(x) for x in lines}
+
+
+def assert_all_end(started: set[int], seconds: float = 15.0) -> None:
+    """Every process in ``started`` ends within ``seconds`` (workers may take a moment)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and any(alive(p) for p in started):
+        time.sleep(0.2)
+    assert not [p for p in started if alive(p)]
 
 
 @pytest.fixture(scope="module")
@@ -412,10 +420,7 @@ def test_the_readme_commands_start_a_cluster_kcheck_runs_on(tmp_path: Path) -> N
                 p.kill()
                 p.wait()
         logs.close()
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and any(alive(p) for p in started):
-        time.sleep(0.2)
-    assert not [p for p in started if alive(p)]
+    assert_all_end(started, 30.0)
 
 
 @needs_dask
@@ -547,32 +552,22 @@ def slow_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def interrupt_after_first_line(args: list[str], out: Path) -> tuple[int, str, set[int]]:
     """Run kcheck in its own process group, send the group SIGINT (as a terminal's Ctrl-C
     does) once a line is written; the exit code, stderr, and every process it started."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "kcheck", *args],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=ROOT,
-        start_new_session=True,
-    )
     started: set[int] = set()
     partial = Path(f"{out}.partial")
-    deadline = time.monotonic() + 180
-    try:
+
+    def ctrl_c_after_a_line(proc: subprocess.Popen[bytes]) -> None:
+        deadline = time.monotonic() + 180
         while time.monotonic() < deadline and proc.poll() is None:
-            started |= descendants(proc.pid)
+            started.update(descendants(proc.pid))
             if partial.exists() and partial.read_text().count("\n") >= 1:
                 break
             time.sleep(0.1)
         assert proc.poll() is None, "the batch ended before it could be interrupted"
-        started |= descendants(proc.pid)
+        started.update(descendants(proc.pid))
         os.killpg(proc.pid, signal.SIGINT)
-        _, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-    return proc.returncode, err, started
+
+    r = run_kcheck(args, cwd=ROOT, timeout=60, during=ctrl_c_after_a_line)
+    return r.code, r.stderr, started
 
 
 @needs_dask
@@ -584,10 +579,7 @@ def test_ctrl_c_with_a_local_cluster_leaves_no_process(slow_dir: Path, tmp_path:
     assert code == 130, err
     assert err.strip().splitlines() == ["kcheck: interrupted"], err
     assert started, "the local cluster started no process"
-    deadline = time.monotonic() + 15
-    while time.monotonic() < deadline and any(alive(p) for p in started):
-        time.sleep(0.2)
-    assert not [p for p in started if alive(p)]
+    assert_all_end(started)
     assert not out.exists()  # the lines done stay in out.jsonl.partial for --resume
     assert Path(f"{out}.partial").read_text().count("\n") >= 1
 
@@ -597,35 +589,23 @@ def test_ctrl_c_in_verify_ends_the_local_cluster(tmp_path: Path) -> None:
     """The grid runs in a thread; Ctrl-C in the main thread cancels it and ends the workers.
     SIGINT is sent until kcheck exits: one sent while local:N starts its workers is ignored,
     as a user would press Ctrl-C again."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "kcheck", "verify", "datasets/svmguide1", "--scheduler", "local:2"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=ROOT,
-        start_new_session=True,
-    )
     started: set[int] = set()
-    deadline = time.monotonic() + 120
-    try:
+
+    def ctrl_c_until_it_ends(proc: subprocess.Popen[bytes]) -> None:
+        deadline = time.monotonic() + 120
         while time.monotonic() < deadline and len(started) < 3:  # the workers are up
-            started |= descendants(proc.pid)
+            started.update(descendants(proc.pid))
             time.sleep(0.1)
         while proc.poll() is None and time.monotonic() < deadline:
-            started |= descendants(proc.pid)
+            started.update(descendants(proc.pid))
             os.killpg(proc.pid, signal.SIGINT)
             time.sleep(2)
-        _, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-    assert proc.returncode == 130, err
-    assert err.strip().splitlines() == ["kcheck: interrupted"], err
-    deadline = time.monotonic() + 15
-    while time.monotonic() < deadline and any(alive(p) for p in started):
-        time.sleep(0.2)
-    assert not [p for p in started if alive(p)]
+
+    args = ["verify", "datasets/svmguide1", "--scheduler", "local:2"]
+    r = run_kcheck(args, cwd=ROOT, timeout=60, during=ctrl_c_until_it_ends)
+    assert r.code == 130, r.stderr
+    assert r.stderr.strip().splitlines() == ["kcheck: interrupted"], r.stderr
+    assert_all_end(started)
 
 
 @needs_dask
