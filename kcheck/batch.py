@@ -649,8 +649,8 @@ class LineWriter:
                     with contextlib.suppress(OSError):
                         os.ftruncate(self._fd, self._size)  # no torn line left behind
                 raise self._failed(e) from None
-            # Counted while the signals are still held: a Ctrl-C that waited for the write is
-            # raised as they are released, and close() must know the line is there to keep.
+            # Counted while the signals are held in this thread. A Ctrl-C delivered to another
+            # thread (the Dask client's) can still raise here, so close() asks the file itself.
             self._size += len(data)
 
     def commit(self) -> None:
@@ -686,10 +686,13 @@ class LineWriter:
             with contextlib.suppress(OSError):
                 f.close()
         fd, self._fd = self._fd, None
+        holds_lines = self._size > 0
         if fd is not None:
             with contextlib.suppress(OSError):
+                holds_lines = holds_lines or os.fstat(fd).st_size > 0
+            with contextlib.suppress(OSError):
                 os.close(fd)
-        if self._partial is not None and self._started and self._size == 0 and not self._committed:
+        if self._partial is not None and self._started and not holds_lines and not self._committed:
             with contextlib.suppress(OSError):
                 os.unlink(self._partial)
         if self._lock_fd is not None and self._lock_path is not None:

@@ -950,3 +950,30 @@ def test_summary_gap_is_the_deciding_checkers():
     )
     assert deciding_gap(_line("linear", None, rbf=0.005, degree2=0.04)) == "+0.50 rbf (closest)"
     assert deciding_gap(_line("linear", None)) == "-"
+
+
+def test_a_line_on_disk_is_kept_when_an_interrupt_beats_its_count(tmp_path, monkeypatch):
+    """Signals are held only in the writing thread; one delivered to another thread (the Dask
+    client's) raises KeyboardInterrupt at any point of the write, here just after the line is
+    synced and before it is counted. close() must keep FILE.partial for --resume all the same;
+    an interrupt before any line still removes the empty one."""
+    out = tmp_path / "out.jsonl"
+    writer = batch.LineWriter(str(out))
+    writer.start()
+    real_fsync = os.fsync
+
+    def interrupted(fd: int) -> None:
+        real_fsync(fd)
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as m, pytest.raises(KeyboardInterrupt):
+        m.setattr(batch.os, "fsync", interrupted)
+        writer.write({"name": "a", "status": "ok"})
+    writer.close()
+    assert [x["name"] for x in lines_of(tmp_path / "out.jsonl.partial")] == ["a"]
+    assert not out.exists()
+
+    empty = batch.LineWriter(str(tmp_path / "empty.jsonl"))
+    empty.start()
+    empty.close()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.jsonl.partial"]
