@@ -21,8 +21,8 @@ DEFAULT_EXACT = "auto"
 #: The names ``--checkers`` takes, and those that run by default. The checkers themselves are
 #: in kcheck.checkers.registry, which must list exactly these; the names live here so that
 #: the command line can show them without importing the numeric stack.
-CHECKER_NAMES = ("degree2", "multilinear", "rff")
-DEFAULT_CHECKERS = ("degree2", "multilinear")
+CHECKER_NAMES = ("degree2", "multilinear", "rbfsvm", "rff")
+DEFAULT_CHECKERS = ("degree2", "multilinear", "rbfsvm")
 #: What a score is: plain accuracy, balanced accuracy (the mean of per-class recall; every model
 #: then trains with class weights) or the area under the ROC curve (two classes).
 METRICS = ("accuracy", "balanced", "auc")

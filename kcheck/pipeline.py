@@ -207,7 +207,9 @@ def run(config: CheckConfig, progress: Progress | None = None) -> CheckReport:
     exact_json, rbf = registry.EXACT.run_all(T, V, ctx, config.exact)
     if rbf is not None:
         results[registry.EXACT.name] = rbf
-    results.update(_run_checkers(config.checkers, T, V, ctx, decided=rbf is not None))
+    results.update(
+        _run_checkers(_proxies(config, rbf is not None), T, V, ctx, decided=rbf is not None)
+    )
 
     decision, gaps, cut_short = _decide(config, results, scoring, V)
     tested = _score_test(test, results, report) if test is not None else None
@@ -263,20 +265,35 @@ def _baseline(
         ) from None
 
 
+def _proxies(config: CheckConfig, decided: bool) -> tuple[str, ...]:
+    """The checkers to run: one that stands in for exact mode (rbfsvm) only where exact mode
+    is ``auto`` and did not run. Where it ran, it trained the same model cross-validated on
+    all rows; ``--exact never`` trains no RBF SVM."""
+    if decided or config.exact != "auto":
+        return tuple(
+            n
+            for n in config.checkers
+            if n not in registry.CHECKERS or not registry.CHECKERS[n].stands_in_for_exact
+        )
+    return config.checkers
+
+
 def _run_checkers(
     names: tuple[str, ...], T: Dataset, V: Dataset, ctx: Context, *, decided: bool
 ) -> dict[str, CheckerResult]:
     """The chosen checkers, in registry order, each guarded: a failure skips it, not the check.
 
     The floor of counted work is for the whole check: where the exact comparison ran, it
-    decides alone, so the proxies keep only their relative budgets.
+    decides alone, so the proxies keep only their relative budgets; otherwise each checker
+    gets what the ones before it left of the floor.
     """
     floor = 0.0 if decided else budget.FLOOR_SECONDS
-    ctx = dataclasses.replace(ctx, floor_seconds=floor)
     out: dict[str, CheckerResult] = {}
     for name, spec in registry.CHECKERS.items():
         if name in names:
-            out[name] = guarded(name, ctx.deadline, functools.partial(spec.run, T, V, ctx))
+            run = functools.partial(spec.run, T, V, dataclasses.replace(ctx, floor_seconds=floor))
+            out[name] = guarded(name, ctx.deadline, run)
+            floor = max(floor - out[name].counted_seconds, 0.0)
     return out
 
 
@@ -373,6 +390,10 @@ def _cut_short(
     for name in checkers:
         r = results.get(name)
         if r is None:
+            continue
+        spec = registry.CHECKERS.get(name)
+        by_cost = r.info.get("limited_by") == "cost"
+        if by_cost and spec is not None and not spec.cost_skip_cuts_short:
             continue
         if r.status == "skipped":
             what = "did not run"

@@ -26,6 +26,7 @@ __all__ = ["Row", "read_lines", "render"]
 CHECKERS = {
     "degree2": "#1f77b4",
     "multilinear": "#9467bd",
+    "rbfsvm": "#e377c2",
     "rff": "#8c564b",
     "rbf": "#d62728",
 }

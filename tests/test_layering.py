@@ -32,6 +32,7 @@ LAYERS: list[set[str]] = [
         "kcheck.checkers.degree2",
         "kcheck.checkers.multilinear",
         "kcheck.checkers.rff",
+        "kcheck.checkers.rbfsvm",
         "kcheck.checkers.exact",
         "kcheck.checkers.linear",
         "kcheck.checkers.kmeans",

@@ -79,6 +79,9 @@ class CheckerResult:
     #: The trained model itself, where a consumer reads more than predictions from it
     #: (``--explain`` reads the degree-2 weights).
     model: Any = None
+    #: Counted seconds (kcheck.budget) it spent, which small data's floor pays for: the
+    #: checkers after it get what is left of the floor. Not in the JSON.
+    counted_seconds: float = 0.0
 
     @classmethod
     def skipped(cls, name: str, reason: str, seconds: float = 0.0) -> CheckerResult:

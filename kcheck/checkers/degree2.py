@@ -275,6 +275,7 @@ def run(T: Dataset, V: Dataset, options: Degree2Options) -> CheckerResult:
         XT, yT = T.X, T.y
     PT = expand(XT)
     model, cv = engines.fit_linear(PT, yT, seed=options.seed, class_weight=options.class_weight)
+    counted = budget.degree2_seconds(int(PT.nnz), n_classes)
     del PT
 
     # Not a closure: it pickles, so the checker can run in a worker process.
@@ -301,6 +302,7 @@ def run(T: Dataset, V: Dataset, options: Degree2Options) -> CheckerResult:
         reference_correct=reference_correct,
         reference_scores=reference_scores,
         model=model,
+        counted_seconds=counted,
     )
 
 

@@ -39,6 +39,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -336,6 +337,44 @@ def _tuning_score(
     return round(balanced_accuracy(problem.y, predicted), 12), right
 
 
+@dataclass(frozen=True)
+class Search:
+    """The grid search's outcome: every point's score and count of rows right, and the best."""
+
+    scores: dict[tuple[float, float], float]
+    right: dict[tuple[float, float], int]
+    log2_C: float
+    log2_gamma: float
+
+
+def search_grid(
+    D: np.ndarray,
+    y: np.ndarray,
+    median: float,
+    options: ExactOptions,
+    done: Callable[[int], None],
+    check_time: Callable[[], None],
+) -> Search:
+    """(C, gamma) by LIBSVM's CV at every grid point, on the rows whose squared distances ``D``
+    holds: one precomputed problem per gamma. ``done(points so far)`` reports progress;
+    ``check_time`` raises TimeLimitReached between points."""
+    points = grid_for(median, options)
+    scores: dict[tuple[float, float], float] = {}
+    right: dict[tuple[float, float], int] = {}
+    weight = options.scoring.class_weight
+    for g in sorted({p[1] for p in points}):
+        problem = engines.KernelProblem.from_kernel(_kernel(D, 2.0**g), y, weight)
+        for c in sorted(p[0] for p in points if p[1] == g):
+            scores[(c, g)], right[(c, g)] = _tuning_score(
+                problem, 2.0**c, options.folds, options.seed, options.scoring
+            )
+            done(len(scores))
+            check_time()
+        del problem
+    log2_C, log2_gamma = best_point(scores)
+    return Search(scores, right, log2_C, log2_gamma)
+
+
 def run(
     X: sp.spmatrix, y: np.ndarray, options: ExactOptions, progress: Progress | None = None
 ) -> CheckerResult:
@@ -387,18 +426,12 @@ def run(
         D_tune, y_tune = D[np.ix_(tune, tune)], yb[tune]
     else:
         D_tune, y_tune = D, yb
-    points = grid_for(median, options)
-    scores: dict[tuple[float, float], float] = {}
-    right: dict[tuple[float, float], int] = {}
-    for g in sorted({p[1] for p in points}):
-        problem = engines.KernelProblem.from_kernel(_kernel(D_tune, 2.0**g), y_tune, weight)
-        for c in sorted(p[0] for p in points if p[1] == g):
-            scores[(c, g)], right[(c, g)] = _tuning_score(problem, 2.0**c, folds, seed, scoring)
-            report(stage, len(scores), total[0])
-            check_time()
-        del problem
+    search = search_grid(
+        D_tune, y_tune, median, options, lambda done: report(stage, done, total[0]), check_time
+    )
     del D_tune
-    log2_C, log2_gamma = best_point(scores)
+    scores, right = search.scores, search.right
+    log2_C, log2_gamma = search.log2_C, search.log2_gamma
     chosen = _Chosen(float(2.0**log2_C), float(2.0**log2_gamma), linear_model.C)
 
     K = _kernel(D, chosen.gamma)

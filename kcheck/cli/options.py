@@ -267,7 +267,8 @@ _CHECK_OPTIONS: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
         type=CheckerList(),
         default=DEFAULT_CHECKERS,
         show_default=True,
-        help="Checkers to run, a comma-separated subset of degree2, multilinear, rff.",
+        help="Checkers to run, a comma-separated subset of degree2, multilinear, rbfsvm, rff "
+        "(rbfsvm runs only where exact mode is auto and did not run).",
     ),
     click.option(
         "--scaling",
@@ -306,7 +307,8 @@ _CHECK_OPTIONS: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
         default=DEFAULT_EXACT,
         show_default=True,
         help="Run the real RBF-vs-linear comparison (auto: where it is cheap, i.e. "
-        "small data); where it runs, it decides the verdict.",
+        "small data); where it runs, it decides the verdict. never: no RBF SVM is trained "
+        "(nor the rbfsvm checker).",
     ),
     click.option(
         "--explain",

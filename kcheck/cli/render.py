@@ -27,6 +27,7 @@ NAMES = {
     "linear": "linear",
     "degree2": "degree-2",
     "multilinear": "MultiLinear",
+    "rbfsvm": "the RBF SVM trained on the training split",
     "rff": "random Fourier features",
     "rbf": "the RBF SVM",
 }
@@ -136,7 +137,7 @@ def _param(name: str, c: dict[str, Any]) -> str:
         return f"K={c.get('clusters', '-')}"
     if name == "rff" and c.get("D") is not None:
         return f"D={c['D']} g={log2_text(c['gamma'])}"
-    if name == "rbf" and c.get("gamma") is not None:
+    if name in ("rbf", "rbfsvm") and c.get("gamma") is not None:
         return f"C={log2_text(c['C'])} g={log2_text(c['gamma'])}"
     return f"C={log2_text(c['C'])}" if c.get("C") is not None else "-"
 

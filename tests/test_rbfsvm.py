@@ -1,0 +1,161 @@
+"""The rbfsvm checker (kcheck/checkers/rbfsvm.py): the RBF SVM itself on small data where exact
+mode did not run, planned from counted work, sharing small data's floor with degree-2."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from kcheck import budget
+from kcheck.checkers import degree2, rbfsvm
+from kcheck.checkers.base import Dataset
+from kcheck.data import write_libsvm
+from kcheck.errors import TimeLimitReached
+from kcheck.pipeline import CheckConfig, run
+
+
+def wavy(rows: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Five uniform features: a linear rule in three plus waves in two. A smooth boundary that
+    neither degree-2 (no squares or products in it) nor k-means clusters follow."""
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-1.0, 1.0, size=(rows, 5))
+    f = (
+        X[:, 1]
+        + 0.5 * X[:, 2]
+        - 0.3 * X[:, 3]
+        + 0.3 * (np.sin(6.5 * X[:, 0]) + np.cos(6.5 * X[:, 4]))
+    )
+    return np.where(f > np.median(f), 1.0, -1.0), X
+
+
+def linear_rule(rows: int, features: int = 3, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-1.0, 1.0, size=(rows, features))
+    f = X @ np.linspace(1.0, 0.3, features) + rng.normal(0.0, 0.05, rows)
+    return np.where(f > 0, 1.0, -1.0), X
+
+
+@pytest.fixture(scope="module")
+def wavy_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    # 6,000 rows: over exact mode's 5,000, so exact mode does not run.
+    y, X = wavy(6000)
+    path = tmp_path_factory.mktemp("rbfsvm") / "wavy.svm"
+    write_libsvm(str(path), y, X)
+    return path
+
+
+@pytest.fixture(scope="module")
+def wavy_check(wavy_file: Path):  # type: ignore[no-untyped-def]
+    return run(CheckConfig(train=str(wavy_file)))
+
+
+def test_it_finds_the_gain_that_degree2_misses(wavy_check) -> None:  # type: ignore[no-untyped-def]
+    v = wavy_check.json
+    assert v["exact"]["ran"] is False and "too large" in v["exact"]["reason"]
+    svm = v["checkers"]["rbfsvm"]
+    assert svm["status"] == "ok", svm["reason"]
+    assert svm["rows"] == v["split"]["train"]
+    assert svm["tune_rows"] in (600, 1_000, 1_500, 2_000)
+    assert svm["gap_ci95"][0] >= v["epsilon"]
+    assert v["checkers"]["degree2"]["gap"] < v["epsilon"]
+    assert v["verdict"] == "kernel" and v["deciding_checker"] == "rbfsvm"
+    # Its parameters are those it trained with, so svm-train -c/-g can repeat them.
+    assert svm["C"] == 2.0 ** svm["log2_C"]
+    assert svm["gamma"] == pytest.approx(2.0 ** svm["log2_gamma"], rel=1e-5)
+
+
+def test_it_gets_what_degree2_left_of_the_floor(wavy_check) -> None:  # type: ignore[no-untyped-def]
+    """The floor is for the whole check: degree-2 ran first, and rbfsvm's budget is the floor
+    less degree-2's counted cost (the relative budget is smaller on these 0.1 s models)."""
+    T, V = wavy_check.T, wavy_check.V
+    svm = wavy_check.json["checkers"]["rbfsvm"]
+    spent = budget.degree2_seconds(int(degree2.row_expanded_nnz(T.X).sum()), 2)
+    relative = rbfsvm.LINEAR_FACTOR * budget.linear_seconds(T.X.nnz + V.X.nnz, 2)
+    assert 0 < spent and relative < budget.FLOOR_SECONDS - spent
+    assert svm["budget_seconds"] == pytest.approx(budget.FLOOR_SECONDS - spent, abs=1e-3)
+    assert svm["estimated_seconds"] <= svm["budget_seconds"]
+
+
+def _split(y: np.ndarray, X: np.ndarray) -> tuple[Dataset, Dataset]:
+    t = y.size * 3 // 4
+    A = sp.csr_matrix(X)
+    return Dataset(A[:t], y[:t]), Dataset(A[t:], y[t:])
+
+
+def test_the_plan_takes_the_most_tuning_rows_the_budget_affords() -> None:
+    T, V = _split(*wavy(4000, seed=1))
+    costs = [rbfsvm.estimated_seconds(T, V, 2, t) for t in (600, 1_000, 1_500, 2_000)]
+    assert costs == sorted(costs) and len(set(costs)) == 4
+    assert rbfsvm.plan(T, V, 2, costs[-1]).tune_rows == 2_000
+    assert rbfsvm.plan(T, V, 2, (costs[1] + costs[2]) / 2).tune_rows == 1_000
+    over = rbfsvm.plan(T, V, 2, costs[0] / 2)
+    assert over.tune_rows is None and over.reason is not None and "over the budget" in over.reason
+    # Fewer rows than the ladder's step: all of T, once.
+    small_T, small_V = _split(*wavy(800, seed=1))
+    assert rbfsvm.plan(small_T, small_V, 2, 1e9).tune_rows == small_T.rows
+
+
+def test_above_small_datas_bounds_it_has_no_budget() -> None:
+    T, V = _split(*linear_rule(14_000))
+    assert T.rows > budget.FLOOR_MAX_ROWS
+    assert rbfsvm.budget_seconds(T, V, 2, budget.FLOOR_SECONDS) == 0.0
+    p = rbfsvm.plan(T, V, 2, 0.0)
+    assert p.tune_rows is None and p.reason is not None and "small data" in p.reason
+
+
+def test_a_skip_for_cost_leaves_a_clear_linear_verdict_clear(tmp_path: Path) -> None:
+    """Above small data's bounds its absence is the normal case, as exact mode's is: it does
+    not make a linear verdict borderline. A skipped degree-2 still would."""
+    y, X = linear_rule(14_000)
+    path = tmp_path / "linear14k.svm"
+    write_libsvm(str(path), y, X)
+    v = run(CheckConfig(train=str(path))).json
+    svm = v["checkers"]["rbfsvm"]
+    assert svm["status"] == "skipped" and svm["limited_by"] == "cost"
+    assert v["verdict"] == "linear" and v["margin"] == "clear", v["warnings"]
+    assert not any("rbfsvm" in w for w in v["warnings"])
+
+
+def test_stopped_by_the_time_limit_it_cannot_confirm_linear(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    y, X = linear_rule(6_000)
+    path = tmp_path / "linear6k.svm"
+    write_libsvm(str(path), y, X)
+    clear = run(CheckConfig(train=str(path))).json
+    assert clear["checkers"]["rbfsvm"]["status"] == "ok"
+    assert clear["verdict"] == "linear" and clear["margin"] == "clear"
+
+    def stopped(*args: object, **kwargs: object) -> None:
+        raise TimeLimitReached("RBF SVM")
+
+    monkeypatch.setattr(rbfsvm, "run", stopped)
+    cut = run(CheckConfig(train=str(path))).json
+    assert cut["checkers"]["rbfsvm"]["status"] == "skipped"
+    assert cut["verdict"] == "linear" and cut["margin"] == "borderline"
+    assert cut["warnings"] == [
+        "rbfsvm did not run (time limit), so it cannot confirm the linear verdict"
+    ]
+
+
+def test_not_run_where_exact_mode_ran_or_is_off(datasets: Path) -> None:
+    """Where exact mode ran, it is the same model cross-validated on all rows; ``--exact
+    never`` trains no RBF SVM. Either way rbfsvm is not in the JSON."""
+    ran = run(CheckConfig(train=str(datasets / "fourclass"))).json
+    assert ran["exact"]["ran"] is True
+    assert "rbfsvm" not in ran["checkers"]
+    off = run(CheckConfig(train=str(datasets / "fourclass"), exact="never")).json
+    assert "rbfsvm" not in off["checkers"] and "rbf" not in off["checkers"]
+
+
+def test_its_model_scores_a_test_file(wavy_file: Path, tmp_path: Path) -> None:
+    y, X = wavy(1500, seed=7)
+    test = tmp_path / "wavy.t"
+    write_libsvm(str(test), y, X)
+    v = run(CheckConfig(train=str(wavy_file), test=str(test))).json
+    acc = v["test"]["accuracy"]
+    # Trained on T, it beats the linear model on unseen rows of the same rule.
+    assert acc["rbfsvm"] > acc["linear"] + 0.02
