@@ -448,6 +448,13 @@ GENERATED = [
     ),
     _g("rings3_n900", rings(3, 0.25), 900, 17, "3 concentric rings (3 classes)"),
     _g("wavy5d_n12000", wavy(0.28), 12000, 18, "linear trend plus waves in 5 features"),
+    _g(
+        "sinus_n8000",
+        sinusoid(2.0, 0.3, 3, 0.05),
+        8000,
+        27,
+        "sinusoidal boundary of smaller amplitude, 3 noise features, 8,000 rows",
+    ),
     # linear controls
     _g("lin_d5_n100", linear_dense(5, 0.3), 100, 1, "linear control, 5 dense features"),
     _g("lin_d10_n500", linear_dense(10, 0.4), 500, 2, "linear control, 10 dense features"),
@@ -473,6 +480,20 @@ GENERATED = [
         100000,
         7,
         "linear control, 20 dense features, 100,000 rows",
+    ),
+    _g(
+        "lin_d10_n8000",
+        linear_dense(10, 0.4),
+        8000,
+        25,
+        "linear control, 10 dense features, 8,000 rows",
+    ),
+    _g(
+        "blobs3_d8_n9000",
+        blobs(3, 8, 0.3),
+        9000,
+        26,
+        "3 Gaussian classes with a shared covariance, 9,000 rows",
     ),
     _g(
         "blobs4_d10_n1200",

@@ -159,3 +159,26 @@ def test_its_model_scores_a_test_file(wavy_file: Path, tmp_path: Path) -> None:
     acc = v["test"]["accuracy"]
     # Trained on T, it beats the linear model on unseen rows of the same rule.
     assert acc["rbfsvm"] > acc["linear"] + 0.02
+
+
+def test_the_larger_C_is_the_grids_next_and_none_at_its_top() -> None:
+    """The step after choosing gamma tries one C of the grid above the sample's, never past the
+    grid (LIBSVM can run for minutes at a C past it)."""
+    grid = (-1.0, 1.0, 3.0, 5.0)
+    assert rbfsvm._larger_C((1.0, 0.25), grid) == (3.0, 0.25)
+    assert rbfsvm._larger_C((5.0, 0.25), grid) is None
+
+
+def test_the_counted_fits_include_the_larger_C() -> None:
+    """Each gamma and the larger C train on two thirds of T; the final model on all of it."""
+    T, V = _split(*wavy(3000, seed=2))
+    held = int(round(T.rows * rbfsvm.SELECT_FRACTION))
+    part = budget.rbf_fit_seconds(
+        rows=T.rows - held,
+        nnz=int(int(T.X.nnz) * (1.0 - held / T.rows)),
+        predict_rows=held,
+        n_classes=2,
+    )
+    final = budget.rbf_fit_seconds(rows=T.rows, nnz=int(T.X.nnz), predict_rows=V.rows, n_classes=2)
+    gammas = len(rbfsvm.exact.LOG2_GAMMA_FACTOR)
+    assert rbfsvm.fit_seconds(T, V, 2) == pytest.approx((gammas + 1) * part + final)
