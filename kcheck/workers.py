@@ -113,10 +113,13 @@ def _exit_with(parent: multiprocessing.process.BaseProcess) -> None:
 def end_pool(pool: ProcessPoolExecutor, grace: float = 3.0) -> None:
     """Cancel what has not started and end the workers now, running tasks included."""
     processes = list((getattr(pool, "_processes", None) or {}).values())
+    # Stopped before the shutdown drops the pool's queues, whose semaphores are unlinked once
+    # collected: a worker still reading its start-up data would print a traceback (below).
+    _stop_workers(pool)
     pool.shutdown(wait=False, cancel_futures=True)
     for p in processes:
         with contextlib.suppress(Exception):
-            p.terminate()
+            p.kill()  # stopped: SIGTERM would wait for a SIGCONT
     deadline = time.monotonic() + grace
     for p in processes:
         with contextlib.suppress(Exception):
@@ -220,6 +223,12 @@ def end_all_pools(wait_for_start: float = 10.0) -> None:
     locked = _LOCK.acquire(timeout=wait_for_start)
     try:
         _closing = True
+        # A worker the fork server has just forked may still be reading its start-up data,
+        # which names the pool's semaphores: once the finalizers below unlink them, it prints
+        # a FileNotFoundError traceback (seen under load, about 1 Ctrl-C in 30). Stopped
+        # first, it prints nothing; end_pool then kills it.
+        for pool in list(_POOLS):
+            _stop_workers(pool)
         _run_exit_finalizers()
         for pool in list(_POOLS):
             end_pool(pool)
@@ -228,6 +237,34 @@ def end_all_pools(wait_for_start: float = 10.0) -> None:
             _LOCK.release()
     _run_exit_finalizers()
     time.sleep(0.05)  # let a finalizer another thread had already begun finish
+
+
+def _stop_workers(pool: ProcessPoolExecutor, wait: float = 0.5) -> None:
+    """SIGSTOP every worker of ``pool`` (SIGKILL still ends a stopped process), and wait up
+    to ``wait`` seconds until /proc shows them stopped: a signal is delivered asynchronously."""
+    if not hasattr(signal, "SIGSTOP"):
+        return
+    pids = []
+    for p in list((getattr(pool, "_processes", None) or {}).values()):
+        with contextlib.suppress(Exception):
+            if p.pid is not None:
+                os.kill(p.pid, signal.SIGSTOP)
+                pids.append(p.pid)
+    deadline = time.monotonic() + wait
+    while pids and time.monotonic() < deadline:
+        pids = [pid for pid in pids if _running(pid)]
+        if pids:
+            time.sleep(0.002)
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` is neither stopped nor gone, by /proc (False where it cannot tell)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            state = f.read().rsplit(b")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in (b"T", b"t", b"Z", b"X")
 
 
 def _run_exit_finalizers() -> None:

@@ -3,6 +3,7 @@ process that is killed when it passes."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import multiprocessing
 import os
 import time
@@ -114,3 +115,38 @@ def test_stoppable_raises_stopped(tmp_path: Path, warm_worker: None) -> None:
             _write_pid_and_sleep, str(tmp_path / "p"), 60.0, deadline=time.perf_counter() + 0.5
         )
     assert _wait_gone(int((tmp_path / "p").read_text()))
+
+
+def _state(pid: int) -> str:
+    """The process state letter in /proc (R, S, T stopped, Z zombie, ...)."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
+def test_end_pool_stops_workers_before_the_shutdown_then_kills_them(tmp_path: Path) -> None:
+    """The shutdown drops the pool's queues, whose semaphores are unlinked once collected; a
+    worker still reading its start-up data then printed a traceback after "interrupted". So
+    the workers are stopped before it, then killed (a stopped process holds SIGTERM)."""
+    pool = workers.process_pool(1, ["kcheck.workers"])
+    marker = tmp_path / "pid"
+    future = pool.submit(_write_pid_and_sleep, str(marker), 60.0)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not (marker.exists() and marker.read_text()):
+        time.sleep(0.02)
+    pid = int(marker.read_text())
+    seen: list[str] = []
+    shutdown = pool.shutdown
+
+    def recording_shutdown(*args: object, **kwargs: object) -> None:
+        seen.append(_state(pid))
+        shutdown(*args, **kwargs)  # type: ignore[arg-type]
+
+    pool.shutdown = recording_shutdown  # type: ignore[method-assign]
+    t0 = time.monotonic()
+    workers.end_pool(pool, grace=30.0)
+    assert seen == ["T"], f"worker state at shutdown: {seen}"
+    assert time.monotonic() - t0 < 10.0, "a stopped worker must be killed, not waited for"
+    assert _wait_gone(pid)
+    # The pool's own thread then fails the running task (its worker died).
+    concurrent.futures.wait([future], timeout=30)
+    assert future.done()

@@ -12,6 +12,7 @@ import io
 import os
 import signal
 import sys
+import threading
 import warnings
 from typing import Any
 
@@ -132,6 +133,10 @@ def main(argv: list[str] | None = None) -> None:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         atomic.abandon()
+        # "interrupted" is said; an exception a pool's own thread meets while the pools are
+        # torn down under it (a pipe closed from another thread: EBADF, seen once under load)
+        # is not news to the user, and must not print a traceback after it.
+        threading.excepthook = _ignore_thread_exception
         from kcheck.workers import end_all_pools
 
         end_all_pools()
@@ -139,6 +144,10 @@ def main(argv: list[str] | None = None) -> None:
         sys.stderr.flush()
         os._exit(code)
     sys.exit(code)
+
+
+def _ignore_thread_exception(args: threading.ExceptHookArgs) -> None:
+    """threading.excepthook for a run that is ending on a signal (see :func:`main`)."""
 
 
 class _ClosedStream(io.TextIOBase):
