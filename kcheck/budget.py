@@ -49,10 +49,10 @@ BUILD_SECONDS_PER_ENTRY = 1.5e-8
 #: madelon 1.8, whose noise makes every row a support vector at large gamma.
 DISTANCE_SECONDS_PER_WORK = 1.0e-9
 #: The rbfsvm checker's LIBSVM trainings on T (its own RBF kernel) and their predictions, per
-#: row trained x row trained or predicted x stored value of a row (plus one). Measured 0.8-3.6
-#: ns (median 1.4) on six judged sets of 3,750-9,000 rows of T with C up to 2^9
-#: (scripts/results/calibrate_rbfsvm.md), rounded up; the whole checker took 0.7-1.0 of its
-#: counted seconds there, 1.0-1.2 on small T, and 2.3 on parity3 (C = 2^11, noisy labels).
+#: row trained x row trained or predicted x stored value of a row (plus one). Measured 0.5-4.8
+#: ns (median 1.25) on six judged sets of 3,750-9,000 rows of T, the most at C = 2^11
+#: (scripts/results/calibrate_rbfsvm.md); the whole checker took 0.65-1.11 of its counted
+#: seconds there, 1.1-1.2 on small T, and 2.1 on parity3 (C = 2^11, noisy labels).
 RBF_SECONDS_PER_WORK = 2.5e-9
 
 

@@ -8,9 +8,10 @@ For each LIBSVM file (T at most budget.FLOOR_MAX_ROWS rows, where the checker ma
 by max |x|, split 3:1 with seed 0, and run the checker's search and training with the most
 tuning rows (2,000). Reported: the wall time of the whole checker next to
 :func:`kcheck.checkers.rbfsvm.estimated_seconds`, and of its trainings (one per gamma on two
-thirds of T, scored on the rest, and the final one on T, scored on V: the whole time less that
-of the search run again alone) per unit of counted work (rows trained x rows trained and
-predicted x stored values a row), the figure behind ``budget.RBF_SECONDS_PER_WORK``.
+thirds of T, scored on the rest, one more at the larger C, and the final one on T, scored on
+V: the whole time less that of the search run again alone) per unit of counted work (rows
+trained x rows trained and predicted x stored values a row), the figure behind
+``budget.RBF_SECONDS_PER_WORK``.
 Nothing here changes what kcheck computes.
 """
 
