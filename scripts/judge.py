@@ -244,6 +244,26 @@ def wavy(amp: float) -> Callable[[np.random.Generator, int], Arrays]:
     return make
 
 
+def offsets_onehot(noise: float) -> Callable[[np.random.Generator, int], Arrays]:
+    """A covtype-like mix: 10 dense features of very different scales on large offsets (so
+    scaling by max |x| leaves them in narrow bands), one-hot groups of 4 and 40, and a rule of
+    a sine, a product and one-hot membership; the kernel's gain needs a large C."""
+
+    def make(rng: np.random.Generator, n: int) -> Arrays:
+        dense = rng.normal(size=(n, 10)) * rng.uniform(1, 1000, 10) + rng.uniform(0, 3000, 10)
+        wild = rng.integers(0, 4, size=n)
+        soil = rng.integers(0, 40, size=n)
+        X = np.zeros((n, 54))
+        X[:, :10] = dense
+        X[np.arange(n), 10 + wild] = 1.0
+        X[np.arange(n), 14 + soil] = 1.0
+        z = (dense - dense.mean(0)) / dense.std(0)
+        f = np.sin(2 * z[:, 0]) + z[:, 1] * z[:, 2] + 0.5 * (soil % 7 == 3) - 0.3
+        return X, np.where(f + noise * rng.normal(size=n) > 0, 1, -1)
+
+    return make
+
+
 def linear_plus(
     d: int, amp: float, noise: float, kind: str
 ) -> Callable[[np.random.Generator, int], Arrays]:
@@ -454,6 +474,13 @@ GENERATED = [
         8000,
         27,
         "sinusoidal boundary of smaller amplitude, 3 noise features, 8,000 rows",
+    ),
+    _g(
+        "offsets_onehot_n5000",
+        offsets_onehot(0.3),
+        5000,
+        28,
+        "covtype-like: 10 dense features on large offsets, one-hot groups, sine and product",
     ),
     # linear controls
     _g("lin_d5_n100", linear_dense(5, 0.3), 100, 1, "linear control, 5 dense features"),
