@@ -112,7 +112,7 @@ def _exit_with(parent: multiprocessing.process.BaseProcess) -> None:
 
 def end_pool(pool: ProcessPoolExecutor, grace: float = 3.0) -> None:
     """Cancel what has not started and end the workers now, running tasks included."""
-    processes = list((getattr(pool, "_processes", None) or {}).values())
+    processes = _processes(pool)
     # Stopped before the shutdown drops the pool's queues, whose semaphores are unlinked once
     # collected: a worker still reading its start-up data would print a traceback (below).
     _stop_workers(pool)
@@ -239,13 +239,18 @@ def end_all_pools(wait_for_start: float = 10.0) -> None:
     time.sleep(0.05)  # let a finalizer another thread had already begun finish
 
 
+def _processes(pool: ProcessPoolExecutor) -> list[multiprocessing.process.BaseProcess]:
+    """The pool's worker processes (none once it has been shut down)."""
+    return list((getattr(pool, "_processes", None) or {}).values())
+
+
 def _stop_workers(pool: ProcessPoolExecutor, wait: float = 0.5) -> None:
     """SIGSTOP every worker of ``pool`` (SIGKILL still ends a stopped process), and wait up
     to ``wait`` seconds until /proc shows them stopped: a signal is delivered asynchronously."""
     if not hasattr(signal, "SIGSTOP"):
         return
     pids = []
-    for p in list((getattr(pool, "_processes", None) or {}).values()):
+    for p in _processes(pool):
         with contextlib.suppress(Exception):
             if p.pid is not None:
                 os.kill(p.pid, signal.SIGSTOP)

@@ -333,8 +333,17 @@ def _tuning_score(
         right = engines.cv_kernel(problem, C, folds=folds, seed=seed)
         return right, right
     predicted = engines.cv_kernel_predictions(problem, C, folds=folds, seed=seed)
-    right = int(np.count_nonzero(predicted == problem.y))
-    return round(balanced_accuracy(problem.y, predicted), 12), right
+    return prediction_score(problem.y, predicted, scoring)
+
+
+def prediction_score(y: np.ndarray, predicted: np.ndarray, scoring: Scoring) -> tuple[float, int]:
+    """The score of predicted labels as the grid search ranks them (rows right, an exact count,
+    or the balanced accuracy: labels carry no decision values to rank for AUC), and the count
+    of rows right."""
+    right = int(np.count_nonzero(predicted == y))
+    if scoring.metric == "accuracy":
+        return right, right
+    return round(balanced_accuracy(y, predicted), 12), right
 
 
 @dataclass(frozen=True)

@@ -43,8 +43,7 @@ from kcheck import budget, engines
 from kcheck.checkers import exact
 from kcheck.checkers.base import CheckerResult, Context, Dataset, score
 from kcheck.errors import TimeLimitReached
-from kcheck.metrics import balanced_accuracy
-from kcheck.scoring import Scoring
+from kcheck.rbf_search import best_point
 from kcheck.split import stratified_split, stratified_subsample
 
 NAME = "rbfsvm"
@@ -217,7 +216,9 @@ def run(
 
     def held_out_score(problem: engines.SvmProblem, c: float, g: float) -> None:
         m = engines.train_rbf(problem, float(2.0**c), float(2.0**g))
-        held_scores[(c, g)] = _score(yb[held], m.predict(Xb[held]), options.scoring)
+        held_scores[(c, g)], _ = exact.prediction_score(
+            yb[held], m.predict(Xb[held]), options.scoring
+        )
         ctx.progress(stage, options.grid_points() + len(held_scores), total)
         check_time()
 
@@ -262,12 +263,11 @@ def run(
 
 
 def _best_C_per_gamma(search: exact.Search) -> list[tuple[float, float]]:
-    """For each gamma of the grid, its best C on the sample (ties to the smaller C)."""
-    out = []
-    for g in sorted({p[1] for p in search.scores}):
-        cs = [c for (c, gg) in search.scores if gg == g]
-        out.append((min(cs, key=lambda c: (-search.scores[(c, g)], c)), g))
-    return out
+    """For each gamma of the grid, its best point on the sample (the search's own tie rule)."""
+    return [
+        best_point({p: s for p, s in search.scores.items() if p[1] == g})
+        for g in sorted({p[1] for p in search.scores})
+    ]
 
 
 def _larger_C(point: tuple[float, float], grid_C: tuple[float, ...]) -> tuple[float, float] | None:
@@ -275,11 +275,3 @@ def _larger_C(point: tuple[float, float], grid_C: tuple[float, ...]) -> tuple[fl
     make LIBSVM run for minutes)."""
     above = [c for c in grid_C if c > point[0]]
     return (min(above), point[1]) if above else None
-
-
-def _score(y: np.ndarray, predicted: np.ndarray, scoring: Scoring) -> float:
-    """Rows right (an exact count) under accuracy; else the balanced accuracy, as exact mode's
-    search scores (LIBSVM's labels carry no decision values to rank for AUC)."""
-    if scoring.metric == "accuracy":
-        return float(np.count_nonzero(predicted == y))
-    return round(balanced_accuracy(y, predicted), 12)
