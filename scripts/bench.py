@@ -133,8 +133,12 @@ def child(code: str) -> dict:
 # --- synthetic stand-ins ------------------------------------------------------------------------
 
 
-def _covtype(rng: np.random.Generator) -> tuple[np.ndarray, sp.csr_matrix]:
-    n = 581_012
+def covtype_like(
+    rng: np.random.Generator, n: int = 581_012, noise: float = 0.3
+) -> tuple[np.ndarray, sp.csr_matrix]:
+    """covtype's shape: 10 dense features of very different scales on large offsets (scaling by
+    max |x| leaves them in narrow bands), one-hot groups of 4 and 40; labels from a sine, a
+    product and one-hot membership, which an RBF SVM learns only at a large C."""
     dense = rng.normal(size=(n, 10)) * rng.uniform(1, 1000, size=10) + rng.uniform(0, 3000, 10)
     wild = rng.integers(0, 4, size=n)
     soil = rng.integers(0, 40, size=n)
@@ -144,7 +148,7 @@ def _covtype(rng: np.random.Generator) -> tuple[np.ndarray, sp.csr_matrix]:
     X = sp.csr_matrix((vals, (rows, cols)), shape=(n, 54))
     z = (dense - dense.mean(0)) / dense.std(0)
     score = np.sin(2 * z[:, 0]) + z[:, 1] * z[:, 2] + 0.5 * (soil % 7 == 3) - 0.3
-    y = np.where(score + 0.3 * rng.normal(size=n) > 0, 1.0, -1.0)
+    y = np.where(score + noise * rng.normal(size=n) > 0, 1.0, -1.0)
     return y, X
 
 
@@ -176,7 +180,7 @@ def _webspam(rng: np.random.Generator) -> tuple[np.ndarray, sp.csr_matrix]:
 
 
 SYNTHETIC = {
-    "covtype": _covtype,
+    "covtype": covtype_like,
     "webspam": _webspam,
     "real-sim": lambda rng: _sparse_linear(rng, 72_309, 20_958, 51),
     "rcv1": lambda rng: _sparse_linear(rng, 20_242, 47_236, 74),

@@ -244,22 +244,22 @@ def wavy(amp: float) -> Callable[[np.random.Generator, int], Arrays]:
     return make
 
 
+def _bench() -> Any:
+    """scripts/bench.py, for its covtype-like generator only: the reference uses none of
+    kcheck's code."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import bench
+
+    return bench
+
+
 def offsets_onehot(noise: float) -> Callable[[np.random.Generator, int], Arrays]:
-    """A covtype-like mix: 10 dense features of very different scales on large offsets (so
-    scaling by max |x| leaves them in narrow bands), one-hot groups of 4 and 40, and a rule of
-    a sine, a product and one-hot membership; the kernel's gain needs a large C."""
+    """The bench's covtype-like rule (:func:`bench.covtype_like`) made afresh with n rows: dense
+    features on large offsets, one-hot groups, a sine and a product; the gain needs a large C."""
 
     def make(rng: np.random.Generator, n: int) -> Arrays:
-        dense = rng.normal(size=(n, 10)) * rng.uniform(1, 1000, 10) + rng.uniform(0, 3000, 10)
-        wild = rng.integers(0, 4, size=n)
-        soil = rng.integers(0, 40, size=n)
-        X = np.zeros((n, 54))
-        X[:, :10] = dense
-        X[np.arange(n), 10 + wild] = 1.0
-        X[np.arange(n), 14 + soil] = 1.0
-        z = (dense - dense.mean(0)) / dense.std(0)
-        f = np.sin(2 * z[:, 0]) + z[:, 1] * z[:, 2] + 0.5 * (soil % 7 == 3) - 0.3
-        return X, np.where(f + noise * rng.normal(size=n) > 0, 1, -1)
+        y, X = _bench().covtype_like(rng, n, noise)
+        return X.toarray(), y.astype(int)
 
     return make
 
@@ -270,10 +270,7 @@ def covtype_like_sample() -> Callable[[np.random.Generator, int], Arrays]:
     hundred rows chose a small C and said linear where the RBF SVM on all rows gains 5 points."""
 
     def make(rng: np.random.Generator, n: int) -> Arrays:
-        sys.path.insert(0, str(Path(__file__).resolve().parent))
-        import bench  # only its generator: the reference uses none of kcheck's code
-
-        y, X = bench._covtype(np.random.default_rng(0))
+        y, X = _bench().covtype_like(np.random.default_rng(0))
         take = np.sort(rng.choice(X.shape[0], size=n, replace=False))
         return X[take].toarray(), y[take].astype(int)
 

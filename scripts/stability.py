@@ -49,11 +49,11 @@ def check(path: Path, seed: int, max_rows: int | None, jobs: int) -> dict:
 
 
 def covtype(scratch: Path) -> Path:
-    from bench import _covtype
+    from bench import covtype_like
 
     path = scratch / "covtype"
     if not path.exists():
-        y, X = _covtype(np.random.default_rng(0))
+        y, X = covtype_like(np.random.default_rng(0))
         write_libsvm(path, y, X)
     return path
 
