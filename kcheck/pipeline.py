@@ -34,7 +34,7 @@ from kcheck.defaults import (
     products_of,
 )
 from kcheck.errors import KcheckError, TimeLimitReached, recorded_warnings
-from kcheck.memory import checker_budget, default_memory_limit
+from kcheck.memory import FIXED_BYTES, checker_budget, csr_bytes, default_memory_limit
 from kcheck.prepare import (
     BlockPredictor,
     Prepared,
@@ -50,7 +50,7 @@ from kcheck.result import CheckResult
 from kcheck.scoring import Scoring, oriented, validate_metric
 from kcheck.split import stratified_split
 from kcheck.verdict import Decision, Gap, decide
-from kcheck.workers import run_until
+from kcheck.workers import Background, run_until
 
 #: The names ``--checkers`` takes, and those that run by default (kcheck.checkers.registry).
 CHECKERS = registry.NAMES
@@ -192,24 +192,33 @@ def run(config: CheckConfig, progress: Progress | None = None) -> CheckReport:
     data.X = data.X[:0]  # T and V hold the rows now: keep one copy of the data
     scoring = _scoring(config, data, T)
 
-    base = _baseline(config, T, V, deadline, report, scoring)
     ctx = Context(
         seed=config.seed,
         jobs=config.jobs,
         epsilon=config.epsilon,
         memory_limit=checker_budget(memory_limit, data.data_bytes),
         deadline=deadline,
-        baseline=base,
+        baseline=None,
         progress=report,
         scoring=scoring,
     )
+    beside = _start_beside(config, T, V, ctx)
+    try:
+        if beside is None:
+            ctx = dataclasses.replace(
+                ctx, baseline=_baseline(config, T, V, deadline, report, scoring)
+            )
+        exact_json, rbf = registry.EXACT.run_all(T, V, ctx, config.exact)
+        names = _proxies(config, rbf is not None)
+        base, checked = _run_checkers(names, T, V, ctx, decided=rbf is not None, beside=beside)
+    except BaseException:
+        if beside is not None:
+            beside.cancel()
+        raise
     results: dict[str, CheckerResult] = {"linear": base}
-    exact_json, rbf = registry.EXACT.run_all(T, V, ctx, config.exact)
     if rbf is not None:
         results[registry.EXACT.name] = rbf
-    results.update(
-        _run_checkers(_proxies(config, rbf is not None), T, V, ctx, decided=rbf is not None)
-    )
+    results.update(checked)
 
     decision, gaps, cut_short = _decide(config, results, scoring, V)
     tested = _score_test(test, results, report) if test is not None else None
@@ -265,6 +274,70 @@ def _baseline(
         ) from None
 
 
+#: The linear baseline trains in a worker process beside the checkers that do not need its
+#: result (degree-2) where its counted cost is at least this many seconds: below, starting a
+#: worker and copying T and V to it cost more than the overlap saves.
+BESIDE_MIN_SECONDS = 5.0
+
+
+def _start_beside(config: CheckConfig, T: Dataset, V: Dataset, ctx: Context) -> Background | None:
+    """Start the linear baseline in a worker process where it can train beside the checkers.
+
+    On large data the baseline's C search is one long single-threaded LIBLINEAR call, and
+    degree-2 does not need its result, so with ``--jobs`` of 2 or more they share the two
+    cores instead of taking turns. Nothing computed changes, only when: each runs with the
+    seeds and inputs it has in turn, so the JSON is that of ``--jobs 1``. It is decided from
+    counts only, and only where it can change no plan:
+
+    * no ``--time-limit`` (the checkers' time budgets would then depend on the overlap);
+    * T above small data's bounds (no floor of counted work is handed from one checker to
+      the next) and exact mode unable to run (it would want the cores);
+    * the worker's copy of T and V, LIBLINEAR's nodes, and what the early checkers plan to
+      allocate, fit the checkers' memory budget together.
+    """
+    if config.jobs < 2 or ctx.deadline is not None:
+        return None
+    if budget.floor_applies(rows=T.rows, nnz=int(T.X.nnz)):
+        return None
+    if config.exact == "always" or (
+        config.exact == "auto" and T.rows + V.rows <= registry.EXACT.auto_max_rows
+    ):
+        return None
+    n_classes = int(np.unique(T.y).size)
+    if budget.linear_seconds(int(T.X.nnz), n_classes) < BESIDE_MIN_SECONDS:
+        return None
+    early = _early_checkers(_proxies(config, False))
+    if not early:
+        return None
+    need = _beside_bytes(T, V)
+    for name in early:
+        planned = registry.CHECKERS[name].planned_bytes
+        need += planned(T, ctx) if planned is not None else 0
+    if need > ctx.memory_limit:
+        return None
+    ctx.progress("linear baseline (C search), beside the checkers", None, None)
+    options = linear.LinearOptions(seed=config.seed, class_weight=ctx.class_weight)
+    return Background(linear.run, T, V, options)
+
+
+def _early_checkers(names: tuple[str, ...]) -> list[str]:
+    """The checkers that may run before the baseline has finished: they never read it, and
+    they say what they will allocate."""
+    return [
+        n
+        for n in names
+        if not registry.CHECKERS[n].needs_baseline and registry.CHECKERS[n].planned_bytes
+    ]
+
+
+def _beside_bytes(T: Dataset, V: Dataset) -> int:
+    """What the baseline's worker adds: its copy of T and V, the pickled copy this process
+    holds while sending it, LIBLINEAR's nodes (16 bytes a value, a bias and an end node a
+    row), and the worker's interpreter."""
+    data = csr_bytes(T.X) + csr_bytes(V.X)
+    return 2 * data + 16 * (int(T.X.nnz) + 2 * T.rows) + FIXED_BYTES
+
+
 def _proxies(config: CheckConfig, decided: bool) -> tuple[str, ...]:
     """The checkers to run: one that stands in for exact mode (rbfsvm) only where exact mode
     is ``auto`` and did not run. Where it ran, it trained the same model cross-validated on
@@ -279,22 +352,46 @@ def _proxies(config: CheckConfig, decided: bool) -> tuple[str, ...]:
 
 
 def _run_checkers(
-    names: tuple[str, ...], T: Dataset, V: Dataset, ctx: Context, *, decided: bool
-) -> dict[str, CheckerResult]:
-    """The chosen checkers, in registry order, each guarded: a failure skips it, not the check.
+    names: tuple[str, ...],
+    T: Dataset,
+    V: Dataset,
+    ctx: Context,
+    *,
+    decided: bool,
+    beside: Background | None = None,
+) -> tuple[CheckerResult, dict[str, CheckerResult]]:
+    """The chosen checkers, in registry order, each guarded: a failure skips it, not the
+    check. Returns the linear baseline and the checkers' results.
 
     The floor of counted work is for the whole check: where the exact comparison ran, it
     decides alone, so the proxies keep only their relative budgets; otherwise each checker
-    gets what the ones before it left of the floor.
+    gets what the ones before it left of the floor. With the baseline training ``beside``
+    them (:func:`_start_beside`, where no floor applies), the checkers that do not read it go
+    first, then its result is awaited.
     """
+    order = [n for n in registry.CHECKERS if n in names]
+    if beside is not None:
+        early = _early_checkers(tuple(order))
+        order = early + [n for n in order if n not in early]
     floor = 0.0 if decided else budget.FLOOR_SECONDS
     out: dict[str, CheckerResult] = {}
-    for name, spec in registry.CHECKERS.items():
-        if name in names:
-            run = functools.partial(spec.run, T, V, dataclasses.replace(ctx, floor_seconds=floor))
-            out[name] = guarded(name, ctx.deadline, run)
-            floor = max(floor - out[name].counted_seconds, 0.0)
-    return out
+    for name in order:
+        spec = registry.CHECKERS[name]
+        if ctx.baseline is None and spec.needs_baseline:
+            ctx = _await_baseline(ctx, beside)
+        run = functools.partial(spec.run, T, V, dataclasses.replace(ctx, floor_seconds=floor))
+        out[name] = guarded(name, ctx.deadline, run)
+        floor = max(floor - out[name].counted_seconds, 0.0)
+    if ctx.baseline is None:
+        ctx = _await_baseline(ctx, beside)
+    return ctx.linear(), out
+
+
+def _await_baseline(ctx: Context, beside: Background | None) -> Context:
+    if beside is None:
+        raise RuntimeError("the linear baseline was neither run nor started")
+    ctx.progress("linear baseline (C search)", None, None)
+    return dataclasses.replace(ctx, baseline=beside.result())
 
 
 def _decide(

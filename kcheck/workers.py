@@ -205,6 +205,33 @@ def run_until(deadline: float | None, fn: Callable[..., R], *args: Any) -> R:
         raise TimeLimitReached() from None
 
 
+class Background:
+    """A call running in its own worker process while this process goes on; :meth:`result`
+    waits for it and ends the worker. The arguments are pickled to the worker (a copy of
+    them), so callers start one only where memory has room for that copy."""
+
+    def __init__(
+        self, fn: Callable[..., Any], *args: Any, preload: Sequence[str] = ("kcheck.engines",)
+    ) -> None:
+        self._pool = process_pool(1, preload)
+        try:
+            self._future: Future[Any] = self._pool.submit(fn, *args)
+        except BaseException:
+            end_pool(self._pool)
+            raise
+
+    def result(self) -> Any:
+        """The call's value (or its exception, raised here); the worker ends either way."""
+        try:
+            return self._future.result()
+        finally:
+            self.cancel()
+
+    def cancel(self) -> None:
+        """End the worker now, finished or not."""
+        end_pool(self._pool)
+
+
 def end_all_pools(wait_for_start: float = 10.0) -> None:
     """End every pool of this process and release their semaphores; for a run about to exit.
 

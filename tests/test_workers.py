@@ -150,3 +150,28 @@ def test_end_pool_stops_workers_before_the_shutdown_then_kills_them(tmp_path: Pa
     # The pool's own thread then fails the running task (its worker died).
     concurrent.futures.wait([future], timeout=30)
     assert future.done()
+
+
+def test_background_returns_the_value_from_another_process_and_ends_it() -> None:
+    job = workers.Background(_pid_and_sum, 2, 3)
+    pid, total = job.result()
+    assert total == 5 and pid != os.getpid()
+    assert _wait_gone(pid)
+
+
+def test_background_raises_the_calls_error_in_the_caller() -> None:
+    with pytest.raises(KcheckError, match="bad row"):
+        workers.Background(_fail, "bad row").result()
+
+
+def test_cancelling_a_background_call_ends_its_worker_at_once(tmp_path: Path) -> None:
+    pid_file = tmp_path / "pid"
+    job = workers.Background(_write_pid_and_sleep, str(pid_file), 60)
+    end = time.monotonic() + 30
+    while not pid_file.exists() or not pid_file.read_text():
+        assert time.monotonic() < end, "the worker never started"
+        time.sleep(0.02)
+    pid = int(pid_file.read_text())
+    t0 = time.monotonic()
+    job.cancel()
+    assert _wait_gone(pid) and time.monotonic() - t0 < 10

@@ -109,7 +109,9 @@ class Context:
     ``memory_limit`` is what a checker may allocate on top of the data already in memory.
     ``deadline`` is a ``time.perf_counter()`` value (``--time-limit``), or None.
     ``floor_seconds`` is the counted work small data may spend whatever the relative budget
-    (kcheck.budget); 0 where the exact comparison decides.
+    (kcheck.budget); 0 where the exact comparison decides. ``baseline`` is None while the
+    linear baseline still runs beside the checkers that do not need it (registry's
+    ``needs_baseline``); :meth:`linear` is how a checker reads it.
     """
 
     seed: int
@@ -117,7 +119,7 @@ class Context:
     epsilon: float
     memory_limit: int
     deadline: float | None
-    baseline: CheckerResult
+    baseline: CheckerResult | None
     floor_seconds: float = 0.0
     progress: Progress = no_progress
     #: The metric, and the class weights every model of the run trains with.
@@ -127,9 +129,15 @@ class Context:
     def class_weight(self) -> tuple[tuple[float, float], ...] | None:
         return self.scoring.class_weight
 
+    def linear(self) -> CheckerResult:
+        """The linear baseline's result; an error for a checker run before it finished."""
+        if self.baseline is None:
+            raise RuntimeError("the linear baseline has not finished")
+        return self.baseline
+
     @property
     def baseline_C(self) -> float:
-        return float(self.baseline.info["C"])
+        return float(self.linear().info["C"])
 
     def seconds_left(self) -> float | None:
         return None if self.deadline is None else self.deadline - time.perf_counter()

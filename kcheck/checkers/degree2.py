@@ -340,18 +340,36 @@ class ExpandedModel:
         return self.model.labels_from(dec), dec
 
 
+def _options(T: Dataset, ctx: Context) -> Degree2Options:
+    return Degree2Options(
+        seed=ctx.seed,
+        memory_limit=ctx.memory_limit,
+        max_cost_nnz=int(max(COST_FACTOR * T.X.nnz, MIN_COST_NNZ)),
+        time_budget=ctx.seconds_left(),
+        # A clock, read only under --time-limit (the baseline then ran before the checkers).
+        seconds_per_nnz=None if ctx.deadline is None else ctx.linear().seconds / max(T.X.nnz, 1),
+        floor_seconds=ctx.floor_seconds,
+        class_weight=ctx.class_weight,
+    )
+
+
+def planned_bytes(T: Dataset, ctx: Context) -> int:
+    """What :func:`check` allocates beyond the data, from its plan: the expanded rows (CSR and
+    LIBLINEAR's copy), the weight vectors and one prediction chunk's temporaries. The
+    pipeline asks before it lets the linear baseline train beside degree-2."""
+    n_classes = int(np.unique(T.y).size)
+    plan = plan_rows(T, n_classes, _options(T, ctx))
+    n_w = 1 if n_classes <= 2 else n_classes
+    weight_bytes = WEIGHT_VECTORS * 8 * (expanded_dimension(T.X.shape[1]) + 1) * n_w
+    per_row = row_expanded_nnz(T.X)
+    mean_nnz = max(float(per_row.mean()) if per_row.size else 0.0, 1.0)
+    rows_bytes = int(plan.rows * (mean_nnz * BYTES_PER_NNZ + BYTES_PER_ROW))
+    return rows_bytes + weight_bytes + 12 * 8 * EXPAND_CHUNK_NNZ
+
+
 def check(T: Dataset, V: Dataset, ctx: Context) -> CheckerResult:
     """The checker as the pipeline runs it: a cost budget relative to T's stored values, the
     floor of counted work on small data, and (under ``--time-limit``) the time left, in a
     worker process that the deadline can stop."""
     ctx.progress("degree-2 checker", None, None)
-    options = Degree2Options(
-        seed=ctx.seed,
-        memory_limit=ctx.memory_limit,
-        max_cost_nnz=int(max(COST_FACTOR * T.X.nnz, MIN_COST_NNZ)),
-        time_budget=ctx.seconds_left(),
-        seconds_per_nnz=ctx.baseline.seconds / max(T.X.nnz, 1),
-        floor_seconds=ctx.floor_seconds,
-        class_weight=ctx.class_weight,
-    )
-    return run_until(ctx.deadline, run, T, V, options)
+    return run_until(ctx.deadline, run, T, V, _options(T, ctx))

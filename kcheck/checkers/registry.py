@@ -35,6 +35,13 @@ class CheckerSpec:
     #: Runs only where exact mode is ``auto`` and did not run: it trains the RBF SVM itself,
     #: which exact mode does better where it runs, and ``--exact never`` turns off.
     stands_in_for_exact: bool = False
+    #: Whether it reads the linear baseline's result (``Context.linear``): MultiLinear's
+    #: fallback C, rff's measured seconds. One that does not may run while the baseline is
+    #: still training beside it (kcheck.pipeline, on large data with ``--jobs`` of 2 or more).
+    needs_baseline: bool = False
+    #: Bytes it will allocate beyond the data, from its plan (counts only); a checker with
+    #: none may not run beside the baseline, whose worker needs memory of its own.
+    planned_bytes: Callable[[Dataset, Context], int] | None = None
 
 
 @dataclass(frozen=True)
@@ -52,6 +59,8 @@ class DecidingSpec:
     table: tuple[tuple[str, str], ...]
     summary: str
     decides_alone: bool = True
+    #: ``auto`` never runs it on more rows (T and V together) than this.
+    auto_max_rows: int = 0
 
 
 #: MultiLinear first: the method leans on it most, so a time limit should cut degree-2.
@@ -64,6 +73,7 @@ CHECKERS: dict[str, CheckerSpec] = {
             (("K", "clusters"),),
             True,
             "k-means on the training split, one linear model per cluster",
+            needs_baseline=True,
         ),
         CheckerSpec(
             "degree2",
@@ -71,6 +81,7 @@ CHECKERS: dict[str, CheckerSpec] = {
             (("C", "C"),),
             True,
             "a linear model on the explicit degree-2 polynomial expansion",
+            planned_bytes=degree2.planned_bytes,
         ),
         # Where exact mode did not run and the real RBF SVM is cheap: mid-size data of few
         # features, where the proxies miss smooth boundaries (wavy 5-D set of 12,000 rows:
@@ -93,6 +104,7 @@ CHECKERS: dict[str, CheckerSpec] = {
             (("D", "D"), ("g", "gamma")),
             False,
             "a linear model on random Fourier features of the RBF kernel",
+            needs_baseline=True,
         ),
     )
 }
@@ -101,6 +113,7 @@ EXACT = DecidingSpec(
     exact.check_all,
     (("C", "C"), ("g", "gamma")),
     "the real RBF SVM against the linear model, by repeated CV on all rows (small data)",
+    auto_max_rows=exact.MAX_ROWS,
 )
 #: Names ``--checkers`` accepts, in the order the help lists them (kcheck.defaults keeps them
 #: for the command line; tests/test_registry.py checks that the two agree).

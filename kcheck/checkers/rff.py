@@ -371,7 +371,7 @@ def check(T: Dataset, V: Dataset, ctx: Context) -> CheckerResult:
     options = RffOptions(
         seed=ctx.seed,
         memory_limit=ctx.memory_limit,
-        linear_seconds=ctx.baseline.seconds,
+        linear_seconds=ctx.linear().seconds,
         class_weight=ctx.class_weight,
     )
     return run_until(ctx.deadline, run, T, V, options)

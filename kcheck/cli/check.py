@@ -126,7 +126,10 @@ Exit codes:
 @click.option(
     "--test", "test", type=str, default=None, metavar="FILE", help="Also score every model on FILE."
 )
-@jobs_option("Worker processes for MultiLinear's clusters")
+@jobs_option(
+    "Worker processes for MultiLinear's clusters, and on large data for the linear baseline "
+    "beside degree-2"
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON verdict on stdout.")
 @output_option("Write the JSON verdict to FILE (atomically); - is stdout.")
 @click.option(

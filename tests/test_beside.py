@@ -1,0 +1,145 @@
+"""The linear baseline training beside degree-2 (``--jobs`` 2 or more, large data): the same
+JSON as one job, memory permitting, and no worker left behind when the run ends early."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from kcheck import pipeline, workers
+from kcheck.checkers import registry
+from kcheck.data import write_libsvm
+from kcheck.pipeline import CheckConfig, run
+from kcheck.verdict import without_timing
+
+
+@pytest.fixture(scope="module")
+def wide_enough(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """14,000 rows of 10 features (T: 10,500 rows, above small data's 10,000), labels from a
+    product of two features plus noise: degree-2 runs on a subsample by its cost budget."""
+    rng = np.random.default_rng(7)
+    X = rng.normal(size=(14_000, 10))
+    y = np.where(X[:, 0] * X[:, 1] + 0.3 * X[:, 2] + 0.5 * rng.normal(size=14_000) > 0, 1, -1)
+    path = tmp_path_factory.mktemp("beside") / "product.svm"
+    write_libsvm(str(path), y.astype(float), X)
+    return path
+
+
+@pytest.fixture
+def started(monkeypatch: pytest.MonkeyPatch) -> list[workers.Background]:
+    """Every background baseline the pipeline starts; its cost threshold lowered to this
+    data's (a 10,500-row linear model counts well under BESIDE_MIN_SECONDS)."""
+    jobs: list[workers.Background] = []
+
+    class Spy(workers.Background):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            jobs.append(self)
+
+    monkeypatch.setattr(pipeline, "Background", Spy)
+    monkeypatch.setattr(pipeline, "BESIDE_MIN_SECONDS", 0.0)
+    return jobs
+
+
+def test_the_baseline_beside_degree2_gives_the_json_of_one_job(
+    wide_enough: Path, started: list[workers.Background]
+) -> None:
+    one = run(CheckConfig(train=str(wide_enough), jobs=1)).json
+    assert started == []
+    two = run(CheckConfig(train=str(wide_enough), jobs=2)).json
+    assert len(started) == 1
+    assert one["checkers"]["degree2"]["status"] == "subsampled"
+    assert one["verdict"] == "kernel" and one["deciding_checker"] == "degree2"
+    assert without_timing(two) == without_timing(one)
+
+
+def test_no_baseline_beside_where_its_worker_would_not_fit_the_memory_limit(
+    wide_enough: Path, started: list[workers.Background]
+) -> None:
+    # 300 MB leaves the checkers about 230 MB: enough for degree-2's plan (its prediction
+    # chunk's temporaries are most of it), not for that and the worker's interpreter too.
+    limit = 300 * 2**20
+    two = run(CheckConfig(train=str(wide_enough), jobs=2, memory_limit=limit)).json
+    assert started == []
+    one = run(CheckConfig(train=str(wide_enough), jobs=1, memory_limit=limit)).json
+    assert without_timing(two) == without_timing(one)
+    roomy = run(CheckConfig(train=str(wide_enough), jobs=2, memory_limit=2**30)).json
+    assert len(started) == 1
+    assert without_timing(roomy) == without_timing(one)
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        {"time_limit": 600.0},  # the checkers' time budgets would depend on the overlap
+        {"exact": "always"},
+        {"checkers": ("multilinear",)},  # nothing to run beside it
+    ],
+)
+def test_no_baseline_beside_where_it_could_change_a_plan_or_saves_nothing(
+    wide_enough: Path, started: list[workers.Background], config: dict[str, Any]
+) -> None:
+    T, V, ctx = _split(wide_enough, jobs=2, **config)
+    assert (
+        pipeline._start_beside(CheckConfig(train=str(wide_enough), jobs=2, **config), T, V, ctx)
+        is None
+    )
+    assert started == []
+
+
+def test_an_early_checkers_failure_ends_the_baseline_worker(
+    wide_enough: Path, started: list[workers.Background], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spec = registry.CHECKERS["degree2"]
+
+    def interrupted(*args: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setitem(registry.CHECKERS, "degree2", dataclasses.replace(spec, run=interrupted))
+    with pytest.raises(KeyboardInterrupt):
+        run(CheckConfig(train=str(wide_enough), jobs=2))
+    assert len(started) == 1
+    assert not any(p.is_alive() for p in workers._processes(started[0]._pool))
+
+
+def _split(path: Path, **config: Any) -> tuple[Any, Any, Any]:
+    """T, V and the checkers' context as :func:`kcheck.pipeline.run` builds them."""
+    from kcheck.checkers.base import Context, Dataset
+    from kcheck.memory import checker_budget, default_memory_limit
+    from kcheck.prepare import prepare
+    from kcheck.split import stratified_split
+
+    cfg = CheckConfig(train=str(path), **config)
+    data = prepare(str(path), scaling="maxabs", memory_limit=default_memory_limit())
+    tr, va = stratified_split(data.y, seed=0)
+    T, V = Dataset(data.X[tr], data.y[tr]), Dataset(data.X[va], data.y[va])
+    ctx = Context(
+        seed=0,
+        jobs=cfg.jobs,
+        epsilon=cfg.epsilon,
+        memory_limit=checker_budget(default_memory_limit(), data.data_bytes),
+        deadline=1e18 if cfg.time_limit else None,
+        baseline=None,
+    )
+    return T, V, ctx
+
+
+def test_the_baseline_goes_beside_from_five_counted_seconds_of_linear_work(
+    wide_enough: Path, started: list[workers.Background], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kcheck import budget
+
+    T, V, ctx = _split(wide_enough, jobs=2)
+    config = CheckConfig(train=str(wide_enough), jobs=2)
+    counted = budget.linear_seconds(int(T.X.nnz), 2)
+    assert pipeline.BESIDE_MIN_SECONDS == 0.0  # lowered by the fixture; the default is 5
+    monkeypatch.setattr(pipeline, "BESIDE_MIN_SECONDS", counted * 1.01)
+    assert pipeline._start_beside(config, T, V, ctx) is None
+    monkeypatch.setattr(pipeline, "BESIDE_MIN_SECONDS", counted)
+    job = pipeline._start_beside(config, T, V, ctx)
+    assert job is not None and started == [job]
+    assert job.result().name == "linear"
