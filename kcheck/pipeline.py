@@ -309,12 +309,12 @@ def _start_beside(config: CheckConfig, T: Dataset, V: Dataset, ctx: Context) -> 
     early = _early_checkers(_proxies(config, False))
     if not early:
         return None
-    need = _beside_bytes(T, V)
+    plans = 0
     for name in early:
         planned = registry.CHECKERS[name].planned_bytes
-        need += planned(T, ctx) if planned is not None else 0
-    if need > ctx.memory_limit:
-        return None
+        plans += planned(T, ctx) if planned is not None else 0
+    if plans == 0 or _beside_bytes(T, V) + plans > ctx.memory_limit:
+        return None  # nothing would run beside it (degree-2 skipped), or no room
     ctx.progress("linear baseline (C search), beside the checkers", None, None)
     options = linear.LinearOptions(seed=config.seed, class_weight=ctx.class_weight)
     return Background(linear.run, T, V, options)

@@ -143,3 +143,18 @@ def test_the_baseline_goes_beside_from_five_counted_seconds_of_linear_work(
     job = pipeline._start_beside(config, T, V, ctx)
     assert job is not None and started == [job]
     assert job.result().name == "linear"
+
+
+def test_no_baseline_beside_a_degree2_that_its_plan_skips(
+    wide_enough: Path, started: list[workers.Background]
+) -> None:
+    from kcheck.checkers import degree2
+
+    T, V, ctx = _split(wide_enough, jobs=2)
+    assert degree2.planned_bytes(T, ctx) > 0
+    # A budget too small for degree-2's 1,000 rows: it will skip, so nothing would overlap.
+    tiny = dataclasses.replace(ctx, memory_limit=1_000_000)
+    assert degree2.planned_bytes(T, tiny) == 0
+    config = CheckConfig(train=str(wide_enough), jobs=2)
+    assert pipeline._start_beside(config, T, V, tiny) is None
+    assert started == []

@@ -359,6 +359,8 @@ def planned_bytes(T: Dataset, ctx: Context) -> int:
     pipeline asks before it lets the linear baseline train beside degree-2."""
     n_classes = int(np.unique(T.y).size)
     plan = plan_rows(T, n_classes, _options(T, ctx))
+    if plan.rows == 0:
+        return 0  # skipped: it allocates nothing
     n_w = 1 if n_classes <= 2 else n_classes
     weight_bytes = WEIGHT_VECTORS * 8 * (expanded_dimension(T.X.shape[1]) + 1) * n_w
     per_row = row_expanded_nnz(T.X)
