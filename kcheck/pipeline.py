@@ -284,8 +284,9 @@ def _start_beside(config: CheckConfig, T: Dataset, V: Dataset, ctx: Context) -> 
     """Start the linear baseline in a worker process where it can train beside the checkers.
 
     On large data the baseline's C search is one long single-threaded LIBLINEAR call, and
-    degree-2 does not need its result, so with ``--jobs`` of 2 or more they share the two
-    cores instead of taking turns. Nothing computed changes, only when: each runs with the
+    neither degree-2 nor MultiLinear needs its result to start (MultiLinear's fallback C for
+    its smallest clusters waits for it), so with ``--jobs`` of 2 or more they share the cores
+    instead of taking turns. Nothing computed changes, only when: each runs with the
     seeds and inputs it has in turn, so the JSON is that of ``--jobs 1``. It is decided from
     counts only, and only where it can change no plan:
 
@@ -373,25 +374,25 @@ def _run_checkers(
     if beside is not None:
         early = _early_checkers(tuple(order))
         order = early + [n for n in order if n not in early]
+        waited: list[CheckerResult] = []
+
+        def wait_for_baseline() -> CheckerResult:
+            if not waited:
+                ctx.progress("linear baseline (C search)", None, None)
+                waited.append(beside.result())
+            return waited[0]
+
+        ctx = dataclasses.replace(ctx, await_baseline=wait_for_baseline)
     floor = 0.0 if decided else budget.FLOOR_SECONDS
     out: dict[str, CheckerResult] = {}
     for name in order:
         spec = registry.CHECKERS[name]
         if ctx.baseline is None and spec.needs_baseline:
-            ctx = _await_baseline(ctx, beside)
+            ctx = dataclasses.replace(ctx, baseline=ctx.linear())
         run = functools.partial(spec.run, T, V, dataclasses.replace(ctx, floor_seconds=floor))
         out[name] = guarded(name, ctx.deadline, run)
         floor = max(floor - out[name].counted_seconds, 0.0)
-    if ctx.baseline is None:
-        ctx = _await_baseline(ctx, beside)
     return ctx.linear(), out
-
-
-def _await_baseline(ctx: Context, beside: Background | None) -> Context:
-    if beside is None:
-        raise RuntimeError("the linear baseline was neither run nor started")
-    ctx.progress("linear baseline (C search)", None, None)
-    return dataclasses.replace(ctx, baseline=beside.result())
 
 
 def _decide(

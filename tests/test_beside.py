@@ -1,5 +1,6 @@
-"""The linear baseline training beside degree-2 (``--jobs`` 2 or more, large data): the same
-JSON as one job, memory permitting, and no worker left behind when the run ends early."""
+"""The linear baseline training beside degree-2 and MultiLinear (``--jobs`` 2 or more, large
+data): the same JSON as one job, memory permitting, and no worker left behind when the run
+ends early."""
 
 from __future__ import annotations
 
@@ -45,7 +46,7 @@ def started(monkeypatch: pytest.MonkeyPatch) -> list[workers.Background]:
     return jobs
 
 
-def test_the_baseline_beside_degree2_gives_the_json_of_one_job(
+def test_the_baseline_beside_the_checkers_gives_the_json_of_one_job(
     wide_enough: Path, started: list[workers.Background]
 ) -> None:
     one = run(CheckConfig(train=str(wide_enough), jobs=1)).json
@@ -77,7 +78,7 @@ def test_no_baseline_beside_where_its_worker_would_not_fit_the_memory_limit(
     [
         {"time_limit": 600.0},  # the checkers' time budgets would depend on the overlap
         {"exact": "always"},
-        {"checkers": ("multilinear",)},  # nothing to run beside it
+        {"checkers": ("rbfsvm",)},  # it plans no memory, so nothing runs beside the baseline
     ],
 )
 def test_no_baseline_beside_where_it_could_change_a_plan_or_saves_nothing(
@@ -155,6 +156,6 @@ def test_no_baseline_beside_a_degree2_that_its_plan_skips(
     # A budget too small for degree-2's 1,000 rows: it will skip, so nothing would overlap.
     tiny = dataclasses.replace(ctx, memory_limit=1_000_000)
     assert degree2.planned_bytes(T, tiny) == 0
-    config = CheckConfig(train=str(wide_enough), jobs=2)
+    config = CheckConfig(train=str(wide_enough), jobs=2, checkers=("degree2",))
     assert pipeline._start_beside(config, T, V, tiny) is None
     assert started == []

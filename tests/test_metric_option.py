@@ -364,3 +364,31 @@ def test_the_test_file_is_scored_in_the_metric(ball: Path, tmp_path: Path) -> No
                 s = dec if labels is None else positive_scores(labels, dec)
                 want = roc_auc_score(yt == 1, s)
             assert block["score"][name] == pytest.approx(want, abs=5e-6), (metric, name)
+
+
+def test_a_test_file_scores_exact_modes_rbf_model_under_auc(ball: Path, tmp_path: Path) -> None:
+    """Exact mode's model (trained on all rows when the test file asks for it) gives decision
+    values, so its AUC on the file is that of the same RBF SVM in scikit-learn's LIBSVM."""
+    from sklearn.svm import SVC
+
+    y_all, X_all = read_libsvm(str(ball))
+    train, test = tmp_path / "train", tmp_path / "test"
+    _write(train, X_all[:900].toarray(), y_all[:900])
+    _write(test, X_all[900:].toarray(), y_all[900:])
+    report = pipeline.run(
+        pipeline.CheckConfig(train=str(train), test=str(test), metric="auc", exact="always")
+    )
+    v = report.json
+    got = v["test"]["score"]["rbf"]
+    assert got is not None
+    rbf = v["checkers"]["rbf"]
+    X = sp.vstack([report.T.X, report.V.X]).toarray()
+    y = np.concatenate([report.T.y, report.V.y])
+    weights = dict(report.result.scoring.class_weight or ())
+    assert set(weights) == set(np.unique(y))  # the run's class weights, by label
+    svc = SVC(C=rbf["C"], gamma=rbf["gamma"], class_weight=weights or None, tol=1e-3)
+    svc.fit(X, y)
+    y_test, X_test = read_libsvm(str(test))
+    scaled = report.scaler.transform(X_test).toarray()
+    want = roc_auc_score(y_test == svc.classes_[1], svc.decision_function(scaled))
+    assert got == pytest.approx(want, abs=2e-3)

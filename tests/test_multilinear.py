@@ -154,6 +154,42 @@ def test_a_small_cluster_uses_the_fallback_C(rng: np.random.Generator) -> None:
     assert multilinear._fit_cluster(X, y, seed=0, fallback_C=0.125).tuned
 
 
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_the_fallback_C_is_asked_for_once_and_only_for_a_cluster_too_small_to_tune(
+    rng: np.random.Generator, monkeypatch: pytest.MonkeyPatch, jobs: int
+) -> None:
+    """The baseline may still be training beside MultiLinear: its C is awaited only when a
+    cluster too small for a C search comes, and then gives the models a given C gives."""
+    monkeypatch.setattr(multilinear, "MIN_PARALLEL_NNZ", 0)
+    X = sp.csr_matrix(rng.normal(size=(300, 3)))
+    y = np.where(X.toarray()[:, 0] + 0.3 * rng.normal(size=300) > 0, 1.0, -1.0)
+    T = Dataset(X, y)
+    small = multilinear.MIN_CV_ROWS - 2
+    members = [np.arange(0, 150), np.arange(150, 150 + small), np.arange(150 + small, 300)]
+    asked: list[int] = []
+
+    def fallback() -> float:
+        asked.append(1)
+        return 0.125
+
+    lazy = multilinear._fit_all(
+        T, members, MultiLinearOptions(seed=1, jobs=jobs, fallback=fallback), None
+    )
+    given = multilinear._fit_all(
+        T, members, MultiLinearOptions(seed=1, jobs=jobs, fallback_C=0.125), None
+    )
+    assert asked == [1]
+    assert lazy[1].C == 0.125 and not lazy[1].tuned
+    for a, b in zip(lazy, given, strict=True):
+        assert (a.C, a.tuned, a.rows) == (b.C, b.tuned, b.rows)
+        np.testing.assert_array_equal(a.weights, b.weights)
+    asked.clear()
+    multilinear._fit_all(
+        T, [members[0], members[2]], MultiLinearOptions(seed=1, jobs=jobs, fallback=fallback), None
+    )
+    assert asked == []
+
+
 def test_single_class_clusters_in_a_run(rng: np.random.Generator) -> None:
     # Two far-apart blobs, one class each, plus a mixed blob: the pure ones predict constants.
     a = rng.normal(loc=(-20.0, 0.0), scale=0.5, size=(150, 2))

@@ -124,6 +124,8 @@ class Context:
     progress: Progress = no_progress
     #: The metric, and the class weights every model of the run trains with.
     scoring: Scoring = ACCURACY
+    #: While the baseline trains beside the checkers: waits for it and returns it.
+    await_baseline: Callable[[], CheckerResult] | None = None
 
     @property
     def class_weight(self) -> tuple[tuple[float, float], ...] | None:
@@ -131,9 +133,11 @@ class Context:
 
     def linear(self) -> CheckerResult:
         """The linear baseline's result; an error for a checker run before it finished."""
-        if self.baseline is None:
-            raise RuntimeError("the linear baseline has not finished")
-        return self.baseline
+        if self.baseline is not None:
+            return self.baseline
+        if self.await_baseline is not None:
+            return self.await_baseline()
+        raise RuntimeError("the linear baseline has not finished")
 
     @property
     def baseline_C(self) -> float:

@@ -467,14 +467,7 @@ def run(
         else float(f.rbf.mean() - f.lin.mean())
         for f in runs
     ]
-    cache: dict[str, engines.RbfModel] = {}
-
-    def predict(Xp: sp.spmatrix) -> np.ndarray:
-        if "model" not in cache:
-            cache["model"] = engines.train_rbf(
-                engines.SvmProblem.from_data(Xb, yb, weight), chosen.C, chosen.gamma
-            )
-        return cache["model"].predict(Xp)
+    on_all_rows = _OnFirstUse(Xb, yb, weight, chosen.C, chosen.gamma)
 
     best = scores[(log2_C, log2_gamma)]
     info: dict[str, Any] = {
@@ -504,12 +497,45 @@ def run(
         scores=rbf_pts.scores,
         seconds=time.perf_counter() - t0,
         info=info,
-        predict=predict,
+        predict=on_all_rows.predict,
         cv_accuracy=right[(log2_C, log2_gamma)] / int(y_tune.size),
         reference_correct=reference,
         reference_scores=lin_pts.scores,
         truth=yb,
     )
+
+
+class _OnFirstUse:
+    """The RBF model on all rows with the chosen (C, gamma), trained when first asked for (a
+    ``--test`` file). It answers as :class:`kcheck.engines.RbfModel` does, with ``labels`` and
+    decision values, so that a test file is scored under AUC too, not only by its labels."""
+
+    def __init__(
+        self,
+        X: sp.csr_matrix,
+        y: np.ndarray,
+        weight: engines.ClassWeight | None,
+        C: float,
+        gamma: float,
+    ) -> None:
+        self._args = (X, y, weight, C, gamma)
+        self._model: engines.RbfModel | None = None
+
+    def model(self) -> engines.RbfModel:
+        if self._model is None:
+            X, y, weight, C, gamma = self._args
+            self._model = engines.train_rbf(engines.SvmProblem.from_data(X, y, weight), C, gamma)
+        return self._model
+
+    @property
+    def labels(self) -> np.ndarray:
+        return self.model().labels
+
+    def predict(self, X: sp.spmatrix) -> np.ndarray:
+        return self.model().predict(X)
+
+    def predict_scored(self, X: sp.spmatrix) -> tuple[np.ndarray, np.ndarray]:
+        return self.model().predict_scored(X)
 
 
 def _averaged(runs: list[_Fold]) -> tuple[PointResults, PointResults]:

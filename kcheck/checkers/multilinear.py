@@ -19,6 +19,7 @@ from kcheck import engines
 from kcheck.checkers import kmeans as km
 from kcheck.checkers.base import CheckerResult, Context, Dataset
 from kcheck.errors import TimeLimitReached
+from kcheck.memory import csr_bytes
 from kcheck.metrics import platt_apply, platt_fit
 from kcheck.scoring import positive_scores
 from kcheck.split import stratified_folds
@@ -38,6 +39,9 @@ class MultiLinearOptions:
     seed: int = 0
     jobs: int = 1
     fallback_C: float = 1.0
+    #: Where given, asked for the fallback C when the first cluster too small to tune comes
+    #: (the largest go first): the linear baseline may still be training beside MultiLinear.
+    fallback: Callable[[], float] | None = None
     n_iter: int = km.N_ITER
     n_clusters: int | None = None
     #: time.perf_counter() value after which training stops (TimeLimitReached).
@@ -175,7 +179,16 @@ def _fit_all(
     ) -> tuple[sp.csr_matrix, np.ndarray, int, float, engines.ClassWeight | None, float | None]:
         rows = members[c]
         seed = _cluster_seed(options.seed, c)
-        return T.X[rows], T.y[rows], seed, options.fallback_C, options.class_weight, positive
+        untuned = rows.size < MIN_CV_ROWS and options.fallback is not None
+        fallback_C = fallback() if untuned else options.fallback_C
+        return T.X[rows], T.y[rows], seed, fallback_C, options.class_weight, positive
+
+    asked: list[float] = []
+
+    def fallback() -> float:
+        if not asked and options.fallback is not None:
+            asked.append(options.fallback())
+        return asked[0]
 
     results: list[ClusterModel | None] = [None] * len(members)
     if options.jobs > 1 and T.X.nnz >= MIN_PARALLEL_NNZ and len(members) > 1:
@@ -319,9 +332,19 @@ def check(T: Dataset, V: Dataset, ctx: Context) -> CheckerResult:
     options = MultiLinearOptions(
         seed=ctx.seed,
         jobs=ctx.jobs,
-        fallback_C=ctx.baseline_C,
+        fallback=lambda: ctx.baseline_C,
         deadline=ctx.deadline,
         class_weight=ctx.class_weight,
         calibrate=ctx.scoring.needs_scores,
     )
     return run(T, V, options, tick)
+
+
+def planned_bytes(T: Dataset, ctx: Context) -> int:
+    """A bound on what :func:`check` allocates beyond the data: k-means' dense centers (the
+    old and the new, K x width doubles) and each row's distances to them in a block, and the
+    clusters' rows in flight, copied here, to the workers and into LIBLINEAR's nodes (within
+    3x T's CSR bytes, as at most 2 x jobs clusters are in flight). The pipeline asks before it
+    lets the linear baseline train beside MultiLinear."""
+    k = km.n_clusters(T.rows)
+    return 16 * k * int(T.X.shape[1]) + 8 * k * min(T.rows, 65_536) + 3 * csr_bytes(T.X)

@@ -35,9 +35,10 @@ class CheckerSpec:
     #: Runs only where exact mode is ``auto`` and did not run: it trains the RBF SVM itself,
     #: which exact mode does better where it runs, and ``--exact never`` turns off.
     stands_in_for_exact: bool = False
-    #: Whether it reads the linear baseline's result (``Context.linear``): MultiLinear's
-    #: fallback C, rff's measured seconds. One that does not may run while the baseline is
-    #: still training beside it (kcheck.pipeline, on large data with ``--jobs`` of 2 or more).
+    #: Whether it reads the linear baseline's result (``Context.linear``) before it starts:
+    #: rff's measured seconds. One that does not may run while the baseline is still training
+    #: beside it (kcheck.pipeline, on large data with ``--jobs`` of 2 or more); one that reads
+    #: it later (MultiLinear's fallback C, for its smallest clusters) then waits for it there.
     needs_baseline: bool = False
     #: Bytes it will allocate beyond the data, from its plan (counts only); a checker with
     #: none may not run beside the baseline, whose worker needs memory of its own.
@@ -73,7 +74,7 @@ CHECKERS: dict[str, CheckerSpec] = {
             (("K", "clusters"),),
             True,
             "k-means on the training split, one linear model per cluster",
-            needs_baseline=True,
+            planned_bytes=multilinear.planned_bytes,
         ),
         CheckerSpec(
             "degree2",

@@ -128,7 +128,7 @@ Exit codes:
 )
 @jobs_option(
     "Worker processes for MultiLinear's clusters, and on large data for the linear baseline "
-    "beside degree-2"
+    "beside the checkers"
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON verdict on stdout.")
 @output_option("Write the JSON verdict to FILE (atomically); - is stdout.")
