@@ -138,6 +138,11 @@ class Stopped(Exception):
 
 def _stoppable_main(conn: Any, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
     _init_worker(None, ())
+    _run_and_send(conn, fn, args)
+
+
+def _run_and_send(conn: Any, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
+    """``fn(*args)`` and its outcome sent back: (True, value) or (False, the exception)."""
     try:
         out: tuple[bool, Any] = (True, fn(*args))
     except BaseException as e:  # noqa: BLE001 - sent to the parent, which raises it
@@ -207,29 +212,76 @@ def run_until(deadline: float | None, fn: Callable[..., R], *args: Any) -> R:
 
 class Background:
     """A call running in its own worker process while this process goes on; :meth:`result`
-    waits for it and ends the worker. The arguments are pickled to the worker (a copy of
-    them), so callers start one only where memory has room for that copy."""
+    waits for it and ends the worker.
+
+    The arguments are sent before the constructor returns: pickled whole, then written to a
+    pipe that the worker drains. So the pickled copy is freed before the caller allocates
+    anything else, and this process's peak is the larger of the two, not their sum (on
+    covtype-like data a pool's background feeder thread held 82 MB of it while MultiLinear
+    began). The worker keeps its own copy; callers start one only where memory has room.
+    """
 
     def __init__(
         self, fn: Callable[..., Any], *args: Any, preload: Sequence[str] = ("kcheck.engines",)
     ) -> None:
-        self._pool = process_pool(1, preload)
+        methods = multiprocessing.get_all_start_methods()
+        ctx = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
+        if "forkserver" in methods:
+            ctx.set_forkserver_preload(list(preload))
+        self._conn, child = ctx.Pipe(duplex=True)
+        self._proc = ctx.Process(  # type: ignore[attr-defined]
+            target=_background_main, args=(child,), daemon=False
+        )
+        with _LOCK, _sigint_blocked():  # as a pool's workers start (see the module's doc)
+            if _closing:
+                raise RunEnding()
+            self._proc.start()
+            _BACKGROUND.add(self)
+        child.close()
         try:
-            self._future: Future[Any] = self._pool.submit(fn, *args)
+            self._conn.send((fn, args))
         except BaseException:
-            end_pool(self._pool)
+            self.cancel()
             raise
 
     def result(self) -> Any:
         """The call's value (or its exception, raised here); the worker ends either way."""
         try:
-            return self._future.result()
+            try:
+                ok, value = self._conn.recv()
+            except EOFError:
+                self._proc.join(_REAP_SECONDS)
+                raise RuntimeError(
+                    f"worker process died (exit code {self._proc.exitcode})"
+                ) from None
         finally:
             self.cancel()
+        if not ok:
+            raise value
+        return value
 
     def cancel(self) -> None:
         """End the worker now, finished or not."""
-        end_pool(self._pool)
+        with contextlib.suppress(Exception):
+            self._conn.close()
+        if self._proc.is_alive():
+            self._proc.kill()
+        self._proc.join(_REAP_SECONDS)
+        _BACKGROUND.discard(self)
+
+    @property
+    def pid(self) -> int | None:
+        pid = self._proc.pid
+        return None if pid is None else int(pid)
+
+
+_BACKGROUND: weakref.WeakSet[Background] = weakref.WeakSet()
+
+
+def _background_main(conn: Any) -> None:
+    _init_worker(None, ())
+    fn, args = conn.recv()
+    _run_and_send(conn, fn, args)
 
 
 def end_all_pools(wait_for_start: float = 10.0) -> None:
@@ -256,6 +308,8 @@ def end_all_pools(wait_for_start: float = 10.0) -> None:
         # first, it prints nothing; end_pool then kills it.
         for pool in list(_POOLS):
             _stop_workers(pool)
+        for job in list(_BACKGROUND):
+            job.cancel()
         _run_exit_finalizers()
         for pool in list(_POOLS):
             end_pool(pool)

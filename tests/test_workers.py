@@ -175,3 +175,31 @@ def test_cancelling_a_background_call_ends_its_worker_at_once(tmp_path: Path) ->
     t0 = time.monotonic()
     job.cancel()
     assert _wait_gone(pid) and time.monotonic() - t0 < 10
+
+
+def _size(a: object) -> int:
+    return int(getattr(a, "nbytes", 0))
+
+
+def test_background_hands_its_arguments_over_before_it_returns() -> None:
+    """The pickled copy of the arguments is freed before the constructor returns, so what the
+    caller allocates next does not add to it: the peak is the larger of the two, not their sum
+    (the worker holds its own copy)."""
+    import tracemalloc
+
+    import numpy as np
+
+    data = np.ones(40 * 2**20 // 8)  # 40 MB
+    tracemalloc.start()
+    try:
+        job = workers.Background(_size, data)
+        held = tracemalloc.get_traced_memory()[0]
+        tracemalloc.reset_peak()  # pickling's own peak is behind us: measure what follows
+        after = np.ones(40 * 2**20 // 8)
+        time.sleep(0.2)  # a background sender, had there been one, would pickle meanwhile
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert job.result() == data.nbytes == after.nbytes
+    assert held < 4 * 2**20
+    assert peak < 48 * 2**20
