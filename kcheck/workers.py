@@ -26,6 +26,7 @@ import contextlib
 import multiprocessing
 import multiprocessing.util
 import os
+import pickle
 import signal
 import threading
 import time
@@ -214,11 +215,11 @@ class Background:
     """A call running in its own worker process while this process goes on; :meth:`result`
     waits for it and ends the worker.
 
-    The arguments are sent before the constructor returns: pickled whole, then written to a
-    pipe that the worker drains. So the pickled copy is freed before the caller allocates
-    anything else, and this process's peak is the larger of the two, not their sum (on
-    covtype-like data a pool's background feeder thread held 82 MB of it while MultiLinear
-    began). The worker keeps its own copy; callers start one only where memory has room.
+    The arguments are sent before the constructor returns, their arrays' memory written to a
+    pipe as it is (pickle protocol 5's out-of-band buffers), so no pickled copy of the data
+    ever exists in this process: a pool's feeder thread pickled covtype-like data whole, 82 MB
+    more while MultiLinear began. The worker keeps its own copy; callers start one only where
+    memory has room for it.
     """
 
     def __init__(
@@ -239,7 +240,7 @@ class Background:
             _BACKGROUND.add(self)
         child.close()
         try:
-            self._conn.send((fn, args))
+            _send_out_of_band(self._conn, (fn, args))
         except BaseException:
             self.cancel()
             raise
@@ -280,8 +281,30 @@ _BACKGROUND: weakref.WeakSet[Background] = weakref.WeakSet()
 
 def _background_main(conn: Any) -> None:
     _init_worker(None, ())
-    fn, args = conn.recv()
+    fn, args = _recv_out_of_band(conn)
     _run_and_send(conn, fn, args)
+
+
+def _send_out_of_band(conn: Any, obj: Any) -> None:
+    """Pickle ``obj`` with its arrays' memory sent as it is (protocol 5's out-of-band
+    buffers), so that no pickled copy of the data exists in this process at all."""
+    buffers: list[pickle.PickleBuffer] = []
+    head = pickle.dumps(obj, protocol=5, buffer_callback=buffers.append)
+    views = [b.raw() for b in buffers]
+    conn.send((head, [v.nbytes for v in views]))
+    for v in views:
+        conn.send_bytes(v)
+
+
+def _recv_out_of_band(conn: Any) -> Any:
+    """The other end of :func:`_send_out_of_band`, into writable buffers."""
+    head, sizes = conn.recv()
+    buffers = []
+    for size in sizes:
+        buf = bytearray(size)
+        conn.recv_bytes_into(buf)
+        buffers.append(buf)
+    return pickle.loads(head, buffers=buffers)
 
 
 def end_all_pools(wait_for_start: float = 10.0) -> None:
