@@ -333,9 +333,9 @@ def _early_checkers(names: tuple[str, ...]) -> list[str]:
 
 
 def _beside_bytes(T: Dataset, V: Dataset) -> int:
-    """What the baseline's worker adds: its copy of T and V, the pickled copy this process
-    holds while sending it, LIBLINEAR's nodes (16 bytes a value, a bias and an end node a
-    row), and the worker's interpreter."""
+    """What the baseline's worker adds: its copy of T and V (counted twice, a margin for the
+    conversions it may make), LIBLINEAR's nodes (16 bytes a value, a bias and an end node a
+    row), and its interpreter. This process sends the arrays as they are (no copy)."""
     data = csr_bytes(T.X) + csr_bytes(V.X)
     return 2 * data + 16 * (int(T.X.nnz) + 2 * T.rows) + FIXED_BYTES
 
