@@ -73,6 +73,16 @@ def _sigint_blocked() -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
+def _context(preload: Sequence[str]) -> multiprocessing.context.BaseContext:
+    """The one way workers start: a fork server that imports ``preload`` once (spawn where
+    there is none)."""
+    methods = multiprocessing.get_all_start_methods()
+    ctx = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
+    if "forkserver" in methods:
+        ctx.set_forkserver_preload(list(preload))
+    return ctx
+
+
 def process_pool(
     workers: int,
     preload: Sequence[str],
@@ -80,10 +90,7 @@ def process_pool(
     initargs: tuple[Any, ...] = (),
 ) -> ProcessPoolExecutor:
     """A pool whose workers import ``preload`` once (in the fork server) and run ``initializer``."""
-    methods = multiprocessing.get_all_start_methods()
-    ctx = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
-    if "forkserver" in methods:
-        ctx.set_forkserver_preload(list(preload))
+    ctx = _context(preload)
     with _LOCK, _sigint_blocked():  # creating its queues may start the resource tracker
         if _closing:
             raise RunEnding()
@@ -171,10 +178,7 @@ def stoppable(
     """
     if time.perf_counter() >= deadline:
         raise Stopped()
-    methods = multiprocessing.get_all_start_methods()
-    ctx = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
-    if "forkserver" in methods:
-        ctx.set_forkserver_preload(list(preload))
+    ctx = _context(preload)
     receive, send = ctx.Pipe(duplex=False)
     proc = ctx.Process(  # type: ignore[attr-defined]
         target=_stoppable_main, args=(send, fn, args), daemon=False
@@ -225,10 +229,7 @@ class Background:
     def __init__(
         self, fn: Callable[..., Any], *args: Any, preload: Sequence[str] = ("kcheck.engines",)
     ) -> None:
-        methods = multiprocessing.get_all_start_methods()
-        ctx = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
-        if "forkserver" in methods:
-            ctx.set_forkserver_preload(list(preload))
+        ctx = _context(preload)
         self._conn, child = ctx.Pipe(duplex=True)
         self._proc = ctx.Process(  # type: ignore[attr-defined]
             target=_background_main, args=(child,), daemon=False
