@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.sparse as sp
@@ -171,6 +171,9 @@ class Plan:
     rows: int
     reason: str | None = None
     limited_by: str | None = None  # "memory" | "cost" | "time" | None (all rows)
+    #: What the rows' expansion and the weight vectors take (0 where it is skipped); derived
+    #: from the rows, so plans compare by rows, reason and limit.
+    bytes: int = field(default=0, compare=False)
 
 
 def plan_rows(T: Dataset, n_classes: int, options: Degree2Options) -> Plan:
@@ -226,7 +229,9 @@ def plan_rows(T: Dataset, n_classes: int, options: Degree2Options) -> Plan:
             (f"only {rows:,} rows of the expansion ({mean_nnz:,.0f} nonzeros a row) fit {what}"),
             limited_by,
         )
-    return Plan(rows, None, limited_by if rows < T.rows else None)
+    return Plan(
+        rows, None, limited_by if rows < T.rows else None, int(rows * row_cost) + weight_bytes
+    )
 
 
 _LIMITS = {
@@ -357,16 +362,10 @@ def planned_bytes(T: Dataset, ctx: Context) -> int:
     """What :func:`check` allocates beyond the data, from its plan: the expanded rows (CSR and
     LIBLINEAR's copy), the weight vectors and one prediction chunk's temporaries. The
     pipeline asks before it lets the linear baseline train beside degree-2."""
-    n_classes = int(np.unique(T.y).size)
-    plan = plan_rows(T, n_classes, _options(T, ctx))
+    plan = plan_rows(T, int(np.unique(T.y).size), _options(T, ctx))
     if plan.rows == 0:
         return 0  # skipped: it allocates nothing
-    n_w = 1 if n_classes <= 2 else n_classes
-    weight_bytes = WEIGHT_VECTORS * 8 * (expanded_dimension(T.X.shape[1]) + 1) * n_w
-    per_row = row_expanded_nnz(T.X)
-    mean_nnz = max(float(per_row.mean()) if per_row.size else 0.0, 1.0)
-    rows_bytes = int(plan.rows * (mean_nnz * BYTES_PER_NNZ + BYTES_PER_ROW))
-    return rows_bytes + weight_bytes + 12 * 8 * EXPAND_CHUNK_NNZ
+    return plan.bytes + 12 * 8 * EXPAND_CHUNK_NNZ
 
 
 def check(T: Dataset, V: Dataset, ctx: Context) -> CheckerResult:
