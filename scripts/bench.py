@@ -229,9 +229,11 @@ def main() -> int:
         "search + training and check is the whole check after reading. Read peak MB is the "
         "reader's resident high-water mark above the process's start. ML-path MB is the data "
         "in memory after the read and split (CSR) plus the high-water mark the rest of the path "
-        "adds (linear baseline + MultiLinear: LIBLINEAR's copies, k-means). With `--jobs` 2 "
-        "the full check trains the linear baseline in a worker process beside degree-2 on the "
-        "large sets (`kcheck.pipeline.BESIDE_MIN_SECONDS`).",
+        "adds (linear baseline + MultiLinear: LIBLINEAR's copies, k-means). With `--jobs` 2, on "
+        "the sets whose linear model counts at least 2 seconds, the check trains the linear "
+        "baseline in a worker process beside MultiLinear and degree-2 "
+        "(`kcheck.pipeline._start_beside`): their seconds overlap, and MultiLinear's include "
+        "waiting for the baseline's C for its smallest clusters.",
         "",
         "| data set | rows | features | nnz | CSR MB | read s | read peak MB | linear s | "
         "MultiLinear s | degree-2 s (status) | check s | ratio | verdict | ML-path MB | "
