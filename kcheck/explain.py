@@ -2,9 +2,11 @@
 
 The degree-2 checker's model is linear in phi(x) = [sqrt2*x_i, x_i^2, sqrt2*x_i*x_j (i<j)], so
 its weights already say which products matter. A *term* is the product x_i*x_j (x_i^2 for a
-square) of the scaled features, without phi's sqrt2. Its importance is |w| times the standard
-deviation of its phi column on the rows degree-2 trained on (the largest |w| over the
-one-vs-rest models), which is the same as |w'| times the term's own deviation for the weight w'
+square) of the scaled features (those stored in every row moved to their mean, as degree-2
+moved them: :class:`kcheck.checkers.degree2.Shift`), without phi's sqrt2. Its importance is
+|w| times the standard deviation of its phi column on the rows degree-2 trained on (the
+largest |w| over the one-vs-rest models), which is the same as |w'| times the term's own
+deviation for the weight w'
 of the term itself: the typical size of what the term adds to a decision value.
 
 Then the top k terms are appended to the original features and a linear model is trained on T
@@ -185,7 +187,8 @@ def explain(
     XT = T.X
     if rows < T.rows:
         XT = T.X[stratified_subsample(T.y, rows, seed=seed)]
-    terms = rank_terms(model, XT)
+    # The rows as degree-2 expanded them: its weights are those of the shifted features.
+    terms = rank_terms(model, degree2.Shift.of(XT).apply(XT))
     base = results["linear"]
     C = float(d2.info["C"])
     pairs = [(t.i, t.j) for t in terms]

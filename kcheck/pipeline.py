@@ -49,7 +49,7 @@ from kcheck.prepare import (
 from kcheck.result import CheckResult
 from kcheck.scoring import Scoring, oriented, validate_metric
 from kcheck.split import stratified_split
-from kcheck.verdict import Decision, Gap, decide
+from kcheck.verdict import Decision, Gap, decide, decide_with_exact
 from kcheck.workers import Background, run_until
 
 #: The names ``--checkers`` takes, and those that run by default (kcheck.checkers.registry).
@@ -210,7 +210,7 @@ def run(config: CheckConfig, progress: Progress | None = None) -> CheckReport:
             )
         exact_json, rbf = registry.EXACT.run_all(T, V, ctx, config.exact)
         names = _proxies(config, rbf is not None)
-        base, checked = _run_checkers(names, T, V, ctx, decided=rbf is not None, beside=beside)
+        base, checked = _run_checkers(names, T, V, ctx, exact=rbf, beside=beside)
     except BaseException:
         if beside is not None:
             beside.cancel()
@@ -359,15 +359,16 @@ def _run_checkers(
     V: Dataset,
     ctx: Context,
     *,
-    decided: bool,
+    exact: CheckerResult | None = None,
     beside: Background | None = None,
 ) -> tuple[CheckerResult, dict[str, CheckerResult]]:
     """The chosen checkers, in registry order, each guarded: a failure skips it, not the
     check. Returns the linear baseline and the checkers' results.
 
-    The floor of counted work is for the whole check: where the exact comparison ran, it
-    decides alone, so the proxies keep only their relative budgets; otherwise each checker
-    gets what the ones before it left of the floor. With the baseline training ``beside``
+    The floor of counted work is for the whole check: each checker gets what the ones before
+    it left of it, starting from what the ``exact`` comparison left where it ran (its counted
+    cost). There a proxy's clear gain can still overrule exact mode's linear verdict, so what
+    the floor has left is not wasted on it. With the baseline training ``beside``
     them (:func:`_start_beside`, where no floor applies), the checkers that do not read it go
     first, then its result is awaited.
     """
@@ -384,7 +385,8 @@ def _run_checkers(
             return waited[0]
 
         ctx = dataclasses.replace(ctx, await_baseline=wait_for_baseline)
-    floor = 0.0 if decided else budget.FLOOR_SECONDS
+    floor = budget.FLOOR_SECONDS - (exact.counted_seconds if exact is not None else 0.0)
+    floor = max(floor, 0.0)
     out: dict[str, CheckerResult] = {}
     for name in order:
         spec = registry.CHECKERS[name]
@@ -399,8 +401,9 @@ def _run_checkers(
 def _decide(
     config: CheckConfig, results: dict[str, CheckerResult], scoring: Scoring, V: Dataset
 ) -> tuple[Decision, dict[str, Gap], list[str]]:
-    """Every finished checker's paired gap in the metric, then the rule; the exact comparison
-    decides alone."""
+    """Every finished checker's paired gap in the metric, then the rule; where the exact
+    comparison ran it decides, unless a proxy's clear gain overrules its linear verdict
+    (:func:`kcheck.verdict.decide_with_exact`, with a warning)."""
     base = results["linear"].points
     gaps: dict[str, Gap] = {}
     for name in (*config.checkers, registry.EXACT.name):
@@ -414,9 +417,14 @@ def _decide(
         reasons = "; ".join(f"{n}: {results[n].reason}" for n in config.checkers)
         raise KcheckError(f"{config.train}: no checker finished ({reasons})")
     rbf = registry.EXACT.name
-    decision = decide({rbf: gaps[rbf]} if rbf in gaps else gaps, config.epsilon)
+    overruled = None
+    if rbf in gaps:
+        proxies = {n: g for n, g in gaps.items() if n != rbf}
+        decision, overruled = decide_with_exact((rbf, gaps[rbf]), proxies, config.epsilon)
+    else:
+        decision = decide(gaps, config.epsilon)
     decision, cut_short = _cut_short(decision, config.checkers, results)
-    return decision, gaps, cut_short
+    return decision, gaps, [*cut_short, *([overruled] if overruled else [])]
 
 
 def _values(

@@ -107,6 +107,33 @@ def decide(gaps: dict[str, Gap], epsilon: float) -> Decision:
     return Decision("linear", margin, None)
 
 
+def decide_with_exact(
+    exact: tuple[str, Gap], proxies: dict[str, Gap], epsilon: float
+) -> tuple[Decision, str | None]:
+    """Where exact mode ran, its gap decides, unless it says ``linear`` while a proxy's whole
+    interval reaches epsilon: then ``kernel``, decided by that proxy, with the reason.
+
+    Exact mode's RBF is tuned on a sample within a budget, and a gain that needs a large C is
+    lost there: a large C overfits the sample, so the sample ranks it lowest. A proxy's clear
+    gap is measured on V against the tuned linear model, so a nonlinear model does beat it
+    there. Only a clear interval overrides: a point estimate of a proxy is a coin toss on the
+    hundred points of small data's V, which is why exact mode decides there.
+    """
+    name, gap = exact
+    decision = decide({name: gap}, epsilon)
+    sure = {n: g for n, g in proxies.items() if round(g.low, TIE_DECIMALS) >= epsilon}
+    if decision.verdict == "kernel" or not sure:
+        return decision, None
+    decision = decide(sure, epsilon)
+    g = sure[decision.deciding or ""]
+    return decision, (
+        f"the exact comparison's RBF gained {100 * gap.value:+.1f} points, but "
+        f"{decision.deciding} gained {100 * g.value:+.1f} [{100 * g.low:+.1f}, "
+        f"{100 * g.high:+.1f}] on V, clear of epsilon: the exact comparison tunes on a sample "
+        "and can miss a gain that needs a larger C, so the verdict is kernel"
+    )
+
+
 def without_timing(obj: Any) -> Any:
     """The JSON without its wall-clock fields (every key ending in ``seconds``).
 

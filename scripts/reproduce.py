@@ -228,7 +228,7 @@ def main() -> int:
             "",
             "The opt-in rff checker (`--checkers ...,rff`; max-abs scaling, same split): its gap "
             "against the same linear baseline, and the verdict with it added to the default "
-            "checkers (exact mode, where it ran, still decides alone).",
+            "checkers (exact mode, where it ran, decides unless a proxy is clear of epsilon).",
             "",
             "| data set | rff val. | rff gap [95% CI] | D / rows | rff s | rff / linear | "
             "verdict: default -> with rff |",

@@ -225,3 +225,45 @@ def test_exact_mode_tunes_on_the_rows_its_budget_affords(tmp_path: Path) -> None
     assert v["exact"]["ran"] and v["exact"]["estimated_seconds"] <= budget.FLOOR_SECONDS
     assert v["checkers"]["rbf"]["tune_rows"] == 1200
     assert v["verdict"] == "kernel" and v["deciding_checker"] == "rbf"
+
+
+def test_where_exact_mode_ran_degree2_gets_what_it_left_of_the_floor(
+    interaction_file: Path,
+) -> None:
+    """The floor is for the whole check. Exact mode's counted cost here is well under it, and
+    degree-2's full expansion fits what is left, so it runs in full (before, where exact mode
+    ran, degree-2 kept only its relative budget: 116 rows, skipped)."""
+    v = run(CheckConfig(train=str(interaction_file))).json
+    assert v["exact"]["ran"]
+    d2 = v["checkers"]["degree2"]
+    full = budget.degree2_seconds(d2["rows"] * (40 + 40 * 41 // 2), 2)
+    assert v["exact"]["estimated_seconds"] + full <= budget.FLOOR_SECONDS
+    assert d2["status"] == "ok" and d2["fraction"] == 1.0, d2
+    assert d2["gap_ci95"][0] > 0.02
+
+
+def test_a_clear_proxy_overrules_an_undertuned_exact_comparison(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Exact mode's RBF held to C = 2^-7 (as a sample's search can hold it too low) finds no
+    gain on a product of features; degree-2 finds it, clear of epsilon, so the verdict is
+    kernel, decided by degree-2, and the warnings say why exact mode was overruled."""
+    from kcheck.checkers import exact
+
+    rng = np.random.default_rng(5)
+    U = rng.uniform(-1.0, 1.0, (2000, 8))
+    y = np.where(U[:, 0] * U[:, 1] + 0.5 * U[:, 2] + rng.normal(0, 0.1, 2000) > 0, 1.0, -1.0)
+    path = tmp_path / "product.svm"
+    write_libsvm(str(path), y, U + 2.0)
+    monkeypatch.setattr(exact, "LOG2_C", (-7.0,))
+    v = run(CheckConfig(train=str(path), checkers=("degree2",))).json
+    rbf, d2 = v["checkers"]["rbf"], v["checkers"]["degree2"]
+    assert v["exact"]["ran"] and rbf["log2_C"] == -7.0 and rbf["gap"] < 0.02
+    assert d2["gap_ci95"][0] >= 0.02
+    assert (v["verdict"], v["margin"], v["deciding_checker"]) == ("kernel", "clear", "degree2")
+    assert any("the exact comparison's RBF gained" in w for w in v["warnings"]), v["warnings"]
+    # Without the override the same gaps would have given linear: exact mode alone says so.
+    from kcheck.verdict import Gap, decide
+
+    alone = decide({"rbf": Gap(rbf["gap"], *rbf["gap_ci95"])}, v["epsilon"])
+    assert alone.verdict == "linear"

@@ -106,3 +106,20 @@ def test_json_number_keeps_six_significant_digits():
     assert json_number(0.000123456789) == 0.000123457
     assert json_number(123.456789) == 123.457
     assert json_number(float("nan")) is None and json_number(float("inf")) is None
+
+
+def test_exact_mode_decides_unless_a_proxy_is_clear_of_epsilon():
+    from kcheck.verdict import decide_with_exact
+
+    exact = ("rbf", Gap(0.003, -0.009, 0.015))
+    # A proxy's point estimate alone does not overrule exact mode's linear verdict.
+    d, why = decide_with_exact(exact, {"degree2": Gap(0.05, 0.01, 0.09)}, 0.02)
+    assert (d.verdict, d.margin, why) == ("linear", "clear", None)
+    # A whole interval at or above epsilon does, with the reason.
+    proxies = {"degree2": Gap(0.116, 0.085, 0.147), "multilinear": Gap(0.03, 0.021, 0.04)}
+    d, why = decide_with_exact(exact, proxies, 0.02)
+    assert (d.verdict, d.margin, d.deciding) == ("kernel", "clear", "degree2")
+    assert why is not None and "degree2 gained +11.6 [+8.5, +14.7]" in why and "+0.3" in why
+    # Exact mode's own kernel verdict stands, whatever the proxies say.
+    d, why = decide_with_exact(("rbf", Gap(0.03, 0.01, 0.05)), proxies, 0.02)
+    assert (d.verdict, d.margin, d.deciding, why) == ("kernel", "borderline", "rbf", None)

@@ -278,13 +278,15 @@ def run(T: Dataset, V: Dataset, options: Degree2Options) -> CheckerResult:
         }
     else:
         XT, yT = T.X, T.y
-    PT = expand(XT)
+    shift = Shift.of(XT)
+    PT = expand(shift.apply(XT))
+    info["shifted_features"] = int(shift.columns.size)
     model, cv = engines.fit_linear(PT, yT, seed=options.seed, class_weight=options.class_weight)
     counted = budget.degree2_seconds(int(PT.nnz), n_classes)
     del PT
 
     # Not a closure: it pickles, so the checker can run in a worker process.
-    expanded = ExpandedModel(model)
+    expanded = ExpandedModel(model, shift=shift)
     s = score(expanded, V)
     fraction = XT.shape[0] / T.rows
     info.update({"C": model.C, "fraction": fraction, "rows": int(XT.shape[0])})
@@ -320,6 +322,8 @@ class ExpandedModel:
 
     model: engines.LinearModel
     chunk_nnz: int | None = None
+    #: The training rows' :class:`Shift`, applied before every expansion; None: none.
+    shift: Shift | None = None
 
     @property
     def labels(self) -> np.ndarray:
@@ -331,18 +335,88 @@ class ExpandedModel:
     def predict_scored(self, X: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray]:
         X = engines.as_binding_csr(X)
         chunk_nnz = self.chunk_nnz or EXPAND_CHUNK_NNZ
-        ends = np.cumsum(row_expanded_nnz(X))
+        shift = self.shift
+        k = shift.row_nnz(X) if shift is not None else np.diff(X.indptr).astype(np.int64)
+        ends = np.cumsum(k + k * (k + 1) // 2)
         out = []
         start = 0
         while start < X.shape[0]:
             done = int(ends[start - 1]) if start else 0
             stop = int(np.searchsorted(ends, done + chunk_nnz, side="right"))
             stop = min(max(stop, start + 1), X.shape[0])
-            out.append(self.model.decision_function(expand(X[start:stop])))
+            part = X[start:stop] if shift is None else shift.apply(X[start:stop])
+            out.append(self.model.decision_function(expand(part)))
             start = stop
         width = max(1, self.model.weights.shape[1])
         dec = np.concatenate(out) if out else np.empty((0, width))
         return self.model.labels_from(dec), dec
+
+
+@dataclass(frozen=True)
+class Shift:
+    """The features stored in every row of the rows degree-2 trains on, moved to their mean
+    there before the expansion, in training and prediction alike.
+
+    A polynomial of degree 2 in x, with a bias, is also one in x - c, so the shift changes
+    none of the functions degree-2 can fit, only what they cost under the C penalty. The RBF
+    kernel it stands in for sees only differences of rows and ignores offsets; the expansion
+    did not. After max |x| scaling a feature on an offset (values 0.6 to 1.0, say) makes x_i,
+    x_i^2 and x_i x_j nearly collinear, and the large weights that tell them apart lie beyond
+    the C that LIBLINEAR's search reaches: on 5,000 rows of covtype-like data the full
+    expansion gained +0.2 points over linear unshifted and +11.6 shifted, against an RBF
+    reference of +12.6. Only features stored in every row move: they have no zeros to keep,
+    so the expansion's stored values, and the plan counted from them, stay as they were.
+    """
+
+    columns: np.ndarray
+    offsets: np.ndarray
+
+    @classmethod
+    def of(cls, X: sp.csr_matrix) -> Shift:
+        """The shift for rows X: each column nonzero in every row, and its mean."""
+        X = engines.as_binding_csr(X)
+        rows = int(X.shape[0])
+        stored = np.bincount(X.indices[X.data != 0], minlength=X.shape[1])
+        columns = np.flatnonzero(stored == rows) if rows else np.empty(0, dtype=np.int64)
+        offsets = np.asarray(X[:, columns].sum(axis=0), dtype=np.float64).ravel() / max(rows, 1)
+        return cls(columns, offsets)
+
+    def row_nnz(self, X: sp.csr_matrix) -> np.ndarray:
+        """Stored values of each row of ``apply(X)`` at most: a row without a shifted column
+        gains its -offset (rows of a validation or test file may lack one)."""
+        k: np.ndarray = np.diff(X.indptr).astype(np.int64)
+        if self.columns.size == 0 or X.nnz == 0:
+            return k + self.columns.size
+        shifted = np.zeros(X.shape[1], dtype=np.int64)
+        shifted[self.columns[self.columns < X.shape[1]]] = 1
+        present = np.add.reduceat(shifted[X.indices], X.indptr[:-1].clip(max=X.nnz - 1))
+        present[k == 0] = 0
+        out: np.ndarray = k - present + self.columns.size
+        return out
+
+    def apply(self, X: sp.csr_matrix) -> sp.csr_matrix:
+        """X with each shifted column minus its offset (a row that lacks it gets -offset)."""
+        if self.columns.size == 0:
+            return X
+        X = engines.as_binding_csr(X)
+        rows, width = X.shape
+        columns = self.columns[self.columns < width]
+        offsets = self.offsets[self.columns < width]
+        moved = np.zeros(width, dtype=bool)
+        moved[columns] = True
+        keep = ~moved[X.indices]
+        rest = sp.csr_matrix(
+            (X.data[keep], X.indices[keep], np.r_[0, np.cumsum(keep)][X.indptr]), shape=X.shape
+        )
+        block = X[:, columns].toarray() - offsets
+        s = columns.size
+        dense = sp.csr_matrix(
+            (block.ravel(), np.tile(columns, rows), np.arange(0, rows * s + 1, s)), shape=X.shape
+        )
+        out = (rest + dense).tocsr()
+        out.eliminate_zeros()
+        out.sort_indices()
+        return engines.as_binding_csr(out)
 
 
 def _options(T: Dataset, ctx: Context) -> Degree2Options:

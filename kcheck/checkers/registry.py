@@ -47,7 +47,8 @@ class CheckerSpec:
 
 @dataclass(frozen=True)
 class DecidingSpec:
-    """A comparison that, when it runs, decides alone: the exact RBF comparison.
+    """A comparison that, when it runs, decides (unless a proxy is clear of epsilon: see
+    :func:`kcheck.verdict.decide_with_exact`): the exact RBF comparison.
 
     It is no proxy: it trains on all rows (T and V) with repeated cross-validation, so it has
     its own run signature, returning the JSON block that says whether and why it ran.
