@@ -131,9 +131,15 @@ def test_multilinear_keeps_fifty_rows_a_cluster(datasets: Path) -> None:
 
 
 def test_a_skipped_checker_leaves_a_linear_verdict_borderline(
-    datasets: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    clear = run(CheckConfig(train=str(datasets / "german.numer"), exact="never")).json
+    # A linear rule on 3,000 rows: V's 750 points put every proxy's interval below epsilon.
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-1.0, 1.0, (3000, 10))
+    y = np.where(X @ np.linspace(1.0, 0.1, 10) + rng.normal(0, 0.3, 3000) > 0, 1.0, -1.0)
+    path = tmp_path / "linear.svm"
+    write_libsvm(str(path), y, X)
+    clear = run(CheckConfig(train=str(path), exact="never")).json
     assert clear["verdict"] == "linear" and clear["margin"] == "clear"
     assert clear["warnings"] == []
 
@@ -141,7 +147,7 @@ def test_a_skipped_checker_leaves_a_linear_verdict_borderline(
         return CheckerResult.skipped("degree2", "ran out of memory")
 
     monkeypatch.setattr(degree2, "run", skipped)
-    cut = run(CheckConfig(train=str(datasets / "german.numer"), exact="never")).json
+    cut = run(CheckConfig(train=str(path), exact="never")).json
     assert cut["verdict"] == "linear" and cut["margin"] == "borderline"
     assert cut["warnings"] == [
         "degree2 did not run (ran out of memory), so it cannot confirm the linear verdict"

@@ -35,10 +35,19 @@ def fourclass_proxies():
 
 
 @pytest.fixture(scope="module")
-def german():
-    from conftest import DATASETS
+def linear_proxies(tmp_path_factory):
+    """A linear verdict from the proxies alone: a linear rule on 3,000 dense rows, whose 750
+    points of V keep every proxy's interval below epsilon."""
+    import numpy as np
 
-    return _check(DATASETS / "german.numer", exact="never")
+    from kcheck.data import write_libsvm
+
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-1.0, 1.0, (3000, 10))
+    y = np.where(X @ np.linspace(1.0, 0.1, 10) + rng.normal(0, 0.3, 3000) > 0, 1.0, -1.0)
+    path = tmp_path_factory.mktemp("render") / "linear.svm"
+    write_libsvm(str(path), y, X)
+    return _check(path, exact="never")
 
 
 def _text(renderable, width: int) -> str:
@@ -63,7 +72,7 @@ def _numbers_of(v) -> list[str]:
 
 
 @pytest.mark.parametrize("width", WIDTHS)
-@pytest.mark.parametrize("case", ["fourclass_exact", "fourclass_proxies", "german"])
+@pytest.mark.parametrize("case", ["fourclass_exact", "fourclass_proxies", "linear_proxies"])
 def test_check_table_never_cuts_a_number(case, width, request):
     v = request.getfixturevalue(case)
     text = _text(render.verdict_table(v, width), width)
@@ -118,8 +127,8 @@ def test_summary_of_a_kernel_verdict_says_why_and_what_next(fourclass_proxies):
     assert "--model-out" in text and "kcheck verify" in text
 
 
-def test_summary_of_a_linear_verdict_names_the_closest_checkers(german):
-    v = german
+def test_summary_of_a_linear_verdict_names_the_closest_checkers(linear_proxies):
+    v = linear_proxies
     assert v["verdict"] == "linear"
     best = max(v["checkers"], key=lambda n: v["checkers"][n]["gap"])
     text = render.verdict_summary(v)
@@ -129,16 +138,16 @@ def test_summary_of_a_linear_verdict_names_the_closest_checkers(german):
         assert "kcheck verify" in text and "more data" in text
 
 
-def test_summary_of_a_borderline_verdict_says_what_would_settle_it(german):
-    v = dict(german, margin="borderline")
+def test_summary_of_a_borderline_verdict_says_what_would_settle_it(linear_proxies):
+    v = dict(linear_proxies, margin="borderline")
     text = render.verdict_summary(v)
     assert "Not settled" in text and "kcheck verify" in text and "more data" in text
 
 
-def test_batch_table_never_cuts_a_number(fourclass_proxies, german):
+def test_batch_table_never_cuts_a_number(fourclass_proxies, linear_proxies):
     lines = [
         dict(fourclass_proxies, name="a-rather-long-data-set-name/fourclass", status="ok"),
-        dict(german, name="german.numer", status="ok"),
+        dict(linear_proxies, name="linear.svm", status="ok"),
         {"name": "README.md", "status": "skipped", "reason": "not data"},
     ]
     for width in WIDTHS:
