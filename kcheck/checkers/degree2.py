@@ -57,7 +57,11 @@ def expanded_dimension(n: int) -> int:
 
 def row_expanded_nnz(X: sp.csr_matrix) -> np.ndarray:
     """Nonzeros of phi(x) for each row with k nonzeros: k + k(k+1)/2 (as int64)."""
-    k: np.ndarray = np.diff(X.indptr).astype(np.int64)
+    return expanded_counts(np.diff(X.indptr).astype(np.int64))
+
+
+def expanded_counts(k: np.ndarray) -> np.ndarray:
+    """Nonzeros of phi(x) for rows of ``k`` nonzeros each (int64): k + k(k+1)/2."""
     out: np.ndarray = k + k * (k + 1) // 2
     return out
 
@@ -336,8 +340,9 @@ class ExpandedModel:
         X = engines.as_binding_csr(X)
         chunk_nnz = self.chunk_nnz or EXPAND_CHUNK_NNZ
         shift = self.shift
-        k = shift.row_nnz(X) if shift is not None else np.diff(X.indptr).astype(np.int64)
-        ends = np.cumsum(k + k * (k + 1) // 2)
+        ends = np.cumsum(
+            row_expanded_nnz(X) if shift is None else expanded_counts(shift.row_nnz(X))
+        )
         out = []
         start = 0
         while start < X.shape[0]:
