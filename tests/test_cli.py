@@ -131,6 +131,46 @@ def test_interrupt_ends_a_long_check_without_output(tmp_path, sig, code):
     assert not [p for p in os.listdir(tmp_path) if p.startswith(".verdict")]
 
 
+_FAILS_IN_DEL = """
+import os, signal, sys, time
+import kcheck.cli.app as app
+
+class FailsInDel:
+    # Stands for an object the run frees while a Ctrl-C unwinds (a Dask client whose event
+    # loop was closed first raised "IOLoop is closed" from its __del__).
+    def __del__(self):
+        raise RuntimeError("IOLoop is closed")
+
+def run(argv):
+    held = FailsInDel()
+    if argv == ["free-first"]:
+        del held  # before any signal: Python reports it as usual
+    os.kill(os.getpid(), signal.SIGINT)
+    time.sleep(30)
+
+app._invoke = run
+app.main(sys.argv[1:])
+"""
+
+
+def test_ctrl_c_says_interrupted_and_nothing_else_while_objects_fail_to_free():
+    r = subprocess.run(
+        [sys.executable, "-c", _FAILS_IN_DEL], capture_output=True, timeout=60, text=True
+    )
+    assert r.returncode == 130
+    assert r.stderr.splitlines() == ["kcheck: interrupted"], r.stderr
+    # The silence starts with the signal: a failure before it is reported as Python does.
+    r = subprocess.run(
+        [sys.executable, "-c", _FAILS_IN_DEL, "free-first"],
+        capture_output=True,
+        timeout=60,
+        text=True,
+    )
+    assert r.returncode == 130
+    assert "Exception ignored" in r.stderr and "IOLoop is closed" in r.stderr, r.stderr
+    assert r.stderr.splitlines()[-1] == "kcheck: interrupted"
+
+
 def _parse_libsvm_text(text: str) -> list[tuple[float, dict[int, float]]]:
     rows = []
     for line in text.splitlines():

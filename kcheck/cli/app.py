@@ -14,6 +14,7 @@ import signal
 import sys
 import threading
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 import click
@@ -75,6 +76,9 @@ def main(argv: list[str] | None = None) -> None:
     """Entry point: the one place that turns outcomes into exit codes and messages."""
     guard_standard_streams()
     signal.signal(signal.SIGTERM, _on_sigterm)
+    signal.signal(signal.SIGINT, _on_sigint)
+    sys.unraisablehook = _quiet_when_ending(sys.unraisablehook)
+    threading.excepthook = _quiet_when_ending(threading.excepthook)
     code = EXIT_OK
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", KcheckWarning)
@@ -133,10 +137,9 @@ def main(argv: list[str] | None = None) -> None:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         atomic.abandon()
-        # "interrupted" is said; an exception a pool's own thread meets while the pools are
-        # torn down under it (a pipe closed from another thread: EBADF, seen once under load)
-        # is not news to the user, and must not print a traceback after it.
-        threading.excepthook = _ignore_thread_exception
+        # An exception a pool's own thread meets while the pools are torn down under it (a
+        # pipe closed from another thread: EBADF, seen once under load) is silenced by the
+        # hooks installed above, as the signal set _ENDING.
         from kcheck.workers import end_all_pools
 
         end_all_pools()
@@ -146,8 +149,23 @@ def main(argv: list[str] | None = None) -> None:
     sys.exit(code)
 
 
-def _ignore_thread_exception(args: threading.ExceptHookArgs) -> None:
-    """threading.excepthook for a run that is ending on a signal (see :func:`main`)."""
+#: Set by the first SIGINT or SIGTERM: from then on the run is ending, and what is torn down
+#: under it is not news to the user.
+_ENDING = threading.Event()
+
+
+def _quiet_when_ending(hook: Callable[[Any], object]) -> Callable[[Any], None]:
+    """Wrap sys.unraisablehook or threading.excepthook so that, once a signal has arrived,
+    they print nothing: "kcheck: interrupted" is the one line a Ctrl-C gives. While the
+    KeyboardInterrupt unwinds, objects of the run are freed and may fail in ``__del__`` (a Dask
+    client whose event loop was closed first printed "Exception ignored in ... IOLoop is
+    closed" before that line); before a signal they print as usual."""
+
+    def quiet(args: Any) -> None:
+        if not _ENDING.is_set():
+            hook(args)
+
+    return quiet
 
 
 class _ClosedStream(io.TextIOBase):
@@ -225,7 +243,14 @@ def _remove_multiprocessing_tempdir() -> None:
 
 
 def _on_sigterm(signum: int, frame: object) -> None:
+    _ENDING.set()
     raise Terminated()
+
+
+def _on_sigint(signum: int, frame: object) -> None:
+    """As Python's own handler (a KeyboardInterrupt), and marks the run as ending."""
+    _ENDING.set()
+    raise KeyboardInterrupt
 
 
 def _interrupted(code: int) -> int:
