@@ -19,18 +19,26 @@ Budgets:
 
 from __future__ import annotations
 
+import math
+
 from kcheck.memory import size_text
 
 __all__ = ["size_text"]
 
 #: Seconds of counted work that small data may always spend on exact mode or degree-2.
 FLOOR_SECONDS = 10.0
-#: The floor applies only where T holds at most this many stored values and rows:
-#: above, the relative budget alone decides, as it did before the floor existed (a9a's T holds
-#: 339k values and its full expansion takes 20-30 s; on poker's 18,750 rows of T, LIBLINEAR's
-#: C search needs so many Newton steps that an expansion costs 4x the per-value median).
+#: The floor applies only where T holds at most this many stored values: above, the relative
+#: budget alone decides, as it did before the floor existed (a9a's T holds 339k values and its
+#: full expansion takes 20-30 s), so large data keeps its time ratios.
 FLOOR_MAX_NNZ = 300_000
+#: The RBF kernels' floor (exact mode, the rbfsvm checker) also needs T within this many rows:
+#: their cost grows with the square of the rows, and it was calibrated up to 9,000 rows.
 FLOOR_MAX_ROWS = 10_000
+#: Degree-2's cost per expanded value grows with T's rows above this many: LIBLINEAR's C
+#: search needs more Newton steps there (measured per value: ijcnn1 2.4 us at 5,000 rows and
+#: 4.9 at 20,000; a9a 5.0 at 10,000 and 5.6 at 24,421; scripts/results/calibrate.md), about
+#: as the square root of the rows.
+DEGREE2_ROWS_KNEE = 10_000
 
 #: LIBLINEAR -s 2 -B 1 with its -C search, per stored value and one-vs-rest model. Measured
 #: 1.0-4.3 us (median 2.0) on 15 sets of a quiet machine (scripts/results/calibrate.md),
@@ -66,23 +74,41 @@ def linear_seconds(nnz: int, n_classes: int) -> float:
     return LINEAR_SECONDS_PER_NNZ * nnz * n_models(n_classes)
 
 
-def degree2_seconds(expanded_nnz: int, n_classes: int) -> float:
-    """Counted seconds of degree-2's C search and training on ``expanded_nnz`` values."""
-    return DEGREE2_SECONDS_PER_NNZ * expanded_nnz * n_models(n_classes)
+def degree2_seconds(expanded_nnz: int, n_classes: int, rows: int) -> float:
+    """Counted seconds of degree-2's C search and training on ``expanded_nnz`` values of
+    ``rows`` rows."""
+    return DEGREE2_SECONDS_PER_NNZ * _rows_factor(rows) * expanded_nnz * n_models(n_classes)
+
+
+def _rows_factor(rows: int) -> float:
+    """1 up to DEGREE2_ROWS_KNEE rows, then the square root of rows / knee."""
+    return max(1.0, math.sqrt(rows / DEGREE2_ROWS_KNEE))
 
 
 def floor_applies(*, rows: int, nnz: int) -> bool:
-    """Whether T is small enough for the floor: the same bound for degree-2 and exact mode, so
-    that above a few hundred thousand stored values only the relative budgets decide (madelon's
-    T holds 750,000 dense values; its linear baseline alone takes 7 s)."""
+    """Whether T is small enough for the RBF kernels' floor (exact mode, rbfsvm): above a few
+    hundred thousand stored values only the relative budgets decide (madelon's T holds 750,000
+    dense values; its linear baseline alone takes 7 s), and above FLOOR_MAX_ROWS rows their
+    quadratic cost is beyond what the floor could pay anyway."""
     return rows <= FLOOR_MAX_ROWS and nnz <= FLOOR_MAX_NNZ
 
 
+def degree2_floor_applies(*, nnz: int) -> bool:
+    """Whether degree-2 may spend the floor: the same bound on stored values as the RBF
+    kernels', but no bound on rows, as its cost counts them (:func:`degree2_seconds`). With a
+    10,000-row bound, 20,000 rows of covtype-like data (T: 15,000 rows, 180,000 values) fitted
+    1,111 rows of the relative budget's 100,000 expanded values, too few to see the products
+    that the full expansion (1.35M values) finds at +15 points."""
+    return nnz <= FLOOR_MAX_NNZ
+
+
 def degree2_floor_values(*, rows: int, nnz: int, n_classes: int, floor_seconds: float) -> int:
-    """Expanded values (per model) that the floor lets degree-2 use on small data, else 0."""
-    if not floor_applies(rows=rows, nnz=nnz) or floor_seconds <= 0:
+    """Expanded values (per model) that the floor lets degree-2 use on T of ``rows`` rows and
+    ``nnz`` stored values, else 0. Counted at the cost per value of all of T's rows, which a
+    subsample of them does not exceed."""
+    if not degree2_floor_applies(nnz=nnz) or floor_seconds <= 0:
         return 0
-    return int(round(floor_seconds / (DEGREE2_SECONDS_PER_NNZ * n_models(n_classes))))
+    return int(round(floor_seconds / degree2_seconds(1, n_classes, rows)))
 
 
 def _pairs_factor(n_classes: int) -> float:

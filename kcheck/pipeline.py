@@ -299,8 +299,8 @@ def _start_beside(config: CheckConfig, T: Dataset, V: Dataset, ctx: Context) -> 
     """
     if config.jobs < 2 or ctx.deadline is not None:
         return None
-    if budget.floor_applies(rows=T.rows, nnz=int(T.X.nnz)):
-        return None
+    if budget.degree2_floor_applies(nnz=int(T.X.nnz)):
+        return None  # degree-2's floor (it has no row bound) covers the RBF kernels' floor
     if config.exact == "always" or (
         config.exact == "auto" and T.rows + V.rows <= registry.EXACT.auto_max_rows
     ):

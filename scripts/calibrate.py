@@ -140,7 +140,7 @@ def main() -> None:
             lines.append(
                 f"| {name} | {Xs.shape[0]:,} | {nw} | {Xs.nnz:,} | {tl:.2f} | "
                 f"{1e6 * tl / Xs.nnz / nw:.2f} | {en:,} | {td:.2f} | {1e6 * td / en / nw:.2f} | "
-                f"{budget.degree2_seconds(en, k):.2f} |"
+                f"{budget.degree2_seconds(en, k, Xs.shape[0]):.2f} |"
             )
             print(lines[-1], flush=True)
         for n in e_sizes:

@@ -20,11 +20,12 @@ from kcheck.verdict import without_timing
 
 @pytest.fixture(scope="module")
 def wide_enough(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """14,000 rows of 10 features (T: 10,500 rows, above small data's 10,000), labels from a
-    product of two features plus noise: degree-2 runs on a subsample by its cost budget."""
+    """41,000 rows of 10 features (T: 30,750 rows and 307,500 stored values, above small
+    data's 300,000), labels from a product of two features plus noise: degree-2 runs on a
+    subsample by its cost budget."""
     rng = np.random.default_rng(7)
-    X = rng.normal(size=(14_000, 10))
-    y = np.where(X[:, 0] * X[:, 1] + 0.3 * X[:, 2] + 0.5 * rng.normal(size=14_000) > 0, 1, -1)
+    X = rng.normal(size=(41_000, 10))
+    y = np.where(X[:, 0] * X[:, 1] + 0.3 * X[:, 2] + 0.5 * rng.normal(size=41_000) > 0, 1, -1)
     path = tmp_path_factory.mktemp("beside") / "product.svm"
     write_libsvm(str(path), y.astype(float), X)
     return path
@@ -33,7 +34,7 @@ def wide_enough(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture
 def started(monkeypatch: pytest.MonkeyPatch) -> list[workers.Background]:
     """Every background baseline the pipeline starts; its cost threshold lowered to this
-    data's (a 10,500-row linear model counts 0.26 s, under BESIDE_MIN_SECONDS)."""
+    data's (a 30,750-row linear model counts 0.77 s, under BESIDE_MIN_SECONDS)."""
     jobs: list[workers.Background] = []
 
     class Spy(workers.Background):

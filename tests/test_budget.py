@@ -42,7 +42,10 @@ def interaction_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_counted_costs_are_monotone_and_model_counts() -> None:
     assert budget.n_models(2) == 1 and budget.n_models(3) == 3
     assert budget.linear_seconds(1000, 10) == 10 * budget.linear_seconds(1000, 2)
-    assert budget.degree2_seconds(3_000_000, 2) == pytest.approx(9.0)
+    assert budget.degree2_seconds(3_000_000, 2, 10_000) == pytest.approx(9.0)
+    # Above 10,000 rows a value costs more, as the square root of the rows.
+    assert budget.degree2_seconds(3_000_000, 2, 40_000) == pytest.approx(18.0)
+    assert budget.degree2_seconds(3_000_000, 2, 500) == pytest.approx(9.0)
     floor = budget.FLOOR_SECONDS
     assert (
         budget.degree2_floor_values(rows=750, nnz=45_000, n_classes=2, floor_seconds=floor)
@@ -52,9 +55,12 @@ def test_counted_costs_are_monotone_and_model_counts() -> None:
         budget.degree2_floor_values(rows=750, nnz=45_000, n_classes=4, floor_seconds=floor)
         == 833_333
     )
-    assert (
-        budget.degree2_floor_values(rows=18_750, nnz=187_500, n_classes=2, floor_seconds=floor) == 0
-    )  # poker's T: too many rows
+    # Poker's T (18,750 rows): the floor applies to degree-2, at the cost per value of its rows;
+    # the RBF kernels' floor does not.
+    assert budget.degree2_floor_values(
+        rows=18_750, nnz=187_500, n_classes=2, floor_seconds=floor
+    ) == round(floor / (3.0e-6 * (18_750 / 10_000) ** 0.5))
+    assert not budget.floor_applies(rows=18_750, nnz=187_500)
     assert (
         budget.degree2_floor_values(rows=5_000, nnz=400_000, n_classes=2, floor_seconds=floor) == 0
     )
@@ -120,6 +126,41 @@ def test_without_the_floor_the_same_data_skips_degree2(interaction_file: Path) -
     assert wide.X.nnz > budget.FLOOR_MAX_NNZ
     huge_floor = degree2.Degree2Options(max_cost_nnz=wide.X.nnz // 3, floor_seconds=1e9)
     assert degree2.plan_rows(wide, 2, huge_floor).rows < 750
+
+
+def test_degree2_gets_the_floor_above_ten_thousand_rows(tmp_path: Path) -> None:
+    """Degree-2's floor has no row bound (its counted cost grows with the rows instead): on
+    14,000 rows of 10 dense features (T: 10,500 rows, 105,000 values) the relative budget alone
+    fits 1,538 rows of the 682,500-value expansion, the floor all of it. Before, T above 10,000
+    rows had no floor, and 20,000 rows of covtype-like data kept 1,111 rows and missed a
+    +15-point gain. The RBF kernels' floor keeps its row bound."""
+    from kcheck.checkers.base import Dataset
+
+    y, X = interactions(rows=14_000, features=10, seed=1)
+    T = Dataset(sp.csr_matrix(X[:10_500]), y[:10_500])
+    assert T.rows > budget.FLOOR_MAX_ROWS and T.X.nnz <= budget.FLOOR_MAX_NNZ
+    assert not budget.floor_applies(rows=T.rows, nnz=T.X.nnz)
+    relative = degree2.Degree2Options(max_cost_nnz=degree2.MIN_COST_NNZ)
+    assert degree2.plan_rows(T, 2, relative).rows == degree2.MIN_COST_NNZ // 65
+    floored = degree2.Degree2Options(
+        max_cost_nnz=degree2.MIN_COST_NNZ, floor_seconds=budget.FLOOR_SECONDS
+    )
+    assert degree2.plan_rows(T, 2, floored).rows == T.rows
+    # A floor of 1 s buys fewer values on these rows than on 10,000 (the cost per value grows).
+    one = budget.degree2_floor_values(rows=T.rows, nnz=T.X.nnz, n_classes=2, floor_seconds=1.0)
+    assert one < budget.degree2_floor_values(
+        rows=10_000, nnz=T.X.nnz, n_classes=2, floor_seconds=1.0
+    )
+    sub = degree2.Degree2Options(max_cost_nnz=degree2.MIN_COST_NNZ, floor_seconds=1.0)
+    assert degree2.plan_rows(T, 2, sub).rows == one // 65
+
+    path = tmp_path / "pairs14k.svm"
+    write_libsvm(str(path), y, X)
+    v = run(CheckConfig(train=str(path), checkers=("degree2", "rbfsvm"))).json
+    d2 = v["checkers"]["degree2"]
+    assert d2["status"] == "ok" and d2["fraction"] == 1.0, d2
+    assert not v["exact"]["ran"] and v["checkers"]["rbfsvm"]["status"] == "skipped"
+    assert v["verdict"] == "kernel" and v["margin"] == "clear"
 
 
 def test_multilinear_keeps_fifty_rows_a_cluster(datasets: Path) -> None:
@@ -194,7 +235,7 @@ def test_same_json_under_load_with_any_jobs_and_free_memory(datasets: Path, name
     assert squeezed == quiet
 
 
-def test_exact_mode_gets_the_floor_only_where_degree2_does() -> None:
+def test_exact_mode_gets_the_floor_only_on_small_data() -> None:
     """Above FLOOR_MAX_NNZ stored values in T (madelon's 750,000 dense values) exact mode keeps
     only its relative budget, so the floor cannot add a minute to a check whose linear model
     already takes several seconds; below, the floor is the budget."""
@@ -242,7 +283,7 @@ def test_where_exact_mode_ran_degree2_gets_what_it_left_of_the_floor(
     v = run(CheckConfig(train=str(interaction_file))).json
     assert v["exact"]["ran"]
     d2 = v["checkers"]["degree2"]
-    full = budget.degree2_seconds(d2["rows"] * (40 + 40 * 41 // 2), 2)
+    full = budget.degree2_seconds(d2["rows"] * (40 + 40 * 41 // 2), 2, d2["rows"])
     assert v["exact"]["estimated_seconds"] + full <= budget.FLOOR_SECONDS
     assert d2["status"] == "ok" and d2["fraction"] == 1.0, d2
     assert d2["gap_ci95"][0] > 0.02

@@ -72,7 +72,7 @@ def test_it_gets_what_degree2_left_of_the_floor(wavy_check) -> None:  # type: ig
     less degree-2's counted cost (the relative budget is smaller on these 0.1 s models)."""
     T, V = wavy_check.T, wavy_check.V
     svm = wavy_check.json["checkers"]["rbfsvm"]
-    spent = budget.degree2_seconds(int(degree2.row_expanded_nnz(T.X).sum()), 2)
+    spent = budget.degree2_seconds(int(degree2.row_expanded_nnz(T.X).sum()), 2, T.rows)
     relative = rbfsvm.LINEAR_FACTOR * budget.linear_seconds(T.X.nnz + V.X.nnz, 2)
     assert 0 < spent and relative < budget.FLOOR_SECONDS - spent
     assert svm["budget_seconds"] == pytest.approx(budget.FLOOR_SECONDS - spent, abs=1e-3)

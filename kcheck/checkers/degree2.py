@@ -162,9 +162,8 @@ class Degree2Options:
     max_cost_nnz: int | None = None
     time_budget: float | None = None
     seconds_per_nnz: float | None = None
-    #: Counted seconds (kcheck.budget) that small data (budget.FLOOR_MAX_ROWS rows and
-    #: FLOOR_MAX_NNZ stored values in T) may spend whatever the cost budget; 0 where exact
-    #: mode ran.
+    #: Counted seconds (kcheck.budget) that small data (at most budget.FLOOR_MAX_NNZ stored
+    #: values in T) may spend whatever the cost budget: what exact mode left of the floor.
     floor_seconds: float = 0.0
     #: Class weights of the metric (``-wi``), for the model and its subsample's reference.
     class_weight: engines.ClassWeight | None = None
@@ -286,7 +285,7 @@ def run(T: Dataset, V: Dataset, options: Degree2Options) -> CheckerResult:
     PT = expand(shift.apply(XT))
     info["shifted_features"] = int(shift.columns.size)
     model, cv = engines.fit_linear(PT, yT, seed=options.seed, class_weight=options.class_weight)
-    counted = budget.degree2_seconds(int(PT.nnz), n_classes)
+    counted = budget.degree2_seconds(int(PT.nnz), n_classes, int(PT.shape[0]))
     del PT
 
     # Not a closure: it pickles, so the checker can run in a worker process.
