@@ -292,7 +292,7 @@ def _start_beside(config: CheckConfig, T: Dataset, V: Dataset, ctx: Context) -> 
     counts only, and only where it can change no plan:
 
     * no ``--time-limit`` (the checkers' time budgets would then depend on the overlap);
-    * T above small data's bounds (no floor of counted work is handed from one checker to
+    * T above degree-2's floor (no floor of counted work is handed from one checker to
       the next) and exact mode unable to run (it would want the cores);
     * the worker's copy of T and V, LIBLINEAR's nodes, and what the early checkers plan to
       allocate, fit the checkers' memory budget together.

@@ -121,8 +121,9 @@ def plan(T: Dataset, V: Dataset, n_classes: int, budget_seconds: float) -> Plan:
     reason = None
     if chosen is None and budget_seconds <= 0:
         reason = (
-            f"the training split is above small data's bounds ({budget.FLOOR_MAX_ROWS:,} rows, "
-            f"{budget.FLOOR_MAX_NNZ:,} stored values); the proxies stand in for it"
+            f"the training split is above the RBF SVM's bounds on small data "
+            f"({budget.FLOOR_MAX_ROWS:,} rows, {budget.FLOOR_MAX_NNZ:,} stored values); the "
+            "proxies stand in for it"
         )
     elif chosen is None:
         reason = (
