@@ -89,8 +89,9 @@ def floor_applies(*, rows: int, nnz: int) -> bool:
     """Whether T is small enough for the RBF kernels' floor (exact mode, rbfsvm): above a few
     hundred thousand stored values only the relative budgets decide (madelon's T holds 750,000
     dense values; its linear baseline alone takes 7 s), and above FLOOR_MAX_ROWS rows their
-    quadratic cost is beyond what the floor could pay anyway."""
-    return rows <= FLOOR_MAX_ROWS and nnz <= FLOOR_MAX_NNZ
+    quadratic cost is beyond what the floor could pay anyway: degree-2's floor, bounded in
+    rows too."""
+    return rows <= FLOOR_MAX_ROWS and degree2_floor_applies(nnz=nnz)
 
 
 def degree2_floor_applies(*, nnz: int) -> bool:
