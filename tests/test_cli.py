@@ -171,6 +171,21 @@ def test_ctrl_c_says_interrupted_and_nothing_else_while_objects_fail_to_free():
     assert r.stderr.splitlines()[-1] == "kcheck: interrupted"
 
 
+def test_main_in_process_gives_back_the_callers_hooks() -> None:
+    """The quiet hooks are for a run ending on a signal; a run that ends otherwise leaves the
+    caller's hooks as they were, rather than wrapping them once more at every call."""
+    import threading
+
+    from kcheck.cli.app import main
+
+    before = sys.unraisablehook, threading.excepthook
+    for _ in range(2):
+        with pytest.raises(SystemExit) as e:
+            main(["--version"])
+        assert e.value.code == 0
+    assert (sys.unraisablehook, threading.excepthook) == before
+
+
 def _parse_libsvm_text(text: str) -> list[tuple[float, dict[int, float]]]:
     rows = []
     for line in text.splitlines():

@@ -77,8 +77,9 @@ def main(argv: list[str] | None = None) -> None:
     guard_standard_streams()
     signal.signal(signal.SIGTERM, _on_sigterm)
     signal.signal(signal.SIGINT, _on_sigint)
-    sys.unraisablehook = _quiet_when_ending(sys.unraisablehook)
-    threading.excepthook = _quiet_when_ending(threading.excepthook)
+    hooks = sys.unraisablehook, threading.excepthook
+    sys.unraisablehook = _quiet_when_ending(hooks[0])
+    threading.excepthook = _quiet_when_ending(hooks[1])
     code = EXIT_OK
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", KcheckWarning)
@@ -146,6 +147,9 @@ def main(argv: list[str] | None = None) -> None:
         _remove_multiprocessing_tempdir()
         sys.stderr.flush()
         os._exit(code)
+    # No signal came: the caller's hooks again (main runs in-process in tests and would wrap
+    # them once more at each call).
+    sys.unraisablehook, threading.excepthook = hooks
     sys.exit(code)
 
 
