@@ -61,6 +61,8 @@ class CheckResult:
     #: The metric and class weights of the run, and each model's score in that metric.
     scoring: Scoring = ACCURACY
     values: dict[str, float | None] = field(default_factory=dict)
+    #: The second fold's block (kcheck.pipeline.SecondFold.to_json), where one ran.
+    second_fold: dict[str, Any] | None = None
     finished: float = field(default_factory=time.perf_counter)
 
     @property
@@ -98,6 +100,7 @@ class CheckResult:
                 for n, (r, g) in self.checkers.items()
             },
             "exact": _json_value(self.exact),
+            "second_fold": _json_value(self.second_fold),
             "test": None if self.test is None else _test_json(self.test),
             "model": self.model,
             **({} if self.explain is None else {"explain": self.explain}),

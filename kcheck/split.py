@@ -6,7 +6,10 @@ import numpy as np
 
 
 def stratified_split(
-    y: np.ndarray, *, seed: int = 0, validation_fraction: float = 0.25
+    y: np.ndarray,
+    *,
+    seed: int | np.random.SeedSequence = 0,
+    validation_fraction: float = 0.25,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Return sorted index arrays (train, validation) with each class split about 3:1.
 

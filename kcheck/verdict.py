@@ -78,6 +78,26 @@ def paired_gap(
     return Gap(mean, mean - Z95 * se, mean + Z95 * se)
 
 
+def straddles(gap: Gap, epsilon: float) -> bool:
+    """Whether epsilon lies inside the interval: the side of epsilon is then uncertain."""
+    return round(gap.low, TIE_DECIMALS) < epsilon <= round(gap.high, TIE_DECIMALS)
+
+
+def mean_gap(first: Gap, second: Gap) -> Gap:
+    """The mean of two gaps measured on disjoint points (two folds), with its interval.
+
+    Each interval's half-width is Z95 standard errors; the mean of two independent estimates
+    has the standard error sqrt(se1^2 + se2^2) / 2, so with folds of equal size the interval
+    narrows by about sqrt(2). Averaging the folds' gaps, rather than pooling their points, is
+    the same for accuracy and also right for AUC, whose scores two models do not share.
+    """
+    se1 = (first.high - first.low) / (2 * Z95)
+    se2 = (second.high - second.low) / (2 * Z95)
+    mean = (first.value + second.value) / 2
+    se = math.sqrt(se1**2 + se2**2) / 2
+    return Gap(mean, mean - Z95 * se, mean + Z95 * se)
+
+
 @dataclass(frozen=True)
 class Decision:
     verdict: Verdict

@@ -7,6 +7,8 @@ import hashlib
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kcheck.checkers import multilinear
 from kcheck.data import read_libsvm, write_libsvm
@@ -254,3 +256,145 @@ def test_test_file_with_unseen_labels_and_wider_rows_is_scored_with_warnings(tmp
     text = " ".join(v["warnings"])
     assert "10 of 270 rows have a label that never occurs" in text
     assert "dropped 270 value(s)" in text
+
+
+def _second_fold_off(monkeypatch):
+    from kcheck import pipeline
+
+    monkeypatch.setattr(pipeline, "_second_fold_checkers", lambda *a: ())
+
+
+def test_a_borderline_verdict_is_measured_on_a_second_fold(datasets, monkeypatch):
+    """german.numer without exact mode: degree-2 gains exactly epsilon on V (kernel,
+    borderline); a second fold re-measures it and the mean of both folds decides."""
+    from kcheck.verdict import Gap, decide, mean_gap
+
+    v = run(CheckConfig(train=str(datasets / "german.numer"), exact="never")).json
+    second = v["second_fold"]
+    assert second["used"] is True and second["reason"] is None
+    assert second["train"] + second["validation"] == 1000
+    assert second["validation"] == v["split"]["validation"]
+    # Only the checkers whose interval contained epsilon were trained again.
+    assert list(second["checkers"]) == ["degree2"]
+    assert "multilinear" not in second["checkers"]
+    lin = second["linear"]
+    assert (lin["val_accuracy"] * second["validation"]) == pytest.approx(
+        round(lin["val_accuracy"] * second["validation"]), abs=1e-3
+    )
+    gaps = {}
+    for name, c in v["checkers"].items():
+        if name in second["checkers"]:
+            s = second["checkers"][name]
+            first = Gap(s["first_fold_gap"], *s["first_fold_gap_ci95"])
+            other = Gap(s["gap"], *s["gap_ci95"])
+            combined = mean_gap(first, other)
+            assert c["gap"] == pytest.approx(combined.value, abs=1e-6)
+            assert c["gap_ci95"] == pytest.approx([combined.low, combined.high], abs=1e-6)
+            assert c["gap_ci95"][1] - c["gap_ci95"][0] < first.high - first.low
+        gaps[name] = Gap(c["gap"], *c["gap_ci95"])
+    d = decide(gaps, v["epsilon"])
+    assert (v["verdict"], v["margin"], v["deciding_checker"]) == (d.verdict, d.margin, d.deciding)
+
+    # The first fold is the check as it was without a second fold, to the last digit.
+    _second_fold_off(monkeypatch)
+    one = run(CheckConfig(train=str(datasets / "german.numer"), exact="never")).json
+    assert one["second_fold"] is None
+    s = second["checkers"]["degree2"]
+    assert one["checkers"]["degree2"]["gap"] == s["first_fold_gap"]
+    assert one["checkers"]["degree2"]["gap_ci95"] == s["first_fold_gap_ci95"]
+    assert (one["verdict"], one["margin"]) == ("kernel", "borderline")
+    assert v["verdict"] == "linear"
+    # Everything else is the first fold's: models, scores, split.
+    for key in ("linear", "split", "data"):
+        assert strip_timing(one[key]) == strip_timing(v[key])
+
+
+def test_a_clear_verdict_and_exact_mode_get_no_second_fold(datasets):
+    v = run(CheckConfig(train=str(datasets / "fourclass"), exact="never")).json
+    assert v["margin"] == "clear" and v["second_fold"] is None
+    # heart_scale is borderline, but exact mode decided from repeated CV on all rows.
+    v = run(CheckConfig(train=str(datasets / "heart_scale"), exact="always")).json
+    assert v["margin"] == "borderline" and v["exact"]["ran"] and v["second_fold"] is None
+
+
+def test_no_second_fold_above_the_floor():
+    from kcheck import pipeline
+    from kcheck.checkers.base import Dataset
+    from kcheck.verdict import Decision, Gap
+
+    straddling = {"degree2": Gap(0.01, -0.01, 0.03)}
+    borderline = Decision("linear", "borderline", None)
+    cfg = CheckConfig(train="x", exact="never")
+
+    def T(rows, cols):
+        X = sp.random(rows, cols, density=1.0, format="csr", random_state=0)
+        return Dataset(X, np.zeros(rows))
+
+    assert pipeline._second_fold_checkers(cfg, borderline, straddling, {}, T(100, 3)) == (
+        "degree2",
+    )
+    assert pipeline._second_fold_checkers(cfg, borderline, straddling, {}, T(10_001, 1)) == ()
+    assert pipeline._second_fold_checkers(cfg, borderline, straddling, {}, T(3_001, 100)) == ()
+    clear = {"degree2": Gap(0.0, -0.01, 0.01)}
+    assert pipeline._second_fold_checkers(cfg, borderline, clear, {}, T(100, 3)) == ()
+    kernel_clear = Decision("kernel", "clear", "degree2")
+    assert pipeline._second_fold_checkers(cfg, kernel_clear, straddling, {}, T(100, 3)) == ()
+
+
+def test_the_second_fold_is_dropped_when_the_time_limit_passes(datasets, monkeypatch):
+    from kcheck import pipeline
+    from kcheck.errors import TimeLimitReached
+
+    calls = []
+    real = pipeline.run_until
+
+    def until(deadline, fn, *args):
+        calls.append(fn)
+        if len(calls) == 2:  # the second fold's baseline
+            raise TimeLimitReached()
+        return real(None, fn, *args)
+
+    monkeypatch.setattr(pipeline, "run_until", until)
+    v = run(CheckConfig(train=str(datasets / "german.numer"), exact="never", time_limit=600)).json
+    second = v["second_fold"]
+    assert second["used"] is False and "time limit" in second["reason"]
+    assert second["linear"] is None and second["checkers"]["degree2"]["gap"] is None
+    # The verdict rests on the first fold: degree-2's gap of exactly epsilon.
+    assert v["checkers"]["degree2"]["gap"] == pytest.approx(0.02)
+    assert (v["verdict"], v["margin"]) == ("kernel", "borderline")
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    labels=st.lists(st.integers(0, 3), min_size=8, max_size=200),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_the_second_split_swaps_a_stratified_part_of_T_for_V(labels, seed):
+    from kcheck.checkers.base import Dataset
+    from kcheck.pipeline import _second_split
+    from kcheck.split import stratified_split
+
+    y = np.asarray(labels, dtype=np.float64)
+    n = y.size
+    # Each row's only value is its own index, so a row is known wherever it goes.
+    X = sp.csr_matrix((np.arange(n, dtype=np.float64) + 1, (np.arange(n), np.zeros(n))), (n, 1))
+    t, v = stratified_split(y, seed=seed)
+    if v.size == 0:
+        return
+    T, V = Dataset(X[t], y[t]), Dataset(X[v], y[v])
+    T2, V2 = _second_split(T, V, (t, v), seed)
+    rows = lambda D: (D.X.toarray()[:, 0] - 1).astype(int)  # noqa: E731
+    t2, v2 = rows(T2), rows(V2)
+    # A partition of all rows; V2 lies in T, all of V is trained on; file order kept.
+    assert sorted([*t2, *v2]) == list(range(n))
+    assert set(v2) <= set(t) and set(v) <= set(t2)
+    assert list(t2) == sorted(t2) and list(v2) == sorted(v2)
+    assert np.array_equal(T2.y, y[t2]) and np.array_equal(V2.y, y[v2])
+    # About V's size, class by class (a class of one row in T stays in T2).
+    for c in np.unique(y):
+        in_t = int(np.sum(y[t] == c))
+        expect = 0 if in_t < 2 else min(int(np.floor(in_t * v.size / t.size + 0.5)), in_t - 1)
+        assert int(np.sum(y[v2] == c)) == expect
+    # Seeded: the same seed, the same split; the first split's seed is not reused as is.
+    again = _second_split(T, V, (t, v), seed)[1]
+    assert np.array_equal(rows(again), v2)

@@ -204,3 +204,38 @@ def test_a_summary_in_another_metric_names_it_and_carries_it_on(fourclass_proxie
     assert "every model class-weighted" in render.verdict_footnote(v)
     plain = render.verdict_summary(fourclass_proxies)
     assert "--metric" not in plain and "points of" not in plain.split("(")[0]
+
+
+@pytest.fixture(scope="module")
+def two_folds():
+    """svmguide1 without exact mode: degree-2's interval contains epsilon on V, so it is
+    measured on a second fold as well."""
+    from conftest import DATASETS
+
+    v = _check(DATASETS / "svmguide1", exact="never")
+    assert v["second_fold"]["used"] and list(v["second_fold"]["checkers"]) == ["degree2"]
+    return v
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_a_gap_over_two_folds_is_marked_and_explained(two_folds, width):
+    v = two_folds
+    table = _text(render.verdict_table(v, width), width)
+    gap = render.pts(v["checkers"]["degree2"]["gap"])
+    assert gap + "*" in table
+    assert render.pts(v["checkers"]["multilinear"]["gap"]) + "*" not in table
+    note = render.verdict_footnote(v)
+    second = v["second_fold"]
+    assert "*: the mean of two folds' gaps" in note
+    assert f"scored on the other {second['validation']:,}" in note
+    assert f"degree2 {render.fmt_acc(second['checkers']['degree2']['val_score'])}" in note
+    # A single fold says nothing of the kind.
+    assert "two folds" not in render.verdict_footnote(dict(v, second_fold=None))
+
+
+def test_a_kernel_summary_over_two_folds_says_so(two_folds):
+    v = dict(two_folds, verdict="kernel", deciding_checker="degree2", margin="borderline")
+    assert "beat linear by" in render.verdict_summary(v)
+    assert "on average over two folds" in render.verdict_summary(v)
+    assert "two folds" not in render.verdict_summary(dict(v, second_fold=None))
+

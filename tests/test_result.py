@@ -41,6 +41,7 @@ CHECK_KEYS = {
     "linear",
     "checkers",
     "exact",
+    "second_fold",
     "test",
     "model",
     "warnings",

@@ -438,8 +438,9 @@ def documented(path: str, tokens: set[str]) -> bool:
     be named once as ``checkers.*.field``."""
     parts = path.split(".")
     forms = {path}
-    if parts[0] == "checkers" and len(parts) > 2:
-        forms.add(".".join(["checkers", "*", *parts[2:]]))
+    for i, part in enumerate(parts):  # checkers.X.field and second_fold.checkers.X.field
+        if part == "checkers" and len(parts) > i + 2:
+            forms.add(".".join([*parts[: i + 1], "*", *parts[i + 2 :]]))
     return any(t == f or t.startswith(f + ".") for f in forms for t in tokens)
 
 

@@ -123,3 +123,29 @@ def test_exact_mode_decides_unless_a_proxy_is_clear_of_epsilon():
     # Exact mode's own kernel verdict stands, whatever the proxies say.
     d, why = decide_with_exact(("rbf", Gap(0.03, 0.01, 0.05)), proxies, 0.02)
     assert (d.verdict, d.margin, d.deciding, why) == ("kernel", "borderline", "rbf", None)
+
+
+def test_mean_gap_of_two_folds_narrows_the_interval_by_sqrt_two():
+    from kcheck.verdict import Z95, mean_gap
+
+    first, second = Gap(0.02, 0.01, 0.03), Gap(0.04, 0.03, 0.05)
+    g = mean_gap(first, second)
+    assert g.value == pytest.approx(0.03)
+    # Two independent estimates with se 0.01 / Z95 each: the mean's se is that / sqrt(2).
+    assert (g.high - g.low) / 2 == pytest.approx(0.01 / np.sqrt(2))
+    assert g.low == pytest.approx(0.03 - Z95 * (0.01 / Z95) / np.sqrt(2))
+    # Unequal widths: the wider fold dominates the spread, not the mean.
+    g = mean_gap(Gap(0.0, -0.03, 0.03), Gap(0.02, 0.02, 0.02))
+    assert g.value == pytest.approx(0.01) and (g.high - g.low) / 2 == pytest.approx(0.015)
+
+
+def test_straddles_means_epsilon_lies_inside_the_interval():
+    from kcheck.verdict import straddles
+
+    assert straddles(Gap(0.015, 0.005, 0.025), 0.02)
+    assert straddles(Gap(0.025, 0.015, 0.035), 0.02)
+    assert not straddles(Gap(0.03, 0.02, 0.04), 0.02)  # low at epsilon: clear kernel
+    assert not straddles(Gap(0.0, -0.01, 0.0199), 0.02)  # wholly below: clear linear
+    assert straddles(Gap(0.0, -0.01, 0.02), 0.02)  # high reaches epsilon: could be kernel
+    # Rounded as the rule rounds: a high of epsilon in exact arithmetic reaches it.
+    assert straddles(Gap(0.0, -0.01, 3 / 150 - 1e-17), 3 / 150)

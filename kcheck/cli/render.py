@@ -52,6 +52,14 @@ def pts(x: float) -> str:
     return f"{100 * x:+.2f}"
 
 
+def two_folds(v: dict[str, Any], name: str) -> bool:
+    """Whether ``name``'s gap is the mean of two folds (a second fold re-measured it)."""
+    second = v.get("second_fold")
+    if not second or not second.get("used"):
+        return False
+    return (second["checkers"].get(name) or {}).get("gap") is not None
+
+
 def _ci(c: dict[str, Any]) -> str:
     lo, hi = c["gap_ci95"]
     return f"{100 * lo:+.1f} to {100 * hi:+.1f}"
@@ -196,6 +204,8 @@ def verdict_table(v: dict[str, Any], width: int) -> RenderableType:
         if name == "rbf" and c["val_accuracy"] is not None:
             acc += " CV"
         gap = [pts(c["gap"]), _ci(c)] if c.get("gap") is not None else ["-", ""]
+        if two_folds(v, name):
+            gap[0] += "*"
         rows.append([name, acc, *gap, _param(name, c), _status(c), f"{c['seconds']:.2f}"])
     return fit_table(columns, rows, width)
 
@@ -218,6 +228,17 @@ def verdict_footnote(v: dict[str, Any]) -> str:
         + ("" if v.get("class_weights") is None else ", every model class-weighted")
         + "); gap: checker minus linear, in points, with its 95% interval"
     )
+    second = v.get("second_fold")
+    again = [n for n in v["checkers"] if two_folds(v, n)]
+    if second and again:
+        there = ", ".join(f"{n} {fmt_acc(second['checkers'][n]['val_score'])}" for n in again)
+        text += (
+            "; *: the mean of two folds' gaps. The verdict hung on "
+            f"{' and '.join(again)}, so {'it was' if len(again) == 1 else 'they were'} "
+            f"also trained on another {second['train']:,} rows and scored on the other "
+            f"{second['validation']:,} (linear {fmt_acc(second['linear']['val_score'])}, "
+            f"{there} there)"
+        )
     rbf = v["checkers"].get("rbf")
     if rbf is not None and rbf.get("gap") is not None:
         text += (
@@ -253,6 +274,8 @@ def verdict_summary(v: dict[str, Any], model_out: str | None = None) -> str:
         c = gaps[deciding]
         lo, hi = (100 * x for x in c["gap_ci95"])
         who = "An RBF SVM" if deciding == "rbf" else NAMES.get(deciding, deciding)
+        if two_folds(v, deciding):
+            where = " on average over two folds"
         text = (
             f"{who} beat linear by {100 * c['gap']:.1f} points{_in_metric(v)}{where} (95% CI "
             f"{lo:.1f} to {hi:.1f}; epsilon is {eps:g} points)"
