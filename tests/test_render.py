@@ -239,3 +239,19 @@ def test_a_kernel_summary_over_two_folds_says_so(two_folds):
     assert "on average over two folds" in render.verdict_summary(v)
     assert "two folds" not in render.verdict_summary(dict(v, second_fold=None))
 
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_a_progress_line_never_wraps_and_never_cuts_its_numbers(width):
+    out = io.StringIO()
+    console = Console(file=out, width=width, force_terminal=True, color_system=None)
+    progress = new_progress(console)
+    long = "second fold: RBF SVM on the training split"
+    progress.add_task(long, total=28, completed=12, count=count_text("grid search", 12, 28))
+    progress.add_task("degree-2 checker", total=None, count="")
+    lines = _text(progress.get_renderable(), width).rstrip("\n").split("\n")
+    assert len(lines) == 2 and all(len(line) <= width for line in lines)
+    assert "12/28 grid points" in lines[0] and "elapsed 0:00" in lines[0]
+    assert "degree-2 checker" in lines[1]
+    # The name gives way, with an ellipsis, only where the line would not fit.
+    assert (long in lines[0]) == (width >= 100)
+    assert (long in lines[0]) or "…" in lines[0]

@@ -12,6 +12,7 @@ from typing import Any, TypeVar, cast
 
 from rich.console import Console, RenderableType
 from rich.progress import BarColumn, Progress, ProgressColumn, SpinnerColumn, Task, TextColumn
+from rich.table import Column
 from rich.text import Text
 
 T = TypeVar("T")
@@ -53,15 +54,38 @@ class TimeColumn(ProgressColumn):
         return Text(text, style="progress.elapsed")
 
 
+#: Cells of a progress line besides the name, the count and the time: the spinner, the
+#: spaces between the five columns, and a bar of at least a few cells.
+PROGRESS_RESERVED = 11
+
+
+class DescriptionColumn(ProgressColumn):
+    """The stage's name, cut with an ellipsis where the line would not fit the terminal: the
+    count and the times are never cut, and the line never wraps (a wrapped live line leaves
+    its pieces behind on the screen)."""
+
+    def __init__(self, console: Console) -> None:
+        super().__init__(table_column=Column(no_wrap=True))
+        self.console = console
+
+    def render(self, task: Task) -> Text:
+        others = len(str(task.fields.get("count", ""))) + len(TimeColumn().render(task))
+        text = Text(task.description)
+        room = self.console.width - PROGRESS_RESERVED - others
+        text.truncate(max(12, room), overflow="ellipsis")
+        return text
+
+
 def new_progress(console: Console, **kwargs: Any) -> Progress:
     return Progress(
         SpinnerColumn(),
-        TextColumn("{task.description}"),
-        BarColumn(),
-        TextColumn("{task.fields[count]}"),
-        TimeColumn(),
+        DescriptionColumn(console),
+        BarColumn(bar_width=None, table_column=Column(ratio=1)),
+        TextColumn("{task.fields[count]}", table_column=Column(no_wrap=True)),
+        TimeColumn(table_column=Column(no_wrap=True)),
         console=console,
         transient=True,
+        expand=True,
         **kwargs,
     )
 
