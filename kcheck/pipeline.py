@@ -268,18 +268,32 @@ def _baseline(
     report: Progress,
     scoring: Scoring,
 ) -> CheckerResult:
-    report("linear baseline (C search)", None, None)
-    options = linear.LinearOptions(seed=config.seed, class_weight=scoring.class_weight)
     try:
-        # With a time limit, in a worker process that is killed at the deadline: LIBLINEAR's
-        # C search cannot be interrupted, and it took 50 s on 1,000 classes.
-        return run_until(deadline, linear.run, T, V, options)
+        return _train_linear(config, T, V, deadline, report, scoring)
     except TimeLimitReached:
         raise KcheckError(
             f"{config.train}: the time limit (--time-limit {config.time_limit:g}) passed before "
             "the linear baseline finished; every checker is compared with it, so nothing was "
             "decided"
         ) from None
+
+
+def _train_linear(
+    config: CheckConfig,
+    T: Dataset,
+    V: Dataset,
+    deadline: float | None,
+    report: Progress,
+    scoring: Scoring,
+) -> CheckerResult:
+    """The linear baseline's C search, training and scoring; TimeLimitReached at the deadline.
+
+    With a time limit, in a worker process that is killed at the deadline: LIBLINEAR's C
+    search cannot be interrupted, and it took 50 s on 1,000 classes.
+    """
+    report("linear baseline (C search)", None, None)
+    options = linear.LinearOptions(seed=config.seed, class_weight=scoring.class_weight)
+    return run_until(deadline, linear.run, T, V, options)
 
 
 #: The linear baseline trains in a worker process beside the checkers that do not need its
@@ -483,12 +497,11 @@ class SecondFold:
 
     train: int
     validation: int
-    checkers: tuple[str, ...]
+    #: The re-measured checkers' gaps on V (the first fold), in the order the user listed them.
+    first: dict[str, Gap]
     results: dict[str, CheckerResult]
     gaps: dict[str, Gap]
     values: dict[str, float | None]
-    #: The re-measured checkers' gaps on V (the first fold).
-    first: dict[str, Gap]
     #: Why the second fold did not count (None: it did).
     reason: str | None = None
     seconds: float = 0.0
@@ -528,7 +541,7 @@ class SecondFold:
                 "C": base.info["C"],
                 "seconds": base.seconds,
             },
-            "checkers": {n: checker(n) for n in self.checkers},
+            "checkers": {n: checker(n) for n in self.first},
             "seconds": self.seconds,
         }
 
@@ -578,21 +591,19 @@ def _second_fold(
 
     if V2.rows == 0 or np.unique(V2.y).size < 2:
         reason = "too few rows for a second fold"
-        return SecondFold(T2.rows, V2.rows, names, {}, {}, {}, first, reason=reason)
-    report("linear baseline (C search)", None, None)
-    options = linear.LinearOptions(seed=config.seed, class_weight=ctx.class_weight)
+        return SecondFold(T2.rows, V2.rows, first, {}, {}, {}, reason=reason)
     try:
-        base = run_until(ctx.deadline, linear.run, T2, V2, options)
+        base = _train_linear(config, T2, V2, ctx.deadline, report, ctx.scoring)
     except TimeLimitReached:
         reason = f"the time limit (--time-limit {config.time_limit:g}) passed"
-        return SecondFold(T2.rows, V2.rows, names, {}, {}, {}, first, reason=reason)
+        return SecondFold(T2.rows, V2.rows, first, {}, {}, {}, reason=reason)
     ctx2 = dataclasses.replace(ctx, baseline=base, progress=report)
     _, checked = _run_checkers(names, T2, V2, ctx2)
     results = {"linear": base, **checked}
     gaps = _gaps(config, results, ctx.scoring, V2)
     values = _values(results, ctx.scoring, V2)
     seconds = time.perf_counter() - t0
-    return SecondFold(T2.rows, V2.rows, names, results, gaps, values, first, seconds=seconds)
+    return SecondFold(T2.rows, V2.rows, first, results, gaps, values, seconds=seconds)
 
 
 def _values(
