@@ -193,6 +193,10 @@ class Session:
                 threads_per_worker=1,
                 processes=True,
                 dashboard_address=None,
+                # No dashboard, and the scheduler's HTTP server (which runs without one) on a
+                # free port of this host only: by default it took Dask's well-known 8787 and,
+                # where another cluster held that, warned on stderr.
+                scheduler_kwargs={"dashboard": False, "dashboard_address": "127.0.0.1:0"},
                 silence_logs=_SILENT,
                 preload=["kcheck.cluster"],
             )

@@ -47,6 +47,9 @@ except ImportError:  # pragma: no cover - the dask extra is missing
         raise  # CI installs the test extra, which has it
     distributed = None
 
+#: The test clusters' schedulers keep off Dask's port 8787, as kcheck's own local:N does.
+NO_HTTP_PORT = {"dashboard": False, "dashboard_address": "127.0.0.1:0"}
+
 #: Tests that need a cluster; the others also run without the extra.
 needs_dask = pytest.mark.skipif(
     distributed is None, reason="Dask's distributed is not installed (pip install '.[dask]')"
@@ -71,6 +74,7 @@ def dask_cluster() -> Iterator[tuple[str, Any]]:
             threads_per_worker=1,
             processes=True,
             dashboard_address=None,
+            scheduler_kwargs=NO_HTTP_PORT,
             silence_logs=40,
         ) as c,
         distributed.Client(c, set_as_default=False) as client,
@@ -249,6 +253,7 @@ def test_workers_must_have_one_thread_and_this_version(
             processes=False,
             protocol="tcp://",
             dashboard_address=None,
+            scheduler_kwargs=NO_HTTP_PORT,
         ) as threaded,
         pytest.raises(KcheckError, match="has 2 threads.*--nthreads 1"),
     ):
@@ -585,7 +590,7 @@ def test_ctrl_c_with_a_local_cluster_leaves_no_process(slow_dir: Path, tmp_path:
 
 
 LATE_CLIENT_SCRIPT = """
-import pathlib, sys, time
+import pathlib, socket, sys, time
 import distributed
 from kcheck.cluster import Session
 
@@ -596,7 +601,15 @@ def late_client(marker):
 
 if __name__ == "__main__":
     here = pathlib.Path(sys.argv[1])
+    held = socket.socket()
+    try:  # Dask's well-known port, as another cluster on this machine would hold it
+        held.bind(("127.0.0.1", 8787))
+        held.listen()
+    except OSError:
+        pass  # something holds it already
     s = Session("local:2")
+    http = s._cluster.scheduler.http_server
+    print(http.address, http.port != 8787)
     s._client.wait_for_workers(2, timeout=60)
     futures = [s._client.submit(late_client, str(here / f"m{i}"), pure=False) for i in range(2)]
     deadline = time.monotonic() + 60
@@ -613,7 +626,8 @@ def test_a_task_that_asks_for_its_client_as_the_local_cluster_closes_prints_noth
 ) -> None:
     """The worker processes of local:N share the user's stderr. A task asking for its worker's
     client while the cluster closes (as after a Ctrl-C) got a client whose ``__del__`` printed
-    "Exception ignored ... IOLoop is closed" under "kcheck: interrupted" (CI, once in 1,400)."""
+    "Exception ignored ... IOLoop is closed" under "kcheck: interrupted" (CI, once in 1,400).
+    And the cluster's scheduler took Dask's port 8787, warning where another cluster held it."""
     script = tmp_path / "late_client.py"
     script.write_text(LATE_CLIENT_SCRIPT)
     r = subprocess.run(
@@ -624,8 +638,10 @@ def test_a_task_that_asks_for_its_client_as_the_local_cluster_closes_prints_noth
         timeout=300,
     )
     assert r.returncode == 0, r.stderr
-    assert r.stdout.split() == ["2"], r.stdout  # both tasks were running when it closed
-    assert r.stderr == "", r.stderr
+    # The scheduler's HTTP server: this host only, not on the port another cluster holds.
+    assert r.stdout.split()[:2] == ["127.0.0.1", "True"], r.stdout
+    assert r.stdout.split()[2:] == ["2"], r.stdout  # both tasks were running when it closed
+    assert r.stderr == "", r.stderr  # no port warning, no closed client's traceback
 
 
 @needs_dask
