@@ -78,9 +78,15 @@ def paired_gap(
     return Gap(mean, mean - Z95 * se, mean + Z95 * se)
 
 
+def reaches(x: float, epsilon: float) -> bool:
+    """Whether a gain (or an end of its interval) reaches epsilon: the rule's one comparison,
+    rounded so that a gap equal to epsilon in exact arithmetic is not lost to float noise."""
+    return round(x, TIE_DECIMALS) >= epsilon
+
+
 def straddles(gap: Gap, epsilon: float) -> bool:
     """Whether epsilon lies inside the interval: the side of epsilon is then uncertain."""
-    return round(gap.low, TIE_DECIMALS) < epsilon <= round(gap.high, TIE_DECIMALS)
+    return reaches(gap.high, epsilon) and not reaches(gap.low, epsilon)
 
 
 def mean_gap(first: Gap, second: Gap) -> Gap:
@@ -115,15 +121,12 @@ def decide(gaps: dict[str, Gap], epsilon: float) -> Decision:
     if not gaps:
         raise ValueError("no checker finished, so there is nothing to decide on")
 
-    def at_least(x: float) -> bool:
-        return round(x, TIE_DECIMALS) >= epsilon
-
-    kernel = {name: g for name, g in gaps.items() if at_least(g.value)}
+    kernel = {name: g for name, g in gaps.items() if reaches(g.value, epsilon)}
     if kernel:
         name = max(kernel, key=lambda k: (kernel[k].value, k))
-        margin: Margin = "clear" if at_least(kernel[name].low) else "borderline"
+        margin: Margin = "clear" if reaches(kernel[name].low, epsilon) else "borderline"
         return Decision("kernel", margin, name)
-    margin = "clear" if not any(at_least(g.high) for g in gaps.values()) else "borderline"
+    margin = "borderline" if any(reaches(g.high, epsilon) for g in gaps.values()) else "clear"
     return Decision("linear", margin, None)
 
 
@@ -141,7 +144,7 @@ def decide_with_exact(
     """
     name, gap = exact
     decision = decide({name: gap}, epsilon)
-    sure = {n: g for n, g in proxies.items() if round(g.low, TIE_DECIMALS) >= epsilon}
+    sure = {n: g for n, g in proxies.items() if reaches(g.low, epsilon)}
     if decision.verdict == "kernel" or not sure:
         return decision, None
     decision = decide(sure, epsilon)
