@@ -50,7 +50,7 @@ from kcheck.prepare import (
 from kcheck.result import CheckResult
 from kcheck.scoring import Scoring, oriented, validate_metric
 from kcheck.split import stratified_split
-from kcheck.verdict import Decision, Gap, decide, decide_with_exact, mean_gap, straddles
+from kcheck.verdict import Decision, Gap, Outcome, mean_gap, remeasure, rule
 from kcheck.workers import Background, run_until
 
 #: The names ``--checkers`` takes, and those that run by default (kcheck.checkers.registry).
@@ -221,13 +221,14 @@ def run(config: CheckConfig, progress: Progress | None = None) -> CheckReport:
         results[registry.EXACT.name] = rbf
     results.update(checked)
 
-    decision, gaps, cut_short = _decide(config, results, scoring, V)
-    again = _second_fold_checkers(config, decision, gaps, results, T)
+    decision, gaps = _decide(config, results, scoring, V)
+    small = budget.floor_applies(rows=T.rows, nnz=int(T.X.nnz))
+    again = remeasure(decision, _outcomes(config, results, gaps), config.epsilon, small_data=small)
     second = None
     if again:
         second = _second_fold(config, again, T, V, (train_idx, val_idx), ctx, gaps)
         gaps = {**gaps, **second.combined()}
-        decision, cut_short = _rule(config, gaps, results)
+        decision = rule(_outcomes(config, results, gaps), config.epsilon)
     tested = _score_test(test, results, report) if test is not None else None
     explained = _explain(config, T, V, results, deadline, report) if config.explain else None
     result = CheckResult(
@@ -241,7 +242,12 @@ def run(config: CheckConfig, progress: Progress | None = None) -> CheckReport:
         checkers={n: (results[n], gaps.get(n)) for n in (*config.checkers, "rbf") if n in results},
         exact=exact_json,
         test=None if tested is None else _test_json(tested, scoring),
-        warnings=[*cut_short, *_sanity_warnings(results), *unseen_warnings(test), *read_notes],
+        warnings=[
+            *decision.notes,
+            *_sanity_warnings(results),
+            *unseen_warnings(test),
+            *read_notes,
+        ],
         read_seconds=data.read_seconds,
         started=t_start,
         explain=explained,
@@ -370,7 +376,7 @@ def _proxies(config: CheckConfig, decided: bool) -> tuple[str, ...]:
         return tuple(
             n
             for n in config.checkers
-            if n not in registry.CHECKERS or not registry.CHECKERS[n].stands_in_for_exact
+            if n not in registry.CHECKERS or registry.CHECKERS[n].role != "stand-in"
         )
     return config.checkers
 
@@ -422,14 +428,14 @@ def _run_checkers(
 
 def _decide(
     config: CheckConfig, results: dict[str, CheckerResult], scoring: Scoring, V: Dataset
-) -> tuple[Decision, dict[str, Gap], list[str]]:
-    """Every finished checker's paired gap in the metric, then the rule (:func:`_rule`)."""
+) -> tuple[Decision, dict[str, Gap]]:
+    """Every finished checker's paired gap in the metric, then the rule
+    (:func:`kcheck.verdict.rule`)."""
     gaps = _gaps(config, results, scoring, V)
     if not gaps:
         reasons = "; ".join(f"{n}: {results[n].reason}" for n in config.checkers)
         raise KcheckError(f"{config.train}: no checker finished ({reasons})")
-    decision, notes = _rule(config, gaps, results)
-    return decision, gaps, notes
+    return rule(_outcomes(config, results, gaps), config.epsilon), gaps
 
 
 def _gaps(
@@ -448,46 +454,23 @@ def _gaps(
     return gaps
 
 
-def _rule(
-    config: CheckConfig, gaps: dict[str, Gap], results: dict[str, CheckerResult]
-) -> tuple[Decision, list[str]]:
-    """The rule on the gaps; where the exact comparison ran it decides, unless a proxy's
-    clear gain overrules its linear verdict (:func:`kcheck.verdict.decide_with_exact`, with a
-    warning). A linear verdict is not clear while a checker was cut short (:func:`_cut_short`).
-    """
-    rbf = registry.EXACT.name
-    overruled = None
-    if rbf in gaps:
-        proxies = {n: g for n, g in gaps.items() if n != rbf}
-        decision, overruled = decide_with_exact((rbf, gaps[rbf]), proxies, config.epsilon)
-    else:
-        decision = decide(gaps, config.epsilon)
-    decision, cut_short = _cut_short(decision, config.checkers, results)
-    return decision, [*cut_short, *([overruled] if overruled else [])]
-
-
-def _second_fold_checkers(
-    config: CheckConfig,
-    decision: Decision,
-    gaps: dict[str, Gap],
-    results: dict[str, CheckerResult],
-    T: Dataset,
-) -> tuple[str, ...]:
-    """The checkers a second fold re-measures: on small data, those whose interval contains
-    epsilon while the verdict is borderline. Counts only, so the same data always gets it.
-
-    One V of a small data set is a few hundred to 2,500 points, and a gap 1.4 points above
-    epsilon with an interval of +-1.2 came out below epsilon at one seed in five (a 10,000-row
-    set whose RBF gain is +3.4 [2.5, 4.2] on 5,000 held-out points). A second fold halves
-    the variance of the gap where, and only where, the verdict hangs on it. Within the floor
-    the whole check costs about ten seconds, so this costs at most about as much again.
-    Where the exact comparison ran it decides, from repeated cross-validation on all rows.
-    """
-    if decision.margin != "borderline" or registry.EXACT.name in results:
-        return ()
-    if not budget.floor_applies(rows=T.rows, nnz=int(T.X.nnz)):
-        return ()
-    return tuple(n for n in config.checkers if n in gaps and straddles(gaps[n], config.epsilon))
+def _outcomes(
+    config: CheckConfig, results: dict[str, CheckerResult], gaps: dict[str, Gap]
+) -> list[Outcome]:
+    """What the rule reads of each method that ran or was skipped, in the user's order, with
+    its role from the registry."""
+    return [
+        Outcome(
+            name,
+            registry.role(name),
+            results[name].status,
+            gaps.get(name),
+            results[name].info.get("limited_by"),
+            results[name].reason,
+        )
+        for name in (*config.checkers, registry.EXACT.name)
+        if name in results
+    ]
 
 
 @dataclass
@@ -661,36 +644,6 @@ def _test_json(tested: Tested, scoring: Scoring) -> dict[str, Any]:
         for name, p in tested.predictions.items()
     }
     return out
-
-
-def _cut_short(
-    decision: Decision, checkers: tuple[str, ...], results: dict[str, CheckerResult]
-) -> tuple[Decision, list[str]]:
-    """A linear verdict is not ``clear`` while a checker that might have overturned it did not
-    run: skipped (budget, memory, time limit) or stopped. Where exact mode decided, the
-    proxies do not matter; a degree-2 subsample under its budget is not cut short, its
-    interval already reflects the subsample."""
-    if decision.verdict != "linear" or registry.EXACT.name in results:
-        return decision, []
-    notes = []
-    for name in checkers:
-        r = results.get(name)
-        if r is None:
-            continue
-        spec = registry.CHECKERS.get(name)
-        by_cost = r.info.get("limited_by") == "cost"
-        if by_cost and spec is not None and not spec.cost_skip_cuts_short:
-            continue
-        if r.status == "skipped":
-            what = "did not run"
-        elif r.info.get("limited_by") in ("time", "memory"):
-            what = "was cut short"
-        else:
-            continue
-        notes.append(f"{name} {what} ({r.reason}), so it cannot confirm the linear verdict")
-    if notes and decision.margin == "clear":
-        decision = Decision(decision.verdict, "borderline", decision.deciding)
-    return decision, notes
 
 
 #: A CV accuracy this far above the accuracy on V points to a fault (see DESIGN.md hazards).

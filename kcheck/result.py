@@ -81,6 +81,7 @@ class CheckResult:
             "verdict": self.decision.verdict,
             "margin": self.decision.margin,
             "deciding_checker": self.decision.deciding,
+            "decision": self.decision.to_json(),
             "epsilon": self.epsilon,
             "metric": self.scoring.metric,
             "class_weights": class_weights_json(self.scoring),

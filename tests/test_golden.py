@@ -1,8 +1,11 @@
 """Golden outputs: the check's JSON on fixed inputs, byte for byte apart from timing fields.
 
-A refactor must not change what kcheck says. Each case runs the whole check (``--exact never``
-and ``--exact always``, a fixed ``--memory-limit`` and one job, so that nothing machine-dependent
-enters) and compares the JSON without its ``*seconds`` fields to ``tests/golden/NAME.json``.
+A refactor must not change what kcheck says. Each case runs the whole check (``--exact never``,
+``always`` and the default ``auto``, a fixed ``--memory-limit`` and one job, so that nothing
+machine-dependent enters) and compares the JSON without its ``*seconds`` fields to
+``tests/golden/NAME.json``. Two more cases cover what only larger data does: rbfsvm standing in
+for exact mode (6,000 rows, over exact mode's 5,000), and the baseline trained beside the
+checkers with ``-j 2`` (its JSON must be that of one job).
 
 A deliberate change of behaviour regenerates them:
 
@@ -46,7 +49,25 @@ def _three_classes(path: Path) -> None:
     write_libsvm(str(path), y, X)
 
 
-GENERATED = {"xor400": _xor, "three300": _three_classes}
+def _wavy(path: Path) -> None:
+    """6,000 rows, 5 features, a smooth wavy boundary: over exact mode's rows, so rbfsvm
+    stands in for it."""
+    rng = np.random.default_rng(13)
+    X = rng.uniform(-1.0, 1.0, size=(6000, 5))
+    y = np.where(np.sin(3.0 * X[:, 0]) + X[:, 1] + 0.3 * rng.normal(size=6000) > 0, 1.0, -1.0)
+    write_libsvm(str(path), y, sp.csr_matrix(np.round(X, 4)))
+
+
+def _wide(path: Path) -> None:
+    """24,000 rows of 50 dense features (1.2M values): T is above the floor and the linear
+    baseline counts 2 seconds or more, so with two jobs it trains beside the checkers."""
+    rng = np.random.default_rng(14)
+    X = np.round(rng.normal(size=(24_000, 50)), 3)
+    y = np.where(X[:, :10].sum(axis=1) + X[:, 10] * X[:, 11] > 0, 1.0, -1.0)
+    write_libsvm(str(path), y, sp.csr_matrix(X))
+
+
+GENERATED = {"xor400": _xor, "three300": _three_classes, "wavy6000": _wavy, "wide24000": _wide}
 CASES = [
     ("heart_scale", None),
     ("fourclass", None),
@@ -65,13 +86,25 @@ def generated(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return d
 
 
+def _compare(got: dict[str, object], path: Path) -> None:
+    if os.environ.get("KCHECK_UPDATE_GOLDENS"):
+        GOLDEN.mkdir(exist_ok=True)
+        path.write_text(json.dumps(got, indent=1, sort_keys=True) + "\n")
+    assert path.exists(), f"{path} is missing: run with KCHECK_UPDATE_GOLDENS=1 to make it"
+    want = json.loads(path.read_text())
+    assert json.dumps(got, indent=1, sort_keys=True) == json.dumps(want, indent=1, sort_keys=True)
+
+
 def _relative(v: dict[str, object], base: Path) -> dict[str, object]:
     """Paths as the case's name, so the goldens do not depend on where the checkout is."""
     text = json.dumps(v, sort_keys=True)
     return json.loads(text.replace(str(base) + "/", ""))  # type: ignore[no-any-return]
 
 
-@pytest.mark.parametrize("exact", ["never", "always"])
+EXACT = ("never", "always", "auto")
+
+
+@pytest.mark.parametrize("exact", EXACT)
 @pytest.mark.parametrize(("name", "test"), CASES)
 def test_check_json_is_unchanged(name: str, test: str | None, exact: str, generated: Path) -> None:
     base = generated if name in GENERATED else ROOT / "datasets"
@@ -83,18 +116,36 @@ def test_check_json_is_unchanged(name: str, test: str | None, exact: str, genera
         jobs=1,
     )
     got = _relative(without_timing(run(config).json), base)
-    path = GOLDEN / f"{name}.exact-{exact}.json"
-    if os.environ.get("KCHECK_UPDATE_GOLDENS"):
-        GOLDEN.mkdir(exist_ok=True)
-        path.write_text(json.dumps(got, indent=1, sort_keys=True) + "\n")
-    assert path.exists(), f"{path} is missing: run with KCHECK_UPDATE_GOLDENS=1 to make it"
-    want = json.loads(path.read_text())
-    assert json.dumps(got, indent=1, sort_keys=True) == json.dumps(want, indent=1, sort_keys=True)
+    _compare(got, GOLDEN / f"{name}.exact-{exact}.json")
+
+
+#: (name, jobs): data only larger sets show, under the default --exact auto.
+LARGER_CASES = [("wavy6000", 1), ("wide24000", 2)]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("name", "jobs"), LARGER_CASES)
+def test_check_json_of_larger_data_is_unchanged(name: str, jobs: int, generated: Path) -> None:
+    """wavy6000: rbfsvm stands in for exact mode; wide24000 with two jobs: the baseline trains
+    beside the checkers (the JSON is that of one job: tests/test_beside.py)."""
+    config = CheckConfig(
+        train=str(generated / name), exact="auto", memory_limit=MEMORY_LIMIT, jobs=jobs
+    )
+    stages: list[str] = []
+    report = run(config, lambda stage, done, total: stages.append(stage))
+    if name == "wavy6000":
+        assert report.json["checkers"]["rbfsvm"]["status"] == "ok"
+        assert report.json["exact"]["ran"] is False
+    else:
+        assert "linear baseline (C search), beside the checkers" in stages
+    got = _relative(without_timing(report.json), generated)
+    _compare(got, GOLDEN / f"{name}.exact-auto.json")
 
 
 def test_every_golden_file_has_a_case() -> None:
     """A golden whose case was removed would silently stop being compared."""
-    expected = {f"{n}.exact-{e}.json" for n, _ in CASES for e in ("never", "always")}
+    expected = {f"{n}.exact-{e}.json" for n, _ in CASES for e in EXACT}
+    expected |= {f"{n}.exact-auto.json" for n, _ in LARGER_CASES}
     expected |= {f"{n}.verify.json" for n, _, _ in VERIFY_CASES}
     assert {p.name for p in GOLDEN.glob("*.json")} == expected
 
@@ -121,9 +172,4 @@ def test_verify_json_is_unchanged(
         jobs=1,
     )
     got = _relative(without_timing(verify(config)), base)
-    path = GOLDEN / f"{name}.verify.json"
-    if os.environ.get("KCHECK_UPDATE_GOLDENS"):
-        path.write_text(json.dumps(got, indent=1, sort_keys=True) + "\n")
-    assert path.exists(), f"{path} is missing: run with KCHECK_UPDATE_GOLDENS=1 to make it"
-    want = json.loads(path.read_text())
-    assert json.dumps(got, indent=1, sort_keys=True) == json.dumps(want, indent=1, sort_keys=True)
+    _compare(got, GOLDEN / f"{name}.verify.json")

@@ -89,8 +89,10 @@ def test_defaults_are_degree2_multilinear_and_rbfsvm() -> None:
     assert not registry.CHECKERS["rff"].default
 
 
-def test_the_exact_comparison_decides_alone() -> None:
-    assert registry.EXACT.decides_alone is True
+def test_the_registry_gives_each_method_its_role_in_the_rule() -> None:
+    assert registry.role(registry.EXACT.name) == "deciding"
+    assert registry.role("rbfsvm") == "stand-in"
+    assert {registry.role(n) for n in registry.CHECKERS if n != "rbfsvm"} == {"proxy"}
     assert registry.EXACT.name == "rbf"
     assert registry.EXACT.name not in registry.CHECKERS  # not a --checkers choice
 

@@ -33,6 +33,7 @@ CHECK_KEYS = {
     "verdict",
     "margin",
     "deciding_checker",
+    "decision",
     "epsilon",
     "seed",
     "data",
@@ -98,6 +99,8 @@ def test_check_json_keys_and_schema(check: CheckResult) -> None:
     assert out["kcheck_version"] == __version__
     assert out["verdict"] == check.verdict and out["margin"] == check.margin
     assert out["deciding_checker"] == check.decision.deciding
+    assert out["decision"] == check.decision.to_json()
+    assert out["decision"]["deciding"] == out["deciding_checker"]
     assert out["split"] == {
         "train": check.split[0],
         "validation": check.split[1],

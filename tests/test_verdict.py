@@ -1,7 +1,18 @@
 import numpy as np
 import pytest
 
-from kcheck.verdict import Gap, accuracy, decide, json_number, label_value, paired_gap
+from kcheck.verdict import (
+    Gap,
+    Outcome,
+    accuracy,
+    decide,
+    json_number,
+    label_value,
+    paired_gap,
+    remeasure,
+    rule,
+    settled,
+)
 
 
 def test_paired_gap_against_hand_computation():
@@ -108,21 +119,95 @@ def test_json_number_keeps_six_significant_digits():
     assert json_number(float("nan")) is None and json_number(float("inf")) is None
 
 
-def test_exact_mode_decides_unless_a_proxy_is_clear_of_epsilon():
-    from kcheck.verdict import decide_with_exact
+def _exact(gap: Gap) -> Outcome:
+    return Outcome("rbf", "deciding", "exact", gap)
 
-    exact = ("rbf", Gap(0.003, -0.009, 0.015))
+
+def _proxy(name: str, gap: Gap | None, status: str = "ok", **kw: str) -> Outcome:
+    return Outcome(name, "proxy", status, gap, **kw)
+
+
+def test_exact_mode_decides_unless_a_proxy_is_clear_of_epsilon():
+    exact = _exact(Gap(0.003, -0.009, 0.015))
     # A proxy's point estimate alone does not overrule exact mode's linear verdict.
-    d, why = decide_with_exact(exact, {"degree2": Gap(0.05, 0.01, 0.09)}, 0.02)
-    assert (d.verdict, d.margin, why) == ("linear", "clear", None)
+    d = rule([_proxy("degree2", Gap(0.05, 0.01, 0.09)), exact], 0.02)
+    assert (d.verdict, d.margin, d.by, d.notes) == ("linear", "clear", "exact", [])
     # A whole interval at or above epsilon does, with the reason.
-    proxies = {"degree2": Gap(0.116, 0.085, 0.147), "multilinear": Gap(0.03, 0.021, 0.04)}
-    d, why = decide_with_exact(exact, proxies, 0.02)
-    assert (d.verdict, d.margin, d.deciding) == ("kernel", "clear", "degree2")
-    assert why is not None and "degree2 gained +11.6 [+8.5, +14.7]" in why and "+0.3" in why
+    proxies = [_proxy("degree2", Gap(0.116, 0.085, 0.147)), _proxy("ml", Gap(0.03, 0.021, 0.04))]
+    d = rule([*proxies, exact], 0.02)
+    assert (d.verdict, d.margin, d.deciding, d.by) == ("kernel", "clear", "degree2", "overrule")
+    (why,) = d.notes
+    assert "degree2 gained +11.6 [+8.5, +14.7]" in why and "+0.3" in why
     # Exact mode's own kernel verdict stands, whatever the proxies say.
-    d, why = decide_with_exact(("rbf", Gap(0.03, 0.01, 0.05)), proxies, 0.02)
-    assert (d.verdict, d.margin, d.deciding, why) == ("kernel", "borderline", "rbf", None)
+    d = rule([*proxies, _exact(Gap(0.03, 0.01, 0.05))], 0.02)
+    assert (d.verdict, d.margin, d.deciding, d.by, d.notes) == (
+        "kernel",
+        "borderline",
+        "rbf",
+        "exact",
+        [],
+    )
+    assert d.margin_reason == "interval-reaches-epsilon" and d.straddling == ("rbf",)
+
+
+def test_a_checker_cut_short_leaves_a_linear_verdict_borderline_unless_exact_mode_ran():
+    below = Gap(0.0, -0.01, 0.01)
+    skipped = _proxy("degree2", None, "skipped", limited_by="memory", reason="ran out of memory")
+    d = rule([_proxy("multilinear", below), skipped], 0.02)
+    assert (d.verdict, d.margin, d.margin_reason) == ("linear", "borderline", "cut-short")
+    assert d.notes == [
+        "degree2 did not run (ran out of memory), so it cannot confirm the linear verdict"
+    ]
+    assert d.to_json()["cut_short"] == [
+        {"checker": "degree2", "what": "did not run", "reason": "ran out of memory"}
+    ]
+    stopped = _proxy("degree2", below, "subsampled", limited_by="time", reason="time limit")
+    assert rule([stopped], 0.02).notes == [
+        "degree2 was cut short (time limit), so it cannot confirm the linear verdict"
+    ]
+    # A subsample under its cost budget is no cut: its interval reflects the sample.
+    sampled = _proxy("degree2", below, "subsampled", limited_by="cost", reason="cost budget")
+    assert rule([sampled], 0.02).margin == "clear"
+    # A stand-in skipped for its cost is the normal case on large data.
+    stand_in = Outcome("rbfsvm", "stand-in", "skipped", None, "cost", "over its budget")
+    assert rule([_proxy("multilinear", below), stand_in], 0.02).margin == "clear"
+    # Where exact mode ran, it decides: the proxies' absence does not matter.
+    d = rule([_proxy("multilinear", below), skipped, _exact(below)], 0.02)
+    assert (d.margin, d.cut_short) == ("clear", ())
+    # A kernel verdict is not made borderline by a checker that did not run.
+    assert rule([_proxy("ml", Gap(0.05, 0.03, 0.07)), skipped], 0.02).margin == "clear"
+
+
+def test_the_rule_names_what_decided_and_why_the_margin_is_what_it_is():
+    d = rule([_proxy("a", Gap(0.0, -0.01, 0.021)), _proxy("b", Gap(0.0, -0.01, 0.01))], 0.02)
+    assert (d.verdict, d.margin, d.margin_reason, d.straddling) == (
+        "linear",
+        "borderline",
+        "interval-reaches-epsilon",
+        ("a",),
+    )
+    d = rule([_proxy("a", Gap(0.03, 0.025, 0.035)), _proxy("b", Gap(0.05, 0.01, 0.09))], 0.02)
+    assert (d.verdict, d.deciding, d.margin, d.by) == ("kernel", "b", "borderline", "proxies")
+    assert d.deciding_gap == Gap(0.05, 0.01, 0.09)
+    with pytest.raises(ValueError, match="no checker finished"):
+        rule([_proxy("a", None, "skipped")], 0.02)
+
+
+def test_remeasure_asks_for_the_straddling_checkers_of_a_borderline_verdict_on_small_data():
+    straddling = _proxy("degree2", Gap(0.01, -0.01, 0.03))
+    clear = _proxy("multilinear", Gap(0.0, -0.01, 0.01))
+    d = rule([straddling, clear], 0.02)
+    assert remeasure(d, [straddling, clear], 0.02, small_data=True) == ("degree2",)
+    assert remeasure(d, [straddling, clear], 0.02, small_data=False) == ()
+    with_exact = [straddling, clear, _exact(Gap(0.01, -0.01, 0.03))]
+    assert remeasure(rule(with_exact, 0.02), with_exact, 0.02, small_data=True) == ()
+    kernel = [straddling, _proxy("ml", Gap(0.05, 0.03, 0.07))]
+    assert remeasure(rule(kernel, 0.02), kernel, 0.02, small_data=True) == ()
+
+
+def test_settled_is_the_rules_side_of_epsilon():
+    assert settled(Gap(0.03, 0.02, 0.04), 0.02) and settled(Gap(0.0, -0.01, 0.0199), 0.02)
+    assert not settled(Gap(0.02, 0.01, 0.03), 0.02)
 
 
 def test_mean_gap_of_two_folds_narrows_the_interval_by_sqrt_two():

@@ -54,6 +54,7 @@ from kcheck.metrics import balanced_accuracy
 from kcheck.rbf_search import best_point
 from kcheck.scoring import ACCURACY, PointResults, Scoring, positive_scores
 from kcheck.split import stratified_folds, stratified_subsample
+from kcheck.verdict import settled
 
 NAME = "rbf"
 #: Exact mode's relative budget: this many times the linear baseline's counted cost.
@@ -454,7 +455,7 @@ def run(
         if options.repeats is None and r + 1 >= MIN_REPEATS and r + 1 < max_repeats:
             rbf_pts, lin_pts = _averaged(runs)
             gap = scoring.gap(yb, rbf_pts, lin_pts)
-            if gap.low >= options.epsilon or gap.high < options.epsilon:
+            if settled(gap, options.epsilon):
                 stopped_early = True
                 break
     del K

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from kcheck.checkers import degree2, exact, multilinear, rbfsvm, rff
 from kcheck.checkers.base import CheckerResult, Context, Dataset
 from kcheck.defaults import CHECKER_NAMES
+from kcheck.verdict import Role
 
 
 @dataclass(frozen=True)
@@ -28,13 +29,12 @@ class CheckerSpec:
     table: tuple[tuple[str, str], ...]
     default: bool
     summary: str
-    #: Whether skipping it for its counted cost leaves a linear verdict short of ``clear``
-    #: (kcheck.pipeline): yes for a proxy the method relies on; no for rbfsvm, which stands in
-    #: for exact mode only where it is cheap, and whose absence is the normal case on large data.
-    cost_skip_cuts_short: bool = True
-    #: Runs only where exact mode is ``auto`` and did not run: it trains the RBF SVM itself,
-    #: which exact mode does better where it runs, and ``--exact never`` turns off.
-    stands_in_for_exact: bool = False
+    #: Its role in the rule (kcheck.verdict.Role): a ``proxy`` the method relies on, whose
+    #: skip leaves a linear verdict short of ``clear``; or a ``stand-in`` for exact mode
+    #: (rbfsvm), which runs only where exact mode is ``auto`` and did not run (it trains the RBF
+    #: SVM itself, which exact mode does better where it runs, and ``--exact never`` turns off),
+    #: and whose skip for cost is the normal case on large data.
+    role: Role = "proxy"
     #: Whether it reads the linear baseline's result (``Context.linear``) before it starts:
     #: rff's measured seconds. One that does not may run while the baseline is still training
     #: beside it (kcheck.pipeline, on large data with ``--jobs`` of 2 or more); one that reads
@@ -48,7 +48,7 @@ class CheckerSpec:
 @dataclass(frozen=True)
 class DecidingSpec:
     """A comparison that, when it runs, decides (unless a proxy is clear of epsilon: see
-    :func:`kcheck.verdict.decide_with_exact`): the exact RBF comparison.
+    :func:`kcheck.verdict.rule`): the exact RBF comparison.
 
     It is no proxy: it trains on all rows (T and V) with repeated cross-validation, so it has
     its own run signature, returning the JSON block that says whether and why it ran.
@@ -60,9 +60,9 @@ class DecidingSpec:
     ]
     table: tuple[tuple[str, str], ...]
     summary: str
-    decides_alone: bool = True
     #: ``auto`` never runs it on more rows (T and V together) than this.
     auto_max_rows: int = 0
+    role: Role = "deciding"
 
 
 #: MultiLinear first: the method leans on it most, so a time limit should cut degree-2.
@@ -94,8 +94,7 @@ CHECKERS: dict[str, CheckerSpec] = {
             (("C", "C"), ("g", "gamma")),
             True,
             "the RBF SVM itself, tuned on a sample of the training split, trained on all of it",
-            cost_skip_cuts_short=False,
-            stands_in_for_exact=True,
+            role="stand-in",
         ),
         # Opt-in: it catches smooth low-dimensional boundaries the others miss (wavy 5-D set:
         # +3.3 points where degree-2 and MultiLinear saw under 1), but costs 6-120x the linear
@@ -129,3 +128,10 @@ def table_keys(name: str) -> tuple[tuple[str, str], ...]:
         return EXACT.table
     spec = CHECKERS.get(name)
     return spec.table if spec is not None else ()
+
+
+def role(name: str) -> Role:
+    """A method's role in the rule: the registry says it, the rule reads it as data."""
+    if name == EXACT.name:
+        return EXACT.role
+    return CHECKERS[name].role
