@@ -61,7 +61,7 @@ class CheckResult:
     #: The metric and class weights of the run, and each model's score in that metric.
     scoring: Scoring = ACCURACY
     values: dict[str, float | None] = field(default_factory=dict)
-    #: The second fold's block (kcheck.pipeline.SecondFold.to_json), where one ran.
+    #: The second fold's block (kcheck.second_fold.SecondFold.to_json), where one ran.
     second_fold: dict[str, Any] | None = None
     finished: float = field(default_factory=time.perf_counter)
 

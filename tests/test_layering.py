@@ -26,6 +26,7 @@ LAYERS: list[set[str]] = [
         "kcheck.report",
     },
     {"kcheck.pipeline", "kcheck.explain"},
+    {"kcheck.second_fold"},
     {"kcheck.result"},
     {"kcheck.checkers.registry"},
     {
