@@ -869,7 +869,7 @@ def test_resume_key_follows_every_option_and_the_version(monkeypatch):
         assert batch.resume_key(dataclasses.replace(base, **{name: value}), "d" * 64, None) == key
     assert batch.resume_key(base, "e" * 64, None) != key
     assert batch.resume_key(base, "d" * 64, "f" * 64) != key
-    monkeypatch.setattr(batch, "__version__", "99.0")
+    monkeypatch.setattr(batch.resume, "__version__", "99.0")
     assert batch.resume_key(base, "d" * 64, None) != key
 
 
@@ -967,7 +967,7 @@ def test_a_line_on_disk_is_kept_when_an_interrupt_beats_its_count(tmp_path, monk
         raise KeyboardInterrupt
 
     with monkeypatch.context() as m, pytest.raises(KeyboardInterrupt):
-        m.setattr(batch.os, "fsync", interrupted)
+        m.setattr(batch.writer.os, "fsync", interrupted)
         writer.write({"name": "a", "status": "ok"})
     writer.close()
     assert [x["name"] for x in lines_of(tmp_path / "out.jsonl.partial")] == ["a"]

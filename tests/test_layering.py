@@ -19,6 +19,12 @@ LAYERS: list[set[str]] = [
     {"kcheck.cli", "kcheck.__main__"},
     {
         "kcheck.batch",
+        "kcheck.batch.discovery",
+        "kcheck.batch.lines",
+        "kcheck.batch.progress",
+        "kcheck.batch.resume",
+        "kcheck.batch.runners",
+        "kcheck.batch.writer",
         "kcheck.verify",
         "kcheck.models",
         "kcheck.predict",

@@ -5,9 +5,11 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import click
+from rich.progress import Progress, TaskID
 from rich.text import Text
 
 from kcheck.cli.app import BatchFailed, GateTripped
@@ -16,6 +18,10 @@ from kcheck.cli.outputs import check_writable, require_stdout
 from kcheck.cli.render import batch_caption, batch_table
 from kcheck.cli.ui import Ui, count_text, new_progress
 from kcheck.errors import KcheckError
+
+if TYPE_CHECKING:
+    from kcheck.batch import BatchProgress, BatchResult, Discovery
+    from kcheck.pipeline import CheckConfig
 
 
 def _names(lines: list[dict[str, Any]], limit: int = 5) -> str:
@@ -124,20 +130,107 @@ def batch(
     With --scheduler, Ctrl-C cancels the cluster's tasks (local:N also ends its
     workers); on a shared cluster a check already running finishes, unused.
     """
-    from kcheck.batch import discover, run_batch
+    from kcheck.batch import discover
 
-    quiet, fail_on = opts["quiet"], opts["fail_on"]
-    ui = Ui(quiet)
-    ctx = click.get_current_context()
-    jobs_given = ctx.get_parameter_source("jobs") is click.core.ParameterSource.COMMANDLINE
-    if shared_fs is not None and scheduler is None:
-        raise click.UsageError("--shared-fs and --no-shared-fs go with --scheduler")
-    if scheduler is not None and opts["time_limit"] is not None:
-        raise click.UsageError(
-            "--time-limit cannot be used with --scheduler: a check is stopped by ending its "
-            "own process, which a Dask worker may not start"
+    ui = Ui(opts["quiet"])
+    jobs_given = (
+        click.get_current_context().get_parameter_source("jobs")
+        is click.core.ParameterSource.COMMANDLINE
+    )
+    run = _BatchRun.from_options(
+        paths, files_from, jobs, jobs_given, scheduler, shared_fs, output, resume, strict, opts
+    )
+    found = discover(run.named, exclude=run.own_files)
+    for path, reason in found.skipped:
+        ui.info(
+            f"kcheck: skipping {path} ({reason})" + (": an error under --strict" if strict else "")
         )
-    scheduler = cluster_from(scheduler, jobs_given)
+    if not found.datasets:
+        raise KcheckError(f"no LIBSVM data files found in {' '.join(run.named)}")
+    result = _check(ui, run, found)
+    _summarise(ui, run, result, len(found.datasets))
+    _exit_status(run, result, len(found.datasets), opts["fail_on"])
+
+
+@dataclass(frozen=True)
+class _BatchRun:
+    """What the command line asks of the batch, checked before anything runs."""
+
+    named: list[str]
+    #: A file, ``"-"`` for stdout, or None (a terminal's stdout: the table only).
+    destination: str | None
+    output: str | None
+    #: What each check is (the numeric stack is imported only once the options are checked).
+    template: CheckConfig
+    jobs: int
+    scheduler: str | None
+    shared_fs: bool | None
+    resume: bool
+    strict: bool
+
+    @classmethod
+    def from_options(
+        cls,
+        paths: tuple[str, ...],
+        files_from: str | None,
+        jobs: int,
+        jobs_given: bool,
+        scheduler: str | None,
+        shared_fs: bool | None,
+        output: str | None,
+        resume: bool,
+        strict: bool,
+        opts: dict[str, Any],
+    ) -> _BatchRun:
+        """The options validated in the order a user meets their errors."""
+        if shared_fs is not None and scheduler is None:
+            raise click.UsageError("--shared-fs and --no-shared-fs go with --scheduler")
+        if scheduler is not None and opts["time_limit"] is not None:
+            raise click.UsageError(
+                "--time-limit cannot be used with --scheduler: a check is stopped by ending its "
+                "own process, which a Dask worker may not start"
+            )
+        scheduler = cluster_from(scheduler, jobs_given)
+        named = _named(paths, files_from)
+        destination = _destination(output)
+        if resume and destination in (None, "-"):
+            raise click.UsageError("--resume needs -o FILE: the results to resume from")
+        template = check_config("", os.cpu_count() or 1, opts)
+        return cls(named, destination, output, template, jobs, scheduler, shared_fs, resume, strict)
+
+    @property
+    def own_files(self) -> list[str]:
+        """The output and its companions, never checked as data."""
+        if self.output is None or self.destination in (None, "-"):
+            return []
+        return [self.output, f"{self.output}.partial", f"{self.output}.lock"]
+
+    def go(
+        self,
+        found: Discovery,
+        on_progress: Callable[[BatchProgress], None] | None,
+        on_line: Callable[[dict[str, Any]], None] | None,
+    ) -> BatchResult:
+        """Run the batch on what was found; the callbacks are what the screen shows."""
+        from kcheck.batch import run_batch
+
+        return run_batch(
+            found.datasets,
+            self.template,
+            jobs=self.jobs,
+            output=self.destination,
+            resume=self.resume,
+            skipped=found.skipped,
+            strict=self.strict,
+            on_progress=on_progress,
+            on_line=on_line,
+            scheduler=self.scheduler,
+            shared_fs=self.shared_fs,
+        )
+
+
+def _named(paths: tuple[str, ...], files_from: str | None) -> list[str]:
+    """The DIRs and FILEs given, and those listed by ``--files-from``."""
     named = list(paths)
     if files_from is not None:
         if files_from == "-" and "-" in named:
@@ -145,6 +238,12 @@ def batch(
         named += _read_path_list(files_from)
     if not named:
         raise click.UsageError("give DIRs or FILEs to check, or --files-from FILE")
+    return named
+
+
+def _destination(output: str | None) -> str | None:
+    """Where the lines go: ``-o FILE``, stdout (``-o -``, or stdout that is not a terminal), or
+    nowhere (a terminal shows the table instead)."""
     if output == "-":
         destination: str | None = "-"
     elif output is not None:
@@ -154,95 +253,87 @@ def batch(
         destination = None if sys.stdout.isatty() else "-"
     if destination == "-":
         require_stdout()
-    if resume and destination in (None, "-"):
-        raise click.UsageError("--resume needs -o FILE: the results to resume from")
-    template = check_config("", os.cpu_count() or 1, opts)
-    own = (
-        []
-        if output is None or destination in (None, "-")
-        else [output, f"{output}.partial", f"{output}.lock"]
-    )
-    found = discover(named, exclude=own)
-    for path, reason in found.skipped:
-        ui.info(
-            f"kcheck: skipping {path} ({reason})" + (": an error under --strict" if strict else "")
-        )
-    if not found.datasets:
-        raise KcheckError(f"no LIBSVM data files found in {' '.join(named)}")
+    return destination
 
-    total = len(found.datasets)
 
-    def announce(line: dict[str, Any], print_: Callable[[str], None]) -> None:
-        if line["status"] == "ok":
-            what = f"{line['verdict']} ({line['margin']})"
-        else:
-            what = f"error: {line['error']}"
-        print_(f"kcheck: {line['name']}: {what}, {line['seconds']:.2f}s")
-
-    def go(progress: Any = None, on_line: Any = None) -> Any:
-        return run_batch(
-            found.datasets,
-            template,
-            jobs=jobs,
-            output=destination,
-            resume=resume,
-            skipped=found.skipped,
-            strict=strict,
-            progress=progress,
-            on_line=on_line,
-            scheduler=scheduler,
-            shared_fs=shared_fs,
-        )
-
-    # JSON lines on a terminal's stdout would land in the middle of a live progress display.
-    if ui.interactive and not (destination == "-" and sys.stdout.isatty()):
-        bar = new_progress(ui.console, redirect_stdout=False)
-        task = bar.add_task("starting", total=None, count="")
-
-        def report(stage: str, d: int | None, t: int | None) -> None:
-            # Several data sets at once: the count is of data sets, not repeated in the text.
-            many = stage.split("; checking ", 1)
-            if len(many) == 2 or stage == "done" or stage.endswith(" done"):
-                stage = "checking " + many[1] if len(many) == 2 else "finishing"
-                count = f"{d or 0}/{t} data sets" if t is not None else ""
-            elif stage.startswith("[") and ": " not in stage:  # "[2/5] name": a data set starts
-                count = f"{d or 0}/{t} data sets" if t is not None else ""
-            else:
-                count = count_text(stage, d, t)
-            bar.update(task, description=stage, completed=d or 0, total=t, count=count)
-
-        def show(line: dict[str, Any]) -> None:
-            announce(line, lambda m: bar.console.print(m, markup=False, highlight=False))
-
-        with bar:
-            result = go(report, show)
+def _announce(line: dict[str, Any], print_: Callable[[str], None]) -> None:
+    """One line per data set as it is done: its verdict or its error."""
+    if line["status"] == "ok":
+        what = f"{line['verdict']} ({line['margin']})"
     else:
-        result = go(None, None if quiet else lambda x: announce(x, ui.info))
-    if resume:
+        what = f"error: {line['error']}"
+    print_(f"kcheck: {line['name']}: {what}, {line['seconds']:.2f}s")
+
+
+def _check(ui: Ui, run: _BatchRun, found: Discovery) -> BatchResult:
+    """Run the batch, with a live progress line on a terminal, else a line per data set."""
+    # JSON lines on a terminal's stdout would land in the middle of a live progress display.
+    if not ui.interactive or (run.destination == "-" and sys.stdout.isatty()):
+        return run.go(found, None, None if ui.quiet else lambda x: _announce(x, ui.info))
+    bar = new_progress(ui.console, redirect_stdout=False)
+    task = bar.add_task("starting", total=None, count="")
+
+    def show(line: dict[str, Any]) -> None:
+        _announce(line, lambda m: bar.console.print(m, markup=False, highlight=False))
+
+    with bar:
+        return run.go(found, _progress_line(bar, task), show)
+
+
+def _progress_line(bar: Progress, task: TaskID) -> Callable[[BatchProgress], None]:
+    """Shows each report: the stage, and the count with its unit (data sets, or the steps of a
+    data set's check, named as for ``kcheck check``)."""
+
+    def report(event: BatchProgress) -> None:
+        if event.unit is None:
+            count = count_text(event.stage, event.done, event.total)
+        else:
+            count = (
+                f"{event.done or 0}/{event.total} {event.unit}" if event.total is not None else ""
+            )
+        bar.update(
+            task,
+            description=event.stage,
+            completed=event.done or 0,
+            total=event.total,
+            count=count,
+        )
+
+    return report
+
+
+def _summarise(ui: Ui, run: _BatchRun, result: BatchResult, total: int) -> None:
+    """What was reused, the summary table, and every skip, error and warning."""
+    if run.resume:
         ui.info(
-            f"kcheck: reused {len(result.resumed)} of {total} results from {output} "
+            f"kcheck: reused {len(result.resumed)} of {total} results from {run.output} "
             f"(--resume); checked {total - len(result.resumed)} again, "
             f"{len(result.stale)} of them because their data, test file, options or "
             "kcheck version changed"
         )
-    if not ui.quiet:
-        ui.show(
-            Text("kcheck batch", style="italic"),
-            batch_table(result.lines, result.resumed, ui.width),
-            Text(batch_caption(result.lines, result.seconds), style="dim"),
-        )
-        for x in result.skipped:
-            ui.note(f"skipped {x['name']}: {x['reason']}", style="yellow")
-        for x in result.errors:
-            ui.note(f"{x['name']}: {x['error']}", style="red")
-        for x in result.lines:
-            for w in x.get("warnings") or []:
-                ui.warn(f"{x['name']}: {w}")
+    if ui.quiet:
+        return
+    ui.show(
+        Text("kcheck batch", style="italic"),
+        batch_table(result.lines, result.resumed, ui.width),
+        Text(batch_caption(result.lines, result.seconds), style="dim"),
+    )
+    for x in result.skipped:
+        ui.note(f"skipped {x['name']}: {x['reason']}", style="yellow")
+    for x in result.errors:
+        ui.note(f"{x['name']}: {x['error']}", style="red")
+    for x in result.lines:
+        for w in x.get("warnings") or []:
+            ui.warn(f"{x['name']}: {w}")
+
+
+def _exit_status(run: _BatchRun, result: BatchResult, total: int, fail_on: str | None) -> None:
+    """Exit 3 where a data set could not be checked; else 1 where ``--fail-on`` matches."""
     if result.errors:
         n = len(result.errors)
         raise BatchFailed(
-            f"{n} of {total + len(result.skipped) if strict else total} "
-            f"{'files' if strict else 'data sets'} could not be checked: "
+            f"{n} of {total + len(result.skipped) if run.strict else total} "
+            f"{'files' if run.strict else 'data sets'} could not be checked: "
             f"{_names(result.errors)}"
         )
     if fail_on is not None and (hits := result.matching(fail_on)):

@@ -1,0 +1,545 @@
+"""Checking the data sets: in this process, in a pool of worker processes, or on a Dask cluster.
+
+:func:`run_batch` checks every data set and writes each line as soon as that data set is done
+(:class:`~kcheck.batch.writer.LineWriter`). ``resume`` reuses a saved line only while its
+data, its test file, its options and the kcheck version are the same
+(:func:`~kcheck.batch.resume.resume_key`). Nothing here prints; progress goes through
+callbacks, so the CLI alone decides what to show.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import tempfile
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Generator, Iterable, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass, field
+from typing import Any
+
+from kcheck.batch.discovery import STDIN, DataSet
+from kcheck.batch.lines import check_one, error_line, error_message, skip_line
+from kcheck.batch.progress import (
+    BatchProgress,
+    BatchReport,
+    all_done,
+    in_flight,
+    reporter,
+    starting,
+    step,
+)
+from kcheck.batch.resume import current_key, with_key
+from kcheck.batch.writer import LineWriter
+from kcheck.cluster import Scheduler, Session, same_files, shared_path
+from kcheck.errors import KcheckError
+from kcheck.memory import default_memory_limit
+from kcheck.pipeline import CheckConfig, Progress
+from kcheck.workers import end_pool, process_pool
+
+
+class CheckCancelled(BaseException):
+    """Raised inside a check running in a thread once the batch has been interrupted."""
+
+
+@dataclass
+class BatchResult:
+    """Every line of the batch: the skipped files' first, then each data set's in discovery
+    order (including lines reused by resume)."""
+
+    lines: list[dict[str, Any]]
+    #: Names whose line was taken from the existing output (``resume``), not checked now.
+    resumed: set[str]
+    seconds: float
+    workers: int
+    #: Names that had an ok line which no longer matched (data, test file or options changed).
+    stale: set[str] = field(default_factory=set)
+
+    @property
+    def errors(self) -> list[dict[str, Any]]:
+        return [x for x in self.lines if x["status"] == "error"]
+
+    @property
+    def skipped(self) -> list[dict[str, Any]]:
+        return [x for x in self.lines if x["status"] == "skipped"]
+
+    def matching(self, verdict: str) -> list[dict[str, Any]]:
+        return [x for x in self.lines if x["status"] == "ok" and x["verdict"] == verdict]
+
+
+def plan(template: CheckConfig, jobs: int, n_datasets: int) -> tuple[int, CheckConfig]:
+    """Worker processes to start and the config each check gets.
+
+    ``jobs`` is the CPU budget. With one worker the check keeps ``template.jobs`` (the CLI
+    passes the CPU count, as ``kcheck check`` does). With several, the memory budget
+    (``template.memory_limit``, or half of the available memory) is divided between them and
+    each check gets an equal share of the ``jobs`` CPUs: one when there are enough data sets.
+    """
+    workers = max(1, min(jobs, n_datasets))
+    if jobs <= 1:
+        return 1, template
+    memory = template.memory_limit or default_memory_limit()
+    config = dataclasses.replace(
+        template, jobs=max(1, jobs // workers), memory_limit=max(1, memory // workers)
+    )
+    return workers, config
+
+
+def run_batch(
+    datasets: Sequence[DataSet],
+    template: CheckConfig,
+    *,
+    jobs: int = 1,
+    output: str | None = None,
+    resume: bool = False,
+    skipped: Sequence[tuple[str, str]] = (),
+    strict: bool = False,
+    progress: Progress | None = None,
+    on_progress: BatchReport | None = None,
+    on_line: Callable[[dict[str, Any]], None] | None = None,
+    scheduler: str | None = None,
+    shared_fs: bool | None = None,
+) -> BatchResult:
+    """Check ``datasets``; write one JSON line per data set and per skipped file to ``output``.
+
+    ``output`` is a file (see :class:`LineWriter`), ``"-"`` for stdout, or None to write
+    nothing. The skipped files' lines come first, then each data set's as soon as it is done.
+    With ``resume`` (a file output only), a data set whose latest line in ``FILE`` or
+    ``FILE.partial`` is ok and has the resume key it would have now is not checked again; its
+    line is carried over. ``strict`` turns skipped files into error lines. ``on_progress`` gets
+    each report as a :class:`~kcheck.batch.progress.BatchProgress`, ``progress(stage, done,
+    total)`` the same as one line of text; the counts are of data sets. ``on_line`` sees each
+    new line after it is written. On KeyboardInterrupt (or any BaseException) pending work is
+    cancelled, worker processes are ended and the exception propagates; every line already
+    written is whole.
+
+    ``scheduler`` (``tcp://host:port`` or ``local:N``, instead of ``jobs``) checks one data set
+    per task on a Dask cluster (:func:`_run_cluster`); the lines are those of a local run.
+    ``shared_fs`` says whether workers read the files at their paths (True) or are sent their
+    bytes (False); None decides per data set by looking on a worker.
+    """
+    t0 = time.perf_counter()
+    template = template.validated()
+    _refuse(datasets, template, jobs=jobs, output=output, resume=resume, scheduler=scheduler)
+    report = reporter(progress, on_progress)
+    session: Session | None = None
+    writer: LineWriter | None = None
+    workers = 0
+    try:
+        writer = LineWriter(output) if output is not None else None
+        if scheduler is not None and any(ds.train != STDIN for ds in datasets):
+            report(step(f"connecting to {scheduler}"))
+            session = Session(scheduler)
+            workers = session.slots
+        head = [skip_line(path, reason, template, strict=strict) for path, reason in skipped]
+        reused, stale = _reusable(writer, datasets, template, report) if resume else ({}, set())
+        if writer is not None:
+            writer.start([*head, *(reused[ds.name] for ds in datasets if ds.name in reused)])
+        todo = [ds for ds in datasets if ds.name not in reused]
+        runs = (
+            _run(todo, template, jobs, report)
+            if session is None
+            else _run_on(session, todo, template, report, shared_fs)
+        )
+        lines = _written(runs, template, writer, on_line)
+        if writer is not None:
+            writer.commit()
+    finally:
+        if writer is not None:
+            writer.close()
+        if session is not None:
+            session.close()
+    if session is None:
+        workers = plan(template, jobs, len(todo))[0]
+    ordered = [lines[ds.name] if ds.name in lines else reused[ds.name] for ds in datasets]
+    return BatchResult(
+        lines=[*head, *ordered],
+        resumed=set(reused),
+        seconds=time.perf_counter() - t0,
+        workers=workers,
+        stale=stale,
+    )
+
+
+def _refuse(
+    datasets: Sequence[DataSet],
+    template: CheckConfig,
+    *,
+    jobs: int,
+    output: str | None,
+    resume: bool,
+    scheduler: str | None,
+) -> None:
+    """KcheckError for a batch that cannot run as asked, before anything is written."""
+    names = [ds.name for ds in datasets]
+    if len(set(names)) != len(names):
+        dup = sorted({n for n in names if names.count(n) > 1})
+        raise KcheckError(f"two data sets are named {dup[0]}; names must be unique")
+    if resume and output in (None, STDIN):
+        raise KcheckError("--resume needs -o FILE: the results to resume from")
+    if jobs < 1:
+        raise KcheckError("-j must be at least 1")
+    if not 0 <= template.seed <= 2**32 - 1:
+        raise KcheckError(f"--seed must lie in 0..{2**32 - 1}, got {template.seed}")
+    if template.model_out is not None:
+        raise KcheckError("a batch does not save models; run kcheck check --model-out")
+    if scheduler is not None and template.time_limit is not None:
+        raise KcheckError(
+            "--time-limit cannot be used with --scheduler: a check is stopped by ending its own "
+            "process, which a Dask worker may not start"
+        )
+
+
+def _reusable(
+    writer: LineWriter | None,
+    datasets: Sequence[DataSet],
+    template: CheckConfig,
+    report: BatchReport,
+) -> tuple[dict[str, dict[str, Any]], set[str]]:
+    """The saved ok lines still valid, by name; and the names of those no longer valid."""
+    reused: dict[str, dict[str, Any]] = {}
+    stale: set[str] = set()
+    if writer is None:
+        return reused, stale
+    prior = writer.prior()
+    saved = [ds for ds in datasets if prior.get(ds.name, {}).get("status") == "ok"]
+    for i, ds in enumerate(saved):
+        report(step(f"comparing saved results with the data: {ds.name}", i, len(saved)))
+        line = prior[ds.name]
+        key = line.get("resume_key")
+        if key is not None and key == current_key(ds, template):
+            reused[ds.name] = line
+        else:
+            stale.add(ds.name)
+    return reused, stale
+
+
+def _written(
+    runs: Iterable[dict[str, Any]],
+    template: CheckConfig,
+    writer: LineWriter | None,
+    on_line: Callable[[dict[str, Any]], None] | None,
+) -> dict[str, dict[str, Any]]:
+    """Each new line, keyed for resume, written and shown as it comes; all of them by name."""
+    lines: dict[str, dict[str, Any]] = {}
+    for line in runs:
+        line = with_key(line, template)
+        if writer is not None:
+            writer.write(line)
+        lines[line["name"]] = line
+        if on_line is not None:
+            on_line(line)
+    return lines
+
+
+def _run(
+    todo: Sequence[DataSet], template: CheckConfig, jobs: int, report: BatchReport
+) -> Generator[dict[str, Any], None, None]:
+    """Every data set's line, in completion order. Standard input can be read only here, so
+    a data set on it is checked first, in this process."""
+    here = [ds for ds in todo if ds.train == STDIN]
+    rest = [ds for ds in todo if ds.train != STDIN]
+    if here:
+        _, config = plan(template, 1, 1)
+        with contextlib.closing(_run_serial(here, config, report)) as results:
+            yield from results
+    workers, config = plan(template, jobs, len(rest))
+    if not rest:
+        return
+    results = (
+        _run_serial(rest, config, report)
+        if workers == 1
+        else _run_parallel(rest, config, workers, report)
+    )
+    with contextlib.closing(results):
+        yield from results
+
+
+def _run_serial(
+    todo: Sequence[DataSet], config: CheckConfig, report: BatchReport
+) -> Generator[dict[str, Any], None, None]:
+    """One data set at a time, each in a worker thread so that Ctrl-C is seen at once.
+
+    (A SIGINT that arrives while LIBLINEAR runs in the main thread is swallowed by ctypes; see
+    DESIGN.md.) On interrupt the thread is told to stop at its next progress report.
+    """
+    cancelled = threading.Event()
+    n = len(todo)
+    for i, ds in enumerate(todo):
+        prefix = f"[{i + 1}/{n}] {ds.name}"
+
+        def relay(stage: str, done: int | None, total: int | None, prefix: str = prefix) -> None:
+            if cancelled.is_set():
+                raise CheckCancelled()
+            report(step(f"{prefix}: {stage}", done, total))
+
+        box: dict[str, Any] = {}
+
+        def target(ds: DataSet = ds, relay: Progress = relay, box: dict[str, Any] = box) -> None:
+            try:
+                box["line"] = check_one(ds, config, relay)
+            except BaseException as e:  # noqa: BLE001 - re-raised in the calling thread
+                box["error"] = e
+
+        report(starting(prefix, i, n))
+        thread = threading.Thread(target=target, name=f"kcheck-batch-{i}", daemon=True)
+        thread.start()
+        try:
+            while thread.is_alive():
+                thread.join(0.1)
+        except BaseException:
+            cancelled.set()
+            raise
+        if "error" in box:
+            raise box["error"]
+        yield box["line"]
+    report(all_done(n))
+
+
+def _new_pool(workers: int) -> ProcessPoolExecutor:
+    return process_pool(workers, ["kcheck.pipeline"])
+
+
+def _end_pool(pool: ProcessPoolExecutor) -> None:
+    end_pool(pool)
+
+
+_DIED = (
+    "the worker process died while checking this data set (killed, for example for lack "
+    "of memory, or crashed); try a lower -j or --memory-limit"
+)
+
+
+def _in_flight(todo: Sequence[DataSet], running: Iterable[int], finished: int) -> BatchProgress:
+    """The report of a batch with several checks at once: the count and the names running."""
+    return in_flight([todo[i].name for i in sorted(running)], finished, len(todo))
+
+
+def _run_parallel(
+    todo: Sequence[DataSet],
+    config: CheckConfig,
+    workers: int,
+    report: BatchReport,
+    task: Callable[[DataSet, CheckConfig], dict[str, Any]] = check_one,
+) -> Generator[dict[str, Any], None, None]:
+    """At most ``workers`` data sets in flight, so every submitted one is running.
+
+    If a worker dies (the OOM killer, a crash), the pool breaks and every data set in flight
+    fails with it. Those are run again afterwards one at a time, so that only the one that
+    kills its worker on its own gets the error line.
+    """
+    n = len(todo)
+    pending = deque(range(n))
+    suspects: list[int] = []
+    running: dict[Future[dict[str, Any]], int] = {}
+    finished = 0
+    pool = _new_pool(workers)
+
+    try:
+        while pending or running:
+            while pending and len(running) < workers:
+                i = pending.popleft()
+                running[pool.submit(task, todo[i], config)] = i
+            report(_in_flight(todo, running.values(), finished))
+            done, _ = wait(list(running), timeout=0.5, return_when=FIRST_COMPLETED)
+            broken = False
+            for f in sorted(done, key=lambda f: running[f]):
+                i = running.pop(f)
+                try:
+                    line = f.result()
+                except BrokenProcessPool:
+                    broken = True
+                    suspects.append(i)
+                    continue
+                except Exception as e:  # noqa: BLE001 - e.g. a result that could not be sent
+                    line = error_line(todo[i], config, error_message(e), 0.0)
+                finished += 1
+                yield line
+            if broken:
+                wait(list(running))
+                for f, i in sorted(running.items(), key=lambda kv: kv[1]):
+                    if f.exception() is None:
+                        finished += 1
+                        yield f.result()
+                    else:
+                        suspects.append(i)
+                running.clear()
+                _end_pool(pool)
+                pool = _new_pool(workers)
+        if suspects:
+            _end_pool(pool)
+            pool = _new_pool(1)
+        for i in sorted(suspects):
+            running[pool.submit(task, todo[i], config)] = i
+            report(_in_flight(todo, running.values(), finished))
+            f = next(iter(running))
+            while not f.done():
+                wait([f], timeout=0.5)
+            running.clear()
+            try:
+                line = f.result()
+            except BrokenProcessPool:
+                line = error_line(todo[i], config, _DIED, 0.0)
+                _end_pool(pool)
+                pool = _new_pool(1)
+            except Exception as e:  # noqa: BLE001
+                line = error_line(todo[i], config, error_message(e), 0.0)
+            finished += 1
+            yield line
+        report(all_done(n))
+    finally:
+        _end_pool(pool)
+
+
+# --- on a Dask cluster ---------------------------------------------------------------------
+
+
+def cluster_config(template: CheckConfig, scheduler: Scheduler) -> CheckConfig:
+    """What each check on a cluster gets: one job (a Dask worker is a daemonic process and
+    may not start kcheck's worker pools) and this machine's memory budget, never a worker's
+    own: ``--memory-limit``, or half this machine's memory, divided between the N workers of
+    ``local:N`` as ``-j N`` divides it."""
+    memory = template.memory_limit or default_memory_limit()
+    if scheduler.local_workers is not None:
+        memory = max(1, memory // scheduler.local_workers)
+    return dataclasses.replace(template, jobs=1, memory_limit=memory)
+
+
+def _run_on(
+    session: Session,
+    todo: Sequence[DataSet],
+    template: CheckConfig,
+    report: BatchReport,
+    shared_fs: bool | None,
+) -> Generator[dict[str, Any], None, None]:
+    """Standard input in this process (as :func:`_run` does), every other data set on the
+    cluster."""
+    here = [ds for ds in todo if ds.train == STDIN]
+    rest = [ds for ds in todo if ds.train != STDIN]
+    if here:
+        with contextlib.closing(_run_serial(here, plan(template, 1, 1)[1], report)) as results:
+            yield from results
+    if rest:
+        config = cluster_config(template, session.scheduler)
+        with contextlib.closing(_run_cluster(rest, config, session, report, shared_fs)) as lines:
+            yield from lines
+
+
+def _files(ds: DataSet) -> list[str]:
+    return [ds.train] + ([ds.test] if ds.test is not None else [])
+
+
+def _by_path(todo: Sequence[DataSet], session: Session, shared_fs: bool | None) -> list[bool]:
+    """For each data set, whether workers read its files at their paths (else they get the
+    bytes). ``shared_fs`` None: when one worker sees every file of it with this machine's
+    absolute path, size and modification time. A file this machine cannot read goes by path,
+    so that the worker's check reports it as a local check would."""
+    facts = [[shared_path(f) for f in _files(ds)] for ds in todo]
+    if shared_fs is not None:
+        return [shared_fs or any(x is None for x in fs) for fs in facts]
+    expected = [x for fs in facts for x in fs if x is not None]
+    seen = iter(session.probe(same_files, expected)) if expected else iter(())
+    return [all([next(seen) for x in fs if x is not None]) for fs in facts]
+
+
+def _restore_paths(value: Any, paths: dict[str, str]) -> Any:
+    """``value`` with every path a worker used replaced by the one the user gave."""
+    if isinstance(value, str):
+        for remote, local in paths.items():
+            value = value.replace(remote, local)
+        return value
+    if isinstance(value, dict):
+        return {k: _restore_paths(v, paths) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_restore_paths(v, paths) for v in value]
+    return value
+
+
+def check_remote(
+    task: Callable[[DataSet, CheckConfig], dict[str, Any]],
+    ds: DataSet,
+    config: CheckConfig,
+    paths: list[str],
+    contents: list[bytes] | None,
+) -> dict[str, Any]:
+    """On a worker: check ``ds`` and return its line as a local check would write it.
+
+    The files are read at ``paths``, their absolute paths on the client (a shared
+    filesystem), or, given their ``contents``, from copies in a temporary directory under
+    their own names. Either way the paths in the line (``data.path``, messages) are turned
+    back into the user's.
+    """
+    files = _files(ds)
+    with tempfile.TemporaryDirectory(prefix="kcheck-") as tmp:
+        if contents is None:
+            remote = list(paths)
+        else:
+            remote = []
+            for i, (f, data) in enumerate(zip(files, contents, strict=True)):
+                os.mkdir(os.path.join(tmp, str(i)))
+                remote.append(os.path.join(tmp, str(i), os.path.basename(f)))
+                with open(remote[-1], "wb") as out:
+                    out.write(data)
+        there = DataSet(ds.name, remote[0], remote[1] if len(remote) > 1 else None)
+        line = task(there, config)
+    # Longest first, so that a path is never replaced inside a longer one.
+    back = dict(sorted(zip(remote, files, strict=True), key=lambda p: -len(p[0])))
+    return {k: _restore_paths(v, back) if k != "name" else v for k, v in line.items()}
+
+
+def _read_bytes(path: str) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def _run_cluster(
+    todo: Sequence[DataSet],
+    config: CheckConfig,
+    session: Session,
+    report: BatchReport,
+    shared_fs: bool | None,
+    task: Callable[[DataSet, CheckConfig], dict[str, Any]] = check_one,
+) -> Generator[dict[str, Any], None, None]:
+    """One task per data set, as many in flight as the cluster has worker threads (so that a
+    file's bytes are read and sent only when a worker is ready for it).
+
+    A worker that dies loses nothing: Dask runs its task again on another worker. A data set
+    whose task has killed its worker three times gets an error line (:mod:`kcheck.cluster`);
+    the batch goes on. On an interrupt the tasks are cancelled (see :meth:`Session.cancel`).
+    """
+    n = len(todo)
+    report(step(f"looking for {n} data sets' files on the workers", 0, n))
+    by_path = _by_path(todo, session, shared_fs)
+    pending = deque(range(n))
+    running: dict[Any, int] = {}
+    finished = 0
+
+    def submit(i: int) -> Any:
+        ds = todo[i]
+        contents = None if by_path[i] else [session.scatter(_read_bytes(f)) for f in _files(ds)]
+        paths = [os.path.abspath(f) for f in _files(ds)]
+        return session.submit(i, check_remote, task, ds, config, paths, contents)
+
+    try:
+        while pending or running:
+            slots = session.slots
+            while pending and len(running) < slots:
+                i = pending.popleft()
+                try:
+                    running[submit(i)] = i
+                except OSError as e:  # the file changed since it was found
+                    finished += 1
+                    yield error_line(todo[i], config, f"{todo[i].train}: {e.strerror or e}", 0.0)
+            report(_in_flight(todo, running.values(), finished))
+            for i, line, error in session.finished(running, timeout=0.5):
+                if error is not None:
+                    line = error_line(todo[i], config, error_message(error), 0.0)
+                finished += 1
+                yield line
+        report(all_done(n))
+    finally:
+        session.cancel(running)

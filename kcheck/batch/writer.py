@@ -1,0 +1,291 @@
+"""The batch's output: whole JSON lines, written under a lock and renamed into place.
+
+A file output is written as ``FILE.partial`` (flushed and synced line by line, so a crash
+loses nothing done) under an exclusive lock on ``FILE.lock``, and renamed over ``FILE`` at the
+end: the old results stay whole until the new ones are complete, and two runs cannot
+interleave their lines.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import stat
+import sys
+import tempfile
+from collections.abc import Iterator, Sequence
+from typing import IO, Any
+
+from kcheck.atomic import mode_for
+from kcheck.batch.discovery import STDIN
+from kcheck.errors import KcheckError
+
+
+def read_results(path: str) -> dict[str, dict[str, Any]]:
+    """For each name whose latest line in a JSON-lines file has status ok, that line.
+
+    A missing file has none. Lines that do not parse (for example one torn by a power cut)
+    are ignored, so their data sets run again; so do those whose latest line is an error.
+    """
+    latest = _latest_lines([path])
+    return {name: line for name, line in latest.items() if line.get("status") == "ok"}
+
+
+def _latest_lines(paths: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """Each name's last line over the files, read in order; unreadable lines are ignored."""
+    latest: dict[str, dict[str, Any]] = {}
+    for path in paths:
+        try:
+            f = open(path, encoding="utf-8", errors="replace")
+        except FileNotFoundError:
+            continue
+        except OSError as e:
+            raise KcheckError(f"{path}: cannot read: {e.strerror or e}") from None
+        with f:
+            for text in f:
+                try:
+                    line = json.loads(text)
+                except ValueError:
+                    continue
+                if isinstance(line, dict) and isinstance(line.get("name"), str):
+                    latest[line["name"]] = line
+    return latest
+
+
+class LineWriter:
+    """Writes whole lines: each in one go with SIGINT/SIGTERM held back, then synced.
+
+    The destination is standard output (``path`` ``"-"``), a device or pipe (written in place),
+    or a regular file. A regular ``FILE`` is never written directly. An exclusive lock on
+    ``FILE.lock`` is taken first (another run writing the same file is refused at once), lines
+    go to ``FILE.partial``, and :meth:`commit` renames that over ``FILE``. Until then the old
+    ``FILE`` is untouched; an interrupted run leaves ``FILE.partial`` for ``--resume``. A write
+    that fails is cut back off, so a line is whole or absent.
+    """
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._lock_fd: int | None = None
+        self._lock_path: str | None = None
+        self._f: Any = None  # stdout, or a device written in place
+        self._fd: int | None = None  # FILE.partial, written unbuffered so a failure can be cut
+        self._partial: str | None = None
+        self._size = 0
+        self._started = False
+        self._committed = False
+        if path == STDIN:
+            stream = sys.stdout
+            stream.flush()
+            self._f = getattr(stream, "buffer", None) or _TextAdapter(stream)
+            return
+        self._target = os.path.realpath(path)
+        if _special(self._target):
+            try:
+                self._f = open(self._target, "wb")
+            except OSError as e:
+                raise KcheckError(f"{path}: cannot write: {e.strerror or e}") from None
+            return
+        self._lock_path = self._target + ".lock"
+        self._lock_fd = _lock(path, self._lock_path)
+        self._partial = self._target + ".partial"
+
+    @property
+    def partial(self) -> str | None:
+        """``FILE.partial`` while lines go there; None for stdout or a device."""
+        return self._partial
+
+    def prior(self) -> dict[str, dict[str, Any]]:
+        """Each name's latest line in ``FILE`` and then ``FILE.partial`` (for ``--resume``)."""
+        if self._partial is None:
+            return {}
+        return _latest_lines([self._target, self._partial])
+
+    def start(self, lines: Sequence[dict[str, Any]] = ()) -> None:
+        """Begin ``FILE.partial`` afresh with ``lines``: a new file renamed into place, so an
+        interruption leaves the old partial file (with lines that may be its only copy)."""
+        if self._partial is None:
+            for line in lines:
+                self.write(line)
+            return
+        data = b"".join(_encode(line) for line in lines)
+        directory = os.path.dirname(self._target)
+        try:
+            fd, tmp = tempfile.mkstemp(
+                prefix="." + os.path.basename(self._partial) + ".", suffix=".tmp", dir=directory
+            )
+        except OSError as e:
+            raise self._failed(e) from None
+        try:
+            try:
+                _write_all(fd, data)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(tmp, self._partial)
+            self._started = True
+            self._fd = os.open(self._partial, os.O_WRONLY | os.O_APPEND)
+        except OSError as e:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise self._failed(e) from None
+        self._size = len(data)
+
+    def write(self, line: dict[str, Any]) -> None:
+        data = _encode(line)
+        with _signals_held():
+            try:
+                if self._fd is not None:
+                    _write_all(self._fd, data)
+                    os.fsync(self._fd)
+                else:
+                    self._f.write(data)
+                    self._f.flush()
+            except BrokenPipeError:
+                raise
+            except OSError as e:
+                if self._fd is not None:
+                    with contextlib.suppress(OSError):
+                        os.ftruncate(self._fd, self._size)  # no torn line left behind
+                raise self._failed(e) from None
+            # Counted while the signals are held in this thread. A Ctrl-C delivered to another
+            # thread (the Dask client's) can still raise here, so close() asks the file itself.
+            self._size += len(data)
+
+    def commit(self) -> None:
+        """All lines are written: ``FILE.partial`` becomes ``FILE`` (or the stream is flushed)."""
+        if self._partial is None:
+            try:
+                if self._f is not None and self.path != STDIN:
+                    self._f.close()
+            except OSError as e:
+                raise self._failed(e) from None
+            finally:
+                self.close()
+            return
+        try:
+            assert self._fd is not None
+            fd, self._fd = self._fd, None
+            os.close(fd)
+            os.chmod(self._partial, mode_for(self._target))
+            os.replace(self._partial, self._target)
+            self._committed = True
+        except OSError as e:
+            raise self._failed(e) from None
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """End without committing: ``FILE.partial`` stays if it holds a line, the lock goes.
+
+        Nothing here raises: it runs while an error or an interrupt is on its way out.
+        """
+        f, self._f = self._f, None
+        if f is not None and self.path != STDIN:
+            with contextlib.suppress(OSError):
+                f.close()
+        fd, self._fd = self._fd, None
+        holds_lines = self._size > 0
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                holds_lines = holds_lines or os.fstat(fd).st_size > 0
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        if self._partial is not None and self._started and not holds_lines and not self._committed:
+            with contextlib.suppress(OSError):
+                os.unlink(self._partial)
+        if self._lock_fd is not None and self._lock_path is not None:
+            _unlock(self._lock_fd, self._lock_path)
+            self._lock_fd = None
+
+    def _failed(self, e: OSError) -> KcheckError:
+        return KcheckError(f"{self.path}: cannot write: {e.strerror or e}")
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _encode(line: dict[str, Any]) -> bytes:
+    return (json.dumps(line) + "\n").encode("utf-8")
+
+
+def _special(path: str) -> bool:
+    """A device or pipe (``/dev/null``, ``/dev/stdout``, a FIFO): written in place."""
+    try:
+        return not stat.S_ISREG(os.stat(path).st_mode)
+    except FileNotFoundError:
+        return False
+
+
+def _lock(path: str, lock_path: str) -> int:
+    """An exclusive lock on ``lock_path`` (created if need be), or KcheckError at once.
+
+    The holder removes the file when done, so a lock taken on a file that has meanwhile been
+    removed or replaced is worth nothing: then try again.
+    """
+    try:
+        import fcntl
+    except ImportError:  # no flock (Windows): run unlocked
+        return -1
+    while True:
+        try:
+            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o666)
+        except OSError as e:
+            raise KcheckError(f"-o {path}: cannot write there: {e.strerror or e}") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise KcheckError(
+                f"{path} is being written by another kcheck batch (it holds {lock_path}); "
+                "wait for that run to end, or write to another file"
+            ) from None
+        except OSError as e:
+            os.close(fd)
+            raise KcheckError(f"cannot lock {lock_path}: {e.strerror or e}") from None
+        try:
+            same = os.path.samestat(os.fstat(fd), os.stat(lock_path))
+        except FileNotFoundError:
+            same = False
+        if same:
+            return fd
+        os.close(fd)
+
+
+def _unlock(fd: int, lock_path: str) -> None:
+    """Remove the lock file, then release the lock (the order matters, see :func:`_lock`)."""
+    if fd < 0:
+        return
+    with contextlib.suppress(OSError):
+        os.unlink(lock_path)
+    os.close(fd)
+
+
+class _TextAdapter:
+    """Bytes writes onto a text stream that has no ``buffer`` (captured output in tests)."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self.stream = stream
+
+    def write(self, data: bytes) -> int:
+        return self.stream.write(data.decode("utf-8"))
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+
+@contextlib.contextmanager
+def _signals_held() -> Iterator[None]:
+    """Hold SIGINT and SIGTERM in this thread while a line is written; they arrive after it."""
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
