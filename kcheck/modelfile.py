@@ -18,14 +18,27 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import BinaryIO, Protocol, cast
+from typing import BinaryIO, cast
 
 import numpy as np
 
 from kcheck.errors import DataFormatError
-from kcheck.memory import default_memory_limit, line_too_long, max_line_bytes, size_text
+from kcheck.memory import default_memory_limit, max_line_bytes
+from kcheck.model_lines import (
+    INT_MAX,
+    Reader,
+    Source,
+    Tee,
+    float_value,
+    float_values,
+    header_lines,
+    int_value,
+    int_values,
+    one_value,
+    over_limit,
+    shown,
+)
 
 __all__ = [
     "LIBLINEAR_CLASSIFIERS",
@@ -34,8 +47,6 @@ __all__ = [
     "model_file_kind",
     "read_model_file",
 ]
-
-INT_MAX = 2**31 - 1
 
 #: LIBLINEAR's ``solver_type_table``: index -> name. 8-10 and 14-20 are unused.
 LIBLINEAR_SOLVERS = {
@@ -69,14 +80,10 @@ SVM_BYTES_PER_VALUE = 16 + 12 + 16
 #: and 8 in numpy.
 SVM_BYTES_PER_SV = 16 + 8
 
-_INT = re.compile(rb"[+-]?[0-9]+\Z")
-_FLOAT = re.compile(rb"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?\Z")
-_NONFINITE = re.compile(rb"[+-]?(?:nan|inf|infinity)(?:\([^)]*\))?\Z", re.IGNORECASE)
 _NUMBER_BYTES = np.zeros(256, dtype=bool)
 _NUMBER_BYTES[np.frombuffer(b"0123456789+-.eE \t\r\n", np.uint8)] = True
 _SPACE_BYTES = np.zeros(256, dtype=bool)
 _SPACE_BYTES[np.frombuffer(b" \t\r\n", np.uint8)] = True
-_BLOCK = 1 << 22
 
 
 @dataclass(frozen=True)
@@ -125,104 +132,6 @@ class SvmFile:
         return np.unique(self.indices).astype(np.intp)
 
 
-# --- reading lines ----------------------------------------------------------------------------
-
-
-class _Source(Protocol):
-    def read(self, n: int = -1, /) -> bytes: ...
-
-    def readline(self, n: int = -1, /) -> bytes: ...
-
-
-class _Reader:
-    """Numbered lines of a binary file, each at most ``max_line`` bytes (a line cap keeps a
-    file without newlines, such as /dev/zero, from being buffered without end)."""
-
-    def __init__(self, f: _Source, path: str, max_line: int) -> None:
-        self.f = f
-        self.path = path
-        self.max_line = max_line
-        self.lineno = 0
-
-    def error(self, message: str, line: int | None = -1) -> DataFormatError:
-        return DataFormatError(self.path, self.lineno if line == -1 else line, message)
-
-    def readline(self) -> bytes | None:
-        """The next line without its end, or None at the end of the file."""
-        line = self.f.readline(self.max_line + 1)
-        if not line:
-            return None
-        self.lineno += 1
-        if len(line) > self.max_line and not line.endswith(b"\n"):
-            raise line_too_long(self.path, self.lineno, self.max_line)
-        return line.rstrip(b"\r\n")
-
-    def block(self) -> bytes:
-        """About _BLOCK bytes ending at a line end (or the end of the file); b"" at the end."""
-        data = self.f.read(_BLOCK)
-        if not data:
-            return b""
-        if not data.endswith(b"\n"):
-            tail = len(data) - (data.rfind(b"\n") + 1)
-            rest = self.f.readline(max(0, self.max_line + 1 - tail))
-            if tail + len(rest) > self.max_line:
-                raise line_too_long(self.path, self.lineno + data.count(b"\n") + 1, self.max_line)
-            data += rest
-        return data
-
-    def rest_is_blank(self) -> None:
-        """After the body only blank lines may follow; the C loaders would read more."""
-        while (line := self.readline()) is not None:
-            if line.strip():
-                raise self.error(f"expected the end of the file, found {_shown(line)}")
-
-
-def _shown(token: bytes) -> str:
-    text = token.decode("ascii", "replace")
-    return repr(text if len(text) <= 40 else text[:37] + "...")
-
-
-def _int(r: _Reader, token: bytes, what: str, lo: int, hi: int = INT_MAX) -> int:
-    if not _INT.match(token):
-        raise r.error(f"expected an integer for {what}, found {_shown(token)}")
-    value = int(token)
-    if not lo <= value <= hi:
-        raise r.error(f"{what} must lie in [{lo}, {hi}], found {value}")
-    return value
-
-
-def _float(r: _Reader, token: bytes, what: str) -> float:
-    if _FLOAT.match(token):
-        value = float(token)
-        if np.isfinite(value):
-            return value
-    if _NONFINITE.match(token) or _FLOAT.match(token):
-        raise r.error(f"expected a finite number for {what}, found {_shown(token)}")
-    raise r.error(f"expected a number for {what}, found {_shown(token)}")
-
-
-def _floats(r: _Reader, tokens: list[bytes], count: int, what: str) -> np.ndarray:
-    if len(tokens) != count:
-        raise r.error(
-            f"expected {count} value{'s' if count != 1 else ''} for {what}, found {len(tokens)}"
-        )
-    return np.array([_float(r, t, what) for t in tokens], dtype=np.float64)
-
-
-def _ints(r: _Reader, tokens: list[bytes], count: int, what: str, lo: int) -> np.ndarray:
-    if len(tokens) != count:
-        raise r.error(
-            f"expected {count} value{'s' if count != 1 else ''} for {what}, found {len(tokens)}"
-        )
-    return np.array([_int(r, t, what, lo) for t in tokens], dtype=np.int64)
-
-
-def _over_limit(r: _Reader, what: str, need: int, limit: int) -> DataFormatError:
-    return r.error(
-        f"{what} would need {size_text(need)}, over the memory limit of {size_text(limit)}"
-    )
-
-
 # --- entry points -----------------------------------------------------------------------------
 
 
@@ -255,94 +164,61 @@ def read_model_file(
     kind = model_file_kind(path)
     try:
         with contextlib.ExitStack() as stack:
-            f: _Source = stack.enter_context(open(path, "rb"))
+            f: Source = stack.enter_context(open(path, "rb"))
             if copy_to is not None:
-                f = _Tee(cast(BinaryIO, f), stack.enter_context(open(copy_to, "wb")))
-            r = _Reader(f, path, max_line_bytes(limit))
+                f = Tee(cast(BinaryIO, f), stack.enter_context(open(copy_to, "wb")))
+            r = Reader(f, path, max_line_bytes(limit))
             return _read_linear(r, limit) if kind == "linear" else _read_svm(r, limit)
     except OSError as e:
         raise DataFormatError(path, None, f"cannot read model file: {e.strerror or e}") from None
 
 
-class _Tee:
-    """A binary reader that writes what it reads to a second file."""
-
-    def __init__(self, src: BinaryIO, sink: BinaryIO) -> None:
-        self.src = src
-        self.sink = sink
-
-    def read(self, n: int = -1) -> bytes:
-        data = self.src.read(n)
-        self.sink.write(data)
-        return data
-
-    def readline(self, n: int = -1) -> bytes:
-        data = self.src.readline(n)
-        self.sink.write(data)
-        return data
-
-
 # --- LIBLINEAR --------------------------------------------------------------------------------
 
 
-def _header(r: _Reader) -> Iterator[tuple[bytes, list[bytes], int]]:
-    """(key, values, line) for each header line, blank lines skipped, each key at most once."""
-    seen: dict[bytes, int] = {}
-    while (line := r.readline()) is not None:
-        tokens = line.split()
-        if not tokens:
-            continue
-        key = tokens[0]
-        if key in seen:
-            raise r.error(f"{_shown(key)} appears twice (first on line {seen[key]})")
-        seen[key] = r.lineno
-        yield key, tokens[1:], r.lineno
+def _solver(r: Reader, value: bytes) -> str:
+    """The solver_type's name, refused unless it is one of LIBLINEAR's classifiers."""
+    name = value.decode("ascii", "replace")
+    if name not in LIBLINEAR_SOLVERS:
+        raise r.error(f"unknown LIBLINEAR solver_type {shown(name.encode())}")
+    if name not in LIBLINEAR_CLASSIFIERS:
+        what = "one-class" if name == "ONECLASS_SVM" else "regression"
+        raise r.error(
+            f"a LIBLINEAR {name} model (-s {LIBLINEAR_SOLVERS[name]}) is a "
+            f"{what} model; kcheck predicts with classifiers only "
+            "(solvers -s 0 to -s 7)"
+        )
+    return name
 
 
-def _one(r: _Reader, key: bytes, values: list[bytes]) -> bytes:
-    if len(values) != 1:
-        raise r.error(f"expected one value after {key.decode()}, found {len(values)}")
-    return values[0]
-
-
-def _read_linear(r: _Reader, limit: int) -> LinearFile:
+def _read_linear(r: Reader, limit: int) -> LinearFile:
     solver: str | None = None
     nr_class = nr_feature = None
     bias: float | None = None
     labels: np.ndarray | None = None
     found_w = False
-    for key, values, _ in _header(r):
+    for key, values, _ in header_lines(r):
         if key == b"solver_type":
-            name = _one(r, key, values).decode("ascii", "replace")
-            if name not in LIBLINEAR_SOLVERS:
-                raise r.error(f"unknown LIBLINEAR solver_type {_shown(name.encode())}")
-            if name not in LIBLINEAR_CLASSIFIERS:
-                what = "one-class" if name == "ONECLASS_SVM" else "regression"
-                raise r.error(
-                    f"a LIBLINEAR {name} model (-s {LIBLINEAR_SOLVERS[name]}) is a "
-                    f"{what} model; kcheck predicts with classifiers only "
-                    "(solvers -s 0 to -s 7)"
-                )
-            solver = name
+            solver = _solver(r, one_value(r, key, values))
         elif key == b"nr_class":
-            nr_class = _int(r, _one(r, key, values), "nr_class", 1)
+            nr_class = int_value(r, one_value(r, key, values), "nr_class", 1)
         elif key == b"label":
             if nr_class is None:
                 raise r.error("expected nr_class before label")
-            labels = _ints(r, values, nr_class, "label", -INT_MAX - 1)
+            labels = int_values(r, values, nr_class, "label", -INT_MAX - 1)
             if np.unique(labels).size != labels.size:
                 raise r.error("expected distinct class labels")
         elif key == b"nr_feature":
-            nr_feature = _int(r, _one(r, key, values), "nr_feature", 0)
+            nr_feature = int_value(r, one_value(r, key, values), "nr_feature", 0)
         elif key == b"bias":
-            bias = _float(r, _one(r, key, values), "bias")
+            bias = float_value(r, one_value(r, key, values), "bias")
         elif key == b"w":
             if values:
                 raise r.error("expected nothing after 'w' on its line")
             found_w = True
             break
         else:
-            raise r.error(f"unknown key {_shown(key)} in a LIBLINEAR model header")
+            raise r.error(f"unknown key {shown(key)} in a LIBLINEAR model header")
     if not found_w:
         raise r.error(
             "expected a 'w' line and the weights, found the end of the file", r.lineno + 1
@@ -372,13 +248,13 @@ def _read_linear(r: _Reader, limit: int) -> LinearFile:
         )
     need = w_size * nr_w * LINEAR_BYTES_PER_WEIGHT
     if need > limit:
-        raise _over_limit(r, f"{nr_feature:,} features x {nr_w} weight vector(s)", need, limit)
+        raise over_limit(r, f"{nr_feature:,} features x {nr_w} weight vector(s)", need, limit)
     weights = _read_weights(r, w_size, nr_w)
     r.rest_is_blank()
     return LinearFile(r.path, solver, nr_class, labels, nr_feature, bias, weights)
 
 
-def _read_weights(r: _Reader, w_size: int, nr_w: int) -> np.ndarray:
+def _read_weights(r: Reader, w_size: int, nr_w: int) -> np.ndarray:
     """``w_size`` lines of ``nr_w`` finite numbers, parsed a block of lines at a time."""
     out = np.empty((w_size, nr_w), dtype=np.float64)
     done = 0
@@ -407,7 +283,7 @@ def _read_weights(r: _Reader, w_size: int, nr_w: int) -> np.ndarray:
         # Lines after the weights: only blank ones are allowed.
         for k, line in enumerate(pending.split(b"\n"), 1):
             if line.strip():
-                raise r.error(f"expected the end of the file, found {_shown(line)}", r.lineno + k)
+                raise r.error(f"expected the end of the file, found {shown(line)}", r.lineno + k)
         r.lineno += pending.count(b"\n")
     return out
 
@@ -439,7 +315,7 @@ def _weight_block(data: bytes, lines: int, nr_w: int) -> np.ndarray | None:
     return values.reshape(lines, nr_w)
 
 
-def _weight_lines_slow(r: _Reader, data: bytes, nr_w: int) -> None:
+def _weight_lines_slow(r: Reader, data: bytes, nr_w: int) -> None:
     for k, line in enumerate(data.split(b"\n")):
         lineno = r.lineno + k + 1
         tokens = line.split()
@@ -451,14 +327,14 @@ def _weight_lines_slow(r: _Reader, data: bytes, nr_w: int) -> None:
             )
         saved, r.lineno = r.lineno, lineno
         for t in tokens:
-            _float(r, t, "a weight")
+            float_value(r, t, "a weight")
         r.lineno = saved
 
 
 # --- LIBSVM -----------------------------------------------------------------------------------
 
 
-def _read_svm(r: _Reader, limit: int) -> SvmFile:
+def _read_svm(r: Reader, limit: int) -> SvmFile:
     svm_type: str | None = None
     kernel: str | None = None
     nr_class = total_sv = degree = None
@@ -476,11 +352,11 @@ def _read_svm(r: _Reader, limit: int) -> SvmFile:
         k = classes(key)
         return k * (k - 1) // 2
 
-    for key, values, _ in _header(r):
+    for key, values, _ in header_lines(r):
         if key == b"svm_type":
-            name = _one(r, key, values).decode("ascii", "replace")
+            name = one_value(r, key, values).decode("ascii", "replace")
             if name not in SVM_TYPES:
-                raise r.error(f"unknown LIBSVM svm_type {_shown(name.encode())}")
+                raise r.error(f"unknown LIBSVM svm_type {shown(name.encode())}")
             if name not in SVM_CLASSIFIERS:
                 what = "one-class" if name == "one_class" else "regression"
                 raise r.error(
@@ -489,9 +365,9 @@ def _read_svm(r: _Reader, limit: int) -> SvmFile:
                 )
             svm_type = name
         elif key == b"kernel_type":
-            name = _one(r, key, values).decode("ascii", "replace")
+            name = one_value(r, key, values).decode("ascii", "replace")
             if name not in KERNELS:
-                raise r.error(f"unknown LIBSVM kernel_type {_shown(name.encode())}")
+                raise r.error(f"unknown LIBSVM kernel_type {shown(name.encode())}")
             if name == "precomputed":
                 raise r.error(
                     "a model with a precomputed kernel needs the training kernel "
@@ -499,15 +375,15 @@ def _read_svm(r: _Reader, limit: int) -> SvmFile:
                 )
             kernel = name
         elif key == b"degree":
-            degree = _int(r, _one(r, key, values), "degree", 0)
+            degree = int_value(r, one_value(r, key, values), "degree", 0)
         elif key == b"gamma":
-            gamma = _float(r, _one(r, key, values), "gamma")
+            gamma = float_value(r, one_value(r, key, values), "gamma")
             if gamma < 0:
                 raise r.error(f"expected gamma >= 0, found {gamma:g}")
         elif key == b"coef0":
-            coef0 = _float(r, _one(r, key, values), "coef0")
+            coef0 = float_value(r, one_value(r, key, values), "coef0")
         elif key == b"nr_class":
-            nr_class = _int(r, _one(r, key, values), "nr_class", 1)
+            nr_class = int_value(r, one_value(r, key, values), "nr_class", 1)
             need = nr_class * (nr_class - 1) // 2 * 8 * 4
             if need > limit or nr_class * (nr_class - 1) // 2 > INT_MAX:
                 raise r.error(
@@ -515,19 +391,19 @@ def _read_svm(r: _Reader, limit: int) -> SvmFile:
                     "one-vs-one decision values can hold within the memory limit"
                 )
         elif key == b"total_sv":
-            total_sv = _int(r, _one(r, key, values), "total_sv", 0)
+            total_sv = int_value(r, one_value(r, key, values), "total_sv", 0)
         elif key == b"rho":
-            rho = _floats(r, values, pairs(key), "rho")
+            rho = float_values(r, values, pairs(key), "rho")
         elif key == b"label":
-            labels = _ints(r, values, classes(key), "label", -INT_MAX - 1)
+            labels = int_values(r, values, classes(key), "label", -INT_MAX - 1)
             if np.unique(labels).size != labels.size:
                 raise r.error("expected distinct class labels")
         elif key == b"probA":
-            prob_a = _floats(r, values, pairs(key), "probA")
+            prob_a = float_values(r, values, pairs(key), "probA")
         elif key == b"probB":
-            prob_b = _floats(r, values, pairs(key), "probB")
+            prob_b = float_values(r, values, pairs(key), "probB")
         elif key == b"nr_sv":
-            nr_sv = _ints(r, values, classes(key), "nr_sv", 0)
+            nr_sv = int_values(r, values, classes(key), "nr_sv", 0)
         elif key == b"SV":
             if values:
                 raise r.error("expected nothing after 'SV' on its line")
@@ -540,7 +416,7 @@ def _read_svm(r: _Reader, limit: int) -> SvmFile:
                 "with classifiers only"
             )
         else:
-            raise r.error(f"unknown key {_shown(key)} in a LIBSVM model header")
+            raise r.error(f"unknown key {shown(key)} in a LIBSVM model header")
     if not found_sv:
         raise r.error(
             "expected an 'SV' line and the support vectors, found the end of the file", r.lineno + 1
@@ -576,7 +452,7 @@ def _read_svm(r: _Reader, limit: int) -> SvmFile:
     m = nr_class - 1
     need = total_sv * (SVM_BYTES_PER_SV + 16 * m)
     if need > limit:
-        raise _over_limit(r, f"{total_sv:,} support vectors", need, limit)
+        raise over_limit(r, f"{total_sv:,} support vectors", need, limit)
     coef, indptr, indices, sv_values = _read_support_vectors(r, total_sv, m, limit)
     r.rest_is_blank()
     return SvmFile(
@@ -610,7 +486,7 @@ def _sv_line(m: int) -> re.Pattern[bytes]:
 
 
 def _read_support_vectors(
-    r: _Reader, total_sv: int, m: int, limit: int
+    r: Reader, total_sv: int, m: int, limit: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     pattern = _sv_line(m)
     coef = np.empty((total_sv, m), dtype=np.float64)
@@ -643,7 +519,7 @@ def _read_support_vectors(
                 raise r.error("expected feature indices in increasing order")
         nnz += idx.size
         if nnz * SVM_BYTES_PER_VALUE > limit:
-            raise _over_limit(r, "the support vectors", nnz * SVM_BYTES_PER_VALUE, limit)
+            raise over_limit(r, "the support vectors", nnz * SVM_BYTES_PER_VALUE, limit)
         idx_parts.append((idx - 1).astype(np.int32))
         val_parts.append(val)
         indptr[i + 1] = nnz
@@ -665,25 +541,25 @@ def _sv_numbers(body: bytes, pattern: re.Pattern[bytes]) -> np.ndarray | None:
     return nums
 
 
-def _sv_line_slow(r: _Reader, body: bytes, m: int) -> None:
+def _sv_line_slow(r: Reader, body: bytes, m: int) -> None:
     """Find what is wrong with a support-vector line and raise it."""
     tokens = body.split()
     if len(tokens) < m:
         raise r.error(
             f"expected {m} coefficient{'s' if m > 1 else ''} and index:value pairs, "
-            f"found {_shown(body)}"
+            f"found {shown(body)}"
         )
     for t in tokens[:m]:
         if b":" in t:
             raise r.error(
                 f"expected {m} coefficient{'s' if m > 1 else ''} before the "
-                f"index:value pairs, found {_shown(t)}"
+                f"index:value pairs, found {shown(t)}"
             )
-        _float(r, t, "a support-vector coefficient")
+        float_value(r, t, "a support-vector coefficient")
     for t in tokens[m:]:
         idx, colon, val = t.partition(b":")
         if not colon or b":" in val:
-            raise r.error(f"expected index:value, found {_shown(t)}")
-        _int(r, idx, "a feature index", 1)
-        _float(r, val, f"feature {int(idx)}")
-    raise r.error(f"expected index:value pairs, found {_shown(body)}")
+            raise r.error(f"expected index:value, found {shown(t)}")
+        int_value(r, idx, "a feature index", 1)
+        float_value(r, val, f"feature {int(idx)}")
+    raise r.error(f"expected index:value pairs, found {shown(body)}")
