@@ -10,8 +10,10 @@ Nothing here prints; progress goes through a ``progress(stage, done, total)`` ca
 
 from __future__ import annotations
 
+import functools
 import os
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -125,33 +127,16 @@ def export(
     """
     report = progress or no_progress
     t0 = time.perf_counter()
-    if kind not in MODEL_KINDS and products_of(kind) is None:
-        raise KcheckError(f"model kind must be linear, kernel or linear+K, got {kind!r}")
-    if (terms is None) != (products_of(kind) is None):
-        raise KcheckError(f"model kind {kind} and its product terms do not go together")
-    if probability and kind != "kernel":
-        raise KcheckError("probability outputs need the kernel model (LIBLINEAR -s 2 has none)")
-    y = np.asarray(y, dtype=np.float64)
-    require_integer_labels(y)
-    if np.unique(y).size < 2:
-        raise KcheckError("a classifier needs at least two classes")
+    _check_kind(kind, terms, probability)
+    y = _training_labels(y)
     X = engines.as_binding_csr(X)
     range_path = path + RANGE_SUFFIX
-    # Both files are written in full before either is renamed into place, so a failure leaves
-    # the old pair (or nothing) rather than a new model beside an old range file. The model is
-    # renamed first, and an interrupt waits for both renames (kcheck.atomic).
-    files: list[tuple[str | os.PathLike[str], str]] = [
-        (path, "model file"),
-        (range_path, "range file"),
-    ]
-    if terms is not None:
-        files.append((spec_path(path), "term spec"))
-    with atomic_paths(files) as (model_tmp, range_tmp, *spec_tmp):
-        trains = "linear" if terms is not None else kind
-        args = (
+    with atomic_paths(_files(path, range_path, terms)) as (model_tmp, range_tmp, *spec_tmp):
+        train = functools.partial(
+            _train_and_save,
             X,
             y,
-            trains,
+            "linear" if terms is not None else kind,
             model_tmp,
             seed,
             jobs,
@@ -160,18 +145,7 @@ def export(
             probability,
             class_weight,
         )
-        if deadline is None:
-            trained = _train_and_save(*args, report)
-        else:
-            # In a worker process that the deadline can end. It writes only the model's
-            # temporary file, which is this process's to remove if the worker is stopped.
-            try:
-                trained = run_until(deadline, _train_and_save, *args, None)
-            except TimeLimitReached:
-                raise KcheckError(
-                    f"--time-limit reached while training the {kind} model for --model-out; "
-                    f"{path} was not written"
-                ) from None
+        trained = _train_before(deadline, train, report, kind, path)
         write_range_file(range_tmp, scaler)
         if terms is not None:
             with open(spec_tmp[0], "w", encoding="ascii") as f:
@@ -191,6 +165,69 @@ def export(
     }
 
 
+def _files(
+    path: str, range_path: str, terms: TermSpec | None
+) -> list[tuple[str | os.PathLike[str], str]]:
+    """The files an export writes, in the order they are renamed into place.
+
+    All are written in full before any is renamed, so a failure leaves the old set (or
+    nothing) rather than a new model beside an old range file. The model is renamed first,
+    and an interrupt waits for every rename (kcheck.atomic).
+    """
+    files: list[tuple[str | os.PathLike[str], str]] = [
+        (path, "model file"),
+        (range_path, "range file"),
+    ]
+    if terms is not None:
+        files.append((spec_path(path), "term spec"))
+    return files
+
+
+def _check_kind(kind: str, terms: TermSpec | None, probability: bool) -> None:
+    """Refuse a model kind that does not exist, or that the terms or ``probability`` do not
+    fit, before any training."""
+    if kind not in MODEL_KINDS and products_of(kind) is None:
+        raise KcheckError(f"model kind must be linear, kernel or linear+K, got {kind!r}")
+    if (terms is None) != (products_of(kind) is None):
+        raise KcheckError(f"model kind {kind} and its product terms do not go together")
+    if probability and kind != "kernel":
+        raise KcheckError("probability outputs need the kernel model (LIBLINEAR -s 2 has none)")
+
+
+def _training_labels(y: np.ndarray) -> np.ndarray:
+    """The labels as the bindings take them: integers, and at least two classes."""
+    y = np.asarray(y, dtype=np.float64)
+    require_integer_labels(y)
+    if np.unique(y).size < 2:
+        raise KcheckError("a classifier needs at least two classes")
+    return y
+
+
+#: What training returns: (params, CV accuracy, search rows, grid points).
+_Trained = tuple[dict[str, Any], float | None, int, int | None]
+
+
+def _train_before(
+    deadline: float | None,
+    train: Callable[[Progress | None], _Trained],
+    report: Progress,
+    kind: str,
+    path: str,
+) -> _Trained:
+    """``train`` here with progress, or, with a ``deadline``, in a worker process that the
+    deadline can end (and no progress). The worker writes only the model's temporary file,
+    which is this process's to remove if the worker is stopped."""
+    if deadline is None:
+        return train(report)
+    try:
+        return run_until(deadline, train, None)
+    except TimeLimitReached:
+        raise KcheckError(
+            f"--time-limit reached while training the {kind} model for --model-out; "
+            f"{path} was not written"
+        ) from None
+
+
 def _train_and_save(
     X: sp.csr_matrix,
     y: np.ndarray,
@@ -203,7 +240,7 @@ def _train_and_save(
     probability: bool,
     class_weight: engines.ClassWeight | None,
     progress: Progress | None,
-) -> tuple[dict[str, Any], float | None, int, int | None]:
+) -> _Trained:
     """Train the model and save it to ``model_tmp``; (params, CV accuracy, search rows, grid
     points)."""
     report = progress or no_progress

@@ -14,6 +14,7 @@ from __future__ import annotations
 import html
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,6 +59,8 @@ def _number(x: Any) -> float | None:
 
 
 def _row(line: Any, path: str, lineno: int) -> Row:
+    """One parsed line; a line without the fields the page uses is an error naming it."""
+
     def bad(why: str) -> DataFormatError:
         return DataFormatError(path, lineno, f"not a kcheck batch line: {why}")
 
@@ -69,6 +72,12 @@ def _row(line: Any, path: str, lineno: int) -> Row:
     if status != "ok":
         note = line.get("error") if status == "error" else line.get("reason")
         return Row(name, status, None, None, None, None, {}, str(note or status), None, None)
+    return _ok_row(line, name, bad)
+
+
+def _ok_row(line: dict[str, Any], name: str, bad: Callable[[str], DataFormatError]) -> Row:
+    """A checked data set's line: the verdict, its epsilon and every shown checker's gap are
+    required; the row count, deciding checker and time are shown where they are usable."""
     verdict, margin = line.get("verdict"), line.get("margin")
     epsilon = _number(line.get("epsilon"))
     checkers = line.get("checkers")
@@ -76,20 +85,9 @@ def _row(line: Any, path: str, lineno: int) -> Row:
         raise bad('"verdict" and "margin" are missing or unknown')
     if epsilon is None or not isinstance(checkers, dict):
         raise bad('"epsilon" and "checkers" are required on an ok line')
-    gaps = {}
-    for c in CHECKERS:
-        entry = checkers.get(c)
-        if not isinstance(entry, dict) or entry.get("gap") is None:
-            continue
-        g, ci = _number(entry.get("gap")), entry.get("gap_ci95")
-        lo = _number(ci[0]) if isinstance(ci, list) and len(ci) == 2 else None
-        hi = _number(ci[1]) if isinstance(ci, list) and len(ci) == 2 else None
-        if g is None or lo is None or hi is None or not all(map(math.isfinite, (g, lo, hi))):
-            raise bad(f"checkers.{c}: gap and gap_ci95 must be numbers")
-        gaps[c] = (g, lo, hi)
+    gaps = _gaps(checkers, bad)
     data = line.get("data")
     rows = data.get("rows") if isinstance(data, dict) else None
-    rows = rows if isinstance(rows, int) else None
     deciding = line.get("deciding_checker")
     metric = line.get("metric", DEFAULT_METRIC)
     if metric not in METRICS:
@@ -103,10 +101,34 @@ def _row(line: Any, path: str, lineno: int) -> Row:
         deciding if isinstance(deciding, str) else None,
         gaps,
         None,
-        rows,
+        rows if isinstance(rows, int) else None,
         _number(line.get("seconds")),
         str(metric),
     )
+
+
+def _gaps(
+    checkers: dict[str, Any], bad: Callable[[str], DataFormatError]
+) -> dict[str, tuple[float, float, float]]:
+    """(gap, low, high) of each plotted checker that has a gap; one that is not three finite
+    numbers is an error rather than a point drawn off the plot."""
+    gaps = {}
+    for c in CHECKERS:
+        entry = checkers.get(c)
+        if not isinstance(entry, dict) or entry.get("gap") is None:
+            continue
+        g, (lo, hi) = _number(entry.get("gap")), _interval(entry.get("gap_ci95"))
+        if g is None or lo is None or hi is None or not all(map(math.isfinite, (g, lo, hi))):
+            raise bad(f"checkers.{c}: gap and gap_ci95 must be numbers")
+        gaps[c] = (g, lo, hi)
+    return gaps
+
+
+def _interval(ci: Any) -> tuple[float | None, float | None]:
+    """The two ends of a ``gap_ci95``; None where it is not a pair of numbers."""
+    if isinstance(ci, list) and len(ci) == 2:
+        return _number(ci[0]), _number(ci[1])
+    return None, None
 
 
 def read_lines(path: str) -> list[Row]:
@@ -166,37 +188,68 @@ def _axis_label(rows: list[Row]) -> str:
     return f"gap: checker minus linear, {unit} points, with 95% interval"
 
 
+@dataclass(frozen=True)
+class _Scale:
+    """Gap values to x coordinates: the span of every interval and epsilon (and 0), padded and
+    kept within -105 to +105 points; a value outside is drawn at the edge."""
+
+    lo: float
+    hi: float
+
+    @classmethod
+    def of(cls, rows: list[Row]) -> _Scale:
+        values = [0.0] + [r.epsilon for r in rows if r.epsilon is not None]
+        for r in rows:
+            for _, lo, hi in r.gaps.values():
+                values += [lo, hi]
+        lo_x, hi_x = min(values), max(values)
+        pad = max(0.01, 0.05 * (hi_x - lo_x))
+        return cls(max(lo_x - pad, -1.05), min(hi_x + pad, 1.05))
+
+    def __call__(self, x: float) -> float:
+        return LEFT + (min(max(x, self.lo), self.hi) - self.lo) / (self.hi - self.lo) * PLOT_W
+
+
 def _forest(rows: list[Row]) -> str:
     """The SVG: gap axis in points of the lines' metric, one band per data set."""
-    values = [0.0] + [r.epsilon for r in rows if r.epsilon is not None]
-    for r in rows:
-        for _, lo, hi in r.gaps.values():
-            values += [lo, hi]
-    lo_x, hi_x = min(values), max(values)
-    pad = max(0.01, 0.05 * (hi_x - lo_x))
-    lo_x, hi_x = max(lo_x - pad, -1.05), min(hi_x + pad, 1.05)
-
-    def sx(x: float) -> float:
-        return LEFT + (min(max(x, lo_x), hi_x) - lo_x) / (hi_x - lo_x) * PLOT_W
-
+    sx = _Scale.of(rows)
     height = TOP + ROW_H * len(rows) + 40
     width = LEFT + PLOT_W + RIGHT
+    bottom = TOP + ROW_H * len(rows)
     out = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
         f'viewBox="0 0 {width} {height}" role="img" aria-label="gaps with 95% intervals">',
         f'<rect x="0" y="0" width="{width}" height="{height}" fill="#fff"/>',
     ]
-    bottom = TOP + ROW_H * len(rows)
-    for i in range(len(rows)):
-        if i % 2:
-            out.append(
-                f'<rect x="0" y="{TOP + i * ROW_H}" width="{width}" height="{ROW_H}" '
-                'fill="#f4f6f8"/>'
-            )
-    # Axis ticks every 5 or more points, a solid 0 line and a dashed epsilon line.
-    step = 0.05 if hi_x - lo_x <= 0.6 else 0.1
-    t = math.ceil(lo_x / step) * step
-    while t <= hi_x + 1e-12:
+    out += _stripes(len(rows), width)
+    out += _ticks(sx, bottom)
+    out += _zero_and_epsilon_lines(rows, sx, bottom)
+    out.append(
+        f'<text x="{LEFT + PLOT_W / 2}" y="{bottom + 34}" font-size="12" text-anchor="middle" '
+        'fill="#333">' + _esc(_axis_label(rows)) + "</text>"
+    )
+    out += _legend()
+    for i, r in enumerate(rows):
+        out += _forest_row(r, TOP + i * ROW_H, sx)
+    out.append("</svg>")
+    return "\n".join(out)
+
+
+def _stripes(n: int, width: int) -> list[str]:
+    """A grey band behind every other data set, so a row is easy to follow across."""
+    return [
+        f'<rect x="0" y="{TOP + i * ROW_H}" width="{width}" height="{ROW_H}" fill="#f4f6f8"/>'
+        for i in range(n)
+        if i % 2
+    ]
+
+
+def _ticks(sx: _Scale, bottom: int) -> list[str]:
+    """Vertical grid lines with their labels, every 5 points (10 on a wide axis)."""
+    out = []
+    step = 0.05 if sx.hi - sx.lo <= 0.6 else 0.1
+    t = math.ceil(sx.lo / step) * step
+    while t <= sx.hi + 1e-12:
         x = sx(t)
         out.append(
             f'<line x1="{x:.1f}" y1="{TOP}" x2="{x:.1f}" y2="{bottom}" stroke="#e3e6ea"/>'
@@ -204,65 +257,68 @@ def _forest(rows: list[Row]) -> str:
             f'fill="#555">{_points(t)}</text>'
         )
         t += step
-    out.append(
-        f'<line x1="{sx(0):.1f}" y1="{TOP - 6}" x2="{sx(0):.1f}" y2="{bottom}" stroke="#333"/>'
-    )
-    epsilons = sorted({r.epsilon for r in rows if r.epsilon is not None})
-    for e in epsilons:
+    return out
+
+
+def _zero_and_epsilon_lines(rows: list[Row], sx: _Scale, bottom: int) -> list[str]:
+    """A solid line at no gap, and a dashed one at each epsilon the lines were checked with."""
+    out = [f'<line x1="{sx(0):.1f}" y1="{TOP - 6}" x2="{sx(0):.1f}" y2="{bottom}" stroke="#333"/>']
+    for e in sorted({r.epsilon for r in rows if r.epsilon is not None}):
         out.append(
             f'<line class="epsilon" x1="{sx(e):.1f}" y1="{TOP - 6}" x2="{sx(e):.1f}" '
             f'y2="{bottom}" stroke="#c0392b" stroke-dasharray="5,4"/>'
             f'<text x="{sx(e):.1f}" y="{TOP - 10}" font-size="11" text-anchor="middle" '
             f'fill="#c0392b">epsilon {_points(e)}</text>'
         )
-    out.append(
-        f'<text x="{LEFT + PLOT_W / 2}" y="{bottom + 34}" font-size="12" text-anchor="middle" '
-        'fill="#333">' + _esc(_axis_label(rows)) + "</text>"
-    )
-    legend_x = LEFT
-    for c, colour in CHECKERS.items():
+    return out
+
+
+def _legend() -> list[str]:
+    """Each checker's colour, in a line above the plot."""
+    return [
+        f'<circle cx="{LEFT + 95 * k + 5}" cy="14" r="4" fill="{colour}"/>'
+        f'<text x="{LEFT + 95 * k + 13}" y="18" font-size="11" fill="#333">{c}</text>'
+        for k, (c, colour) in enumerate(CHECKERS.items())
+    ]
+
+
+def _forest_row(r: Row, y0: int, sx: _Scale) -> list[str]:
+    """One data set's band: its name; its status if it was not checked; each checker's gap
+    and interval, one above the other; the verdict, bold where clear."""
+    mid = y0 + ROW_H / 2
+    out = [
+        f'<g class="forest-row" data-name="{_esc(r.name)}">',
+        f'<text x="{LEFT - 8}" y="{mid + 4}" font-size="12" text-anchor="end" '
+        f'fill="#222">{_esc(_short(r.name))}</text>',
+    ]
+    if r.status != "ok":
+        colour = "#b03a2e" if r.status == "error" else "#7f8c8d"
         out.append(
-            f'<circle cx="{legend_x + 5}" cy="14" r="4" fill="{colour}"/>'
-            f'<text x="{legend_x + 13}" y="18" font-size="11" fill="#333">{c}</text>'
+            f'<text x="{LEFT + 6}" y="{mid + 4}" font-size="12" font-style="italic" '
+            f'fill="{colour}">{_esc(r.status)}: {_esc((r.note or "")[:90])}</text>'
         )
-        legend_x += 95
-    for i, r in enumerate(rows):
-        y0 = TOP + i * ROW_H
-        mid = y0 + ROW_H / 2
-        out.append(f'<g class="forest-row" data-name="{_esc(r.name)}">')
+    shown = [c for c in CHECKERS if c in r.gaps]
+    for k, c in enumerate(shown):
+        g, lo, hi = r.gaps[c]
+        y = y0 + ROW_H * (k + 1) / (len(shown) + 1)
+        colour = CHECKERS[c]
         out.append(
-            f'<text x="{LEFT - 8}" y="{mid + 4}" font-size="12" text-anchor="end" '
-            f'fill="#222">{_esc(_short(r.name))}</text>'
+            f'<line x1="{sx(lo):.1f}" y1="{y:.1f}" x2="{sx(hi):.1f}" y2="{y:.1f}" '
+            f'stroke="{colour}" stroke-width="2"/>'
+            f'<circle cx="{sx(g):.1f}" cy="{y:.1f}" r="3.5" fill="{colour}">'
+            f"<title>{_esc(r.name)} {c}: {_points(g)} ({_points(lo)} to {_points(hi)})"
+            "</title></circle>"
         )
-        if r.status != "ok":
-            colour = "#b03a2e" if r.status == "error" else "#7f8c8d"
-            out.append(
-                f'<text x="{LEFT + 6}" y="{mid + 4}" font-size="12" font-style="italic" '
-                f'fill="{colour}">{_esc(r.status)}: {_esc((r.note or "")[:90])}</text>'
-            )
-        shown = [c for c in CHECKERS if c in r.gaps]
-        for k, c in enumerate(shown):
-            g, lo, hi = r.gaps[c]
-            y = y0 + ROW_H * (k + 1) / (len(shown) + 1)
-            colour = CHECKERS[c]
-            out.append(
-                f'<line x1="{sx(lo):.1f}" y1="{y:.1f}" x2="{sx(hi):.1f}" y2="{y:.1f}" '
-                f'stroke="{colour}" stroke-width="2"/>'
-                f'<circle cx="{sx(g):.1f}" cy="{y:.1f}" r="3.5" fill="{colour}">'
-                f"<title>{_esc(r.name)} {c}: {_points(g)} ({_points(lo)} to {_points(hi)})"
-                "</title></circle>"
-            )
-        if r.verdict is not None:
-            colour = VERDICT_COLOURS[r.verdict]
-            weight = "bold" if r.margin == "clear" else "normal"
-            label = f"{r.verdict} ({r.margin})"
-            out.append(
-                f'<text x="{LEFT + PLOT_W + 12}" y="{mid + 4}" font-size="12" fill="{colour}" '
-                f'font-weight="{weight}">{_esc(label)}</text>'
-            )
-        out.append("</g>")
-    out.append("</svg>")
-    return "\n".join(out)
+    if r.verdict is not None:
+        colour = VERDICT_COLOURS[r.verdict]
+        weight = "bold" if r.margin == "clear" else "normal"
+        label = f"{r.verdict} ({r.margin})"
+        out.append(
+            f'<text x="{LEFT + PLOT_W + 12}" y="{mid + 4}" font-size="12" fill="{colour}" '
+            f'font-weight="{weight}">{_esc(label)}</text>'
+        )
+    out.append("</g>")
+    return out
 
 
 _STYLE = """
@@ -302,6 +358,13 @@ def _cell(text: str, key: object = None, cls: str = "") -> str:
     return f'<td{c} data-key="{_esc(k)}">{_esc(text)}</td>'
 
 
+def _number_cell(value: float | None, fmt: str) -> str:
+    """A number right-aligned; an empty cell sorts before every number."""
+    if value is None:
+        return _cell("", -1, "num")
+    return _cell(fmt.format(value), value, "num")
+
+
 def _table(rows: list[Row]) -> str:
     head = ["data set", "status", "verdict", "margin", "deciding", "metric", "rows", "seconds"]
     head += [f"{c} gap" for c in CHECKERS]
@@ -314,12 +377,8 @@ def _table(rows: list[Row]) -> str:
             _cell(r.margin or ""),
             _cell(r.deciding or ""),
             _cell(METRIC_NAMES[r.metric] if r.status == "ok" else ""),
-            _cell("" if r.rows is None else f"{r.rows:,}", -1 if r.rows is None else r.rows, "num"),
-            _cell(
-                "" if r.seconds is None else f"{r.seconds:.2f}",
-                -1 if r.seconds is None else r.seconds,
-                "num",
-            ),
+            _number_cell(r.rows, "{:,}"),
+            _number_cell(r.seconds, "{:.2f}"),
         ]
         for c in CHECKERS:
             if c in r.gaps:

@@ -12,6 +12,7 @@ import dataclasses
 import json
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,6 +34,7 @@ from kcheck.defaults import (
 from kcheck.errors import KcheckError, recorded_warnings
 from kcheck.memory import default_memory_limit
 from kcheck.prepare import (
+    Prepared,
     TestFile,
     encode_labels,
     open_test,
@@ -104,88 +106,28 @@ def run(config: VerifyConfig, progress: Progress | None = None) -> VerifyResult:
     t_start = time.perf_counter()
     check = _read_check_json(config.check_json) if config.check_json else None
     config, epsilon = _settings(config, check)
-    assert config.seed is not None and config.scaling is not None
-    memory_limit = config.memory_limit or default_memory_limit()
-
-    report("reading " + config.train, None, None)
+    assert config.seed is not None and config.metric is not None
     with recorded_warnings() as notes:
-        data = prepare(
-            config.train,
-            scaling=config.scaling,
-            memory_limit=memory_limit,
-            zero_based=config.zero_based,
-            max_rows=config.max_rows,
-            seed=config.seed,
-        )
-        if check is not None and check["data"]["sha256"] != data.sha256:
-            raise KcheckError(
-                f"{config.train} is not the data {config.check_json} was made on (their "
-                "content hashes differ); re-run kcheck check on it, then verify that verdict"
-            )
-        # Read before any training, so a test file that cannot be scored fails at once.
-        test = None
-        if config.test is not None:
-            report("reading " + config.test, None, None)
-            test = open_test(
-                config.test, data, memory_limit=memory_limit, zero_based=config.zero_based
-            )
+        data, test = _read_inputs(config, check, report)
     Xc, yc = engines.as_binding_csr(data.X), data.y
-    assert config.metric is not None
     try:
         scoring = Scoring.for_training(config.metric, yc, encode_labels(data.classes, data.classes))
     except KcheckError as e:
         raise KcheckError(f"{config.train}: {e}") from None
     weight = scoring.class_weight
 
-    report("linear model: C search", None, None)
-    t0 = time.perf_counter()
-    lin_model, _ = engines.fit_linear(Xc, yc, seed=config.seed, class_weight=weight)
-    lin_correct = engines.cv_linear_correct(
-        engines.Problem.from_data(Xc, yc, weight), lin_model.C, folds=FOLDS, seed=config.seed
-    )
-    lin_seconds = time.perf_counter() - t0
-
-    t0 = time.perf_counter()
-    found = rbf_grid_search(
-        Xc,
-        yc,
-        config.grid,
-        seed=config.seed,
-        jobs=config.jobs,
-        progress=report,
-        class_weight=weight,
-        balanced=scoring.weighted,
-        scheduler=config.scheduler,
-    )
-    rbf_correct = engines.cv_rbf_correct(
-        engines.SvmProblem.from_data(Xc, yc, weight),
-        found.C,
-        found.gamma,
-        folds=FOLDS,
-        seed=config.seed,
-    )
-    lin_points, rbf_points = PointResults(lin_correct), PointResults(rbf_correct)
+    lin_model, lin = _linear_cv(Xc, yc, config.seed, weight, report)
+    found, rbf = _rbf_cv(Xc, yc, config, scoring, report)
     if scoring.needs_scores:
         report("AUC: decision values by cross-validation", None, None)
-        lin_points, rbf_points = _cv_scores(Xc, yc, lin_model.C, found, config.seed, weight)
-    rbf_seconds = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        lin.points, rbf.points = _cv_scores(Xc, yc, lin_model.C, found, config.seed, weight)
+        rbf.seconds += time.perf_counter() - t0
 
-    lin_test = rbf_test = None
-    lin_test_score = rbf_test_score = None
     if test is not None:
-        report("linear model: training on all rows", None, None)
-        t0 = time.perf_counter()
-        lin_test, lin_test_score = _test_scores(lin_model, test, scoring)
-        lin_seconds += time.perf_counter() - t0
-        report("RBF model: training on all rows", None, None)
-        t0 = time.perf_counter()
-        rbf_model = engines.train_rbf(
-            engines.SvmProblem.from_data(Xc, yc, weight), found.C, found.gamma
-        )
-        rbf_test, rbf_test_score = _test_scores(rbf_model, test, scoring)
-        rbf_seconds += time.perf_counter() - t0
-
-    gap = scoring.gap(yc, rbf_points, lin_points)
+        lin.score_on(test, scoring, "linear model", lambda: lin_model, report)
+        rbf.score_on(test, scoring, "RBF model", lambda: _train_rbf(Xc, yc, found, weight), report)
+    gap = scoring.gap(yc, rbf.points, lin.points)
     return VerifyResult(
         decision=decide({"rbf": gap}, epsilon),
         gap=gap,
@@ -194,35 +136,132 @@ def run(config: VerifyConfig, progress: Progress | None = None) -> VerifyResult:
         folds=FOLDS,
         data={**data.summary, "cv_rows": data.rows},
         scaler=data.scaler,
-        linear={
-            "cv_score": scoring.value(yc, lin_points),
-            "cv_accuracy": float(lin_correct.mean()),
-            "C": lin_model.C,
-            "seconds": lin_seconds,
-            "test_accuracy": lin_test,
-            "test_score": lin_test_score,
-        },
-        rbf={
-            "cv_score": scoring.value(yc, rbf_points),
-            "cv_accuracy": float(rbf_correct.mean()),
-            "C": found.C,
-            "gamma": found.gamma,
-            "grid_points": found.points,
-            "seconds": rbf_seconds,
-            "test_accuracy": rbf_test,
-            "test_score": rbf_test_score,
-        },
+        linear=lin.json(scoring, yc, C=lin_model.C),
+        rbf=rbf.json(scoring, yc, C=found.C, gamma=found.gamma, grid_points=found.points),
         scoring=scoring,
         test=None if test is None else {"path": test.path, "rows": test.rows},
         test_gap=(
             None
-            if lin_test_score is None or rbf_test_score is None
-            else rbf_test_score - lin_test_score
+            if lin.test_score is None or rbf.test_score is None
+            else rbf.test_score - lin.test_score
         ),
         check=None if check is None else {"path": config.check_json, "verdict": check["verdict"]},
         warnings=notes + unseen_warnings(test),
         started=t_start,
     )
+
+
+def _read_inputs(
+    config: VerifyConfig, check: dict[str, Any] | None, report: Progress
+) -> tuple[Prepared, TestFile | None]:
+    """The training rows and the test file, read before any training: data that is not the
+    check's, or a test file that cannot be scored, fails at once rather than after the grid."""
+    assert config.seed is not None and config.scaling is not None
+    memory_limit = config.memory_limit or default_memory_limit()
+    report("reading " + config.train, None, None)
+    data = prepare(
+        config.train,
+        scaling=config.scaling,
+        memory_limit=memory_limit,
+        zero_based=config.zero_based,
+        max_rows=config.max_rows,
+        seed=config.seed,
+    )
+    if check is not None and check["data"]["sha256"] != data.sha256:
+        raise KcheckError(
+            f"{config.train} is not the data {config.check_json} was made on (their "
+            "content hashes differ); re-run kcheck check on it, then verify that verdict"
+        )
+    if config.test is None:
+        return data, None
+    report("reading " + config.test, None, None)
+    return data, open_test(
+        config.test, data, memory_limit=memory_limit, zero_based=config.zero_based
+    )
+
+
+@dataclass
+class _Side:
+    """One model of the comparison, linear or RBF: what its JSON block reports of it.
+
+    ``correct`` is its per-row CV correctness (the ``cv_accuracy``); ``points`` are the
+    per-row results the metric scores, which AUC replaces with ones that carry decision
+    values. ``seconds`` counts its search, cross-validation and test scoring (the RBF's also
+    the decision values that AUC needs).
+    """
+
+    correct: np.ndarray
+    points: PointResults
+    seconds: float
+    test_accuracy: float | None = None
+    test_score: float | None = None
+
+    def score_on(
+        self,
+        test: TestFile,
+        scoring: Scoring,
+        name: str,
+        train: Callable[[], engines.LinearModel | engines.RbfModel],
+        report: Progress,
+    ) -> None:
+        """Train the model on all rows (``train``) and score it on the test file; the time
+        counts as the model's."""
+        report(f"{name}: training on all rows", None, None)
+        t0 = time.perf_counter()
+        self.test_accuracy, self.test_score = _test_scores(train(), test, scoring)
+        self.seconds += time.perf_counter() - t0
+
+    def json(self, scoring: Scoring, y: np.ndarray, **params: Any) -> dict[str, Any]:
+        """The block of ``linear`` or ``rbf`` in the result, with the model's ``params``."""
+        return {
+            "cv_score": scoring.value(y, self.points),
+            "cv_accuracy": float(self.correct.mean()),
+            **params,
+            "seconds": self.seconds,
+            "test_accuracy": self.test_accuracy,
+            "test_score": self.test_score,
+        }
+
+
+def _linear_cv(
+    X: Any, y: np.ndarray, seed: int, weight: engines.ClassWeight | None, report: Progress
+) -> tuple[engines.LinearModel, _Side]:
+    """The tuned linear model (C from LIBLINEAR's own search) and its CV results per row."""
+    report("linear model: C search", None, None)
+    t0 = time.perf_counter()
+    model, _ = engines.fit_linear(X, y, seed=seed, class_weight=weight)
+    correct = engines.cv_linear_correct(
+        engines.Problem.from_data(X, y, weight), model.C, folds=FOLDS, seed=seed
+    )
+    return model, _Side(correct, PointResults(correct), time.perf_counter() - t0)
+
+
+def _rbf_cv(
+    X: Any, y: np.ndarray, config: VerifyConfig, scoring: Scoring, report: Progress
+) -> tuple[GridResult, _Side]:
+    """The RBF model's (C, gamma) from the grid search and its CV results per row, on the
+    same rows and folds' seed as the linear model's."""
+    assert config.seed is not None
+    t0 = time.perf_counter()
+    found = rbf_grid_search(
+        X,
+        y,
+        config.grid,
+        seed=config.seed,
+        jobs=config.jobs,
+        progress=report,
+        class_weight=scoring.class_weight,
+        balanced=scoring.weighted,
+        scheduler=config.scheduler,
+    )
+    correct = engines.cv_rbf_correct(
+        engines.SvmProblem.from_data(X, y, scoring.class_weight),
+        found.C,
+        found.gamma,
+        folds=FOLDS,
+        seed=config.seed,
+    )
+    return found, _Side(correct, PointResults(correct), time.perf_counter() - t0)
 
 
 def _settings(config: VerifyConfig, check: dict[str, Any] | None) -> tuple[VerifyConfig, float]:
@@ -316,6 +355,13 @@ def _test_scores(
     return test.accuracy(predictions), value
 
 
+def _train_rbf(
+    X: Any, y: np.ndarray, found: GridResult, weight: engines.ClassWeight | None
+) -> engines.RbfModel:
+    """The RBF model at the grid search's (C, gamma), trained on these rows."""
+    return engines.train_rbf(engines.SvmProblem.from_data(X, y, weight), found.C, found.gamma)
+
+
 def _cv_scores(
     X: Any,
     y: np.ndarray,
@@ -335,9 +381,7 @@ def _cv_scores(
         if test.size == 0:
             continue
         lin, _ = engines.fit_linear(X[train], y[train], seed=seed, C=linear_C, class_weight=weight)
-        rbf = engines.train_rbf(
-            engines.SvmProblem.from_data(X[train], y[train], weight), found.C, found.gamma
-        )
+        rbf = _train_rbf(X[train], y[train], found, weight)
         for key, model in (("lin", lin), ("rbf", rbf)):
             predicted, dec = model.predict_scored(X[test])
             results[key][0][test] = predicted == y[test]

@@ -30,6 +30,7 @@ LAYERS: list[set[str]] = [
         "kcheck.predict",
         "kcheck.expand",
         "kcheck.report",
+        "kcheck.scale",
     },
     {"kcheck.pipeline", "kcheck.explain"},
     {"kcheck.second_fold"},

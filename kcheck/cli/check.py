@@ -79,6 +79,20 @@ def _show_model(ui: Ui, model: dict[str, Any]) -> None:
     )
 
 
+def _check_outputs(model_out: str | None, inputs: list[str | None], output: str | None) -> None:
+    """Refuse a --model-out that cannot be written, or whose files (or -o) would overwrite an
+    input or each other."""
+    if model_out is not None:
+        check_writable(model_out, "--model-out")
+        refuse_input_as_output(model_out, "--model-out", inputs)
+        refuse_input_as_output(model_out + ".range", "--model-out", inputs)
+        refuse_input_as_output(model_out + ".terms", "--model-out", inputs)
+    if output is not None:
+        refuse_input_as_output(
+            output, "-o", inputs, [model_out, model_out and model_out + ".range"]
+        )
+
+
 class ModelKind(click.ParamType):  # type: ignore[type-arg, unused-ignore]
     """``--model``: linear, kernel or linear+K, checked at parse time."""
 
@@ -188,17 +202,7 @@ def check(
         )
     # Fail now, not after a long check (and not after --model-out has replaced a model).
     output, to_stdout = json_destination(output, as_json)
-    if model_out is not None:
-        check_writable(model_out, "--model-out")
-    inputs = [train, test]
-    if model_out is not None:
-        refuse_input_as_output(model_out, "--model-out", inputs)
-        refuse_input_as_output(model_out + ".range", "--model-out", inputs)
-        refuse_input_as_output(model_out + ".terms", "--model-out", inputs)
-    if output is not None:
-        refuse_input_as_output(
-            output, "-o", inputs, [model_out, model_out and model_out + ".range"]
-        )
+    _check_outputs(model_out, [train, test], output)
     shown: list[int] = []  # how many warnings went out with an early verdict
 
     def decided(v: dict[str, Any]) -> None:

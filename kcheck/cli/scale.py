@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterable
 
 import click
 
@@ -74,19 +75,37 @@ def scale(
     the range files of -s; --full-precision keeps every digit instead. -r applies a range
     file with svm-scale's arithmetic, whichever tool wrote it.
     """
-    from dataclasses import replace
-
-    from kcheck.data import read_libsvm
-    from kcheck.scaling import (
-        densify_warning,
-        fit_label_scaling,
-        fit_scaler,
-        read_range_file,
-        scaled_text,
-        write_range_file,
-    )
+    from kcheck import scale as core
 
     Ui(quiet)  # with -q, warnings (such as dropped features) are not printed either
+    _refuse_together(lower, upper, y_bounds, maxabs, save_range, restore_range)
+    if output is not None:
+        refuse_input_as_output(output, "-o", [file, restore_range], [save_range])
+    if save_range is not None:
+        refuse_input_as_output(save_range, "-s", [file])
+    config = core.ScaleConfig(
+        file=file,
+        lower=lower,
+        upper=upper,
+        y_bounds=y_bounds,
+        maxabs=maxabs,
+        save_range=save_range,
+        restore_range=restore_range,
+        full_precision=full_precision,
+        zero_based=zero_based,
+    )
+    _write(core.scale(config, warn=None if quiet else _warn), output)
+
+
+def _refuse_together(
+    lower: float | None,
+    upper: float | None,
+    y_bounds: tuple[float, float] | None,
+    maxabs: bool,
+    save_range: str | None,
+    restore_range: str | None,
+) -> None:
+    """Options that contradict each other: a usage error, before any file is read."""
     if save_range and restore_range:
         raise click.UsageError("-s and -r cannot be used together")
     if restore_range and (maxabs or lower is not None or upper is not None or y_bounds):
@@ -95,35 +114,16 @@ def scale(
         )
     if maxabs and (lower is not None or upper is not None):
         raise click.UsageError("--maxabs scales to [-1, 1]; it takes no -l or -u")
-    if output is not None:
-        refuse_input_as_output(output, "-o", [file, restore_range], [save_range])
-    if save_range is not None:
-        refuse_input_as_output(save_range, "-s", [file])
-    if restore_range:
-        # svm-scale's own arithmetic for any range file, so the output is svm-scale -r's.
-        scaler = read_range_file(restore_range, method="minmax")
-        y, X = read_libsvm(file, n_features=scaler.n_features, zero_based=zero_based)
-    else:
-        y, X = read_libsvm(file, zero_based=zero_based)
-        scaler = fit_scaler(
-            X,
-            method="maxabs" if maxabs else "minmax",
-            lower=-1.0 if lower is None else lower,
-            upper=1.0 if upper is None else upper,
-            source=file,
-        )
-        if y_bounds:
-            scaler = replace(scaler, y_scaling=fit_label_scaling(y, y_bounds[0], y_bounds[1]))
-    warning = densify_warning(X.nnz, scaler.nnz_after(X))
-    if warning and not quiet:
-        # svm-scale's own wording, so scripts that grep for it keep working.
-        sys.stderr.write(warning + "\n")
-    Xs = scaler.transform(X)
-    if scaler.y_scaling is not None:
-        y = scaler.y_scaling.apply(y)
-    blocks = scaled_text(y, Xs, full_precision=full_precision)
-    if save_range:
-        write_range_file(save_range, scaler)
+
+
+def _warn(message: str) -> None:
+    """svm-scale's warning as svm-scale prints it (no ``kcheck: warning:``), so scripts that
+    look for it keep working."""
+    sys.stderr.write(message + "\n")
+
+
+def _write(blocks: Iterable[str], output: str | None) -> None:
+    """The scaled text to stdout, or to ``-o``'s file atomically (a failure leaves none)."""
     if output is None or output == "-":
         for block in blocks:
             sys.stdout.write(block)
