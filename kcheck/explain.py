@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from kcheck import engines
+from kcheck import engines, tuning
 from kcheck.checkers import degree2
 from kcheck.checkers.base import CheckerResult, Dataset, score
 from kcheck.split import stratified_subsample
@@ -203,7 +203,7 @@ def explain(
     for k in KS:
         if k > len(terms):
             break
-        m, _ = engines.fit_linear(PT[:, : n + k], yF, seed=seed, C=C)
+        m, _ = tuning.fit_linear(PT[:, : n + k], yF, seed=seed, C=C)
         s = score(m, Dataset(PV[:, : n + k], V.y))
         gap = paired_gap(s.correct, base.correct)
         recovered.append(

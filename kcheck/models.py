@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from kcheck import engines
+from kcheck import engines, tuning
 from kcheck.atomic import atomic_paths
 from kcheck.defaults import MODEL_KINDS, Progress, no_progress, products_of
 from kcheck.errors import KcheckError, TimeLimitReached
@@ -250,7 +250,7 @@ def _train_and_save(
         report("training the linear model on all rows", None, None)
         # Trained on the columns in use, saved at full width: on 20 million mostly empty
         # columns, full-width training took 370 s and 2.75 GB.
-        model, cv = engines.fit_linear(X, y, seed=seed, class_weight=class_weight)
+        model, cv = tuning.fit_linear(X, y, seed=seed, class_weight=class_weight)
         params = {"C": json_parameter(model.C)}
         search_rows, grid_points = int(y.size), None
     else:

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from kcheck import engines
+from kcheck import engines, tuning
 from kcheck.defaults import (
     DEFAULT_METRIC,
     DEFAULT_SCALING,
@@ -229,7 +229,7 @@ def _linear_cv(
     """The tuned linear model (C from LIBLINEAR's own search) and its CV results per row."""
     report("linear model: C search", None, None)
     t0 = time.perf_counter()
-    model, _ = engines.fit_linear(X, y, seed=seed, class_weight=weight)
+    model, _ = tuning.fit_linear(X, y, seed=seed, class_weight=weight)
     correct = engines.cv_linear_correct(
         engines.Problem.from_data(X, y, weight), model.C, folds=FOLDS, seed=seed
     )
@@ -380,7 +380,7 @@ def _cv_scores(
         train = np.flatnonzero(fold != k)
         if test.size == 0:
             continue
-        lin, _ = engines.fit_linear(X[train], y[train], seed=seed, C=linear_C, class_weight=weight)
+        lin, _ = tuning.fit_linear(X[train], y[train], seed=seed, C=linear_C, class_weight=weight)
         rbf = _train_rbf(X[train], y[train], found, weight)
         for key, model in (("lin", lin), ("rbf", rbf)):
             predicted, dec = model.predict_scored(X[test])

@@ -25,7 +25,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from kcheck import budget, engines  # noqa: E402
+from kcheck import budget, engines, tuning  # noqa: E402
 from kcheck.checkers import degree2, exact  # noqa: E402
 from kcheck.data import read_libsvm  # noqa: E402
 from kcheck.scaling import fit_scaler  # noqa: E402
@@ -127,14 +127,14 @@ def main() -> None:
             k = int(np.unique(ys).size)
             nw = budget.n_models(k)
             t0 = time.perf_counter()
-            engines.fit_linear(Xs, ys, seed=0)
+            tuning.fit_linear(Xs, ys, seed=0)
             tl = time.perf_counter() - t0
             en = int(degree2.row_expanded_nnz(Xs).sum())
             if en * nw > 30e6:
                 continue
             P = degree2.expand(Xs)
             t0 = time.perf_counter()
-            engines.fit_linear(P, ys, seed=0)
+            tuning.fit_linear(P, ys, seed=0)
             td = time.perf_counter() - t0
             del P
             lines.append(

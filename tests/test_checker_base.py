@@ -9,7 +9,7 @@ import pytest
 import scipy.sparse as sp
 from conftest import DATASETS
 
-from kcheck import engines
+from kcheck import engines, tuning
 from kcheck.checkers.base import CheckerResult, Context, Dataset, guarded, score
 from kcheck.data import read_libsvm
 from kcheck.errors import EngineError, KcheckError, TimeLimitReached
@@ -22,7 +22,7 @@ def heart() -> tuple[Dataset, Dataset, engines.LinearModel]:
     y, X = read_libsvm(str(DATASETS / "heart_scale"))
     X = fit_scaler(X, method="maxabs").transform(X)
     T, V = Dataset(X[:200], y[:200]), Dataset(X[200:], y[200:])
-    model, _ = engines.fit_linear(T.X, T.y, seed=0)
+    model, _ = tuning.fit_linear(T.X, T.y, seed=0)
     return T, V, model
 
 

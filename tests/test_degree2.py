@@ -227,11 +227,11 @@ def test_shift_finds_a_product_of_features_on_an_offset(monkeypatch):
     finds the product, clear of epsilon (+8.6 measured)."""
     X, y = offset_data(2000, 32.0, 0)
     T, V = Dataset(X[:1500], y[:1500]), Dataset(X[1500:], y[1500:])
-    from kcheck import engines
+    from kcheck import tuning
     from kcheck.checkers.base import score
     from kcheck.verdict import paired_gap
 
-    lin, _ = engines.fit_linear(T.X, T.y, seed=0)
+    lin, _ = tuning.fit_linear(T.X, T.y, seed=0)
     base = score(lin, V).correct
     opts = degree2.Degree2Options(floor_seconds=10.0)
     shifted = degree2.run(T, V, opts)

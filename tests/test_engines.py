@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from kcheck import engines
+from kcheck import engines, tuning
 from kcheck.errors import EngineError, KcheckError
 
 
@@ -20,7 +20,7 @@ def test_numpy_prediction_matches_binding(rng, sparse):
     for classes in ((-1.0, 1.0), (0.0, 1.0, 2.0, 5.0)):
         X, y = _blobs(rng, classes=classes)
         Xin = sp.csr_matrix(X) if sparse else X
-        model, cv = engines.fit_linear(Xin, y, seed=0)
+        model, cv = tuning.fit_linear(Xin, y, seed=0)
         assert cv is not None and 0.5 < cv <= 1.0
         ours = model.predict(sp.csr_matrix(X))
         theirs, _, _ = predict(y, sp.csr_matrix(X), model._raw, "-q")
@@ -30,7 +30,7 @@ def test_numpy_prediction_matches_binding(rng, sparse):
 def test_search_is_deterministic_and_prints_nothing(rng, capfd):
     X, y = _blobs(rng)
     X = X + rng.normal(scale=3.0, size=X.shape)  # overlap, so C matters
-    runs = [engines.fit_linear(X, y, seed=7) for _ in range(3)]
+    runs = [tuning.fit_linear(X, y, seed=7) for _ in range(3)]
     assert len({(m.C, cv) for m, cv in runs}) == 1
     out, err = capfd.readouterr()
     assert out == "" and err == ""
@@ -44,7 +44,7 @@ def test_caller_indices_are_not_reordered(rng):
     X.has_sorted_indices = False
     before = X.indices.copy()
     y = np.tile([1.0, -1.0], 20)
-    engines.fit_linear(X, y, seed=0, C=1.0)
+    tuning.fit_linear(X, y, seed=0, C=1.0)
     assert np.array_equal(X.indices, before)
 
 
@@ -57,7 +57,7 @@ def test_indices_sorted_sees_through_stale_flag():
 
 def test_too_few_rows_for_cv():
     with pytest.raises(EngineError):
-        engines.fit_linear(np.eye(3), np.array([1.0, -1.0, 1.0]), seed=0)
+        tuning.fit_linear(np.eye(3), np.array([1.0, -1.0, 1.0]), seed=0)
 
 
 def test_load_model_failure_is_an_error(tmp_path, capfd):
@@ -70,7 +70,7 @@ def test_load_model_failure_is_an_error(tmp_path, capfd):
 
 def test_save_and_load_round_trip(rng, tmp_path):
     X, y = _blobs(rng)
-    model, _ = engines.fit_linear(X, y, seed=0)
+    model, _ = tuning.fit_linear(X, y, seed=0)
     path = tmp_path / "m.model"
     model.save(str(path))
     loaded = engines.load_model(str(path))
@@ -87,8 +87,8 @@ def test_compacted_model_predicts_like_a_full_one(rng):
     X[:, 4000] = b[:, None]
     X = sp.csr_matrix(X)
     y = np.where(a + b > 0, 1.0, -1.0)
-    compact, _ = engines.fit_linear(X, y, seed=0, C=1.0)
-    full, _ = engines.fit_linear(X, y, seed=0, C=1.0, compact=False)
+    compact, _ = tuning.fit_linear(X, y, seed=0, C=1.0)
+    full, _ = tuning.fit_linear(X, y, seed=0, C=1.0, compact=False)
     assert compact.columns is not None and list(compact.columns) == [10, 4000]
     assert full.columns is None and full.weights.shape[0] == 5000
     np.testing.assert_allclose(
@@ -107,8 +107,8 @@ def test_a_compacted_model_saves_at_full_width(rng, tmp_path):
     X[:, 4000] = b[:, None]
     X = sp.csr_matrix(X)
     y = np.where(a - b > 0.2, 1.0, -1.0)
-    compact, _ = engines.fit_linear(X, y, seed=0)
-    full, _ = engines.fit_linear(X, y, seed=0, compact=False)
+    compact, _ = tuning.fit_linear(X, y, seed=0)
+    full, _ = tuning.fit_linear(X, y, seed=0, compact=False)
     assert compact.columns is not None and compact.C == full.C
     compact.save(str(tmp_path / "compact.model"))
     full.save(str(tmp_path / "full.model"))

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from kcheck import engines
+from kcheck import engines, tuning
 from kcheck.checkers import exact
 from kcheck.checkers.base import CheckerResult
 from kcheck.errors import TimeLimitReached
@@ -258,7 +258,7 @@ def test_reference_is_the_linear_models_own_cv_result():
         right = np.zeros(y.size)
         for k in range(5):
             test, train = fold == k, fold != k
-            model, _ = engines.fit_linear(Xb[train], y[train], seed=4, C=C)
+            model, _ = tuning.fit_linear(Xb[train], y[train], seed=4, C=C)
             right[test] = model.predict(Xb[test]) == y[test]
         per_repeat.append(right)
     assert r.reference_correct is not None

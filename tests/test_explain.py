@@ -13,7 +13,7 @@ from conftest import DATASETS, ROOT
 from runner import run_kcheck
 from test_schema import assert_valid
 
-from kcheck import engines, explain
+from kcheck import explain, tuning
 from kcheck.checkers import degree2
 from kcheck.checkers.base import Dataset
 from kcheck.pipeline import CheckConfig, run
@@ -65,7 +65,7 @@ def test_multiclass_importance_takes_the_largest_weight(rng: np.random.Generator
     X = rng.uniform(-1, 1, size=(600, 3))
     y = np.select([X[:, 0] * X[:, 1] > 0.2, X[:, 0] * X[:, 1] < -0.2], [1, 2], 3).astype(float)
     T = Dataset(sp.csr_matrix(X), y)
-    model, _ = engines.fit_linear(degree2.expand(T.X), y, seed=0, C=1.0)
+    model, _ = tuning.fit_linear(degree2.expand(T.X), y, seed=0, C=1.0)
     assert model.weights.shape[1] == 3
     terms = explain.rank_terms(model, T.X, top=6)
     E = degree2.expand(T.X).toarray()
@@ -105,7 +105,7 @@ def assert_recovered_as_trained_here(ex: dict, report: object, keep: np.ndarray)
         vcols = [V.X.toarray()] + [
             V.X[:, [i]].toarray() * V.X[:, [j]].toarray() for i, j in pairs[:k]
         ]
-        m, _ = engines.fit_linear(np.hstack(cols), T.y[keep], seed=0, C=ex["C"])
+        m, _ = tuning.fit_linear(np.hstack(cols), T.y[keep], seed=0, C=ex["C"])
         correct = m.predict(np.hstack(vcols)) == V.y
         assert correct.size == V.rows
         gap = paired_gap(correct, base.correct)

@@ -48,6 +48,7 @@ LAYERS: list[set[str]] = [
     {"kcheck.checkers", "kcheck.checkers.base"},
     {"kcheck.rbf_search"},
     {"kcheck.prepare"},
+    {"kcheck.tuning"},
     {"kcheck.engines", "kcheck.budget"},
     {
         "kcheck.modelfile",

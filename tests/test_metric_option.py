@@ -20,7 +20,7 @@ from conftest import require_tool
 from sklearn.metrics import balanced_accuracy_score, roc_auc_score
 from test_schema import assert_valid
 
-from kcheck import engines, metrics, pipeline, verify
+from kcheck import engines, metrics, pipeline, tuning, verify
 from kcheck.checkers import multilinear
 from kcheck.data import read_libsvm
 from kcheck.errors import KcheckError
@@ -101,8 +101,8 @@ def test_every_model_trains_with_the_class_weights(runs: dict[str, pipeline.Chec
     # and not the unweighted one.
     weight = report.result.scoring.class_weight
     C = report.json["linear"]["C"]
-    weighted, _ = engines.fit_linear(T.X, T.y, seed=0, C=C, class_weight=weight)
-    plain, _ = engines.fit_linear(T.X, T.y, seed=0, C=C)
+    weighted, _ = tuning.fit_linear(T.X, T.y, seed=0, C=C, class_weight=weight)
+    plain, _ = tuning.fit_linear(T.X, T.y, seed=0, C=C)
     base = report.results["linear"]
     ours = base.predict(report.V.X) if base.predict else None
     assert ours is not None
@@ -116,7 +116,7 @@ def test_liblinear_train_with_w_options_gives_the_same_model(ball: Path, tmp_pat
     y, X = read_libsvm(str(ball))
     scoring = Scoring.for_training("balanced", y, np.array([-1.0, 1.0]))
     assert scoring.class_weight is not None
-    ours, _ = engines.fit_linear(X, y, seed=0, C=0.5, class_weight=scoring.class_weight)
+    ours, _ = tuning.fit_linear(X, y, seed=0, C=0.5, class_weight=scoring.class_weight)
     model = tmp_path / "m"
     w = [x for lab, v in scoring.class_weight for x in (f"-w{int(lab)}", repr(v))]
     subprocess.run(
@@ -128,7 +128,7 @@ def test_liblinear_train_with_w_options_gives_the_same_model(ball: Path, tmp_pat
     np.testing.assert_array_equal(loaded.predict(X), ours.predict(X))
     theirs = positive_scores(loaded.labels, loaded.decision_function(X))
     mine = positive_scores(ours.labels, ours.decision_function(X))
-    plain, _ = engines.fit_linear(X, y, seed=0, C=0.5)
+    plain, _ = tuning.fit_linear(X, y, seed=0, C=0.5)
     unweighted = positive_scores(plain.labels, plain.decision_function(X))
     assert theirs is not None and mine is not None and unweighted is not None
     # The same problem, solved by two builds of LIBLINEAR to their stopping tolerance; the
@@ -284,7 +284,7 @@ def test_model_out_trains_the_weighted_model(ball: Path, tmp_path: Path) -> None
     saved = engines.load_model(str(out))
     X = np.vstack([report.T.X.toarray(), report.V.X.toarray()])
     y = np.concatenate([report.T.y, report.V.y])
-    weighted, _ = engines.fit_linear(
+    weighted, _ = tuning.fit_linear(
         X, y, seed=0, C=model["params"]["C"], class_weight=report.result.scoring.class_weight
     )
     np.testing.assert_array_equal(saved.predict(X), weighted.predict(X))
@@ -310,7 +310,7 @@ def _cold_cv_balanced(X: sp.csr_matrix, y: np.ndarray, C: float, weight: Any) ->
     predicted = np.zeros(y.size)
     for k in range(5):
         train, test = fold != k, fold == k
-        model, _ = engines.fit_linear(X[train], y[train], seed=0, C=C, class_weight=weight)
+        model, _ = tuning.fit_linear(X[train], y[train], seed=0, C=C, class_weight=weight)
         predicted[test] = model.predict(X[test])
     return metrics.balanced_accuracy(y, predicted)
 
@@ -326,16 +326,16 @@ def test_the_weighted_c_search_maximises_cv_balanced_accuracy() -> None:
     weight = Scoring.for_training("balanced", y, np.array([-1.0, 1.0])).class_weight
     assert weight is not None
     problem = engines.Problem.from_data(Xs, y, weight)
-    C_bal, _ = engines.search_C_balanced(problem, Xs, weight, seed=0)
+    C_bal, _ = tuning.search_C_balanced(problem, Xs, weight, seed=0)
     C_acc, _ = engines.search_C(problem, seed=0)
-    grid = [engines.start_C(Xs, y.size) * 2.0**i for i in range(40)]
-    grid = [c for c in grid if c <= engines.MAX_SEARCH_C]
+    grid = [tuning.start_C(Xs, y.size) * 2.0**i for i in range(40)]
+    grid = [c for c in grid if c <= tuning.MAX_SEARCH_C]
     assert C_bal in grid and C_acc in grid
     cold = {c: _cold_cv_balanced(Xs, y, c, weight) for c in grid}
     assert cold[C_bal] >= max(cold.values()) - 0.005
     assert cold[C_bal] >= cold[C_acc]
     # fit_linear takes this search whenever it trains a weighted model without a given C.
-    model, _ = engines.fit_linear(Xs, y, seed=0, class_weight=weight)
+    model, _ = tuning.fit_linear(Xs, y, seed=0, class_weight=weight)
     assert model.C == C_bal
 
 

@@ -14,7 +14,7 @@ import pytest
 import scipy.sparse as sp
 from conftest import DATASETS, ROOT
 
-from kcheck import engines, models, predict, rbf_search, verify
+from kcheck import engines, models, predict, rbf_search, tuning, verify
 from kcheck.data import read_libsvm
 from kcheck.defaults import MODEL_KINDS
 from kcheck.errors import KcheckError
@@ -38,7 +38,7 @@ def _kcheck(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
         cwd=cwd,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=600,
     )
 
 
@@ -143,7 +143,7 @@ def test_export_linear_writes_a_liblinear_model(exported):
     assert text.startswith("solver_type L2R_L2LOSS_SVC\n") and "\nbias 1\n" in text
     y, X, scaler = _scaled("heart_scale")
     assert read_range_file(entry["range_path"]) == read_range_file(entry["range_path"], 13)
-    ours, _ = engines.fit_linear(X, y, seed=0)
+    ours, _ = tuning.fit_linear(X, y, seed=0)
     saved = predict.load(entry["path"])
     assert np.array_equal(saved.predict_scaled(X), ours.predict(X))
 

@@ -12,7 +12,7 @@ import scipy.sparse as sp
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kcheck import engines
+from kcheck import tuning
 from kcheck.checkers import kmeans as km
 from kcheck.checkers import linear, multilinear
 from kcheck.checkers.base import CheckerResult, Context, Dataset
@@ -319,6 +319,6 @@ def test_cluster_models_are_liblinear_models(xor) -> None:
     fitted = multilinear._fit_cluster(T.X[rows], T.y[rows], seed=1, fallback_C=1.0)
     if fitted.constant is not None:
         pytest.skip("the chosen rows hold one class")
-    direct, _ = engines.fit_linear(T.X[rows], T.y[rows], seed=1)
+    direct, _ = tuning.fit_linear(T.X[rows], T.y[rows], seed=1)
     assert fitted.C == direct.C
     np.testing.assert_array_equal(fitted.predict(T.X), direct.predict(T.X))

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
-from kcheck import budget, engines
+from kcheck import budget, engines, tuning
 from kcheck.checkers.base import CheckerResult, Context, Dataset, score
 from kcheck.split import stratified_subsample
 from kcheck.workers import run_until
@@ -268,7 +268,7 @@ def run(T: Dataset, V: Dataset, options: Degree2Options) -> CheckerResult:
     if plan.rows < T.rows:
         keep = stratified_subsample(T.y, plan.rows, seed=options.seed)
         XT, yT = T.X[keep], T.y[keep]
-        ref, ref_cv = engines.fit_linear(
+        ref, ref_cv = tuning.fit_linear(
             XT, yT, seed=options.seed, class_weight=options.class_weight
         )
         ref_scored = score(ref, V)
@@ -284,7 +284,7 @@ def run(T: Dataset, V: Dataset, options: Degree2Options) -> CheckerResult:
     shift = Shift.of(XT)
     PT = expand(shift.apply(XT))
     info["shifted_features"] = int(shift.columns.size)
-    model, cv = engines.fit_linear(PT, yT, seed=options.seed, class_weight=options.class_weight)
+    model, cv = tuning.fit_linear(PT, yT, seed=options.seed, class_weight=options.class_weight)
     counted = budget.degree2_seconds(int(PT.nnz), n_classes, int(PT.shape[0]))
     del PT
 

@@ -46,7 +46,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from kcheck import budget, engines
+from kcheck import budget, engines, tuning
 from kcheck.checkers.base import CheckerResult, Context, Dataset, guarded
 from kcheck.defaults import EXACT_MODES, Progress, no_progress
 from kcheck.errors import TimeLimitReached
@@ -314,7 +314,7 @@ def _repeat(
         if rbf_scores is not None:
             rbf_scores[test] = values if values is not None else 0.0
         del problem
-        lin_model, _ = engines.fit_linear(
+        lin_model, _ = tuning.fit_linear(
             X[train], y[train], seed=seed, C=chosen.linear_C, class_weight=class_weight
         )
         predicted, dec = lin_model.predict_scored(X[test])
@@ -426,7 +426,7 @@ def run(
     check_time()
     scoring = options.scoring
     weight = scoring.class_weight
-    linear_model, linear_cv = engines.fit_linear(Xb, yb, seed=seed, class_weight=weight)
+    linear_model, linear_cv = tuning.fit_linear(Xb, yb, seed=seed, class_weight=weight)
     check_time()
 
     D = engines.squared_distances(Xb)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from kcheck import engines
+from kcheck import engines, tuning
 from kcheck.checkers import kmeans as km
 from kcheck.checkers.base import CheckerResult, Context, Dataset
 from kcheck.errors import TimeLimitReached
@@ -116,7 +116,7 @@ def _fit_cluster(
         return out
     tune = y.size >= MIN_CV_ROWS
     C = None if tune else fallback_C
-    model, _ = engines.fit_linear(X, y, seed=seed, C=C, class_weight=class_weight)
+    model, _ = tuning.fit_linear(X, y, seed=seed, C=C, class_weight=class_weight)
     out = ClusterModel(
         rows=int(y.size),
         weights=model.weights,
@@ -156,7 +156,7 @@ def _cv_decision_values(
         train = np.flatnonzero(fold != k)
         if test.size == 0 or np.unique(y[train]).size < 2:
             continue
-        m, _ = engines.fit_linear(X[train], y[train], seed=seed, C=C, class_weight=class_weight)
+        m, _ = tuning.fit_linear(X[train], y[train], seed=seed, C=C, class_weight=class_weight)
         oriented = positive_scores(m.labels, m.decision_function(X[test]))
         if oriented is not None:
             out[test] = oriented
@@ -283,7 +283,7 @@ def run(
     k = options.n_clusters or km.n_clusters(T.rows)
     columns = None
     X_km = T.X
-    if T.X.shape[1] >= engines.COMPACT_MIN_WIDTH:
+    if T.X.shape[1] >= tuning.COMPACT_MIN_WIDTH:
         used = np.unique(T.X.indices)
         if used.size < T.X.shape[1] // 2:
             columns, X_km = used, T.X[:, used]

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from kcheck import budget, engines
+from kcheck import budget, engines, tuning
 from kcheck.checkers.base import CheckerResult, Context, Dataset, score
 from kcheck.split import stratified_subsample
 from kcheck.workers import run_until
@@ -328,7 +328,7 @@ def run(T: Dataset, V: Dataset, options: RffOptions) -> CheckerResult:
     for mult in options.gamma_multiples:
         fmap = base.with_gamma(mult / median)
         Z = fmap.transform_csr(XT)
-        model, cv = engines.fit_linear(Z, yT, seed=options.seed, class_weight=options.class_weight)
+        model, cv = tuning.fit_linear(Z, yT, seed=options.seed, class_weight=options.class_weight)
         del Z
         cv_by_multiple[f"{mult:g}"] = cv
         cv_value = -1.0 if cv is None else cv
