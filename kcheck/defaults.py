@@ -18,9 +18,10 @@ DEFAULT_SCALING = "maxabs"
 #: The exact RBF comparison: ``auto`` runs it where its counted cost is small.
 EXACT_MODES = ("auto", "always", "never")
 DEFAULT_EXACT = "auto"
-#: The names ``--checkers`` takes, and those that run by default. The checkers themselves are
-#: in kcheck.checkers.registry, which must list exactly these; the names live here so that
-#: the command line can show them without importing the numeric stack.
+#: The names ``--checkers`` takes, in the order the help lists them, and those that run by
+#: default: the one list of names. The checkers themselves are in kcheck.checkers.registry,
+#: which must list exactly these (tests/test_registry.py); the names live here so that the
+#: command line can show them without importing the numeric stack.
 CHECKER_NAMES = ("degree2", "multilinear", "rbfsvm", "rff")
 DEFAULT_CHECKERS = ("degree2", "multilinear", "rbfsvm")
 #: What a score is: plain accuracy, balanced accuracy (the mean of per-class recall; every model

@@ -33,7 +33,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from kcheck import engines, tuning
-from kcheck.checkers import degree2
+from kcheck.checkers import degree2, registry
 from kcheck.checkers.base import CheckerResult, Dataset, score
 from kcheck.split import stratified_subsample
 from kcheck.verdict import json_number, json_parameter, paired_gap
@@ -174,13 +174,14 @@ def explain(
     in :data:`KS`, linear + top-k products trained on T (at most :data:`MAX_TRAIN_ROWS` rows of
     it) with degree-2's C, scored on all of V."""
     t0 = time.perf_counter()
-    d2 = results.get("degree2")
+    name = registry.EXPLAINED
+    d2 = results.get(name)
     if d2 is None:
-        return _unavailable("degree2 did not run (--checkers), so no explanation", t0)
+        return _unavailable(f"{name} did not run (--checkers), so no explanation", t0)
     model = d2.model
     if d2.status == "skipped" or not isinstance(model, engines.LinearModel):
         why = d2.reason or "it did not finish"
-        return _unavailable(f"degree2 was skipped ({why}), so no explanation is available", t0)
+        return _unavailable(f"{name} was skipped ({why}), so no explanation is available", t0)
     if deadline is not None and time.perf_counter() >= deadline:
         return _unavailable("the time limit passed before the explanation", t0)
     rows = int(d2.info.get("rows", T.rows))
@@ -250,7 +251,7 @@ def explain_sentence(v: dict[str, Any]) -> str | None:
         return f"explain: {ex['reason']}."
     terms, rec = ex["terms"], ex["recovered"]
     lin = v["linear"]["val_accuracy"]
-    d2 = v["checkers"]["degree2"]["val_accuracy"]
+    d2 = v["checkers"][registry.EXPLAINED]["val_accuracy"]
     if not terms or not rec:
         return "explain: the degree-2 model puts no weight on any product term."
     pct = "{:.1%}".format

@@ -18,20 +18,21 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from kcheck.checkers import registry
 from kcheck.defaults import DEFAULT_METRIC, METRIC_NAMES, METRICS
 from kcheck.errors import DataFormatError
 
 __all__ = ["Row", "read_lines", "render"]
 
-#: The checkers the plot shows, in this order, and their colours.
-CHECKERS = {
-    "degree2": "#1f77b4",
-    "multilinear": "#9467bd",
-    "rbfsvm": "#e377c2",
-    "rff": "#8c564b",
-    "rbf": "#d62728",
-}
 VERDICT_COLOURS = {"kernel": "#c0392b", "linear": "#1e8449"}
+
+
+def colours() -> dict[str, str]:
+    """The methods the plot shows, in this order, and their colours: the registry's, read at
+    call time."""
+    return {name: entry.colour for name in registry.methods() if (entry := registry.spec(name))}
+
+
 #: A results file larger than this is not one batch wrote (a million data sets).
 MAX_BYTES = 1 << 30
 
@@ -113,7 +114,7 @@ def _gaps(
     """(gap, low, high) of each plotted checker that has a gap; one that is not three finite
     numbers is an error rather than a point drawn off the plot."""
     gaps = {}
-    for c in CHECKERS:
+    for c in colours():
         entry = checkers.get(c)
         if not isinstance(entry, dict) or entry.get("gap") is None:
             continue
@@ -278,7 +279,7 @@ def _legend() -> list[str]:
     return [
         f'<circle cx="{LEFT + 95 * k + 5}" cy="14" r="4" fill="{colour}"/>'
         f'<text x="{LEFT + 95 * k + 13}" y="18" font-size="11" fill="#333">{c}</text>'
-        for k, (c, colour) in enumerate(CHECKERS.items())
+        for k, (c, colour) in enumerate(colours().items())
     ]
 
 
@@ -297,11 +298,12 @@ def _forest_row(r: Row, y0: int, sx: _Scale) -> list[str]:
             f'<text x="{LEFT + 6}" y="{mid + 4}" font-size="12" font-style="italic" '
             f'fill="{colour}">{_esc(r.status)}: {_esc((r.note or "")[:90])}</text>'
         )
-    shown = [c for c in CHECKERS if c in r.gaps]
+    palette = colours()
+    shown = [c for c in palette if c in r.gaps]
     for k, c in enumerate(shown):
         g, lo, hi = r.gaps[c]
         y = y0 + ROW_H * (k + 1) / (len(shown) + 1)
-        colour = CHECKERS[c]
+        colour = palette[c]
         out.append(
             f'<line x1="{sx(lo):.1f}" y1="{y:.1f}" x2="{sx(hi):.1f}" y2="{y:.1f}" '
             f'stroke="{colour}" stroke-width="2"/>'
@@ -367,7 +369,8 @@ def _number_cell(value: float | None, fmt: str) -> str:
 
 def _table(rows: list[Row]) -> str:
     head = ["data set", "status", "verdict", "margin", "deciding", "metric", "rows", "seconds"]
-    head += [f"{c} gap" for c in CHECKERS]
+    shown = colours()
+    head += [f"{c} gap" for c in shown]
     out = ["<table><thead><tr>", *(f"<th>{_esc(h)}</th>" for h in head), "</tr></thead><tbody>"]
     for r in rows:
         cells = [
@@ -380,7 +383,7 @@ def _table(rows: list[Row]) -> str:
             _number_cell(r.rows, "{:,}"),
             _number_cell(r.seconds, "{:.2f}"),
         ]
-        for c in CHECKERS:
+        for c in shown:
             if c in r.gaps:
                 g, lo, hi = r.gaps[c]
                 cells.append(_cell(f"{_points(g)} [{_points(lo)}, {_points(hi)}]", g, "num"))

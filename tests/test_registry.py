@@ -78,7 +78,8 @@ def test_every_name_has_a_spec() -> None:
         assert spec.name == name
         assert callable(spec.run)
         assert spec.summary and "\n" not in spec.summary
-        assert spec.table and all(len(pair) == 2 for pair in spec.table)
+        assert spec.table and all(isinstance(p, registry.Param) for p in spec.table)
+        assert spec.words and spec.colour.startswith("#") and spec.blank
 
 
 def test_defaults_are_degree2_multilinear_and_rbfsvm() -> None:
@@ -99,8 +100,9 @@ def test_the_registry_gives_each_method_its_role_in_the_rule() -> None:
 
 def test_table_keys() -> None:
     for name, spec in registry.CHECKERS.items():
-        assert registry.table_keys(name) == spec.table
-    assert registry.table_keys(registry.EXACT.name) == registry.EXACT.table
+        assert registry.table_keys(name) == tuple((p.label, p.key) for p in spec.table)
+    exact = registry.EXACT.table
+    assert registry.table_keys(registry.EXACT.name) == tuple((p.label, p.key) for p in exact)
     assert registry.table_keys("no-such-checker") == ()
 
 
@@ -186,19 +188,34 @@ def test_checkers_report_their_table_fields(runs) -> None:
             assert key in info, f"{name} does not report {key!r}"
 
 
-def test_every_checker_has_words_a_colour_and_a_schema_entry() -> None:
-    """What ARCHITECTURE.md's recipe asks beyond the registry: a missing piece fails here."""
-    import json
-    from pathlib import Path
-
-    from kcheck import report
+def test_the_words_colours_and_explained_checker_come_from_the_registry() -> None:
+    """The table's words, the report's colours and --explain's checker are the registry's."""
+    from kcheck import explain, report
+    from kcheck.checkers import degree2
     from kcheck.cli import render
 
-    schema_dir = Path(pipeline.__file__).parent / "schema"
-    check = json.loads((schema_dir / "check.schema.json").read_text())
-    line = json.loads((schema_dir / "batch-line.schema.json").read_text())
-    checkers_block = check["$defs"]["check"]["properties"]["checkers"]["properties"]
-    for name in registry.NAMES:
-        assert name in render.NAMES and name in report.CHECKERS
-        assert name in checkers_block and name in check["$defs"]
-        assert name in line["$defs"]["options"]["properties"]["checkers"]["items"]["enum"]
+    methods = registry.methods()
+    assert methods == (*registry.NAMES, registry.EXACT.name)
+    assert list(report.colours()) == list(methods)
+    colours = [registry.spec(n).colour for n in methods]  # type: ignore[union-attr]
+    assert len(set(colours)) == len(colours)
+    assert list(render.NAMES) == ["linear", *methods]
+    for name in methods:
+        assert render.NAMES[name] == registry.words(name)
+    assert render.NAMES["linear"] == "linear"
+    assert registry.CHECKERS[registry.EXPLAINED].run is degree2.check
+    assert explain.registry is registry
+
+
+def test_the_parameter_cell_follows_the_table() -> None:
+    from kcheck.cli.render import _param
+
+    assert _param("multilinear", {"clusters": 12}) == "K=12"
+    assert _param("multilinear", {"status": "skipped"}) == "K=-"
+    assert _param("rff", {"D": 300, "gamma": 0.5}) == "D=300 g=2^-1"
+    assert _param("rff", {"status": "skipped"}) == "-"
+    assert _param("rbfsvm", {"C": 8.0, "gamma": 0.125}) == "C=2^3 g=2^-3"
+    assert _param("rbf", {"C": 2.0, "gamma": None}) == "C=2^1"
+    assert _param("degree2", {"C": 4.0}) == "C=2^2"
+    assert _param("no-such-checker", {"C": 1.0}) == "C=2^0"
+    assert _param("no-such-checker", {}) == "-"

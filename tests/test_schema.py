@@ -92,7 +92,7 @@ def test_schema_files_ship_with_the_package() -> None:
 
 
 def kcheck(*args: str | Path, codes: tuple[int, ...] = (0,)) -> Run:
-    run = run_kcheck([str(a) for a in args], timeout=300, cwd=ROOT)
+    run = run_kcheck([str(a) for a in args], timeout=600, cwd=ROOT)
     assert run.code in codes, run.describe()
     assert "Traceback" not in run.stderr, run.describe()
     return run
@@ -482,3 +482,50 @@ def test_docs_state_the_units_and_the_version_policy() -> None:
     sections = doc_sections()
     assert "Schema versions" in sections and "Changelog" in sections
     assert "**schema 1**" in sections["Changelog"]
+
+
+# --- the parts the registry writes ------------------------------------------------------------
+
+
+def schema_script() -> Any:
+    """scripts/schema_checkers.py, which writes the schemas' checker enums from the registry."""
+    import importlib.util
+    import sys
+
+    spec = importlib.util.spec_from_file_location(
+        "schema_checkers", ROOT / "scripts" / "schema_checkers.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_checker_parts_of_the_schemas_are_the_registrys() -> None:
+    """A checker added to or dropped from the registry without rerunning the script fails."""
+    script = schema_script()
+    assert script.stale() == [], "run `python scripts/schema_checkers.py`"
+    assert script.main(["--check"]) == 0
+
+
+def test_the_script_rewrites_only_the_checker_parts(tmp_path: Path) -> None:
+    script = schema_script()
+    for name in script.schemas():
+        tmp_path.joinpath(name).write_text(SCHEMA_DIR.joinpath(name).read_text())
+    names = ("degree2", "multilinear", "rbfsvm", "toy")
+    fresh = script.schemas(script.Checkers(names, "rbf", {"toy": "a toy"}), tmp_path)
+    check = json.loads(fresh["check.schema.json"])
+    old = SCHEMAS["check.schema.json"]
+    assert set(check["$defs"]) == set(old["$defs"]) - {"rff"} | {"toy"}
+    assert check["$defs"]["toy"] == {"description": "a toy", "$ref": "#/$defs/checker"}
+    for kept in ("degree2", "rbf", "checker", "exact", "model"):
+        assert check["$defs"][kept] == old["$defs"][kept]
+    assert check["$defs"]["decision"]["properties"]["deciding"]["enum"] == [None, *names, "rbf"]
+    line = json.loads(fresh["batch-line.schema.json"])
+    assert line["$defs"]["options"]["properties"]["checkers"]["items"]["enum"] == list(names)
+    jsonschema.Draft202012Validator.check_schema(check)
+    # Written back, the generated text is a fixed point.
+    tmp_path.joinpath("check.schema.json").write_text(fresh["check.schema.json"])
+    again = script.schemas(script.Checkers(names, "rbf", {}), tmp_path)
+    assert again["check.schema.json"] == fresh["check.schema.json"]

@@ -1,13 +1,16 @@
-"""Every checker there is, in one table: its name, how it runs, what the table shows of it.
+"""Every checker there is, in one table: its name, how it runs, how it is shown.
 
-Adding a checker means one module with ``check(T, V, ctx) -> CheckerResult`` and one entry
-here; the pipeline, ``--checkers``, the JSON and the CLI's table all follow from the entry.
+Adding a checker means one module with ``check(T, V, ctx) -> CheckerResult``, one entry here
+and its name in kcheck.defaults; the pipeline, ``--checkers``, the JSON, the CLI's table and
+sentences, the HTML report and (through scripts/schema_checkers.py) the JSON schemas all follow
+from the entry.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from kcheck.checkers import degree2, exact, multilinear, rbfsvm, rff
 from kcheck.checkers.base import CheckerResult, Context, Dataset
@@ -15,20 +18,34 @@ from kcheck.defaults import CHECKER_NAMES
 from kcheck.verdict import Role
 
 
+class Param(NamedTuple):
+    """One parameter the CLI's table shows, as ``label=value``: ``K=12``, ``C=2^7``."""
+
+    label: str
+    key: str
+    #: C and gamma read as grid.py users read them (``2^7``); a count (K, D) as it is.
+    log2: bool = True
+
+
 @dataclass(frozen=True)
 class CheckerSpec:
     """One checker.
 
-    ``table``: (label, JSON key) pairs the CLI shows in the parameter column, e.g.
-    ``("K", "clusters")``. ``default``: runs unless ``--checkers`` says otherwise.
-    ``summary``: one line for ``--help``. Checkers run in registry order.
+    ``table``: the parameters the CLI shows in the parameter column, from its JSON block.
+    ``default``: runs unless ``--checkers`` says otherwise. ``summary``: one line for
+    ``--help``. ``words``: how sentences name it. ``colour``: its marks in the HTML report.
+    Checkers run in registry order.
     """
 
     name: str
     run: Callable[[Dataset, Dataset, Context], CheckerResult]
-    table: tuple[tuple[str, str], ...]
+    table: tuple[Param, ...]
     default: bool
     summary: str
+    words: str
+    colour: str
+    #: The parameter cell where its JSON block holds none of ``table`` (a skipped run).
+    blank: str = "-"
     #: Its role in the rule (kcheck.verdict.Role): a ``proxy`` the method relies on, whose
     #: skip leaves a linear verdict short of ``clear``; or a ``stand-in`` for exact mode
     #: (rbfsvm), which runs only where exact mode is ``auto`` and did not run (it trains the RBF
@@ -58,8 +75,11 @@ class DecidingSpec:
     run_all: Callable[
         [Dataset, Dataset, Context, str], tuple[dict[str, object], CheckerResult | None]
     ]
-    table: tuple[tuple[str, str], ...]
+    table: tuple[Param, ...]
     summary: str
+    words: str
+    colour: str
+    blank: str = "-"
     #: ``auto`` never runs it on more rows (T and V together) than this.
     auto_max_rows: int = 0
     role: Role = "deciding"
@@ -72,17 +92,22 @@ CHECKERS: dict[str, CheckerSpec] = {
         CheckerSpec(
             "multilinear",
             multilinear.check,
-            (("K", "clusters"),),
+            (Param("K", "clusters", log2=False),),
             True,
             "k-means on the training split, one linear model per cluster",
+            words="MultiLinear",
+            colour="#9467bd",
+            blank="K=-",
             planned_bytes=multilinear.planned_bytes,
         ),
         CheckerSpec(
             "degree2",
             degree2.check,
-            (("C", "C"),),
+            (Param("C", "C"),),
             True,
             "a linear model on the explicit degree-2 polynomial expansion",
+            words="degree-2",
+            colour="#1f77b4",
             planned_bytes=degree2.planned_bytes,
         ),
         # Where exact mode did not run and the real RBF SVM is cheap: mid-size data of few
@@ -91,9 +116,11 @@ CHECKERS: dict[str, CheckerSpec] = {
         CheckerSpec(
             rbfsvm.NAME,
             rbfsvm.check,
-            (("C", "C"), ("g", "gamma")),
+            (Param("C", "C"), Param("g", "gamma")),
             True,
             "the RBF SVM itself, tuned on a sample of the training split, trained on all of it",
+            words="the RBF SVM trained on the training split",
+            colour="#e377c2",
             role="stand-in",
         ),
         # Opt-in: it catches smooth low-dimensional boundaries the others miss (wavy 5-D set:
@@ -102,9 +129,11 @@ CHECKERS: dict[str, CheckerSpec] = {
         CheckerSpec(
             "rff",
             rff.check,
-            (("D", "D"), ("g", "gamma")),
+            (Param("D", "D", log2=False), Param("g", "gamma")),
             False,
             "a linear model on random Fourier features of the RBF kernel",
+            words="random Fourier features",
+            colour="#8c564b",
             needs_baseline=True,
         ),
     )
@@ -112,8 +141,10 @@ CHECKERS: dict[str, CheckerSpec] = {
 EXACT = DecidingSpec(
     exact.NAME,
     exact.check_all,
-    (("C", "C"), ("g", "gamma")),
+    (Param("C", "C"), Param("g", "gamma")),
     "the real RBF SVM against the linear model, by repeated CV on all rows (small data)",
+    words="the RBF SVM",
+    colour="#d62728",
     auto_max_rows=exact.MAX_ROWS,
 )
 #: Names ``--checkers`` accepts, in the order the help lists them (kcheck.defaults keeps them
@@ -122,12 +153,32 @@ NAMES: tuple[str, ...] = CHECKER_NAMES
 DEFAULT_NAMES: tuple[str, ...] = tuple(n for n in NAMES if CHECKERS[n].default)
 
 
+#: The checker whose model ``--explain`` reads: kcheck.explain ranks its product terms.
+EXPLAINED = "degree2"
+
+
+def spec(name: str) -> CheckerSpec | DecidingSpec | None:
+    """A method's entry, the exact comparison included; None for a name not here."""
+    return EXACT if name == EXACT.name else CHECKERS.get(name)
+
+
+def methods() -> tuple[str, ...]:
+    """Every name a check's ``checkers`` block may hold, in the order the help lists them:
+    the ``--checkers`` choices, then the exact comparison. Read at call time, so that a
+    table patched in a test is seen."""
+    return (*NAMES, EXACT.name)
+
+
 def table_keys(name: str) -> tuple[tuple[str, str], ...]:
     """The (label, JSON key) pairs shown for a checker, the exact comparison included."""
-    if name == EXACT.name:
-        return EXACT.table
-    spec = CHECKERS.get(name)
-    return spec.table if spec is not None else ()
+    entry = spec(name)
+    return tuple((p.label, p.key) for p in entry.table) if entry is not None else ()
+
+
+def words(name: str) -> str:
+    """How a sentence names a method; a name not here stays as it is (``linear``)."""
+    entry = spec(name)
+    return entry.words if entry is not None else name
 
 
 def role(name: str) -> Role:

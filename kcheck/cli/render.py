@@ -10,9 +10,9 @@ from __future__ import annotations
 import io
 import math
 import shlex
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich import box
 from rich.console import Console, Group, RenderableType
@@ -22,15 +22,48 @@ from rich.text import Text
 
 from kcheck.defaults import METRIC_NAMES
 
-#: How a method is named in sentences (the table keeps the JSON's names).
-NAMES = {
-    "linear": "linear",
-    "degree2": "degree-2",
-    "multilinear": "MultiLinear",
-    "rbfsvm": "the RBF SVM trained on the training split",
-    "rff": "random Fourier features",
-    "rbf": "the RBF SVM",
-}
+if TYPE_CHECKING:
+    from kcheck.checkers.registry import CheckerSpec, DecidingSpec
+
+
+class _Words(Mapping[str, str]):
+    """How a method is named in sentences (the table keeps the JSON's names), from the
+    registry; read at first use, so that importing this module (``kcheck --help``) does not
+    import the numeric stack."""
+
+    def __getitem__(self, name: str) -> str:
+        from kcheck.checkers import registry
+
+        return registry.words(name)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(("linear", *_methods()))
+
+    def __len__(self) -> int:
+        return 1 + len(_methods())
+
+
+NAMES: Mapping[str, str] = _Words()
+
+
+def _methods() -> tuple[str, ...]:
+    from kcheck.checkers import registry
+
+    return registry.methods()
+
+
+def _spec(name: str) -> CheckerSpec | DecidingSpec | None:
+    """A method's registry entry, imported where a result is shown (never for ``--help``)."""
+    from kcheck.checkers import registry
+
+    return registry.spec(name)
+
+
+def _exact() -> str:
+    """The exact comparison's name: its row reads as CV, its sentences as cross-validation."""
+    from kcheck.checkers import registry
+
+    return registry.EXACT.name
 
 
 def fmt_acc(x: float | None) -> str:
@@ -141,13 +174,17 @@ def fit_table(
 
 
 def _param(name: str, c: dict[str, Any]) -> str:
-    if name == "multilinear":
-        return f"K={c.get('clusters', '-')}"
-    if name == "rff" and c.get("D") is not None:
-        return f"D={c['D']} g={log2_text(c['gamma'])}"
-    if name in ("rbf", "rbfsvm") and c.get("gamma") is not None:
-        return f"C={log2_text(c['C'])} g={log2_text(c['gamma'])}"
-    return f"C={log2_text(c['C'])}" if c.get("C") is not None else "-"
+    """The registry's parameters of a method that its JSON block holds, ``C=2^7 g=2^-3``; a
+    name the registry does not know (an older file's) shows its C."""
+    entry = _spec(name)
+    if entry is None:
+        return f"C={log2_text(c['C'])}" if c.get("C") is not None else "-"
+    shown = [
+        f"{p.label}={log2_text(c[p.key]) if p.log2 else c[p.key]}"
+        for p in entry.table
+        if c.get(p.key) is not None
+    ]
+    return " ".join(shown) if shown else entry.blank
 
 
 def _status(c: dict[str, Any]) -> str:
@@ -201,7 +238,7 @@ def verdict_table(v: dict[str, Any], width: int) -> RenderableType:
     ]
     for name, c in v["checkers"].items():
         acc = fmt_acc(c.get("val_score", c["val_accuracy"]))
-        if name == "rbf" and c["val_accuracy"] is not None:
+        if name == _exact() and c["val_accuracy"] is not None:
             acc += " CV"
         gap = [pts(c["gap"]), _ci(c)] if c.get("gap") is not None else ["-", ""]
         if two_folds(v, name):
@@ -239,10 +276,11 @@ def verdict_footnote(v: dict[str, Any]) -> str:
             f"{second['validation']:,} (linear {fmt_acc(second['linear']['val_score'])}, "
             f"{there} there)"
         )
-    rbf = v["checkers"].get("rbf")
+    exact = _exact()
+    rbf = v["checkers"].get(exact)
     if rbf is not None and rbf.get("gap") is not None:
         text += (
-            f". rbf, CV: an RBF SVM against linear in {rbf.get('folds', 5)}-fold "
+            f". {exact}, CV: an RBF SVM against linear in {rbf.get('folds', 5)}-fold "
             f"cross-validation on all {rbf.get('rows', 0):,} rows ({rbf.get('repeats', 1)} "
             f"repeats; linear's accuracy was {fmt_acc(rbf.get('linear_accuracy'))} there)"
         )
@@ -269,11 +307,12 @@ def verdict_summary(v: dict[str, Any], model_out: str | None = None) -> str:
     )
     gaps = {n: c for n, c in v["checkers"].items() if c.get("gap") is not None}
     deciding = v.get("deciding_checker")
-    where = " in cross-validation on all rows" if deciding == "rbf" else ""
+    exact = _exact()
+    where = " in cross-validation on all rows" if deciding == exact else ""
     if v["verdict"] == "kernel" and deciding is not None and deciding in gaps:
         c = gaps[deciding]
         lo, hi = (100 * x for x in c["gap_ci95"])
-        who = "An RBF SVM" if deciding == "rbf" else NAMES.get(deciding, deciding)
+        who = "An RBF SVM" if deciding == exact else NAMES[deciding]
         if two_folds(v, deciding):
             where = " on average over two folds"
         text = (
@@ -281,31 +320,31 @@ def verdict_summary(v: dict[str, Any], model_out: str | None = None) -> str:
             f"{lo:.1f} to {hi:.1f}; epsilon is {eps:g} points)"
         )
         if v["margin"] == "clear":
-            win = "the kernel is worth it" if deciding == "rbf" else "an RBF SVM should win"
+            win = "the kernel is worth it" if deciding == exact else "an RBF SVM should win"
             return text + f"; {win} here. Next: {train}; `kcheck verify {data}` confirms."
         return (
             text + f", but the interval reaches below {eps:g} points, so this is not "
             f"settled. To settle it: `kcheck verify {data}` runs the full RBF grid search; "
             "more data would narrow the interval."
         )
-    pool = {"rbf": gaps["rbf"]} if "rbf" in gaps else gaps
+    pool = {exact: gaps[exact]} if exact in gaps else gaps
     if not pool:
         return "No checker finished, so nothing could overturn linear."
     ranked = sorted(pool, key=lambda n: -pool[n]["gap"])
     closest = ", ".join(
-        f"{NAMES.get(n, n)} {pts(pool[n]['gap'])} (95% CI {_ci(pool[n])})" for n in ranked[:2]
+        f"{NAMES[n]} {pts(pool[n]['gap'])} (95% CI {_ci(pool[n])})" for n in ranked[:2]
     )
-    if "rbf" in pool:
+    if exact in pool:
         text = (
-            f"An RBF SVM came within {pts(pool['rbf']['gap'])} points{_in_metric(v)} of "
-            f"linear in cross-validation on all rows (95% CI {_ci(pool['rbf'])}), short of the "
+            f"An RBF SVM came within {pts(pool[exact]['gap'])} points{_in_metric(v)} of "
+            f"linear in cross-validation on all rows (95% CI {_ci(pool[exact])}), short of the "
             f"{eps:g} the kernel needs"
         )
     else:
         text = f"No checker beat linear by {eps:g} points{_in_metric(v)}; the closest: {closest}"
     if v["margin"] == "clear":
         return text + f". A linear model is enough here. Next: {train}."
-    missing = [NAMES.get(n, n) for n, c in v["checkers"].items() if c.get("gap") is None]
+    missing = [NAMES[n] for n, c in v["checkers"].items() if c.get("gap") is None]
     why = (
         f"{' and '.join(missing)} did not finish (see above)"
         if missing
@@ -335,7 +374,8 @@ def deciding_gap(line: dict[str, Any]) -> str:
     deciding = line.get("deciding_checker")
     if line.get("verdict") == "kernel" and deciding in gaps:
         return f"{100 * gaps[deciding]:+.2f} {deciding}"
-    pool = {"rbf": gaps["rbf"]} if "rbf" in gaps else gaps
+    exact = _exact()
+    pool = {exact: gaps[exact]} if exact in gaps else gaps
     name = max(pool, key=lambda k: (pool[k], k))
     return f"{100 * pool[name]:+.2f} {name} (closest)"
 
