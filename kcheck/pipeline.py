@@ -114,10 +114,11 @@ class CheckConfig:
             jobs=self.jobs,
             memory_limit=self.memory_limit,
         )
-        unknown = [c for c in self.checkers if c not in CHECKERS]
+        names = registry.NAMES  # read now: the registry is the one list of checkers
+        unknown = [c for c in self.checkers if c not in names]
         if unknown or not self.checkers:
             raise KcheckError(
-                f"--checkers takes a comma-separated subset of {','.join(CHECKERS)}, "
+                f"--checkers takes a comma-separated subset of {','.join(names)}, "
                 f"got {','.join(self.checkers) or 'nothing'}"
             )
         validate_metric(self.metric)
@@ -239,7 +240,11 @@ def run(config: CheckConfig, progress: Progress | None = None) -> CheckReport:
         scaler=data.scaler,
         split=(T.rows, V.rows),
         baseline=base,
-        checkers={n: (results[n], gaps.get(n)) for n in (*config.checkers, "rbf") if n in results},
+        checkers={
+            n: (results[n], gaps.get(n))
+            for n in (*config.checkers, registry.EXACT.name)
+            if n in results
+        },
         exact=exact_json,
         test=None if tested is None else _test_json(tested, scoring),
         warnings=[
