@@ -34,6 +34,9 @@ FLOOR_MAX_NNZ = 300_000
 #: The RBF kernels' floor (exact mode, the rbfsvm checker) also needs T within this many rows:
 #: their cost grows with the square of the rows, and it was calibrated up to 9,000 rows.
 FLOOR_MAX_ROWS = 10_000
+#: The RBF kernels' relative budget (exact mode, the rbfsvm checker): this many times the
+#: linear baseline's counted cost.
+RBF_LINEAR_FACTOR = 3.0
 #: Degree-2's cost per expanded value grows with T's rows above this many: LIBLINEAR's C
 #: search needs more Newton steps there (measured per value: ijcnn1 2.4 us at 5,000 rows and
 #: 4.9 at 20,000; a9a 5.0 at 10,000 and 5.6 at 24,421; scripts/results/calibrate.md), about
@@ -92,6 +95,12 @@ def floor_applies(*, rows: int, nnz: int) -> bool:
     quadratic cost is beyond what the floor could pay anyway: degree-2's floor, bounded in
     rows too."""
     return rows <= FLOOR_MAX_ROWS and degree2_floor_applies(nnz=nnz)
+
+
+def rbf_budget_seconds(*, nnz: int, n_classes: int, floor_seconds: float) -> float:
+    """Counted seconds the RBF kernels may spend: RBF_LINEAR_FACTOR times the linear baseline's
+    counted cost on ``nnz`` values (T and V), or ``floor_seconds`` where more (0: no floor)."""
+    return max(floor_seconds, RBF_LINEAR_FACTOR * linear_seconds(nnz, n_classes))
 
 
 def degree2_floor_applies(*, nnz: int) -> bool:

@@ -42,6 +42,7 @@ LAYERS: list[set[str]] = [
         "kcheck.checkers.rff",
         "kcheck.checkers.rbfsvm",
         "kcheck.checkers.exact",
+        "kcheck.checkers.rbf_tuning",
         "kcheck.checkers.linear",
         "kcheck.checkers.kmeans",
     },

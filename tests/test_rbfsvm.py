@@ -10,7 +10,7 @@ import pytest
 import scipy.sparse as sp
 
 from kcheck import budget
-from kcheck.checkers import degree2, rbfsvm
+from kcheck.checkers import degree2, rbf_tuning, rbfsvm
 from kcheck.checkers.base import Dataset
 from kcheck.data import write_libsvm
 from kcheck.errors import TimeLimitReached
@@ -180,5 +180,5 @@ def test_the_counted_fits_include_the_larger_C() -> None:
         n_classes=2,
     )
     final = budget.rbf_fit_seconds(rows=T.rows, nnz=int(T.X.nnz), predict_rows=V.rows, n_classes=2)
-    gammas = len(rbfsvm.exact.LOG2_GAMMA_FACTOR)
+    gammas = len(rbf_tuning.LOG2_GAMMA_FACTOR)
     assert rbfsvm.fit_seconds(T, V, 2) == pytest.approx((gammas + 1) * part + final)

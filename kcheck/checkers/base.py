@@ -174,10 +174,23 @@ def score(model: Predicts | Predictor, V: Dataset) -> Scored:
     return Scored(accuracy(correct), correct, predicted, scores)
 
 
+def past(deadline: float | None) -> bool:
+    """Whether ``deadline`` (a ``time.perf_counter()`` value, None: no limit) has passed: the
+    one clock read that may stop a checker, between its steps."""
+    return deadline is not None and time.perf_counter() >= deadline
+
+
+def stop_if_past(deadline: float | None, what: str) -> None:
+    """Raise TimeLimitReached(``what``) once ``deadline`` has passed; :func:`guarded` turns it
+    into a checker skipped for the time limit."""
+    if past(deadline):
+        raise TimeLimitReached(what)
+
+
 def guarded(name: str, deadline: float | None, fn: Callable[[], CheckerResult]) -> CheckerResult:
     """Run a checker; an engine failure, MemoryError or the time limit skips it, not the check."""
     t0 = time.perf_counter()
-    if deadline is not None and t0 >= deadline:
+    if past(deadline):
         return CheckerResult.skipped(name, "time limit", 0.0)
     try:
         return fn()

@@ -12,10 +12,11 @@ The comparison (:func:`run`), on all training rows (T and V together, scaled):
    kernel recomputes each dot product from its node lists at every training, which made wide
    or dense data (1,000 digits of 776 features: an estimated 153 s) too slow for the check.
 3. (C, gamma) of the RBF SVM: LIBSVM's ``folds``-fold CV at every point of a small grid that
-   the data place (:func:`grid_for`): gamma at 2^-3, 2^-1, 2 and 8 times 1 / (median squared
-   distance), C from 2^-1 to 2^11 in steps of 4x. It runs on a stratified sample of 600 to
-   2,000 rows, the most the budget affords (:func:`tune_rows_within`); the highest count of
-   correct predictions wins, ties to the smaller C, then the smaller gamma.
+   the data place (:mod:`kcheck.checkers.rbf_tuning`, which the rbfsvm checker shares): gamma
+   at 2^-3, 2^-1, 2 and 8 times 1 / (median squared distance), C from 2^-1 to 2^11 in steps
+   of 4x. It runs on a stratified sample of 600 to 2,000 rows, the most the budget affords
+   (:func:`tune_rows_within`); the highest count of correct predictions wins, ties to the
+   smaller C, then the smaller gamma.
 4. Both models, with those parameters, in our own seeded, stratified ``folds``-fold split,
    repeated: every row is predicted once per repeat by each model, trained without it. After
    ``MIN_REPEATS`` the repeats stop as soon as the gap's interval lies on one side of epsilon
@@ -37,9 +38,7 @@ JSON on any machine and under any load.
 from __future__ import annotations
 
 import dataclasses
-import math
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,37 +46,36 @@ import numpy as np
 import scipy.sparse as sp
 
 from kcheck import budget, engines, tuning
-from kcheck.checkers.base import CheckerResult, Context, Dataset, guarded
+from kcheck.checkers.base import CheckerResult, Context, Dataset, guarded, stop_if_past
+from kcheck.checkers.rbf_tuning import (
+    LOG2_C,
+    LOG2_GAMMA_FACTOR,
+    TUNE_LADDER,
+    TUNE_ROWS,
+    Search,
+    kernel,
+    matrix_bytes,
+    median_sq_distance,
+    search_grid,
+    tuning_sample,
+)
+from kcheck.checkers.rbf_tuning import grid_for as grid_for
 from kcheck.defaults import EXACT_MODES, Progress, no_progress
-from kcheck.errors import TimeLimitReached
-from kcheck.metrics import balanced_accuracy
-from kcheck.rbf_search import best_point
+from kcheck.rbf_search import best_point as best_point
 from kcheck.scoring import ACCURACY, PointResults, Scoring, positive_scores
-from kcheck.split import stratified_folds, stratified_subsample
+from kcheck.split import stratified_folds
 from kcheck.verdict import settled
 
 NAME = "rbf"
 #: Exact mode's relative budget: this many times the linear baseline's counted cost.
-LINEAR_FACTOR = 3.0
+LINEAR_FACTOR = budget.RBF_LINEAR_FACTOR
 
-#: log2 C of the search: 2^-1 .. 2^11 in steps of 4x. Smaller C only ever tied a larger one
-#: on the measured sets; larger C trains slowly and rarely wins by more than a row.
-LOG2_C = (-1.0, 1.0, 3.0, 5.0, 7.0, 9.0, 11.0)
-#: log2 of gamma x (median squared distance): the kernel's width around the data's own scale.
-LOG2_GAMMA_FACTOR = (-3.0, -1.0, 1.0, 3.0)
-#: The search runs on a stratified sample of this many rows, or of the most rows in
-#: TUNE_LADDER that the budget affords (a grid point costs about rows^2). On 600 rows the chosen
-#: point varied with the seed: on two 1,500-row sets it fell to C = 0.5 or a 16x smaller gamma
-#: at one seed of five, and the verdict flipped to linear; madelon's best gamma needs 2,000.
-TUNE_ROWS = 600
-TUNE_LADDER = (600, 1_000, 1_500, 2_000)
 #: ``auto`` never considers more rows than this: the distance matrix is rows^2 doubles.
 MAX_ROWS = 5_000
-#: Bytes per entry of a rows x rows matrix while the comparison runs: the distances (8), the
-#: kernel of one gamma (8) and LIBSVM's precomputed problem (28), with a fold's share.
-BYTES_PER_ENTRY = 56
 #: Repeats stop early only after this many.
 MIN_REPEATS = 2
+#: The progress stage's name.
+STAGE = "exact RBF comparison"
 
 
 def default_repeats(rows: int) -> int:
@@ -148,10 +146,6 @@ def estimated_seconds(X: sp.spmatrix, n_classes: int, options: ExactOptions) -> 
         repeats=options.max_repeats(rows),
         folds=options.folds,
     )
-
-
-def matrix_bytes(rows: int) -> int:
-    return BYTES_PER_ENTRY * rows * rows
 
 
 @dataclass(frozen=True)
@@ -241,38 +235,11 @@ def tune_rows_within(
 # --- the comparison ------------------------------------------------------------------------------
 
 
-def median_sq_distance(D: np.ndarray) -> float:
-    """Median of the off-diagonal squared distances; duplicates ignored when they dominate."""
-    n = D.shape[0]
-    if n < 2:
-        return 1.0
-    vals = D[np.triu_indices(n, 1)]
-    med = float(np.median(vals))
-    if med > 0:
-        return med
-    pos = vals[vals > 0]
-    return float(np.median(pos)) if pos.size else 1.0
-
-
-def grid_for(median: float, options: ExactOptions) -> list[tuple[float, float]]:
-    """(log2 C, log2 gamma) points: gamma scaled by 1 / ``median``."""
-    base = -math.log2(median)
-    return [
-        (c, round(base + f, 12))
-        for c in options.resolved_C()
-        for f in options.resolved_gamma_factor()
-    ]
-
-
 @dataclass(frozen=True)
 class _Chosen:
     C: float
     gamma: float
     linear_C: float
-
-
-def _kernel(D: np.ndarray, gamma: float) -> np.ndarray:
-    return np.exp(-gamma * D)
 
 
 @dataclass
@@ -325,66 +292,6 @@ def _repeat(
     return _Fold(rbf, lin, rbf_scores, lin_scores)
 
 
-def _tuning_score(
-    problem: engines.KernelProblem, C: float, folds: int, seed: int, scoring: Scoring
-) -> tuple[float, int]:
-    """One grid point's CV score (rows right, an exact count, or the balanced accuracy) and
-    its count of rows right."""
-    if scoring.metric == "accuracy":
-        right = engines.cv_kernel(problem, C, folds=folds, seed=seed)
-        return right, right
-    predicted = engines.cv_kernel_predictions(problem, C, folds=folds, seed=seed)
-    return prediction_score(problem.y, predicted, scoring)
-
-
-def prediction_score(y: np.ndarray, predicted: np.ndarray, scoring: Scoring) -> tuple[float, int]:
-    """The score of predicted labels as the grid search ranks them (rows right, an exact count,
-    or the balanced accuracy: labels carry no decision values to rank for AUC), and the count
-    of rows right."""
-    right = int(np.count_nonzero(predicted == y))
-    if scoring.metric == "accuracy":
-        return right, right
-    return round(balanced_accuracy(y, predicted), 12), right
-
-
-@dataclass(frozen=True)
-class Search:
-    """The grid search's outcome: every point's score and count of rows right, and the best."""
-
-    scores: dict[tuple[float, float], float]
-    right: dict[tuple[float, float], int]
-    log2_C: float
-    log2_gamma: float
-
-
-def search_grid(
-    D: np.ndarray,
-    y: np.ndarray,
-    median: float,
-    options: ExactOptions,
-    done: Callable[[int], None],
-    check_time: Callable[[], None],
-) -> Search:
-    """(C, gamma) by LIBSVM's CV at every grid point, on the rows whose squared distances ``D``
-    holds: one precomputed problem per gamma. ``done(points so far)`` reports progress;
-    ``check_time`` raises TimeLimitReached between points."""
-    points = grid_for(median, options)
-    scores: dict[tuple[float, float], float] = {}
-    right: dict[tuple[float, float], int] = {}
-    weight = options.scoring.class_weight
-    for g in sorted({p[1] for p in points}):
-        problem = engines.KernelProblem.from_kernel(_kernel(D, 2.0**g), y, weight)
-        for c in sorted(p[0] for p in points if p[1] == g):
-            scores[(c, g)], right[(c, g)] = _tuning_score(
-                problem, 2.0**c, options.folds, options.seed, options.scoring
-            )
-            done(len(scores))
-            check_time()
-        del problem
-    log2_C, log2_gamma = best_point(scores)
-    return Search(scores, right, log2_C, log2_gamma)
-
-
 def run(
     X: sp.spmatrix, y: np.ndarray, options: ExactOptions, progress: Progress | None = None
 ) -> CheckerResult:
@@ -396,99 +303,156 @@ def run(
     rows on first use.
     """
     t0 = time.perf_counter()
-    report = progress or no_progress
     Xb = engines.as_binding_csr(X)
     yb = np.asarray(y, dtype=np.float64)
     rows = int(yb.size)
+    too_few = _too_few_rows(options, rows)
+    if too_few is not None:
+        return CheckerResult.skipped(NAME, too_few, time.perf_counter() - t0)
+    steps = _Steps(
+        progress or no_progress, options.grid_points() + options.max_repeats(rows), options.deadline
+    )
+    steps.tick(0)
+    steps.check_time()
+    tuned, K = _tune(Xb, yb, options, steps)
+    runs, stopped_early = _repeat_until_settled(Xb, yb, K, tuned, options, steps)
+    del K
+    return _result(Xb, yb, tuned, runs, stopped_early, options, t0)
+
+
+def _too_few_rows(options: ExactOptions, rows: int) -> str | None:
+    """Why ``rows`` are too few to compare (a skip, not an error: the data's doing), or None;
+    options that cannot run raise ValueError, as a caller's mistake."""
     folds = options.folds
     if folds < 2:
         raise ValueError("exact mode needs at least 2 folds")
     if rows < 2 * folds:
-        return CheckerResult.skipped(
-            NAME,
-            f"{rows} rows are too few for {folds}-fold cross-validation",
-            time.perf_counter() - t0,
-        )
-    max_repeats = options.max_repeats(rows)
-    if max_repeats < 1:
+        return f"{rows} rows are too few for {folds}-fold cross-validation"
+    if options.max_repeats(rows) < 1:
         raise ValueError("exact mode needs at least one repeat")
     if options.grid_points() == 0:
         raise ValueError("the RBF grid is empty")
-    seed = options.seed
-    stage = "exact RBF comparison"
-    total = [options.grid_points() + max_repeats]
-    report(stage, 0, total[0])
+    return None
 
-    def check_time() -> None:
-        if options.deadline is not None and time.perf_counter() >= options.deadline:
-            raise TimeLimitReached("exact comparison")
 
-    check_time()
-    scoring = options.scoring
-    weight = scoring.class_weight
-    linear_model, linear_cv = tuning.fit_linear(Xb, yb, seed=seed, class_weight=weight)
-    check_time()
+@dataclass(frozen=True)
+class _Steps:
+    """Progress over the grid's points and then the repeats, and the time limit between them
+    (as the pipeline's ``--time-limit`` expects of a checker)."""
 
-    D = engines.squared_distances(Xb)
+    report: Progress
+    total: int
+    deadline: float | None
+
+    def tick(self, done: int) -> None:
+        self.report(STAGE, done, self.total)
+
+    def check_time(self) -> None:
+        stop_if_past(self.deadline, "exact comparison")
+
+
+@dataclass(frozen=True)
+class _Tuned:
+    """The parameters chosen for both models, and the search and data facts the JSON shows."""
+
+    chosen: _Chosen
+    search: Search
+    tune_rows: int
+    median: float
+    linear_cv: float | None
+
+
+def _tune(
+    X: sp.csr_matrix, y: np.ndarray, options: ExactOptions, steps: _Steps
+) -> tuple[_Tuned, np.ndarray]:
+    """C of the linear model, then (C, gamma) of the RBF on the tuning rows; with the RBF
+    kernel of all rows at that gamma, so that the distances are freed before the repeats."""
+    weight = options.scoring.class_weight
+    linear_model, linear_cv = tuning.fit_linear(X, y, seed=options.seed, class_weight=weight)
+    steps.check_time()
+    D = engines.squared_distances(X)
     median = median_sq_distance(D)
-    if rows > options.tune_rows:
-        tune = np.sort(stratified_subsample(yb, options.tune_rows, seed=seed))
-        D_tune, y_tune = D[np.ix_(tune, tune)], yb[tune]
-    else:
-        D_tune, y_tune = D, yb
-    search = search_grid(
-        D_tune, y_tune, median, options, lambda done: report(stage, done, total[0]), check_time
-    )
-    del D_tune
-    scores, right = search.scores, search.right
-    log2_C, log2_gamma = search.log2_C, search.log2_gamma
-    chosen = _Chosen(float(2.0**log2_C), float(2.0**log2_gamma), linear_model.C)
+    search, tune_rows = _search_sample(D, y, median, options, steps)
+    chosen = _Chosen(float(2.0**search.log2_C), float(2.0**search.log2_gamma), linear_model.C)
+    return _Tuned(chosen, search, tune_rows, median, linear_cv), kernel(D, chosen.gamma)
 
-    K = _kernel(D, chosen.gamma)
-    del D
+
+def _search_sample(
+    D: np.ndarray, y: np.ndarray, median: float, options: ExactOptions, steps: _Steps
+) -> tuple[Search, int]:
+    """The grid search on ``options.tune_rows`` rows of all (the sample's distances are a
+    copy, freed on return) and the count of rows it ran on."""
+    sample = tuning_sample(y, options.tune_rows, options.seed)
+    if sample is not None:
+        D, y = D[np.ix_(sample, sample)], y[sample]
+    return search_grid(D, y, median, options, steps.tick, steps.check_time), int(y.size)
+
+
+def _repeat_until_settled(
+    X: sp.csr_matrix,
+    y: np.ndarray,
+    K: np.ndarray,
+    tuned: _Tuned,
+    options: ExactOptions,
+    steps: _Steps,
+) -> tuple[list[_Fold], bool]:
+    """The repeats, and whether they stopped early: adaptive repeats stop once the gap's
+    interval lies on one side of epsilon, as more would not change the verdict."""
     runs: list[_Fold] = []
-    stopped_early = False
+    max_repeats = options.max_repeats(int(y.size))
+    weight = options.scoring.class_weight
     for r in range(max_repeats):
-        runs.append(_repeat(Xb, yb, K, chosen, folds, seed, r, weight))
-        report(stage, len(scores) + r + 1, total[0])
-        check_time()
+        runs.append(_repeat(X, y, K, tuned.chosen, options.folds, options.seed, r, weight))
+        steps.tick(len(tuned.search.scores) + r + 1)
+        steps.check_time()
         if options.repeats is None and r + 1 >= MIN_REPEATS and r + 1 < max_repeats:
             rbf_pts, lin_pts = _averaged(runs)
-            gap = scoring.gap(yb, rbf_pts, lin_pts)
-            if settled(gap, options.epsilon):
-                stopped_early = True
-                break
-    del K
+            if settled(options.scoring.gap(y, rbf_pts, lin_pts), options.epsilon):
+                return runs, True
+    return runs, False
+
+
+def _result(
+    X: sp.csr_matrix,
+    y: np.ndarray,
+    tuned: _Tuned,
+    runs: list[_Fold],
+    stopped_early: bool,
+    options: ExactOptions,
+    t0: float,
+) -> CheckerResult:
+    """The repeats averaged per row into a CheckerResult, with the JSON's facts in ``info``."""
+    scoring = options.scoring
     rbf_pts, lin_pts = _averaged(runs)
     correct, reference = rbf_pts.correct, lin_pts.correct
     repeat_gaps = [
-        scoring.gap(yb, *_averaged([f])).value
+        scoring.gap(y, *_averaged([f])).value
         if scoring.metric != "accuracy"
         # Plain accuracy keeps its exact per-repeat difference of means.
         else float(f.rbf.mean() - f.lin.mean())
         for f in runs
     ]
-    on_all_rows = _OnFirstUse(Xb, yb, weight, chosen.C, chosen.gamma)
-
-    best = scores[(log2_C, log2_gamma)]
+    chosen, search = tuned.chosen, tuned.search
+    on_all_rows = _OnFirstUse(X, y, scoring.class_weight, chosen.C, chosen.gamma)
+    best = search.scores[(search.log2_C, search.log2_gamma)]
     info: dict[str, Any] = {
         "C": chosen.C,
         "gamma": chosen.gamma,
-        "log2_C": log2_C,
-        "log2_gamma": round(log2_gamma, 6),
+        "log2_C": search.log2_C,
+        "log2_gamma": round(search.log2_gamma, 6),
         "linear_C": chosen.linear_C,
-        "folds": folds,
+        "folds": options.folds,
         "repeats": len(runs),
         "stopped_early": stopped_early,
-        "rows": rows,
-        "tune_rows": int(y_tune.size),
-        "grid_points": len(scores),
-        "median_sq_distance": median,
-        "linear_cv_accuracy": linear_cv,
+        "rows": int(y.size),
+        "tune_rows": tuned.tune_rows,
+        "grid_points": len(search.scores),
+        "median_sq_distance": tuned.median,
+        "linear_cv_accuracy": tuned.linear_cv,
         "linear_accuracy": float(reference.mean()),
         "repeat_gaps": [round(float(g), 6) for g in repeat_gaps],
         # The tuning CV's score in the metric (balanced accuracy for balanced and auc).
-        "cv_score": best / int(y_tune.size) if scoring.metric == "accuracy" else best,
+        "cv_score": best / tuned.tune_rows if scoring.metric == "accuracy" else best,
     }
     return CheckerResult(
         name=NAME,
@@ -499,10 +463,10 @@ def run(
         seconds=time.perf_counter() - t0,
         info=info,
         predict=on_all_rows.predict,
-        cv_accuracy=right[(log2_C, log2_gamma)] / int(y_tune.size),
+        cv_accuracy=search.right[(search.log2_C, search.log2_gamma)] / tuned.tune_rows,
         reference_correct=reference,
         reference_scores=lin_pts.scores,
-        truth=yb,
+        truth=y,
     )
 
 
@@ -553,12 +517,11 @@ def _averaged(runs: list[_Fold]) -> tuple[PointResults, PointResults]:
 
 def budget_seconds(T: Dataset, V: Dataset) -> float:
     """Counted seconds exact mode may take: 3x the linear baseline's counted cost, or the floor
-    where T is small enough for it (:func:`kcheck.budget.floor_applies`)."""
-    n_classes = int(np.unique(T.y).size)
-    relative = LINEAR_FACTOR * budget.linear_seconds(T.X.nnz + V.X.nnz, n_classes)
-    if budget.floor_applies(rows=T.rows, nnz=int(T.X.nnz)):
-        return max(budget.FLOOR_SECONDS, relative)
-    return relative
+    where T is small enough for it (:func:`kcheck.budget.floor_applies`) and more."""
+    floor = budget.FLOOR_SECONDS if budget.floor_applies(rows=T.rows, nnz=int(T.X.nnz)) else 0.0
+    return budget.rbf_budget_seconds(
+        nnz=T.X.nnz + V.X.nnz, n_classes=int(np.unique(T.y).size), floor_seconds=floor
+    )
 
 
 def check_all(

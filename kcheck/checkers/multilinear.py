@@ -17,7 +17,7 @@ import scipy.sparse as sp
 
 from kcheck import engines, tuning
 from kcheck.checkers import kmeans as km
-from kcheck.checkers.base import CheckerResult, Context, Dataset
+from kcheck.checkers.base import CheckerResult, Context, Dataset, past
 from kcheck.errors import TimeLimitReached
 from kcheck.memory import csr_bytes
 from kcheck.metrics import platt_apply, platt_fit
@@ -208,7 +208,7 @@ def _fit_all(
                         results[c] = pending.pop(c).result()
                         if on_done:
                             on_done()
-                    if _past(options.deadline):
+                    if past(options.deadline):
                         end_pool(pool)
                         raise TimeLimitReached()
         except BrokenProcessPool:
@@ -218,16 +218,12 @@ def _fit_all(
             pass
     for c in range(len(members)):
         if results[c] is None:
-            if _past(options.deadline):
+            if past(options.deadline):
                 raise TimeLimitReached()
             results[c] = _fit_cluster(*task(c))
             if on_done:
                 on_done()
     return [r for r in results if r is not None]
-
-
-def _past(deadline: float | None) -> bool:
-    return deadline is not None and time.perf_counter() >= deadline
 
 
 @dataclass

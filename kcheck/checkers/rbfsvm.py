@@ -9,8 +9,8 @@ about a second. So, where its counted cost fits the budget:
 Only on small data (T within the floor's bounds, kcheck.budget.floor_applies), so the time
 ratios on large data stay as they were:
 
-1. exact mode's grid search (:func:`kcheck.checkers.exact.search_grid`) on a stratified sample
-   of T of 600 to 2,000 rows, the most the budget affords: for each gamma, its best C;
+1. exact mode's grid search (:func:`kcheck.checkers.rbf_tuning.search_grid`) on a stratified
+   sample of T of 600 to 2,000 rows, the most the budget affords: for each gamma, its best C;
 2. gamma chosen on T itself: each gamma's model trained on a stratified two thirds of T and
    scored on the other third. On a sample the grid's scores were flat (1,500 rows of a
    sinusoidal boundary: every point within 6 rows of the best), because the gain needs T's
@@ -38,17 +38,18 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.sparse as sp
 
 from kcheck import budget, engines
-from kcheck.checkers import exact
-from kcheck.checkers.base import CheckerResult, Context, Dataset, score
-from kcheck.errors import TimeLimitReached
+from kcheck.checkers import rbf_tuning
+from kcheck.checkers.base import CheckerResult, Context, Dataset, score, stop_if_past
+from kcheck.checkers.rbf_tuning import Search, Tuning
 from kcheck.rbf_search import best_point
-from kcheck.split import stratified_split, stratified_subsample
+from kcheck.split import stratified_split
 
 NAME = "rbfsvm"
 #: Its relative budget, as exact mode's: this many times the linear baseline's counted cost.
-LINEAR_FACTOR = exact.LINEAR_FACTOR
+LINEAR_FACTOR = budget.RBF_LINEAR_FACTOR
 #: The share of T held out to choose gamma (the rest trains each candidate).
 SELECT_FRACTION = 1.0 / 3.0
 #: Bytes of LIBSVM's copy of one stored value of T (an index and a double, 16) and of each
@@ -73,7 +74,7 @@ def estimated_seconds(T: Dataset, V: Dataset, n_classes: int, tune_rows: int) ->
 
 def search_seconds(T: Dataset, n_classes: int, tune_rows: int) -> float:
     """Counted seconds of the grid search on the sample: distances, kernels and CVs."""
-    options = exact.ExactOptions()
+    options = Tuning()
     tune = min(tune_rows, T.rows)
     tune_nnz = int(T.X.nnz) * tune / max(T.rows, 1)
     return budget.DISTANCE_SECONDS_PER_WORK * tune * max(
@@ -91,7 +92,7 @@ def fit_seconds(T: Dataset, V: Dataset, n_classes: int) -> float:
     """Counted seconds of the trainings on T: one per gamma and one for the larger C on two
     thirds of it, scored on the rest, and the final one on all of it, scored on V."""
     held_out = int(round(T.rows * SELECT_FRACTION))
-    selections = len(exact.ExactOptions().resolved_gamma_factor()) + 1
+    selections = len(Tuning().resolved_gamma_factor()) + 1
     return selections * budget.rbf_fit_seconds(
         rows=T.rows - held_out,
         nnz=int(int(T.X.nnz) * (1.0 - held_out / max(T.rows, 1))),
@@ -104,14 +105,14 @@ def fit_seconds(T: Dataset, V: Dataset, n_classes: int) -> float:
 
 def memory_bytes(T: Dataset, tune_rows: int) -> int:
     """The tuning's kernel matrices and LIBSVM's node copy of T."""
-    return exact.matrix_bytes(min(tune_rows, T.rows)) + NODE_BYTES * (int(T.X.nnz) + T.rows)
+    return rbf_tuning.matrix_bytes(min(tune_rows, T.rows)) + NODE_BYTES * (int(T.X.nnz) + T.rows)
 
 
 def plan(T: Dataset, V: Dataset, n_classes: int, budget_seconds: float) -> Plan:
     """The most tuning rows of exact mode's ladder (all of T where fewer) that fit the budget."""
     chosen = None
-    estimate = estimated_seconds(T, V, n_classes, exact.TUNE_ROWS)
-    for t in exact.TUNE_LADDER:
+    estimate = estimated_seconds(T, V, n_classes, rbf_tuning.TUNE_ROWS)
+    for t in rbf_tuning.TUNE_LADDER:
         e = estimated_seconds(T, V, n_classes, t)
         if e > budget_seconds:
             break
@@ -140,8 +141,9 @@ def budget_seconds(T: Dataset, V: Dataset, n_classes: int, floor_seconds: float)
     have let one training take 25 s, three times the rest of the check."""
     if not budget.floor_applies(rows=T.rows, nnz=int(T.X.nnz)):
         return 0.0
-    relative = LINEAR_FACTOR * budget.linear_seconds(T.X.nnz + V.X.nnz, n_classes)
-    return max(floor_seconds, relative)
+    return budget.rbf_budget_seconds(
+        nnz=T.X.nnz + V.X.nnz, n_classes=n_classes, floor_seconds=floor_seconds
+    )
 
 
 def check(T: Dataset, V: Dataset, ctx: Context) -> CheckerResult:
@@ -172,72 +174,32 @@ def check(T: Dataset, V: Dataset, ctx: Context) -> CheckerResult:
         )
         res.info.update(info, limited_by="memory")
         return res
-    options = exact.ExactOptions(seed=ctx.seed, scoring=ctx.scoring, deadline=ctx.deadline)
+    options = Tuning(seed=ctx.seed, scoring=ctx.scoring, deadline=ctx.deadline)
     result = run(T, V, options, p.tune_rows, ctx)
     result.info.update(info)
     result.counted_seconds = p.estimated_seconds
     return result
 
 
-def run(
-    T: Dataset, V: Dataset, options: exact.ExactOptions, tune_rows: int, ctx: Context
-) -> CheckerResult:
+def run(T: Dataset, V: Dataset, options: Tuning, tune_rows: int, ctx: Context) -> CheckerResult:
     """Tune (C, gamma) on a sample of T, train the RBF SVM on all of T, score it on V."""
     t0 = time.perf_counter()
-    stage = "RBF SVM on the training split"
-    total = options.grid_points() + len(options.resolved_gamma_factor()) + 2
-    ctx.progress(stage, 0, total)
-
-    def check_time() -> None:
-        if options.deadline is not None and time.perf_counter() >= options.deadline:
-            raise TimeLimitReached("RBF SVM")
-
+    steps = _Steps(ctx, options)
+    steps.tick(0)
     Xb = engines.as_binding_csr(T.X)
     yb = np.asarray(T.y, dtype=np.float64)
     if T.rows < 2 * options.folds:
         return CheckerResult.skipped(
             NAME, f"{T.rows} rows are too few for {options.folds}-fold cross-validation"
         )
-    if T.rows > tune_rows:
-        sample = np.sort(stratified_subsample(yb, tune_rows, seed=options.seed))
-        Xs, ys = Xb[sample], yb[sample]
-    else:
-        Xs, ys = Xb, yb
-    D = engines.squared_distances(Xs)
-    median = exact.median_sq_distance(D)
-    search = exact.search_grid(
-        D, ys, median, options, lambda done: ctx.progress(stage, done, total), check_time
-    )
-    del D
-    candidates = _best_C_per_gamma(search)
-    fit, held = stratified_split(yb, seed=options.seed, validation_fraction=SELECT_FRACTION)
-    weight = options.scoring.class_weight
-    train_part = engines.SvmProblem.from_data(Xb[fit], yb[fit], weight)
-    held_scores: dict[tuple[float, float], float] = {}
-
-    def held_out_score(problem: engines.SvmProblem, c: float, g: float) -> None:
-        m = engines.train_rbf(problem, float(2.0**c), float(2.0**g))
-        held_scores[(c, g)], _ = exact.prediction_score(
-            yb[held], m.predict(Xb[held]), options.scoring
-        )
-        ctx.progress(stage, options.grid_points() + len(held_scores), total)
-        check_time()
-
-    for c, g in candidates:
-        held_out_score(train_part, c, g)
-    # The best on the held-out third; ties to the smaller gamma, then the smaller C.
-    best = max(candidates, key=lambda k: (held_scores[k], -k[1], -k[0]))
-    larger = _larger_C(best, options.resolved_C())
-    if larger is not None:
-        held_out_score(train_part, *larger)
-        if held_scores[larger] > held_scores[best]:
-            best = larger
-    del train_part
+    search, tune_rows = _search_sample(Xb, yb, tune_rows, options, steps)
+    held = _Held(Xb, yb, options, steps)
+    best = held.choose(_best_C_per_gamma(search))
     C, gamma = float(2.0 ** best[0]), float(2.0 ** best[1])
-    problem = engines.SvmProblem.from_data(Xb, yb, weight)
+    problem = engines.SvmProblem.from_data(Xb, yb, options.scoring.class_weight)
     model = engines.train_rbf(problem, C, gamma)
-    ctx.progress(stage, total, total)
-    check_time()
+    steps.tick(steps.total)
+    steps.check_time()
     s = score(model, V)
     return CheckerResult(
         name=NAME,
@@ -252,18 +214,86 @@ def run(
             "gamma": gamma,
             "log2_C": best[0],
             "log2_gamma": round(best[1], 6),
-            "tune_rows": int(ys.size),
-            "select_rows": int(held.size),
+            "tune_rows": tune_rows,
+            "select_rows": held.rows,
             "rows": T.rows,
             "support_vectors": model.n_sv,
         },
         predict=model.predict,
-        cv_accuracy=search.right[best] / int(ys.size),
+        cv_accuracy=search.right[best] / tune_rows,
         model=model,
     )
 
 
-def _best_C_per_gamma(search: exact.Search) -> list[tuple[float, float]]:
+class _Steps:
+    """Progress over the grid's points, the trainings on part of T and the final one, and the
+    time limit between them (as the pipeline's ``--time-limit`` expects of a checker)."""
+
+    STAGE = "RBF SVM on the training split"
+
+    def __init__(self, ctx: Context, options: Tuning) -> None:
+        self.report = ctx.progress
+        self.deadline = options.deadline
+        self.grid_points = options.grid_points()
+        self.total = self.grid_points + len(options.resolved_gamma_factor()) + 2
+
+    def tick(self, done: int) -> None:
+        self.report(self.STAGE, done, self.total)
+
+    def check_time(self) -> None:
+        stop_if_past(self.deadline, "RBF SVM")
+
+
+def _search_sample(
+    X: sp.csr_matrix, y: np.ndarray, tune_rows: int, options: Tuning, steps: _Steps
+) -> tuple[Search, int]:
+    """Exact mode's grid search on a stratified sample of ``tune_rows`` rows of T (all where
+    fewer), and the count of rows it ran on: the sample's distances are freed on return."""
+    sample = rbf_tuning.tuning_sample(y, tune_rows, options.seed)
+    if sample is not None:
+        X, y = X[sample], y[sample]
+    D = engines.squared_distances(X)
+    median = rbf_tuning.median_sq_distance(D)
+    return rbf_tuning.search_grid(D, y, median, options, steps.tick, steps.check_time), int(y.size)
+
+
+class _Held:
+    """Candidates trained on a stratified two thirds of T and scored on the other third: gamma
+    needs T's rows, where the sample's scores were flat."""
+
+    def __init__(self, X: sp.csr_matrix, y: np.ndarray, options: Tuning, steps: _Steps) -> None:
+        fit, held = stratified_split(y, seed=options.seed, validation_fraction=SELECT_FRACTION)
+        self.problem = engines.SvmProblem.from_data(X[fit], y[fit], options.scoring.class_weight)
+        self.X, self.y = X[held], y[held]
+        self.rows = int(held.size)
+        self.options, self.steps = options, steps
+        self.scores: dict[tuple[float, float], float] = {}
+
+    def choose(self, candidates: list[tuple[float, float]]) -> tuple[float, float]:
+        """The best candidate on the held-out third (ties to the smaller gamma, then the
+        smaller C), then the grid's next larger C at its gamma where that scores better."""
+        for c, g in candidates:
+            self._score(c, g)
+        best = max(candidates, key=lambda k: (self.scores[k], -k[1], -k[0]))
+        larger = _larger_C(best, self.options.resolved_C())
+        if larger is not None:
+            self._score(*larger)
+            if self.scores[larger] > self.scores[best]:
+                best = larger
+        del self.problem
+        return best
+
+    def _score(self, c: float, g: float) -> None:
+        """Train at (2^c, 2^g) on two thirds of T and score it on the held-out third."""
+        m = engines.train_rbf(self.problem, float(2.0**c), float(2.0**g))
+        self.scores[(c, g)], _ = rbf_tuning.prediction_score(
+            self.y, m.predict(self.X), self.options.scoring
+        )
+        self.steps.tick(self.steps.grid_points + len(self.scores))
+        self.steps.check_time()
+
+
+def _best_C_per_gamma(search: Search) -> list[tuple[float, float]]:
     """For each gamma of the grid, its best point on the sample (the search's own tie rule)."""
     return [
         best_point({p: s for p, s in search.scores.items() if p[1] == g})
