@@ -21,8 +21,10 @@ def stratified_split(
     y = np.asarray(y)
     if y.ndim != 1:
         raise ValueError("y must be one-dimensional")
-    if not 0.0 < validation_fraction < 1.0:
-        raise ValueError("validation_fraction must lie strictly between 0 and 1")
+    if not 0.0 < validation_fraction <= 1.0:
+        # 1 is allowed: every class still keeps a row in T (the second fold of a set whose
+        # classes have two rows each asks for a V2 the size of V, which T then equals).
+        raise ValueError("validation_fraction must lie in (0, 1]")
     rng = np.random.default_rng(seed)
     classes, inverse = np.unique(y, return_inverse=True)
     val_parts = []

@@ -56,5 +56,13 @@ def test_subsample_keeps_every_class():
 
 
 def test_bad_fraction():
-    with pytest.raises(ValueError):
-        stratified_split(np.zeros(4), validation_fraction=1.0)
+    for bad in (0.0, -0.1, 1.5):
+        with pytest.raises(ValueError):
+            stratified_split(np.zeros(4), validation_fraction=bad)
+
+
+def test_a_fraction_of_one_still_keeps_a_row_of_every_class_in_t():
+    """The second fold asks for a V2 the size of V, which T can equal (two rows a class)."""
+    y = np.repeat([0.0, 1.0, 2.0, 3.0], 2)
+    train, val = stratified_split(y, validation_fraction=1.0)
+    assert sorted(y[train]) == sorted(y[val]) == [0.0, 1.0, 2.0, 3.0]
