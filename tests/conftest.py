@@ -31,3 +31,58 @@ def require_tool(name: str) -> str:
             pytest.fail(f"{name} is required here (apt-get install libsvm-tools liblinear-tools)")
         pytest.skip(f"{name} not installed")
     return path
+
+
+# --- tiers ------------------------------------------------------------------------------------
+# `python -m pytest -q` runs the fast tier: every test marked neither `slow` nor `serial`, in two
+# processes (pytest-xdist) where that is installed. `--slow` runs the whole suite, one test at
+# a time (what CI runs), and lists the 20 slowest tests so that they stay visible.
+
+#: Processes for the fast tier: this kind of machine has 2 cores.
+FAST_TIER_PROCESSES = 2
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--slow",
+        action="store_true",
+        default=False,
+        help="run the whole suite, one test at a time: the tests marked slow or serial too "
+        "(what CI runs)",
+    )
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    if config.getoption("--slow"):
+        if not config.getoption("durations"):
+            config.option.durations = 20
+        return
+    # The fast tier holds no serial test, so it may run in processes side by side; an
+    # explicit -n (including -n 0) or a collection alone is left as asked.
+    xdist = config.pluginmanager.hasplugin("xdist")
+    worker = os.environ.get("PYTEST_XDIST_WORKER") is not None
+    if xdist and not worker and config.option.numprocesses is None:
+        if not config.getoption("collectonly"):
+            config.option.numprocesses = FAST_TIER_PROCESSES
+            config.option.dist = "loadfile"  # a module's fixtures are made once
+            config.option.tx = ["popen"] * FAST_TIER_PROCESSES
+
+
+def _whole_suite_only(item: pytest.Item) -> bool:
+    return any(item.get_closest_marker(m) is not None for m in ("slow", "serial"))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    report = os.environ.get("KCHECK_TIERS_REPORT")
+    if report:  # tests/test_tiers.py: each test's tier, from one collection
+        with open(report, "w") as f:
+            f.writelines(
+                f"{'whole' if _whole_suite_only(i) else 'fast'}\t{i.nodeid}\n" for i in items
+            )
+    if config.getoption("--slow"):
+        return
+    slow = [item for item in items if _whole_suite_only(item)]
+    if slow:
+        config.hook.pytest_deselected(items=slow)
+        items[:] = [item for item in items if not _whole_suite_only(item)]

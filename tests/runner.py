@@ -72,7 +72,7 @@ def _preexec(address_space: int | None, drop_root: bool) -> Callable[[], None] |
 def run_kcheck(
     args: Sequence[str],
     *,
-    timeout: float = 120.0,
+    timeout: float = 600,
     address_space: int | None = None,
     drop_root: bool = False,
     env: dict[str, str] | None = None,
@@ -143,3 +143,64 @@ def alive(pid: int) -> bool:
             return f.read().rsplit(")", 1)[1].split()[0] != "Z"
     except OSError:
         return False
+
+
+def wait_for(condition: Callable[[], object], what: str, *, ceiling: float = 300.0) -> None:
+    """Poll ``condition`` until it holds; fail the test naming ``what`` after ``ceiling``.
+
+    Tests wait for an event (a file, a line, a process state), never for a fixed time: the
+    ceiling only stops a hang, and is generous enough for a machine busy with other work.
+    """
+    deadline = time.monotonic() + ceiling
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"waited {ceiling:g}s for {what}")
+        time.sleep(0.02)
+
+
+def startup_seconds() -> float:
+    """How long starting kcheck and refusing a missing file takes on this machine, now.
+
+    The reference that a bound such as "at once" or "within the time limit" is measured
+    against: a loaded machine slows the reference as much as the action it bounds.
+    """
+    t0 = time.monotonic()
+    r = subprocess.run(
+        [sys.executable, "-m", "kcheck", "check", "/nonexistent/kcheck-reference", "-q"],
+        capture_output=True,
+        timeout=600,
+    )
+    assert r.returncode == 2, r.stderr
+    return time.monotonic() - t0
+
+
+#: What ``startup_seconds()`` takes on this kind of machine (2 cores) when it is idle.
+STARTUP_IDLE_SECONDS = 1.0
+_slowdown: list[float] = []  # [measured at, factor]
+
+
+def slowdown() -> float:
+    """How many times slower than idle this machine runs kcheck now (at least 1), from a
+    reference timed at most a minute ago. A cap on a run's seconds that exists to catch a
+    runaway is multiplied by it, so that a busy machine does not fail the test."""
+    now = time.monotonic()
+    if not _slowdown or now - _slowdown[0] > 60:
+        _slowdown[:] = [now, max(1.0, startup_seconds() / STARTUP_IDLE_SECONDS)]
+    return _slowdown[1]
+
+
+def cpu_seconds(pid: int) -> float:
+    """The CPU seconds ``pid`` has used so far (user and system, from /proc; 0 once gone): a
+    process state to wait for, where "it is well into its work" is what a test needs."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def tree_cpu_seconds(pid: int) -> float:
+    """The CPU seconds ``pid`` and the processes below it now have used: how far into its work
+    a run is, whatever else the machine is doing (a process that has ended no longer counts)."""
+    return cpu_seconds(pid) + sum(cpu_seconds(c) for c in descendants(pid))

@@ -47,6 +47,7 @@ def started(monkeypatch: pytest.MonkeyPatch) -> list[workers.Background]:
     return jobs
 
 
+@pytest.mark.slow
 def test_the_baseline_beside_the_checkers_gives_the_json_of_one_job(
     wide_enough: Path, started: list[workers.Background]
 ) -> None:
@@ -59,6 +60,7 @@ def test_the_baseline_beside_the_checkers_gives_the_json_of_one_job(
     assert without_timing(two) == without_timing(one)
 
 
+@pytest.mark.slow
 def test_no_baseline_beside_where_its_worker_would_not_fit_the_memory_limit(
     wide_enough: Path, started: list[workers.Background]
 ) -> None:
@@ -93,6 +95,7 @@ def test_no_baseline_beside_where_it_could_change_a_plan_or_saves_nothing(
     assert started == []
 
 
+@pytest.mark.slow
 def test_an_early_checkers_failure_ends_the_baseline_worker(
     wide_enough: Path, started: list[workers.Background], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -130,6 +133,7 @@ def _split(path: Path, **config: Any) -> tuple[Any, Any, Any]:
     return T, V, ctx
 
 
+@pytest.mark.slow
 def test_the_baseline_goes_beside_from_its_threshold_of_counted_linear_work(
     wide_enough: Path, started: list[workers.Background], monkeypatch: pytest.MonkeyPatch
 ) -> None:

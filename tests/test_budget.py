@@ -82,6 +82,7 @@ def test_counted_costs_are_monotone_and_model_counts() -> None:
     assert budget.size_text(2**20) == "1.0 MiB" and budget.size_text(3 * 2**30) == "3.0 GiB"
 
 
+@pytest.mark.slow
 def test_the_floor_runs_degree2_in_full_on_small_dense_data(interaction_file: Path) -> None:
     """1,000 rows x 40 dense features: the relative budget alone (a third of T's values, at
     least 100k) fits 116 rows and skipped degree-2; the floor runs its full expansion (645k
@@ -128,6 +129,7 @@ def test_without_the_floor_the_same_data_skips_degree2(interaction_file: Path) -
     assert degree2.plan_rows(wide, 2, huge_floor).rows < 750
 
 
+@pytest.mark.slow
 def test_degree2_gets_the_floor_above_ten_thousand_rows(tmp_path: Path) -> None:
     """Degree-2's floor has no row bound (its counted cost grows with the rows instead): on
     14,000 rows of 10 dense features (T: 10,500 rows, 105,000 values) the relative budget alone
@@ -171,6 +173,7 @@ def test_multilinear_keeps_fifty_rows_a_cluster(datasets: Path) -> None:
     assert v["verdict"] == "kernel"
 
 
+@pytest.mark.slow
 def test_a_skipped_checker_leaves_a_linear_verdict_borderline(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -203,11 +206,13 @@ MEMORY_HOG = (
 
 
 def _check(path: Path, *extra: str) -> dict[str, object]:
-    r = run_kcheck(["check", str(path), "--json", "-q", *extra], timeout=300)
+    r = run_kcheck(["check", str(path), "--json", "-q", *extra], timeout=600)
     assert r.code == 0, r.describe()
     return without_timing(json.loads(r.stdout))  # type: ignore[no-any-return]
 
 
+@pytest.mark.slow
+@pytest.mark.serial
 @pytest.mark.parametrize("name", ["fourclass", "svmguide1"])
 def test_same_json_under_load_with_any_jobs_and_free_memory(datasets: Path, name: str) -> None:
     """fourclass runs exact mode (its old timed probe flipped between runs); svmguide1 lies
@@ -260,6 +265,7 @@ def test_exact_mode_gets_the_floor_only_on_small_data() -> None:
     assert exact.budget_seconds(T, V) == pytest.approx(relative)
 
 
+@pytest.mark.slow
 def test_exact_mode_tunes_on_the_rows_its_budget_affords(tmp_path: Path) -> None:
     """On 1,200 rows of 5 dense features the floor affords the search on every row (not 600),
     and the JSON says so; deciding it took counts only (see the test under load above)."""
@@ -274,6 +280,7 @@ def test_exact_mode_tunes_on_the_rows_its_budget_affords(tmp_path: Path) -> None
     assert v["verdict"] == "kernel" and v["deciding_checker"] == "rbf"
 
 
+@pytest.mark.slow
 def test_where_exact_mode_ran_degree2_gets_what_it_left_of_the_floor(
     interaction_file: Path,
 ) -> None:
@@ -289,6 +296,7 @@ def test_where_exact_mode_ran_degree2_gets_what_it_left_of_the_floor(
     assert d2["gap_ci95"][0] > 0.02
 
 
+@pytest.mark.slow
 def test_a_clear_proxy_overrules_an_undertuned_exact_comparison(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

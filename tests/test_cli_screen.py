@@ -25,10 +25,11 @@ def kcheck(*args: str, env: dict[str, str] | None = None) -> subprocess.Complete
     full = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
     full.update(env or {})
     return subprocess.run(
-        [sys.executable, "-m", "kcheck", *args], capture_output=True, env=full, timeout=300
+        [sys.executable, "-m", "kcheck", *args], capture_output=True, env=full, timeout=600
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("columns", ["60", "80", None])
 def test_log_output_is_unpadded_and_keeps_every_number(datasets, columns):
     env = {"COLUMNS": columns} if columns else {}
@@ -49,6 +50,7 @@ def test_log_output_is_unpadded_and_keeps_every_number(datasets, columns):
     assert "verdict: kernel" in err and "beat linear by" in err and "Next:" in err
 
 
+@pytest.mark.slow
 def test_batch_and_verify_in_a_narrow_log(datasets, tmp_path):
     d = tmp_path / "d"
     d.mkdir()
@@ -107,6 +109,7 @@ def _commands():
     return cli.commands
 
 
+@pytest.mark.slow
 def test_help_says_what_every_value_is():
     for name, command in _commands().items():
         for param in command.params:
@@ -127,12 +130,14 @@ def test_check_help_has_exit_codes_stdin_and_examples():
     assert text.count("kcheck check data.svm") >= 2
 
 
+@pytest.mark.slow
 def test_short_version_flag():
     for flag in ("-V", "--version"):
         r = kcheck(flag)
         assert r.returncode == 0 and __version__ in r.stdout.decode()
 
 
+@pytest.mark.slow
 def test_shell_completion():
     script = kcheck(env={"_KCHECK_COMPLETE": "bash_source"})
     assert script.returncode == 0
@@ -169,6 +174,7 @@ def skipping_checkers(datasets: Path) -> list[str]:
     ]
 
 
+@pytest.mark.slow
 def test_sizes_are_shown_in_a_unit_that_shows_them(datasets):
     r = kcheck(*skipping_checkers(datasets))
     assert r.returncode == 0, r.stderr
@@ -188,6 +194,9 @@ def slow_model_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+@pytest.mark.slow
+@pytest.mark.serial
+@pytest.mark.timing
 def test_verdict_is_on_the_terminal_before_the_model_and_ctrl_c_writes_nothing(
     slow_model_data, tmp_path
 ):
@@ -221,7 +230,7 @@ def test_verdict_is_on_the_terminal_before_the_model_and_ctrl_c_writes_nothing(
     )
     os.close(secondary)
     seen = b""
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + 600
     try:
         while b"verdict:" not in seen and time.monotonic() < deadline:
             ready, _, _ = select.select([primary], [], [], 0.5)
@@ -234,7 +243,7 @@ def test_verdict_is_on_the_terminal_before_the_model_and_ctrl_c_writes_nothing(
         assert proc.poll() is None, "the model was trained before it could be interrupted"
         time.sleep(0.5)
         proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=60)
+        proc.wait(timeout=600)
         while select.select([primary], [], [], 0.5)[0]:
             try:
                 chunk = os.read(primary, 65536)
@@ -256,6 +265,7 @@ def test_verdict_is_on_the_terminal_before_the_model_and_ctrl_c_writes_nothing(
     assert out.read_text() == "old\n"
 
 
+@pytest.mark.slow
 def test_notes_wrap_at_words_on_a_terminal_and_stay_one_line_in_a_log(datasets):
     """A skipped checker's reason is longer than 60 columns: on a terminal rich wraps it at
     word boundaries (the terminal itself would cut words); in a log it stays one line."""
@@ -278,7 +288,7 @@ def test_notes_wrap_at_words_on_a_terminal_and_stay_one_line_in_a_log(datasets):
                 break
             seen += chunk
     finally:
-        proc.wait(timeout=60)
+        proc.wait(timeout=600)
         os.close(primary)
     assert proc.returncode == 0
     text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", seen.decode())

@@ -54,6 +54,9 @@ NO_HTTP_PORT = {"dashboard": False, "dashboard_address": "127.0.0.1:0"}
 needs_dask = pytest.mark.skipif(
     distributed is None, reason="Dask's distributed is not installed (pip install '.[dask]')"
 )
+#: A test that starts a Dask cluster (processes, ports) or uses the module's: never beside
+#: another test.
+serial = pytest.mark.serial
 
 
 def linear_file(path: Path, rows: int, seed: int, features: int = 5) -> Path:
@@ -101,7 +104,7 @@ def by_name(lines: list[dict[str, Any]]) -> dict[str, Any]:
     return {x["name"]: without_timing(x) for x in lines}
 
 
-def assert_all_end(started: set[int], seconds: float = 15.0) -> None:
+def assert_all_end(started: set[int], seconds: float = 300.0) -> None:
     """Every process in ``started`` ends within ``seconds`` (workers may take a moment)."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline and any(alive(p) for p in started):
@@ -205,6 +208,7 @@ def test_an_unreachable_scheduler_is_one_line_exit_2(
     assert not list(tmp_path.iterdir())  # no output, no partial file, no lock
 
 
+@pytest.mark.slow
 def test_the_core_runs_without_dask() -> None:
     """``pip install kcheck`` has no Dask: every module imports and a check runs without it."""
     code = (
@@ -216,7 +220,7 @@ def test_the_core_runs_without_dask() -> None:
         "main(['check', 'datasets/heart_scale', '--json', '-q', '--exact', 'never'])\n"
     )
     r = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=600
     )
     assert r.returncode == 0, r.stderr
     assert '"verdict"' in r.stdout
@@ -242,6 +246,8 @@ def test_each_check_gets_this_machines_memory_budget() -> None:
     assert default.memory_limit == default_memory_limit()
 
 
+@pytest.mark.slow
+@serial
 @needs_dask
 def test_workers_must_have_one_thread_and_this_version(
     dask_cluster: tuple[str, Any], monkeypatch: pytest.MonkeyPatch
@@ -266,6 +272,7 @@ def test_workers_must_have_one_thread_and_this_version(
 # --- the same results -------------------------------------------------------------------------
 
 
+@serial
 @needs_dask
 @pytest.mark.parametrize("shared_fs", [None, True, False])
 def test_batch_lines_are_those_of_a_local_run(
@@ -295,6 +302,7 @@ def test_batch_lines_are_those_of_a_local_run(
     assert any("; checking " in s for s in seen) and seen[-1] == "done"
 
 
+@serial
 @needs_dask
 def test_batch_shared_fs_is_detected_on_a_worker(
     dask_cluster: tuple[str, Any], data_dir: Path, tmp_path: Path
@@ -315,6 +323,8 @@ def test_batch_shared_fs_is_detected_on_a_worker(
         assert batch._by_path([unseen], session, None) == [True]  # unreadable here: by path
 
 
+@pytest.mark.slow
+@serial
 @needs_dask
 def test_resume_and_exit_codes_are_those_of_a_local_run(
     dask_cluster: tuple[str, Any], data_dir: Path, tmp_path: Path
@@ -349,6 +359,8 @@ def test_resume_and_exit_codes_are_those_of_a_local_run(
     assert by_name(result.lines)["fourclass"] == by_name(local.lines)["fourclass"]
 
 
+@pytest.mark.slow
+@serial
 @needs_dask
 def test_the_readme_commands_start_a_cluster_kcheck_runs_on(tmp_path: Path) -> None:
     """``dask scheduler`` and ``dask worker --nthreads 1`` as the README has them."""
@@ -367,7 +379,7 @@ def test_the_readme_commands_start_a_cluster_kcheck_runs_on(tmp_path: Path) -> N
     ]
     started: set[int] = set()
     try:
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + 600
         while True:  # kcheck gives a scheduler CONNECT_SECONDS; this one may be slow to start
             try:
                 socket.create_connection(("127.0.0.1", port), timeout=1).close()
@@ -409,7 +421,7 @@ def test_the_readme_commands_start_a_cluster_kcheck_runs_on(tmp_path: Path) -> N
             ],
             capture_output=True,
             text=True,
-            timeout=300,
+            timeout=600,
         )
         assert r.returncode == 0, r.stderr
         (line,) = [json.loads(x) for x in out.read_text().splitlines()]
@@ -428,6 +440,8 @@ def test_the_readme_commands_start_a_cluster_kcheck_runs_on(tmp_path: Path) -> N
     assert_all_end(started, 30.0)
 
 
+@pytest.mark.slow
+@serial
 @needs_dask
 def test_verify_is_that_of_a_local_run(dask_cluster: tuple[str, Any]) -> None:
     address, client = dask_cluster
@@ -440,6 +454,8 @@ def test_verify_is_that_of_a_local_run(dask_cluster: tuple[str, Any]) -> None:
     assert not client.run_on_scheduler(_kcheck_tasks)
 
 
+@pytest.mark.slow
+@serial
 @needs_dask
 def test_grid_scores_are_those_of_local_processes(
     dask_cluster: tuple[str, Any], monkeypatch: pytest.MonkeyPatch
@@ -481,6 +497,8 @@ def _kcheck_tasks(dask_scheduler: Any) -> list[str]:
 # --- faults -----------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
+@serial
 @needs_dask
 def test_a_killed_worker_loses_no_line(dask_cluster: tuple[str, Any], tmp_path: Path) -> None:
     address, client = dask_cluster
@@ -498,7 +516,7 @@ def test_a_killed_worker_loses_no_line(dask_cluster: tuple[str, Any], tmp_path: 
     batch_keys = ("options", "resume_key")  # run_batch adds these around each task's line
     expected = {n: {k: v for k, v in x.items() if k not in batch_keys} for n, x in local.items()}
     assert lines == expected
-    client.wait_for_workers(2, timeout=60)  # the nanny restarts it, for the next tests
+    client.wait_for_workers(2, timeout=600)  # the nanny restarts it, for the next tests
 
 
 def die_once(ds: DataSet, config: CheckConfig) -> dict[str, Any]:
@@ -520,6 +538,8 @@ def crash_on_broken(ds: DataSet, config: CheckConfig) -> dict[str, Any]:
     return {"name": ds.name, "status": "ok", "error": None, "seconds": 0.0}
 
 
+@pytest.mark.timing
+@serial
 @needs_dask
 def test_a_data_set_that_kills_workers_is_an_error_after_three_tries(
     dask_cluster: tuple[str, Any], data_dir: Path, tmp_path: Path
@@ -538,7 +558,7 @@ def test_a_data_set_that_kills_workers_is_an_error_after_three_tries(
     assert "died each of the 3 times" in lines["broken"]["error"]
     assert all(x["status"] == "ok" for n, x in lines.items() if n != "broken")
     assert tries.read_text().count("x") == 3
-    client.wait_for_workers(2, timeout=60)
+    client.wait_for_workers(2, timeout=600)
 
 
 # --- Ctrl-C -----------------------------------------------------------------------------------
@@ -561,7 +581,7 @@ def interrupt_after_first_line(args: list[str], out: Path) -> tuple[int, str, se
     partial = Path(f"{out}.partial")
 
     def ctrl_c_after_a_line(proc: subprocess.Popen[bytes]) -> None:
-        deadline = time.monotonic() + 180
+        deadline = time.monotonic() + 600
         while time.monotonic() < deadline and proc.poll() is None:
             started.update(descendants(proc.pid))
             if partial.exists() and partial.read_text().count("\n") >= 1:
@@ -571,10 +591,13 @@ def interrupt_after_first_line(args: list[str], out: Path) -> tuple[int, str, se
         started.update(descendants(proc.pid))
         os.killpg(proc.pid, signal.SIGINT)
 
-    r = run_kcheck(args, cwd=ROOT, timeout=60, during=ctrl_c_after_a_line)
+    r = run_kcheck(args, cwd=ROOT, timeout=600, during=ctrl_c_after_a_line)
     return r.code, r.stderr, started
 
 
+@pytest.mark.slow
+@pytest.mark.timing
+@serial
 @needs_dask
 def test_ctrl_c_with_a_local_cluster_leaves_no_process(slow_dir: Path, tmp_path: Path) -> None:
     out = tmp_path / "out.jsonl"
@@ -610,9 +633,9 @@ if __name__ == "__main__":
     s = Session("local:2")
     http = s._cluster.scheduler.http_server
     print(http.address, http.port != 8787)
-    s._client.wait_for_workers(2, timeout=60)
+    s._client.wait_for_workers(2, timeout=600)
     futures = [s._client.submit(late_client, str(here / f"m{i}"), pure=False) for i in range(2)]
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 600
     while len(list(here.glob("m*"))) < 2 and time.monotonic() < deadline:
         time.sleep(0.05)
     print(len(list(here.glob("m*"))))
@@ -620,6 +643,9 @@ if __name__ == "__main__":
 """
 
 
+@pytest.mark.slow
+@pytest.mark.timing
+@serial
 @needs_dask
 def test_a_task_that_asks_for_its_client_as_the_local_cluster_closes_prints_nothing(
     tmp_path: Path,
@@ -635,7 +661,7 @@ def test_a_task_that_asks_for_its_client_as_the_local_cluster_closes_prints_noth
         capture_output=True,
         text=True,
         cwd=ROOT,
-        timeout=300,
+        timeout=600,
     )
     assert r.returncode == 0, r.stderr
     # The scheduler's HTTP server: this host only, not on the port another cluster holds.
@@ -663,6 +689,9 @@ def test_a_workers_other_unraisable_errors_still_print() -> None:
     assert len(seen) == 2
 
 
+@pytest.mark.slow
+@pytest.mark.timing
+@serial
 @needs_dask
 def test_ctrl_c_in_verify_ends_the_local_cluster(tmp_path: Path) -> None:
     """The grid runs in a thread; Ctrl-C in the main thread cancels it and ends the workers.
@@ -671,7 +700,7 @@ def test_ctrl_c_in_verify_ends_the_local_cluster(tmp_path: Path) -> None:
     started: set[int] = set()
 
     def ctrl_c_until_it_ends(proc: subprocess.Popen[bytes]) -> None:
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + 600
         while time.monotonic() < deadline and len(started) < 3:  # the workers are up
             started.update(descendants(proc.pid))
             time.sleep(0.1)
@@ -681,12 +710,15 @@ def test_ctrl_c_in_verify_ends_the_local_cluster(tmp_path: Path) -> None:
             time.sleep(2)
 
     args = ["verify", "datasets/svmguide1", "--scheduler", "local:2"]
-    r = run_kcheck(args, cwd=ROOT, timeout=60, during=ctrl_c_until_it_ends)
+    r = run_kcheck(args, cwd=ROOT, timeout=600, during=ctrl_c_until_it_ends)
     assert r.code == 130, r.stderr
     assert r.stderr.strip().splitlines() == ["kcheck: interrupted"], r.stderr
     assert_all_end(started)
 
 
+@pytest.mark.slow
+@pytest.mark.timing
+@serial
 @needs_dask
 def test_ctrl_c_on_a_shared_cluster_cancels_its_tasks(
     dask_cluster: tuple[str, Any], slow_dir: Path, tmp_path: Path
@@ -700,7 +732,7 @@ def test_ctrl_c_on_a_shared_cluster_cancels_its_tasks(
     )
     assert code == 130, err
     assert err.strip().splitlines() == ["kcheck: interrupted"], err
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 600
     while time.monotonic() < deadline and (
         client.run_on_scheduler(_kcheck_tasks) or any(client.processing().values())
     ):

@@ -77,7 +77,7 @@ def _help(command: str) -> str:
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=600,
         env={"COLUMNS": "200", "PATH": "/usr/bin:/bin"},
     )
     assert done.returncode == 0, done.stderr
@@ -117,6 +117,7 @@ def test_help_shows_the_default_epsilon(command: str) -> None:
     assert stated == pytest.approx(defaults.EPSILON, abs=1e-12)
 
 
+@pytest.mark.slow
 def test_check_and_verify_help_agree_on_epsilon() -> None:
     check, verify_ = _epsilon_default(_help("check")), _epsilon_default(_help("verify"))
     if check is None or verify_ is None:

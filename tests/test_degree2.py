@@ -220,6 +220,7 @@ def test_shift_keeps_the_training_rows_expanded_values_as_planned(rng):
     assert degree2.expand(shifted).nnz <= int(degree2.row_expanded_nnz(X).sum())
 
 
+@pytest.mark.slow
 def test_shift_finds_a_product_of_features_on_an_offset(monkeypatch):
     """Features in [0.94, 1] (an offset 32 times their spread): the product x0*x1 that decides
     the label is nearly collinear with x0, x1 and their squares, and without the shift the

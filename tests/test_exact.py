@@ -84,6 +84,7 @@ def test_the_decision_does_not_depend_on_load(monkeypatch):
     assert before == after
 
 
+@pytest.mark.slow
 def test_the_search_gets_the_most_rows_the_budget_affords():
     """600 rows at least; then 1,000, 1,500, 2,000 as the counted budget allows; never more rows
     than the data has. The decision carries the choice, and ``run`` tunes on that many."""
@@ -204,6 +205,7 @@ def test_nonlinear_data_gives_a_large_clear_gap(circles_result):
     assert r.cv_accuracy is not None and r.cv_accuracy > 0.9
 
 
+@pytest.mark.slow
 def test_linear_data_gives_a_small_gap(linear_result):
     r = linear_result
     gap = paired_gap(r.correct, r.reference_correct)
@@ -289,6 +291,7 @@ def test_tuning_uses_a_stratified_sample_above_tune_rows():
     assert r.correct is not None and r.correct.shape == (300,)
 
 
+@pytest.mark.slow
 def test_repeats_stop_early_only_when_the_interval_is_clear():
     X, y = noisy_linear(300, seed=1)
     # epsilon far above any gap: clear after the minimum; epsilon at the gap: never clear.

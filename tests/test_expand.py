@@ -22,7 +22,7 @@ def kcheck(*args: object, code: int = 0, stdin: bytes | None = None) -> subproce
         cwd=ROOT,
         capture_output=True,
         input=stdin,
-        timeout=300,
+        timeout=600,
     )
     assert run.returncode == code, run.stderr.decode()
     assert b"Traceback" not in run.stderr
@@ -44,6 +44,7 @@ def maxabs_products(X: np.ndarray, train: np.ndarray, terms: list[tuple[int, int
     return np.column_stack([S] + [S[:, i] * S[:, j] for i, j in terms])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("density", [1.0, 0.3])
 def test_expand_matches_the_formula(tmp_path: Path, density: float) -> None:
     rng = np.random.default_rng(11)
@@ -77,6 +78,7 @@ def xor_file(path: Path, rows: int = 1600) -> Path:
     return write_svm(path, X, np.where(X[:, 1] * X[:, 3] > 0, 1, -1))
 
 
+@pytest.mark.slow
 def test_from_check_takes_the_top_terms(tmp_path: Path) -> None:
     data = xor_file(tmp_path / "xor.svm")
     verdict = tmp_path / "v.json"
@@ -100,6 +102,7 @@ def test_from_check_takes_the_top_terms(tmp_path: Path) -> None:
     assert len(bad.stderr.decode().strip().splitlines()) == 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -116,6 +119,7 @@ def test_bad_options_are_one_line(tmp_path: Path, args: list[str], message: str)
     assert message in run.stderr.decode()
 
 
+@pytest.mark.slow
 def test_expand_never_writes_over_its_input(tmp_path: Path) -> None:
     data = xor_file(tmp_path / "xor.svm", rows=40)
     before = data.read_bytes()
@@ -145,6 +149,7 @@ def linear3(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, dict]
     return data, tmp / "m", json.loads(v.read_text())
 
 
+@pytest.mark.slow
 def test_linear_k_saves_the_model_and_its_spec(linear3: tuple[Path, Path, dict]) -> None:
     data, model, v = linear3
     assert v["model"]["kind"] == "linear+3"
@@ -162,6 +167,7 @@ def test_linear_k_saves_the_model_and_its_spec(linear3: tuple[Path, Path, dict])
     assert np.mean(labels == y) > 0.95
 
 
+@pytest.mark.slow
 def test_expand_then_liblinear_predict_agrees_with_kcheck_predict(
     linear3: tuple[Path, Path, dict], tmp_path: Path
 ) -> None:
@@ -172,7 +178,7 @@ def test_expand_then_liblinear_predict_agrees_with_kcheck_predict(
     x = tmp_path / "x.svm"
     x.write_bytes(expanded)
     out = tmp_path / "out"
-    subprocess.run([predict_tool, x, model, out], check=True, capture_output=True, timeout=300)
+    subprocess.run([predict_tool, x, model, out], check=True, capture_output=True, timeout=600)
     assert out.read_bytes() == ours
     # The same through a pipe, as the help shows it.
     piped = subprocess.run(
@@ -180,7 +186,7 @@ def test_expand_then_liblinear_predict_agrees_with_kcheck_predict(
         input=expanded,
         check=True,
         capture_output=True,
-        timeout=300,
+        timeout=600,
     )
     assert piped.returncode == 0 and (tmp_path / "out2").read_bytes() == ours
 
@@ -228,6 +234,7 @@ def test_predict_validates_the_spec(
     assert f"{copy}.terms" in lines[0] or "m.terms" in lines[0]
 
 
+@pytest.mark.slow
 def test_linear_k_needs_explain(tmp_path: Path) -> None:
     run = kcheck(
         "check",

@@ -114,6 +114,7 @@ def assert_recovered_as_trained_here(ex: dict, report: object, keep: np.ndarray)
         assert r["gap_ci95"] == pytest.approx([gap.low, gap.high], abs=1e-6)
 
 
+@pytest.mark.slow
 def test_recovered_matches_models_trained_here(tmp_path: Path) -> None:
     X, y = xor_data()
     path = write_svm(tmp_path / "xor.svm", X, y)
@@ -196,6 +197,7 @@ def test_no_explanation_without_degree2(tmp_path: Path) -> None:
     assert explain.explain_sentence(v) == f"explain: {v['explain']['reason']}."
 
 
+@pytest.mark.slow
 def test_the_command_shows_one_line_in_plain_words(tmp_path: Path) -> None:
     X, y = xor_data(rows=1200)
     path = write_svm(tmp_path / "xor.svm", X, y)
@@ -208,6 +210,7 @@ def test_the_command_shows_one_line_in_plain_words(tmp_path: Path) -> None:
     assert json.loads(out.read_text())["explain"]["available"] is True
 
 
+@pytest.mark.slow
 def test_a_linear_data_set_gains_nothing() -> None:
     v, _ = check_json(
         Path(), train=str(DATASETS / "german.numer"), explain=True, checkers=("degree2",)

@@ -26,7 +26,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from runner import Run, alive, descendants, drop_file_access_override, run_kcheck
+from runner import (
+    Run,
+    alive,
+    descendants,
+    drop_file_access_override,
+    run_kcheck,
+    tree_cpu_seconds,
+    wait_for,
+)
 
 from kcheck.checkers.multilinear import MIN_PARALLEL_NNZ
 from kcheck.data import write_libsvm
@@ -47,7 +55,7 @@ def kcheck(
     tmpdir: Path | None = None,
     stdout=subprocess.PIPE,
     drop_root: bool = False,
-    timeout: float = 120,
+    timeout: float = 600,
 ) -> Run:
     env = dict(os.environ)
     if tmpdir is not None:
@@ -145,6 +153,7 @@ def writer_params(known: dict[str, str] | None = None) -> list:
 # --- a failed run leaves existing outputs as they were -------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("writer", writer_params())
 def test_bad_input_leaves_existing_outputs_untouched(writer: str, tmp_path: Path, model: Path):
     out_dir = tmp_path / "out"
@@ -176,6 +185,7 @@ MODEL_BEFORE_JSON = (
 )
 
 
+@pytest.mark.slow
 def test_model_is_not_replaced_when_its_range_file_fails(tmp_path: Path) -> None:
     m = tmp_path / "m"
     m.write_bytes(OLD)
@@ -185,6 +195,7 @@ def test_model_is_not_replaced_when_its_range_file_fails(tmp_path: Path) -> None
     assert m.read_bytes() == OLD
 
 
+@pytest.mark.slow
 def test_model_is_not_replaced_when_the_json_output_fails(tmp_path: Path) -> None:
     m = tmp_path / "m"
     m.write_bytes(OLD)
@@ -367,9 +378,12 @@ def interrupt(
     when_exists: Path | None = None,
     group: bool = False,
 ) -> tuple[Run, set[int]]:
-    """Start kcheck, send ``sig`` after ``after`` seconds (or once ``when_exists`` matches a
-    file), and return the run and the processes it had started. ``group`` sends it to the
-    whole process group, as Ctrl-C in a terminal does."""
+    """Start kcheck, send ``sig`` once its processes have used ``after`` CPU seconds (or once
+    ``when_exists`` matches a file), and return the run and the processes it had started.
+    ``group`` sends it to the whole process group, as Ctrl-C in a terminal does.
+
+    CPU seconds, not wall seconds: on a busy machine the same moment of the run comes later,
+    and an interrupt timed by the clock would land in another stage (or before kcheck runs)."""
     env = dict(os.environ, TMPDIR=str(tmpdir))
     proc = subprocess.Popen(
         [sys.executable, "-m", "kcheck", *args],
@@ -379,18 +393,20 @@ def interrupt(
         start_new_session=True,
     )
     try:
-        deadline = time.monotonic() + (30 if when_exists else after)
+        deadline = time.monotonic() + 600
         while time.monotonic() < deadline and proc.poll() is None:
             if when_exists is not None and list(when_exists.parent.glob(when_exists.name)):
                 break
-            time.sleep(0.002 if when_exists else 0.05)
+            if when_exists is None and tree_cpu_seconds(proc.pid) >= after:
+                break
+            time.sleep(0.002 if when_exists else 0.02)
         assert proc.poll() is None, "kcheck ended before it could be interrupted"
         children = descendants(proc.pid)
         if group:
             os.killpg(proc.pid, sig)
         else:
             proc.send_signal(sig)
-        out, err = proc.communicate(timeout=30)
+        out, err = proc.communicate(timeout=600)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
@@ -408,12 +424,11 @@ def assert_interrupted(run: Run, code: int, children: set[int]) -> None:
     assert "Traceback" not in run.stderr and "interrupted" in run.stderr, run.describe()
     assert "leaked" not in run.stderr and "resource_tracker" not in run.stderr, run.describe()
     assert run.stdout == b""
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and any(alive(p) for p in children):
-        time.sleep(0.1)
-    assert not any(alive(p) for p in children), "worker processes outlived kcheck"
+    wait_for(lambda: not any(alive(p) for p in children), "the worker processes to end")
 
 
+@pytest.mark.serial
+@pytest.mark.timing
 @pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_interrupted_check_keeps_json_and_model(sig, code, slow_model_data, tmp_path):
     out_dir = tmp_path / "out"
@@ -453,6 +468,8 @@ POOL_TEMP_DIR = (
 )
 
 
+@pytest.mark.serial
+@pytest.mark.timing
 @pytest.mark.parametrize("after", [0.4, 0.9, 1.5, 2.5])
 def test_ctrl_c_to_the_process_group_with_workers_ends_cleanly(after, slow_model_data, tmp_path):
     """Ctrl-C in a terminal reaches kcheck, its fork server, resource tracker and workers.
@@ -486,6 +503,8 @@ def test_ctrl_c_to_the_process_group_with_workers_ends_cleanly(after, slow_model
     assert list(tmpdir.iterdir()) == []
 
 
+@pytest.mark.serial
+@pytest.mark.timing
 def test_interrupt_leaves_no_temporary_directory(slow_model_data: Path, tmp_path: Path):
     tmpdir = tmp_path / "tmp"
     tmpdir.mkdir()
@@ -511,6 +530,8 @@ def test_interrupt_leaves_no_temporary_directory(slow_model_data: Path, tmp_path
     assert list(tmpdir.iterdir()) == []
 
 
+@pytest.mark.serial
+@pytest.mark.timing
 def test_interrupted_verify_keeps_its_json(slow_model_data: Path, tmp_path: Path) -> None:
     out = tmp_path / "verify.json"
     out.write_bytes(OLD)
@@ -528,6 +549,9 @@ def test_interrupted_verify_keeps_its_json(slow_model_data: Path, tmp_path: Path
     assert our_temporary_files(tmpdir) == []
 
 
+@pytest.mark.slow
+@pytest.mark.serial
+@pytest.mark.timing
 def test_scale_interrupted_while_writing(parallel_data: Path, tmp_path: Path) -> None:
     """SIGINT while the scaled data is being written: the old file stays, the partial one goes."""
     out = tmp_path / "scaled"
@@ -562,13 +586,14 @@ def closed_reader(args: list[str]) -> Run:
     os.close(r)
     try:
         proc = subprocess.run(
-            [sys.executable, "-m", "kcheck", *args], stdout=w, stderr=subprocess.PIPE, timeout=120
+            [sys.executable, "-m", "kcheck", *args], stdout=w, stderr=subprocess.PIPE, timeout=600
         )
     finally:
         os.close(w)
     return Run(tuple(args), proc.returncode, b"", proc.stderr.decode("utf-8", "replace"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", list(STDOUT_WRITERS))
 def test_broken_pipe_prints_no_traceback(command: str, model: Path) -> None:
     r = closed_reader([a.format(model=model) for a in STDOUT_WRITERS[command]])
@@ -576,6 +601,7 @@ def test_broken_pipe_prints_no_traceback(command: str, model: Path) -> None:
     assert r.code == 0, r.describe()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", list(STDOUT_WRITERS))
 def test_broken_pipe_is_not_a_failure(command: str, model: Path) -> None:
     r = closed_reader([a.format(model=model) for a in STDOUT_WRITERS[command]])
@@ -588,7 +614,7 @@ def test_scale_into_head(tmp_path: Path) -> None:
         f"{sys.executable} -m kcheck scale {DATASETS / 'svmguide1'} -q | head -c 10; "
         "echo; echo ${PIPESTATUS[0]} >&2"
     )
-    r = subprocess.run(["bash", "-c", script], capture_output=True, timeout=60)
+    r = subprocess.run(["bash", "-c", script], capture_output=True, timeout=600)
     err = r.stderr.decode()
     assert "Traceback" not in err and "Exception ignored" not in err, err
     assert len(r.stdout) == 11
@@ -598,6 +624,7 @@ def test_scale_into_head(tmp_path: Path) -> None:
 # --- determinism ---------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_check_json_does_not_depend_on_jobs(parallel_data: Path) -> None:
     """-j 1 and -j 2 give the same JSON; with -j 2, MultiLinear really used workers."""
     base = ["check", str(parallel_data), "--checkers", "multilinear", "-q"]
@@ -620,6 +647,7 @@ def test_check_json_does_not_depend_on_jobs(parallel_data: Path) -> None:
     assert without_timing(a) == without_timing(b)
 
 
+@pytest.mark.slow
 def test_batch_json_does_not_depend_on_jobs(tmp_path: Path) -> None:
     d = tmp_path / "data"
     d.mkdir()
@@ -645,6 +673,7 @@ DEGREE2_CLOCK = (
 )
 
 
+@pytest.mark.slow
 def test_degree2_json_does_not_depend_on_machine_speed(tmp_path: Path, monkeypatch) -> None:
     """The same check on a machine four times slower (a clock running four times faster)."""
     from kcheck.pipeline import CheckConfig, run
@@ -677,7 +706,7 @@ def run_with_closed(stream: str, args: list[str], stdin: bytes | None = None) ->
         stdout=None if fd == 1 else subprocess.PIPE,
         stderr=None if fd == 2 else subprocess.PIPE,
         preexec_fn=lambda: os.close(fd),
-        timeout=120,
+        timeout=600,
     )
     return Run(
         tuple(args),
@@ -721,6 +750,7 @@ def test_every_command_with_a_closed_standard_stream(command, stream, model, tmp
         assert r.stdout.strip(), r.describe()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("stream", ["stdin", "stdout", "stderr"])
 def test_gate_and_errors_with_a_closed_stream(stream, tmp_path):
     """The gate still trips with 1, bad input still gives 2, data from a closed stdin is 2."""

@@ -102,10 +102,24 @@ def _relative(v: dict[str, object], base: Path) -> dict[str, object]:
 
 
 EXACT = ("never", "always", "auto")
+#: Cases whose exact comparison takes seconds: in the whole suite only (``--slow``).
+SLOW_CASES = {"german.numer", "svmguide1"}
 
 
-@pytest.mark.parametrize("exact", EXACT)
-@pytest.mark.parametrize(("name", "test"), CASES)
+def _check_params() -> list[object]:
+    return [
+        pytest.param(
+            name,
+            test,
+            exact,
+            marks=[pytest.mark.slow] if name in SLOW_CASES and exact != "never" else [],
+        )
+        for name, test in CASES
+        for exact in EXACT
+    ]
+
+
+@pytest.mark.parametrize(("name", "test", "exact"), _check_params())
 def test_check_json_is_unchanged(name: str, test: str | None, exact: str, generated: Path) -> None:
     base = generated if name in GENERATED else ROOT / "datasets"
     config = CheckConfig(
@@ -155,9 +169,17 @@ VERIFY_CASES = [
     ("svmguide1", "svmguide1.t", 300),
     ("three300", None, None),
 ]
+#: Verify's full grid takes seconds on these: in the whole suite only (``--slow``).
+SLOW_VERIFY = {"heart_scale", "three300"}
 
 
-@pytest.mark.parametrize(("name", "test", "max_rows"), VERIFY_CASES)
+@pytest.mark.parametrize(
+    ("name", "test", "max_rows"),
+    [
+        pytest.param(*case, marks=[pytest.mark.slow] if case[0] in SLOW_VERIFY else [])
+        for case in VERIFY_CASES
+    ],
+)
 def test_verify_json_is_unchanged(
     name: str, test: str | None, max_rows: int | None, generated: Path
 ) -> None:

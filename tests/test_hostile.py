@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from runner import Run, drop_file_access_override, run_kcheck
+from runner import Run, drop_file_access_override, run_kcheck, slowdown
 
 from kcheck.verdict import without_timing
 
@@ -56,7 +56,7 @@ def kcheck(
     """Run ``python -m kcheck ARGS`` capped in memory and time."""
     return run_kcheck(
         args,
-        timeout=seconds,
+        timeout=seconds * slowdown(),
         address_space=ADDRESS_SPACE,
         drop_root=drop_root,
         cwd=cwd,
@@ -273,7 +273,7 @@ def truncate_while_read(path: Path) -> Callable[[subprocess.Popen], None]:
     def during(proc: subprocess.Popen) -> None:
         target = os.path.realpath(path)
         size = os.path.getsize(path)
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 600
         while time.monotonic() < deadline and proc.poll() is None:
             if _read_offset(proc.pid, target):
                 break
@@ -314,6 +314,8 @@ class Case:
     known: dict[str, str] = field(default_factory=dict)
     drop_root: bool = False
     during: Callable[[Path], Callable[[subprocess.Popen], None]] | None = None
+    #: Its input is tens of megabytes: in the whole suite only (``--slow``).
+    slow: bool = False
 
 
 def _same(outcome: Outcome, predict: bool = True, verify: bool = True) -> dict[str, Outcome]:
@@ -448,12 +450,14 @@ CASES = [
         predict=Ok(predict_has(rows=2)),
         seconds=10.0,
         scale_args=("-l", "0"),
+        slow=True,
     ),  # keeps the 2.5 million zeros of row 2 out of the output
     Case(
         "garbage_line_of_50_mb",
         _make_big_garbage,
         **_same(Fails("expected a numeric label", line=1), predict=False, verify=False),
         seconds=10.0,
+        slow=True,
     ),
     Case(
         "3000_classes_in_6000_rows",
@@ -469,6 +473,7 @@ CASES = [
         scale=Either((Ok(), Fails("changing.svm"))),
         check_args=("--exact", "never"),
         during=truncate_while_read,
+        slow=True,
     ),
 ]
 
@@ -479,7 +484,7 @@ def _params() -> list:
         for command in ("check", "scale", "predict", "verify"):
             if getattr(case, command) is None:
                 continue
-            marks = []
+            marks = [pytest.mark.slow] if case.slow else []
             if command in case.known:
                 marks.append(pytest.mark.xfail(strict=True, reason=case.known[command]))
             out.append(pytest.param(case, command, id=f"{case.name}-{command}", marks=marks))
@@ -604,6 +609,7 @@ def test_hostile_input(
 # --- batch over the corpus -----------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_batch_over_the_corpus(tmp_path: Path) -> None:
     """Every corpus file that looks like data gets a line; broken ones an error with file:line."""
     d = tmp_path / "corpus"
@@ -671,6 +677,7 @@ def test_batch_checks_what_check_reads(tmp_path: Path, name: str, expected: str)
 # --- FIFOs ---------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_named_pipe_input(tmp_path: Path) -> None:
     """A FIFO (as from a shell's process substitution) reads like a file."""
     fifo = tmp_path / "data.fifo"
@@ -717,5 +724,5 @@ def test_standard_input(command: str, name: str, outcome: Outcome, refs: Referen
         else ["scale", "-", "-q"]
     )
     with open(CORPUS / name, "rb") as f:
-        run = run_kcheck(args, timeout=60, address_space=ADDRESS_SPACE, stdin=f)
+        run = run_kcheck(args, timeout=600, address_space=ADDRESS_SPACE, stdin=f)
     assert_outcome(run, outcome, Ctx(path="<stdin>", refs=refs))

@@ -28,7 +28,7 @@ GRID = rbf_search.Grid(
 
 
 def _run(*args: str, stdout=None) -> None:
-    subprocess.run(list(args), check=True, stdout=stdout, stderr=subprocess.DEVNULL, timeout=300)
+    subprocess.run(list(args), check=True, stdout=stdout, stderr=subprocess.DEVNULL, timeout=600)
 
 
 def _kcheck_predict(model: Path, data: Path) -> np.ndarray:
@@ -37,7 +37,7 @@ def _kcheck_predict(model: Path, data: Path) -> np.ndarray:
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=600,
     )
     assert r.returncode == 0, r.stderr
     return np.array(r.stdout.split(), dtype=float)
@@ -71,6 +71,7 @@ def _export(train: str, kind: str, tmp: Path) -> Path:
     return path
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("train", "test"), [("fourclass", "fourclass"), ("heart_scale", "heart_scale")]
 )
@@ -84,6 +85,7 @@ def test_linear_model_predicts_like_liblinear_predict(tmp_path):
     _compare(model, DATASETS / "svmguide1.t", "liblinear-predict", tmp_path)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("trainer", "predictor"),
     [("svm-train", "svm-predict"), ("liblinear-train", "liblinear-predict")],
@@ -109,6 +111,7 @@ def _official_model(tmp_path, train, trainer, options):
     return model
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("trainer", "options", "predictor"),
     [
@@ -127,6 +130,7 @@ def test_every_accepted_kind_of_the_official_tools(tmp_path, trainer, options, p
     _compare(model, train, predictor, tmp_path)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("trainer", "options", "words"),
     [
@@ -147,7 +151,7 @@ def test_models_kcheck_cannot_use_are_refused(tmp_path, trainer, options, words)
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=600,
     )
     assert r.returncode == 2, r.stderr
     assert r.stdout == ""

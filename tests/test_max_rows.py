@@ -45,11 +45,13 @@ def test_check_on_a_sample_records_it_and_scales_on_it(ring: Path) -> None:
     assert abs(report.T.X).max() <= 1.0
 
 
+@pytest.mark.slow
 def test_check_without_max_rows_has_no_sampling_fields(ring: Path) -> None:
     v = run(CheckConfig(train=str(ring), checkers=("multilinear",))).json
     assert not {"rows_read", "rows_used", "sampling"} & set(v["data"])
 
 
+@pytest.mark.slow
 def test_a_max_rows_above_the_file_changes_only_the_added_fields(ring: Path) -> None:
     def strip(v: dict) -> dict:
         for k in ("rows_read", "rows_used", "sampling"):
@@ -62,6 +64,7 @@ def test_a_max_rows_above_the_file_changes_only_the_added_fields(ring: Path) -> 
     assert strip(big) == strip(plain)
 
 
+@pytest.mark.slow
 def test_cli_check_table_says_sample_and_model_out_says_so(ring: Path, tmp_path: Path) -> None:
     model = tmp_path / "m"
     r = run_kcheck(
@@ -90,6 +93,7 @@ def test_cli_check_table_says_sample_and_model_out_says_so(ring: Path, tmp_path:
     assert model.exists()
 
 
+@pytest.mark.slow
 def test_auto_samples_a_file_over_the_limit_and_says_so(tmp_path: Path) -> None:
     rng = np.random.default_rng(1)
     X = rng.uniform(-1, 1, size=(40_000, 60))
@@ -127,6 +131,7 @@ def test_bad_max_rows_is_a_usage_error(ring: Path, value: str) -> None:
         assert r.code == 2 and "--max-rows" in r.stderr and "Traceback" not in r.stderr
 
 
+@pytest.mark.slow
 def test_verify_streams_the_same_sample_as_check(ring: Path) -> None:
     v = verify(VerifyConfig(train=str(ring), max_rows=300, jobs=1))
     j = v.to_json()
@@ -136,6 +141,7 @@ def test_verify_streams_the_same_sample_as_check(ring: Path) -> None:
     assert c["data"]["nnz"] == j["data"]["nnz"]  # the same rows: seed 0 in both
 
 
+@pytest.mark.slow
 def test_batch_lines_carry_max_rows_in_options(ring: Path, tmp_path: Path) -> None:
     d = tmp_path / "sets"
     d.mkdir()

@@ -59,6 +59,7 @@ def runs(ball: Path) -> dict[str, pipeline.CheckReport]:
     }
 
 
+@pytest.mark.slow
 def test_balanced_and_auc_see_what_accuracy_hides(runs: dict[str, pipeline.CheckReport]) -> None:
     acc, bal, auc = (runs[m].json for m in ("accuracy", "balanced", "auc"))
     assert (acc["verdict"], acc["margin"]) == ("linear", "clear")
@@ -224,6 +225,7 @@ def test_auc_runs_are_deterministic(ball: Path) -> None:
     assert without_timing(a) == without_timing(b)
 
 
+@pytest.mark.slow
 def test_exact_mode_scores_auc_from_held_out_decision_values(ball: Path) -> None:
     report = pipeline.run(pipeline.CheckConfig(train=str(ball), metric="auc", exact="always"))
     r = report.results["rbf"]
@@ -366,6 +368,7 @@ def test_the_test_file_is_scored_in_the_metric(ball: Path, tmp_path: Path) -> No
             assert block["score"][name] == pytest.approx(want, abs=5e-6), (metric, name)
 
 
+@pytest.mark.slow
 def test_a_test_file_scores_exact_modes_rbf_model_under_auc(ball: Path, tmp_path: Path) -> None:
     """Exact mode's model (trained on all rows when the test file asks for it) gives decision
     values, so its AUC on the file is that of the same RBF SVM in scikit-learn's LIBSVM."""

@@ -29,16 +29,26 @@ CORPUS_CASES = 90  # at least; the corpus may grow
 
 
 @pytest.fixture(scope="module")
-def corpus_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Case, Path, Run]]:
-    """Every case through ``kcheck predict``, two processes at a time (the runs are short)."""
+def corpus_runs(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, tuple[Case, Path, Run]]:
+    """Every case this run tests through ``kcheck predict``, two processes at a time (the
+    runs are short; the fast tier tests part of the corpus, the whole suite all of it)."""
     directory = tmp_path_factory.mktemp("model-corpus")
-    written = write(directory)
+    wanted = {
+        item.callspec.params["name"]
+        for item in request.session.items
+        if item.nodeid.startswith(request.node.nodeid)
+        and item.originalname == "test_hostile_model_file_is_refused_in_one_line"
+    }
+    selected = any(i.originalname == "test_the_corpus_is_large" for i in request.session.items)
+    written = [(c, p) for c, p in write(directory) if selected or c.name in wanted]
 
     def one(item: tuple[Case, Path]) -> tuple[Case, Path, Run]:
         case, path = item
         run = run_kcheck(
             ["predict", str(path), str(HEART), "-q", *case.options],
-            timeout=60,
+            timeout=600,
             address_space=6 * 2**30,
         )
         return case, path, run
@@ -47,6 +57,7 @@ def corpus_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Cas
         return {case.name: (case, path, run) for case, path, run in pool.map(one, written)}
 
 
+@pytest.mark.slow
 def test_the_corpus_is_large(corpus_runs: dict) -> None:
     assert len(corpus_runs) >= CORPUS_CASES
 
@@ -65,7 +76,17 @@ def _names() -> list[str]:
     return names
 
 
-@pytest.mark.parametrize("name", _names())
+#: The fast tier leaves out every SLOW_EVERY-th case of the corpus; the whole suite tests all.
+SLOW_EVERY = 3
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(name, marks=[pytest.mark.slow] if i % SLOW_EVERY == 1 else [])
+        for i, name in enumerate(_names())
+    ],
+)
 def test_hostile_model_file_is_refused_in_one_line(corpus_runs: dict, name: str) -> None:
     case, path, run = corpus_runs[name]
     assert run.code >= 0, f"killed by signal {-run.code}\n{run.describe()}"
@@ -183,6 +204,7 @@ def seeds(fuzz_dir: Path) -> dict[str, bytes]:
     return mutations_seed_models(fuzz_dir)
 
 
+@pytest.mark.slow
 def test_mutated_models_are_refused_or_usable(fuzz_dir: Path, seeds: dict[str, bytes]) -> None:
     y, X = read_libsvm(str(HEART))
     scaled = X.multiply(1.0 / np.maximum(abs(X).max(axis=0).toarray(), 1e-300)).tocsr()

@@ -322,6 +322,7 @@ def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+@pytest.mark.slow
 def test_verify_json_and_determinism_across_jobs(tmp_path):
     check = tmp_path / "check.json"
     check.write_text(

@@ -52,7 +52,7 @@ def test_check_refuses_to_write_over_its_training_file(train: Path, how: str) ->
     elif how == "other spelling":
         target = train.parent / "." / ".." / train.parent.name / train.name
     for option in ("-o", "--model-out"):
-        r = run_kcheck(["check", str(train), option, str(target), "-q"], timeout=120)
+        r = run_kcheck(["check", str(train), option, str(target), "-q"], timeout=600)
         _one_error_line(r, option, "is the input file")
         assert train.read_bytes() == before
 
@@ -62,7 +62,7 @@ def test_model_out_whose_range_file_is_an_input_is_refused(train: Path, tmp_path
     test.write_bytes((DATASETS / "heart_scale").read_bytes())
     r = run_kcheck(
         ["check", str(train), "--test", str(test), "--model-out", str(tmp_path / "m"), "-q"],
-        timeout=120,
+        timeout=600,
     )
     _one_error_line(r, "--model-out", "is the input file")
     assert not (tmp_path / "m").exists()
@@ -99,11 +99,11 @@ def test_other_commands_refuse_to_write_over_an_input(
                 "--exact",
                 "never",
             ],
-            timeout=120,
+            timeout=600,
         )
         assert r.code == 0, r.describe()
         args = ["predict", str(model), str(train), "-o", f"{model}.range"]
-    r = run_kcheck([*args, "-q"], timeout=120)
+    r = run_kcheck([*args, "-q"], timeout=600)
     _one_error_line(r, "is the input file")
     assert train.read_bytes() == before
 
@@ -127,6 +127,8 @@ def wide_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+@pytest.mark.serial
+@pytest.mark.timing
 def test_interrupted_model_out_leaves_no_temporary_file(wide_data: Path, tmp_path: Path):
     out = tmp_path / "out"
     out.mkdir()
@@ -154,7 +156,7 @@ def test_interrupted_model_out_leaves_no_temporary_file(wide_data: Path, tmp_pat
         start_new_session=True,
     )
     try:
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + 600
         # Wait until the model's temporary file has grown: LIBLINEAR is writing it.
         while time.monotonic() < deadline and proc.poll() is None:
             tmp = [p for p in out.iterdir() if p.name.startswith(".m.") and p.stat().st_size]
@@ -163,7 +165,7 @@ def test_interrupted_model_out_leaves_no_temporary_file(wide_data: Path, tmp_pat
             time.sleep(0.002)
         assert proc.poll() is None, "kcheck ended before it could be interrupted"
         proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=30)
+        _, err = proc.communicate(timeout=600)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
@@ -173,6 +175,7 @@ def test_interrupted_model_out_leaves_no_temporary_file(wide_data: Path, tmp_pat
     assert (out / "m").read_bytes() == OLD and (out / "m.range").read_bytes() == OLD
 
 
+@pytest.mark.slow
 def test_export_on_wide_data_writes_the_full_width(wide_data: Path, tmp_path: Path) -> None:
     """Trained on the 5 columns in use, saved with all 4,000,000 (as full-width training
     would), and it predicts its training data as the in-memory model does."""
@@ -212,6 +215,7 @@ def test_the_model_is_renamed_before_its_range_file(tmp_path: Path, monkeypatch)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m", "m.range"]
 
 
+@pytest.mark.timing
 def test_an_interrupt_waits_for_the_renames_and_removes_temporaries(
     tmp_path: Path, monkeypatch
 ) -> None:
@@ -225,7 +229,7 @@ def test_an_interrupt_waits_for_the_renames_and_removes_temporaries(
         real(src, dst)
         if dst.endswith("/m"):
             renamed.set()
-            release.wait(5)
+            release.wait(600)
 
     monkeypatch.setattr(atomic.os, "replace", slow)
     monkeypatch.setattr(atomic, "_commit_lock", threading.Lock())
@@ -240,7 +244,7 @@ def test_an_interrupt_waits_for_the_renames_and_removes_temporaries(
 
     t = threading.Thread(target=writer)
     t.start()
-    assert renamed.wait(5)
+    assert renamed.wait(600)
 
     class Stop(Exception):
         pass
@@ -252,8 +256,8 @@ def test_an_interrupt_waits_for_the_renames_and_removes_temporaries(
         time.sleep(0.2)
         assert abandoner.is_alive()  # waits for the pair being renamed
         release.set()
-        abandoner.join(5)
-        t.join(5)
+        abandoner.join(600)
+        t.join(600)
         assert not os.path.exists(pending)
         raise Stop  # the process would end here (os._exit)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m", "m.range"]

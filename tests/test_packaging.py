@@ -31,7 +31,7 @@ def test_the_wheel_holds_every_module_and_data_file(tmp_path: Path) -> None:
         ],
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=600,
     )
     assert r.returncode == 0, r.stdout + r.stderr
     (wheel,) = tmp_path.glob("kcheck-*.whl")

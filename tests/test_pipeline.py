@@ -49,6 +49,7 @@ def test_exact_mode_auto_skips_large_data_without_stacking(datasets, monkeypatch
     }
 
 
+@pytest.mark.slow
 def test_german_is_linear_enough(datasets):
     v = run(CheckConfig(train=str(datasets / "german.numer"))).json
     assert (v["verdict"], v["margin"]) == ("linear", "clear")
@@ -101,6 +102,7 @@ def test_json_schema(datasets):
     json.dumps(v)  # serialisable as is
 
 
+@pytest.mark.slow
 def test_deterministic_for_a_seed(datasets):
     a = run(CheckConfig(train=str(datasets / "svmguide1"), seed=3)).json
     b = run(CheckConfig(train=str(datasets / "svmguide1"), seed=3)).json
@@ -109,6 +111,7 @@ def test_deterministic_for_a_seed(datasets):
     assert strip_timing(a) != strip_timing(c)
 
 
+@pytest.mark.slow
 def test_parallel_clusters_give_the_same_json(datasets, monkeypatch):
     monkeypatch.setattr(multilinear, "MIN_PARALLEL_NNZ", 0)
     path = str(datasets / "svmguide1")
@@ -117,6 +120,7 @@ def test_parallel_clusters_give_the_same_json(datasets, monkeypatch):
     assert strip_timing(serial) == strip_timing(parallel)
 
 
+@pytest.mark.slow
 def test_test_file_is_scored(datasets):
     v = run(CheckConfig(train=str(datasets / "svmguide1"), test=str(datasets / "svmguide1.t"))).json
     t = v["test"]
@@ -197,6 +201,8 @@ def test_time_limit_skips_unfinished_checkers(datasets):
         run(CheckConfig(train=str(datasets / "svmguide1"), time_limit=1e-9))
 
 
+@pytest.mark.slow
+@pytest.mark.timing
 def test_time_limit_keeps_what_finished(datasets, monkeypatch):
     import time
 
@@ -218,6 +224,7 @@ def test_time_limit_keeps_what_finished(datasets, monkeypatch):
     assert v["verdict"] == "kernel"
 
 
+@pytest.mark.slow
 def test_rff_checker_is_opt_in(datasets):
     default = run(CheckConfig(train=str(datasets / "fourclass"), exact="never")).json
     assert "rff" not in default["checkers"]
@@ -266,6 +273,7 @@ def _second_fold_off(monkeypatch):
     monkeypatch.setattr(pipeline, "remeasure", lambda *a, **k: ())
 
 
+@pytest.mark.slow
 def test_a_borderline_verdict_is_measured_on_a_second_fold(datasets, monkeypatch):
     """german.numer without exact mode: degree-2 gains exactly epsilon on V (kernel,
     borderline); a second fold re-measures it and the mean of both folds decides."""
@@ -311,6 +319,7 @@ def test_a_borderline_verdict_is_measured_on_a_second_fold(datasets, monkeypatch
         assert strip_timing(one[key]) == strip_timing(v[key])
 
 
+@pytest.mark.slow
 def test_a_clear_verdict_and_exact_mode_get_no_second_fold(datasets):
     v = run(CheckConfig(train=str(datasets / "fourclass"), exact="never")).json
     assert v["margin"] == "clear" and v["second_fold"] is None
@@ -329,6 +338,7 @@ def test_no_second_fold_above_the_floor():
     assert not budget.floor_applies(rows=3_001, nnz=300_100)
 
 
+@pytest.mark.slow
 def test_the_second_fold_is_dropped_when_the_time_limit_passes(datasets, monkeypatch):
     from kcheck import pipeline
     from kcheck.errors import TimeLimitReached
@@ -352,6 +362,7 @@ def test_the_second_fold_is_dropped_when_the_time_limit_passes(datasets, monkeyp
     assert (v["verdict"], v["margin"]) == ("kernel", "borderline")
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None)
 @given(
     labels=st.lists(st.integers(0, 3), min_size=8, max_size=200),

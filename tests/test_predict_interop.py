@@ -25,11 +25,11 @@ HEART = DATASETS / "heart_scale"
 def tool(name: str, *args: object, stdout: Path | None = None) -> None:
     path = require_tool(name)
     if stdout is None:
-        subprocess.run([path, *map(str, args)], check=True, capture_output=True, timeout=300)
+        subprocess.run([path, *map(str, args)], check=True, capture_output=True, timeout=600)
         return
     with open(stdout, "wb") as f:
         subprocess.run(
-            [path, *map(str, args)], check=True, stdout=f, stderr=subprocess.DEVNULL, timeout=300
+            [path, *map(str, args)], check=True, stdout=f, stderr=subprocess.DEVNULL, timeout=600
         )
 
 
@@ -38,7 +38,7 @@ def kcheck(*args: object) -> subprocess.CompletedProcess[bytes]:
         [sys.executable, "-m", "kcheck", *map(str, args)],
         cwd=ROOT,
         capture_output=True,
-        timeout=300,
+        timeout=600,
     )
 
 
@@ -79,6 +79,7 @@ def official_predict(
     return out.read_bytes(), scaled
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("trainer", "predictor"),
     [("svm-train", "svm-predict"), ("liblinear-train", "liblinear-predict")],
@@ -94,6 +95,7 @@ def test_range_file_of_svm_scale(tmp_path: Path, trainer: str, predictor: str) -
     assert ok("predict", "--no-scale", model, scaled, "-q") == theirs
 
 
+@pytest.mark.slow
 def test_accuracy_line_agrees_with_svm_predict(tmp_path: Path) -> None:
     model, rng = official_pair(tmp_path, "svm-train")
     scaled, out = tmp_path / "t.s", tmp_path / "out"
@@ -110,6 +112,7 @@ def test_accuracy_line_agrees_with_svm_predict(tmp_path: Path) -> None:
     assert ours.startswith("Accuracy = ") and theirs.startswith(ours), (ours, theirs)
 
 
+@pytest.mark.slow
 def test_range_file_with_a_y_section(tmp_path: Path) -> None:
     """svm-scale -y 0 1 turns heart_scale's -1/+1 into 0/1, in the model too; the range
     file's y section scales the true labels the same way, so the accuracy is svm-predict's."""
@@ -135,6 +138,7 @@ def test_range_file_with_a_y_section(tmp_path: Path) -> None:
     assert theirs.split("(")[1].split("/")[0] == str(correct), (ours, theirs)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("data", [HEART, DATASETS / "fourclass"])
 def test_probabilities_like_svm_predict_b1(tmp_path: Path, data: Path) -> None:
     model, rng = official_pair(tmp_path, "svm-train", "-b", "1", train=data)
@@ -150,6 +154,7 @@ def test_probabilities_like_svm_predict_b1(tmp_path: Path, data: Path) -> None:
     np.testing.assert_allclose(a[:, 1:], b[:, 1:], atol=1e-3)
 
 
+@pytest.mark.slow
 def test_probabilities_of_three_classes(tmp_path: Path) -> None:
     """Pairwise coupling (LIBSVM) and normalised logistics (LIBLINEAR) for three classes."""
     three = tmp_path / "three"
@@ -170,6 +175,7 @@ def test_probabilities_of_three_classes(tmp_path: Path) -> None:
         assert ok("predict", "-b", "1", "--no-scale", model, scaled, "-q") == theirs
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("solver", ["0", "6", "7"])
 def test_liblinear_logistic_regression_b1(tmp_path: Path, solver: str) -> None:
     model, rng = official_pair(tmp_path, "liblinear-train", "-s", solver)
@@ -193,6 +199,7 @@ def test_b1_without_probabilities_is_refused(
     assert line.startswith(f"kcheck: error: {model}: ") and words in line
 
 
+@pytest.mark.slow
 def test_predict_usage(tmp_path: Path) -> None:
     model, rng = official_pair(tmp_path, "svm-train", train=HEART)
     line = refused("predict", model, HEART)
@@ -208,6 +215,7 @@ def test_predict_usage(tmp_path: Path) -> None:
         assert option in helptext
 
 
+@pytest.mark.slow
 def test_check_probability_model_works_with_both_predictors(tmp_path: Path) -> None:
     """kcheck check --model kernel --probability: svm-predict -b 1 reads the model, and
     kcheck predict -b 1 prints the same bytes on the same scaled file."""

@@ -52,6 +52,7 @@ def wavy_check(wavy_file: Path):  # type: ignore[no-untyped-def]
     return run(CheckConfig(train=str(wavy_file)))
 
 
+@pytest.mark.slow
 def test_it_finds_the_gain_that_degree2_misses(wavy_check) -> None:  # type: ignore[no-untyped-def]
     v = wavy_check.json
     assert v["exact"]["ran"] is False and "too large" in v["exact"]["reason"]
@@ -106,6 +107,7 @@ def test_above_small_datas_bounds_it_has_no_budget() -> None:
     assert p.tune_rows is None and p.reason is not None and "small data" in p.reason
 
 
+@pytest.mark.slow
 def test_a_skip_for_cost_leaves_a_clear_linear_verdict_clear(tmp_path: Path) -> None:
     """Above small data's bounds its absence is the normal case, as exact mode's is: it does
     not make a linear verdict borderline. A skipped degree-2 still would."""
@@ -119,6 +121,7 @@ def test_a_skip_for_cost_leaves_a_clear_linear_verdict_clear(tmp_path: Path) -> 
     assert not any("rbfsvm" in w for w in v["warnings"])
 
 
+@pytest.mark.slow
 def test_stopped_by_the_time_limit_it_cannot_confirm_linear(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -141,6 +144,7 @@ def test_stopped_by_the_time_limit_it_cannot_confirm_linear(
     ]
 
 
+@pytest.mark.slow
 def test_not_run_where_exact_mode_ran_or_is_off(datasets: Path) -> None:
     """Where exact mode ran, it is the same model cross-validated on all rows; ``--exact
     never`` trains no RBF SVM. Either way rbfsvm is not in the JSON."""
@@ -151,6 +155,7 @@ def test_not_run_where_exact_mode_ran_or_is_off(datasets: Path) -> None:
     assert "rbfsvm" not in off["checkers"] and "rbf" not in off["checkers"]
 
 
+@pytest.mark.slow
 def test_its_model_scores_a_test_file(wavy_file: Path, tmp_path: Path) -> None:
     y, X = wavy(1500, seed=7)
     test = tmp_path / "wavy.t"

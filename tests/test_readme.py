@@ -19,9 +19,16 @@ def test_quick_start_has_exactly_two_commands():
     ]
 
 
-def test_ci_runs_the_readme_test_command():
+def test_ci_runs_the_readme_test_command_on_the_whole_suite():
     ci = (ROOT / ".ci" / "run").read_text()
-    assert _quick_start_commands()[1] in ci
+    assert _quick_start_commands()[1] + " --slow\n" in ci
+
+
+def test_the_testing_section_gives_the_command_of_each_tier():
+    text = (ROOT / "README.md").read_text()
+    section = text.split("## Testing", 1)[1].split("\n## ", 1)[0]
+    assert f"`{_quick_start_commands()[1].split(' && ')[1]}`" in section
+    assert "`python -m pytest -q --slow`" in section
 
 
 def test_bundled_data_sets_exist_and_stay_small():

@@ -46,6 +46,7 @@ def batch_page(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[dic
     return results, lines, page
 
 
+@pytest.mark.slow
 def test_the_page_has_one_row_per_line_and_loads_nothing(batch_page) -> None:
     _, lines, page = batch_page
     text = page.read_text()
@@ -99,6 +100,7 @@ def png_size(path: Path) -> tuple[int, int]:
     return struct.unpack(">II", data[16:24])
 
 
+@pytest.mark.slow
 def test_the_page_in_a_headless_browser(batch_page, tmp_path: Path) -> None:
     chromium = require_tool("chromium")
     _, lines, page = batch_page
@@ -117,12 +119,12 @@ def test_the_page_in_a_headless_browser(batch_page, tmp_path: Path) -> None:
         [*base, f"--screenshot={shot}", "--window-size=1100,800", page.as_uri()],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=600,
     )
     assert shot.exists(), run.stderr[-2000:]
     assert png_size(shot) == (1100, 800)
     dom = subprocess.run(
-        [*base, "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120
+        [*base, "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=600
     )
     # The DOM after the inline script ran: it marks the page, so an exception would show.
     assert 'data-sortable="1"' in dom.stdout, dom.stderr[-2000:]

@@ -209,6 +209,7 @@ def _capped() -> None:
     resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE, ADDRESS_SPACE))
 
 
+@pytest.mark.slow
 def test_sampling_a_file_four_times_the_address_space_limit(tmp_path: Path) -> None:
     path = tmp_path / "big.svm"
     rows, share = big_file(path)

@@ -256,6 +256,7 @@ def test_a_checker_skipped_in_a_real_run(monkeypatch: pytest.MonkeyPatch) -> Non
     assert out["checkers"]["multilinear"]["gap"] is not None
 
 
+@pytest.mark.slow
 def test_checkers_follow_the_users_order_with_rbf_last() -> None:
     # Neither registry order (multilinear, degree2, rff) nor alphabetical order.
     order = ("rff", "degree2", "multilinear")

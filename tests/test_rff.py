@@ -179,6 +179,7 @@ def wavy(rng, rows):
     return X, np.where(X[:, 1] - 0.5 * np.sin(4 * X[:, 0]) > 0, 1.0, -1.0)
 
 
+@pytest.mark.slow
 def test_beats_linear_on_a_wavy_boundary():
     X, y = wavy(np.random.default_rng(7), 1600)
     T, V = split(X, y)
@@ -197,6 +198,7 @@ def test_beats_linear_on_a_wavy_boundary():
     assert np.array_equal(res.predict(V.X) == V.y, res.correct)
 
 
+@pytest.mark.slow
 def test_no_gap_on_linear_data():
     rng = np.random.default_rng(11)
     w = rng.normal(size=40)

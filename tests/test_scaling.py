@@ -372,6 +372,7 @@ def bounds(draw: st.DrawFn) -> tuple[float, float]:
     return (min(a, b), max(a, b))
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(data_sets(), bounds(), st.booleans())
 def test_minmax_training_data_lies_within_bounds(
@@ -392,6 +393,7 @@ def test_minmax_training_data_lies_within_bounds(
     assert_canonical(Y, dense.shape)
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(data_sets(), st.booleans())
 def test_maxabs_training_data_lies_within_unit_box(dense: np.ndarray, sparse: bool) -> None:
@@ -406,6 +408,7 @@ def test_maxabs_training_data_lies_within_unit_box(dense: np.ndarray, sparse: bo
     np.testing.assert_array_equal(scaler.transform_inplace(X_csr).toarray(), Y.toarray())
 
 
+@pytest.mark.slow
 @settings(max_examples=100, deadline=None)
 @given(data_sets(), data_sets(), bounds())
 def test_nnz_after_predicts_transform_on_other_data(
@@ -448,6 +451,7 @@ def test_range_file_round_trip(tmp_path: os.PathLike[str], method: str) -> None:
     assert read_range_file(path, n_features=np.int64(10)).n_features == 10
 
 
+@pytest.mark.slow
 @settings(max_examples=100, deadline=None)
 @given(
     hnp.arrays(np.float64, st.integers(0, 6), elements=st.floats(-1e300, 1e300, width=64)),

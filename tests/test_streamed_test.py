@@ -50,6 +50,7 @@ def small_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(prepare_module, "TEST_KEEP_BYTES", 0)
 
 
+@pytest.mark.slow
 def test_blockwise_scoring_equals_scoring_the_whole_file(
     files: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -65,6 +66,7 @@ def test_blockwise_scoring_equals_scoring_the_whole_file(
     assert all(0.5 < a <= 1.0 for a in whole["accuracy"].values())
 
 
+@pytest.mark.slow
 def test_per_row_predictions_and_decision_values_are_kept(
     files: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -95,6 +97,7 @@ def test_per_row_predictions_and_decision_values_are_kept(
     assert ml is not None and ml.scores is None  # one linear model per cluster: not comparable
 
 
+@pytest.mark.slow
 def test_fractional_labels_are_matched_through_their_codes(tmp_path: Path) -> None:
     rng = np.random.default_rng(3)
     (tmp_path / "train.svm").write_text(ring_rows(rng, 600, labels=(0.5, 2.25)))
@@ -180,6 +183,7 @@ def _capped() -> None:
     resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE, ADDRESS_SPACE))
 
 
+@pytest.mark.slow
 def test_a_test_file_three_times_the_address_space_limit(tmp_path: Path) -> None:
     """The same 40,000 rows repeated: the accuracy on the big file is the one on the block."""
     rng = np.random.default_rng(7)

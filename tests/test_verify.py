@@ -18,7 +18,7 @@ def kcheck(*args: str) -> subprocess.CompletedProcess[str]:
         [sys.executable, "-m", "kcheck", *args],
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=600,
         cwd=ROOT,
     )
 
@@ -54,6 +54,7 @@ def heart_check(tmp_path_factory) -> Path:
     return out
 
 
+@pytest.mark.slow
 def test_confirmed_verdict_exits_0_and_takes_the_checks_settings(heart_check, tmp_path):
     check = json.loads(heart_check.read_text())
     out = tmp_path / "v.json"
@@ -133,6 +134,7 @@ def test_an_option_that_contradicts_the_check_is_refused(heart_check, args, frag
     one_error_line(r, fragment, "leave out")
 
 
+@pytest.mark.slow
 def test_an_option_that_agrees_with_the_check_is_accepted(heart_check):
     r = kcheck(
         "verify",

@@ -1,0 +1,36 @@
+"""The two tiers: the fast one (the default) keeps most tests and a test of every file; the
+whole suite (``--slow``, what CI runs) keeps everything."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+from conftest import ROOT
+
+
+def test_the_fast_tier_keeps_most_tests_and_a_test_of_every_file(tmp_path: Path) -> None:
+    report = tmp_path / "tiers.tsv"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    r = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=600,
+        env={**env, "KCHECK_TIERS_REPORT": str(report)},
+    )
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    tiers = [line.split("\t") for line in report.read_text().splitlines()]
+    fast = [nodeid for tier, nodeid in tiers if tier == "fast"]
+    assert 0 < len(fast) < len(tiers), "the fast tier is a part of the whole suite"
+    assert len(fast) >= 0.8 * len(tiers), (len(fast), len(tiers))
+    # What the default command collects is exactly the fast tier.
+    collected = [line for line in r.stdout.splitlines() if "::" in line]
+    assert collected == fast
+    files = {nodeid.split("::")[0] for _, nodeid in tiers}
+    per_file = Counter(nodeid.split("::")[0] for nodeid in fast)
+    assert not [f for f in sorted(files) if per_file[f] == 0], "a file with no fast test"
