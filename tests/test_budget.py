@@ -303,14 +303,14 @@ def test_a_clear_proxy_overrules_an_undertuned_exact_comparison(
     """Exact mode's RBF held to C = 2^-7 (as a sample's search can hold it too low) finds no
     gain on a product of features; degree-2 finds it, clear of epsilon, so the verdict is
     kernel, decided by degree-2, and the warnings say why exact mode was overruled."""
-    from kcheck.checkers import exact
+    from kcheck.checkers import rbf_tuning
 
     rng = np.random.default_rng(5)
     U = rng.uniform(-1.0, 1.0, (2000, 8))
     y = np.where(U[:, 0] * U[:, 1] + 0.5 * U[:, 2] + rng.normal(0, 0.1, 2000) > 0, 1.0, -1.0)
     path = tmp_path / "product.svm"
     write_libsvm(str(path), y, U + 2.0)
-    monkeypatch.setattr(exact, "LOG2_C", (-7.0,))
+    monkeypatch.setattr(rbf_tuning, "LOG2_C", (-7.0,))
     v = run(CheckConfig(train=str(path), checkers=("degree2",))).json
     rbf, d2 = v["checkers"]["rbf"], v["checkers"]["degree2"]
     assert v["exact"]["ran"] and rbf["log2_C"] == -7.0 and rbf["gap"] < 0.02

@@ -9,7 +9,7 @@ import pytest
 import scipy.sparse as sp
 
 from kcheck import engines, tuning
-from kcheck.checkers import exact
+from kcheck.checkers import exact, rbf_tuning
 from kcheck.checkers.base import CheckerResult
 from kcheck.errors import TimeLimitReached
 from kcheck.verdict import decide, paired_gap
@@ -161,7 +161,9 @@ def test_default_repeats_by_size():
         2,
     ]
     assert exact.ExactOptions(repeats=7).max_repeats(100) == 7
-    assert exact.ExactOptions().grid_points() == len(exact.LOG2_C) * len(exact.LOG2_GAMMA_FACTOR)
+    assert exact.ExactOptions().grid_points() == len(rbf_tuning.LOG2_C) * len(
+        rbf_tuning.LOG2_GAMMA_FACTOR
+    )
 
 
 def test_grid_is_placed_by_the_median_distance():
@@ -174,7 +176,7 @@ def test_grid_is_placed_by_the_median_distance():
     assert med == pytest.approx(float(np.median(direct[np.triu_indices(200, 1)])))
     points = exact.grid_for(med, exact.ExactOptions())
     gammas = sorted({2.0**g for _, g in points})
-    assert gammas == pytest.approx([2.0**f / med for f in exact.LOG2_GAMMA_FACTOR])
+    assert gammas == pytest.approx([2.0**f / med for f in rbf_tuning.LOG2_GAMMA_FACTOR])
     assert exact.median_sq_distance(np.zeros((3, 3))) == 1.0  # all rows equal
 
 

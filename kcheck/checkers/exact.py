@@ -48,11 +48,10 @@ import scipy.sparse as sp
 from kcheck import budget, engines, tuning
 from kcheck.checkers.base import CheckerResult, Context, Dataset, guarded, stop_if_past
 from kcheck.checkers.rbf_tuning import (
-    LOG2_C,
-    LOG2_GAMMA_FACTOR,
     TUNE_LADDER,
     TUNE_ROWS,
     Search,
+    Tuning,
     kernel,
     matrix_bytes,
     median_sq_distance,
@@ -62,7 +61,7 @@ from kcheck.checkers.rbf_tuning import (
 from kcheck.checkers.rbf_tuning import grid_for as grid_for
 from kcheck.defaults import EXACT_MODES, Progress, no_progress
 from kcheck.rbf_search import best_point as best_point
-from kcheck.scoring import ACCURACY, PointResults, Scoring, positive_scores
+from kcheck.scoring import PointResults, positive_scores
 from kcheck.split import stratified_folds
 from kcheck.verdict import settled
 
@@ -93,40 +92,23 @@ def default_repeats(rows: int) -> int:
 
 
 @dataclass(frozen=True)
-class ExactOptions:
-    """``repeats`` None: adaptive, up to :func:`default_repeats`; a number fixes it.
+class ExactOptions(Tuning):
+    """The grid's settings (:class:`kcheck.checkers.rbf_tuning.Tuning`) and the comparison's.
 
-    ``log2_C`` / ``log2_gamma_factor`` None: the default grid. ``jobs`` is accepted for
-    symmetry with the other checkers; the comparison runs in one process (its cost is a few
-    BLAS products and LIBSVM runs on a precomputed kernel, which workers would have to copy).
+    ``repeats`` None: adaptive, up to :func:`default_repeats`; a number fixes it. ``jobs`` is
+    accepted for symmetry with the other checkers; the comparison runs in one process (its cost
+    is a few BLAS products and LIBSVM runs on a precomputed kernel, which workers would have to
+    copy). ``deadline``: past it, :func:`run` raises TimeLimitReached between grid points and
+    repeats (as the pipeline's ``--time-limit`` expects of a checker).
     """
 
-    seed: int = 0
     jobs: int = 1
-    folds: int = 5
     repeats: int | None = None
     epsilon: float = 0.02
-    log2_C: tuple[float, ...] | None = None
-    log2_gamma_factor: tuple[float, ...] | None = None
     tune_rows: int = TUNE_ROWS
-    #: A ``time.perf_counter()`` value; past it, :func:`run` raises TimeLimitReached between
-    #: grid points and repeats (as the pipeline's ``--time-limit`` expects of a checker).
-    deadline: float | None = None
-    #: The metric: its class weights train every model, and it scores the tuning CV (balanced
-    #: accuracy also for AUC: LIBSVM's CV gives labels, not decision values).
-    scoring: Scoring = ACCURACY
-
-    def resolved_C(self) -> tuple[float, ...]:
-        return self.log2_C if self.log2_C is not None else LOG2_C
-
-    def resolved_gamma_factor(self) -> tuple[float, ...]:
-        return self.log2_gamma_factor if self.log2_gamma_factor is not None else LOG2_GAMMA_FACTOR
 
     def max_repeats(self, rows: int) -> int:
         return self.repeats if self.repeats is not None else default_repeats(rows)
-
-    def grid_points(self) -> int:
-        return len(self.resolved_C()) * len(self.resolved_gamma_factor())
 
 
 # --- cost ----------------------------------------------------------------------------------------
