@@ -168,32 +168,12 @@ def run(config: CheckConfig, progress: Progress | None = None) -> CheckReport:
     limited = config.time_limit is not None and config.time_limit < MAX_TIME_LIMIT
     deadline = t_start + config.time_limit if limited and config.time_limit else None
 
-    report("reading " + config.train, None, None)
-    # What the reader warns of (values dropped beyond the training width, ...) goes into the
-    # JSON, so a library call and the command record the same.
-    with recorded_warnings() as read_notes:
-        data = prepare(
-            config.train,
-            scaling=config.scaling,
-            memory_limit=memory_limit,
-            zero_based=config.zero_based,
-            integer_labels=config.model_out is not None,
-            max_rows=config.max_rows,
-            seed=config.seed,
-        )
-        # Read now, so that a test file no model can be scored on fails before any training.
-        test = None
-        if config.test is not None:
-            report("reading " + config.test, None, None)
-            test = open_test(
-                config.test, data, memory_limit=config.memory_limit, zero_based=config.zero_based
-            )
-    train_idx, val_idx = stratified_split(data.y, seed=config.seed)
-    T = Dataset(data.X[train_idx], data.y[train_idx])
-    V = Dataset(data.X[val_idx], data.y[val_idx])
+    data, test, read_notes = _read(config, memory_limit, report)
+    split = stratified_split(data.y, seed=config.seed)
+    T = Dataset(data.X[split[0]], data.y[split[0]])
+    V = Dataset(data.X[split[1]], data.y[split[1]])
     data.X = data.X[:0]  # T and V hold the rows now: keep one copy of the data
     scoring = _scoring(config, data, T)
-
     ctx = Context(
         seed=config.seed,
         jobs=config.jobs,
@@ -204,32 +184,8 @@ def run(config: CheckConfig, progress: Progress | None = None) -> CheckReport:
         progress=report,
         scoring=scoring,
     )
-    beside = _start_beside(config, T, V, ctx)
-    try:
-        if beside is None:
-            ctx = dataclasses.replace(
-                ctx, baseline=_baseline(config, T, V, deadline, report, scoring)
-            )
-        exact_json, rbf = registry.EXACT.run_all(T, V, ctx, config.exact)
-        names = _proxies(config, rbf is not None)
-        base, checked = _run_checkers(names, T, V, ctx, exact=rbf, beside=beside)
-    except BaseException:
-        if beside is not None:
-            beside.cancel()
-        raise
-    results: dict[str, CheckerResult] = {"linear": base}
-    if rbf is not None:
-        results[registry.EXACT.name] = rbf
-    results.update(checked)
-
-    decision, gaps = _decide(config, results, scoring, V)
-    small = budget.floor_applies(rows=T.rows, nnz=int(T.X.nnz))
-    again = remeasure(decision, _outcomes(config, results, gaps), config.epsilon, small_data=small)
-    second = None
-    if again:
-        second = _second_fold(config, again, T, V, (train_idx, val_idx), ctx, gaps)
-        gaps = {**gaps, **second.combined()}
-        decision = rule(_outcomes(config, results, gaps), config.epsilon)
+    exact_json, results = _methods(config, T, V, ctx)
+    decision, gaps, second = _verdict(config, results, T, V, split, ctx)
     tested = _score_test(test, results, report) if test is not None else None
     explained = _explain(config, T, V, results, deadline, report) if config.explain else None
     result = CheckResult(
@@ -239,7 +195,7 @@ def run(config: CheckConfig, progress: Progress | None = None) -> CheckReport:
         data=data.summary,
         scaler=data.scaler,
         split=(T.rows, V.rows),
-        baseline=base,
+        baseline=results["linear"],
         checkers={
             n: (results[n], gaps.get(n))
             for n in (*config.checkers, registry.EXACT.name)
@@ -260,7 +216,78 @@ def run(config: CheckConfig, progress: Progress | None = None) -> CheckReport:
         values=_values(results, scoring, V),
         second_fold=None if second is None else second.to_json(),
     )
-    return CheckReport(result, data, T, V, (train_idx, val_idx), deadline, results)
+    return CheckReport(result, data, T, V, split, deadline, results)
+
+
+def _read(
+    config: CheckConfig, memory_limit: int, report: Progress
+) -> tuple[Prepared, TestFile | None, list[str]]:
+    """The training file, prepared, and the test file opened, with what the reader warned
+    of: it goes into the JSON, so a library call and the command record the same."""
+    report("reading " + config.train, None, None)
+    with recorded_warnings() as read_notes:
+        data = prepare(
+            config.train,
+            scaling=config.scaling,
+            memory_limit=memory_limit,
+            zero_based=config.zero_based,
+            integer_labels=config.model_out is not None,
+            max_rows=config.max_rows,
+            seed=config.seed,
+        )
+        # Read now, so that a test file no model can be scored on fails before any training.
+        test = None
+        if config.test is not None:
+            report("reading " + config.test, None, None)
+            test = open_test(
+                config.test, data, memory_limit=config.memory_limit, zero_based=config.zero_based
+            )
+    return data, test, read_notes
+
+
+def _methods(
+    config: CheckConfig, T: Dataset, V: Dataset, ctx: Context
+) -> tuple[dict[str, Any], dict[str, CheckerResult]]:
+    """The linear baseline (beside the checkers where it can), exact mode where it runs, and
+    the checkers: exact mode's JSON block and every method's result, the baseline's first."""
+    beside = _start_beside(config, T, V, ctx)
+    try:
+        if beside is None:
+            ctx = dataclasses.replace(
+                ctx, baseline=_baseline(config, T, V, ctx.deadline, ctx.progress, ctx.scoring)
+            )
+        exact_json, rbf = registry.EXACT.run_all(T, V, ctx, config.exact)
+        names = _proxies(config, rbf is not None)
+        base, checked = _run_checkers(names, T, V, ctx, exact=rbf, beside=beside)
+    except BaseException:
+        if beside is not None:
+            beside.cancel()
+        raise
+    results: dict[str, CheckerResult] = {"linear": base}
+    if rbf is not None:
+        results[registry.EXACT.name] = rbf
+    results.update(checked)
+    return exact_json, results
+
+
+def _verdict(
+    config: CheckConfig,
+    results: dict[str, CheckerResult],
+    T: Dataset,
+    V: Dataset,
+    split: tuple[np.ndarray, np.ndarray],
+    ctx: Context,
+) -> tuple[Decision, dict[str, Gap], SecondFold | None]:
+    """The rule on V's gaps; where it asks for a second fold, that fold, and the rule again on
+    the mean of both folds' gaps."""
+    decision, gaps = _decide(config, results, ctx.scoring, V)
+    small = budget.floor_applies(rows=T.rows, nnz=int(T.X.nnz))
+    again = remeasure(decision, _outcomes(config, results, gaps), config.epsilon, small_data=small)
+    if not again:
+        return decision, gaps, None
+    second = _second_fold(config, again, T, V, split, ctx, gaps)
+    gaps = {**gaps, **second.combined()}
+    return rule(_outcomes(config, results, gaps), config.epsilon), gaps, second
 
 
 def _scoring(config: CheckConfig, data: Prepared, T: Dataset) -> Scoring:
