@@ -33,7 +33,7 @@ LAYERS: list[set[str]] = [
         "kcheck.scale",
     },
     {"kcheck.pipeline", "kcheck.explain"},
-    {"kcheck.second_fold"},
+    {"kcheck.second_fold", "kcheck.config"},
     {"kcheck.result"},
     {"kcheck.checkers.registry"},
     {
