@@ -19,14 +19,16 @@ HOG = "while True: pass\n"
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0], usage="%(prog)s HOGS [--repeat K] -- COMMAND..."
+    )
     parser.add_argument("hogs", type=int, help="busy loops to run beside the command")
     parser.add_argument("--repeat", type=int, default=1, help="runs of the command")
-    parser.add_argument("command", nargs=argparse.REMAINDER, help="-- then the command")
-    args = parser.parse_args(argv)
-    command = args.command[1:] if args.command[:1] == ["--"] else args.command
-    if not command:
+    if "--" not in argv or argv.index("--") == len(argv) - 1:
         parser.error("give the command after --")
+    cut = argv.index("--")
+    args = parser.parse_args(argv[:cut])
+    command = argv[cut + 1 :]
     hogs = [subprocess.Popen([sys.executable, "-c", HOG]) for _ in range(args.hogs)]
     status = 0
     try:
