@@ -17,9 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from kcheck import budget, explain
+from kcheck import budget, explain, plan
 from kcheck.checkers import linear, registry
-from kcheck.checkers.base import CheckerResult, Context, Dataset, guarded
+from kcheck.checkers.base import CheckerResult, Context, Counts, Dataset, guarded
 from kcheck.config import CHECKERS, DEFAULT_CHECKERS, MAX_TIME_LIMIT, CheckConfig
 from kcheck.defaults import (
     EXACT_MODES,
@@ -28,7 +28,7 @@ from kcheck.defaults import (
     no_progress,
 )
 from kcheck.errors import KcheckError, TimeLimitReached, recorded_warnings
-from kcheck.memory import FIXED_BYTES, checker_budget, csr_bytes, default_memory_limit
+from kcheck.memory import checker_budget, default_memory_limit
 from kcheck.prepare import (
     BlockPredictor,
     Prepared,
@@ -110,8 +110,9 @@ def run(config: CheckConfig, progress: Progress | None = None) -> CheckReport:
         progress=report,
         scoring=scoring,
     )
-    exact_json, results = _methods(config, T, V, ctx)
-    decision, gaps, second = _verdict(config, results, T, V, split, ctx)
+    planned = plan.make(Counts.of(T, V), _plan_options(config, ctx))
+    exact_json, results = _methods(config, planned, T, V, ctx)
+    decision, gaps, second = _verdict(config, planned, results, T, V, split, ctx)
     tested = _score_test(test, results, report) if test is not None else None
     explained = _explain(config, T, V, results, deadline, report) if config.explain else None
     result = CheckResult(
@@ -141,6 +142,7 @@ def run(config: CheckConfig, progress: Progress | None = None) -> CheckReport:
         scoring=scoring,
         values=_values(results, scoring, V),
         second_fold=None if second is None else second.to_json(),
+        plan=planned.to_json(),
     )
     return CheckReport(result, data, T, V, split, deadline, results)
 
@@ -171,20 +173,38 @@ def _read(
     return data, test, read_notes
 
 
+def _plan_options(config: CheckConfig, ctx: Context) -> plan.Options:
+    return plan.Options(
+        checkers=config.checkers,
+        exact=config.exact,
+        jobs=config.jobs,
+        memory_limit=ctx.memory_limit,
+        time_limit=ctx.deadline is not None,
+    )
+
+
 def _methods(
-    config: CheckConfig, T: Dataset, V: Dataset, ctx: Context
+    config: CheckConfig, planned: plan.Plan, T: Dataset, V: Dataset, ctx: Context
 ) -> tuple[dict[str, Any], dict[str, CheckerResult]]:
-    """The linear baseline (beside the checkers where it can), exact mode where it runs, and
-    the checkers: exact mode's JSON block and every method's result, the baseline's first."""
-    beside = _start_beside(config, T, V, ctx)
+    """The linear baseline (beside the checkers where the plan says so), exact mode, and the
+    planned checkers: exact mode's JSON block and every method's result, the baseline's
+    first."""
+    beside = None
+    if planned.beside:
+        ctx.progress("linear baseline (C search), beside the checkers", None, None)
+        options = linear.LinearOptions(seed=config.seed, class_weight=ctx.class_weight)
+        beside = Background(linear.run, T, V, options)
     try:
         if beside is None:
             ctx = dataclasses.replace(
                 ctx, baseline=_baseline(config, T, V, ctx.deadline, ctx.progress, ctx.scoring)
             )
-        exact_json, rbf = registry.EXACT.run_all(T, V, ctx, config.exact)
-        names = _proxies(config, rbf is not None)
-        base, checked = _run_checkers(names, T, V, ctx, exact=rbf, beside=beside)
+        deciding = planned.step(registry.EXACT.name)
+        exact_ctx = dataclasses.replace(
+            ctx, budget_seconds=deciding.budget_seconds if deciding is not None else None
+        )
+        exact_json, rbf = registry.EXACT.run_all(T, V, exact_ctx, config.exact)
+        base, checked = _run_checkers(planned.checkers, T, V, ctx, beside=beside)
     except BaseException:
         if beside is not None:
             beside.cancel()
@@ -198,6 +218,7 @@ def _methods(
 
 def _verdict(
     config: CheckConfig,
+    planned: plan.Plan,
     results: dict[str, CheckerResult],
     T: Dataset,
     V: Dataset,
@@ -207,8 +228,8 @@ def _verdict(
     """The rule on V's gaps; where it asks for a second fold, that fold, and the rule again on
     the mean of both folds' gaps."""
     decision, gaps = _decide(config, results, ctx.scoring, V)
-    small = budget.floor_applies(rows=T.rows, nnz=int(T.X.nnz))
-    again = remeasure(decision, _outcomes(config, results, gaps), config.epsilon, small_data=small)
+    outcomes = _outcomes(config, results, gaps)
+    again = remeasure(decision, outcomes, config.epsilon, small_data=planned.small_data)
     if not again:
         return decision, gaps, None
     second = _second_fold(config, again, T, V, split, ctx, gaps)
@@ -260,108 +281,19 @@ def _train_linear(
     return run_until(deadline, linear.run, T, V, options)
 
 
-#: The linear baseline trains in a worker process beside the checkers that do not need its
-#: result where its counted cost is at least this many seconds: below, starting a worker and
-#: copying T and V to it cost more than the overlap saves. rcv1-like data (1.1M values in T,
-#: 2.7 counted seconds; its C search took 14 s here) went from 32 s to 20 s.
-BESIDE_MIN_SECONDS = 2.0
-
-
-def _start_beside(config: CheckConfig, T: Dataset, V: Dataset, ctx: Context) -> Background | None:
-    """Start the linear baseline in a worker process where it can train beside the checkers.
-
-    On large data the baseline's C search is one long single-threaded LIBLINEAR call, and
-    neither degree-2 nor MultiLinear needs its result to start (MultiLinear's fallback C for
-    its smallest clusters waits for it), so with ``--jobs`` of 2 or more they share the cores
-    instead of taking turns. Nothing computed changes, only when: each runs with the
-    seeds and inputs it has in turn, so the JSON is that of ``--jobs 1``. It is decided from
-    counts only, and only where it can change no plan:
-
-    * no ``--time-limit`` (the checkers' time budgets would then depend on the overlap);
-    * T above degree-2's floor (no floor of counted work is handed from one checker to
-      the next) and exact mode unable to run (it would want the cores);
-    * the worker's copy of T and V, LIBLINEAR's nodes, and what the early checkers plan to
-      allocate, fit the checkers' memory budget together.
-    """
-    if config.jobs < 2 or ctx.deadline is not None:
-        return None
-    if budget.degree2_floor_applies(nnz=int(T.X.nnz)):
-        return None  # degree-2's floor (it has no row bound) covers the RBF kernels' floor
-    if config.exact == "always" or (
-        config.exact == "auto" and T.rows + V.rows <= registry.EXACT.auto_max_rows
-    ):
-        return None
-    n_classes = int(np.unique(T.y).size)
-    if budget.linear_seconds(int(T.X.nnz), n_classes) < BESIDE_MIN_SECONDS:
-        return None
-    early = _early_checkers(_proxies(config, False))
-    if not early:
-        return None
-    plans = 0
-    for name in early:
-        planned = registry.CHECKERS[name].planned_bytes
-        plans += planned(T, ctx) if planned is not None else 0
-    if plans == 0 or _beside_bytes(T, V) + plans > ctx.memory_limit:
-        return None  # nothing would run beside it (degree-2 skipped), or no room
-    ctx.progress("linear baseline (C search), beside the checkers", None, None)
-    options = linear.LinearOptions(seed=config.seed, class_weight=ctx.class_weight)
-    return Background(linear.run, T, V, options)
-
-
-def _early_checkers(names: tuple[str, ...]) -> list[str]:
-    """The checkers that may run before the baseline has finished: they never read it, and
-    they say what they will allocate."""
-    return [
-        n
-        for n in names
-        if not registry.CHECKERS[n].needs_baseline and registry.CHECKERS[n].planned_bytes
-    ]
-
-
-def _beside_bytes(T: Dataset, V: Dataset) -> int:
-    """What the baseline's worker adds: its copy of T and V (counted twice, a margin for the
-    conversions it may make), LIBLINEAR's nodes (16 bytes a value, a bias and an end node a
-    row), and its interpreter. This process sends the arrays as they are (no copy)."""
-    data = csr_bytes(T.X) + csr_bytes(V.X)
-    return 2 * data + 16 * (int(T.X.nnz) + 2 * T.rows) + FIXED_BYTES
-
-
-def _proxies(config: CheckConfig, decided: bool) -> tuple[str, ...]:
-    """The checkers to run: one that stands in for exact mode (rbfsvm) only where exact mode
-    is ``auto`` and did not run. Where it ran, it trained the same model cross-validated on
-    all rows; ``--exact never`` trains no RBF SVM."""
-    if decided or config.exact != "auto":
-        return tuple(
-            n
-            for n in config.checkers
-            if n not in registry.CHECKERS or registry.CHECKERS[n].role != "stand-in"
-        )
-    return config.checkers
-
-
 def _run_checkers(
-    names: tuple[str, ...],
+    steps: tuple[plan.Step, ...],
     T: Dataset,
     V: Dataset,
     ctx: Context,
     *,
-    exact: CheckerResult | None = None,
     beside: Background | None = None,
 ) -> tuple[CheckerResult, dict[str, CheckerResult]]:
-    """The chosen checkers, in registry order, each guarded: a failure skips it, not the
-    check. Returns the linear baseline and the checkers' results.
-
-    The floor of counted work is for the whole check: each checker gets what the ones before
-    it left of it, starting from what the ``exact`` comparison left where it ran (its counted
-    cost). There a proxy's clear gain can still overrule exact mode's linear verdict, so what
-    the floor has left is not wasted on it. With the baseline training ``beside``
-    them (:func:`_start_beside`, where no floor applies), the checkers that do not read it go
-    first, then its result is awaited.
-    """
-    order = [n for n in registry.CHECKERS if n in names]
+    """The planned checkers, in the plan's order, each with its allowance (kcheck.plan) and
+    guarded: a failure skips it, not the check. Returns the linear baseline and the checkers'
+    results. With the baseline training ``beside`` them, its result is awaited by the first
+    checker that reads it."""
     if beside is not None:
-        early = _early_checkers(tuple(order))
-        order = early + [n for n in order if n not in early]
         waited: list[CheckerResult] = []
 
         def wait_for_baseline() -> CheckerResult:
@@ -371,16 +303,17 @@ def _run_checkers(
             return waited[0]
 
         ctx = dataclasses.replace(ctx, await_baseline=wait_for_baseline)
-    floor = budget.FLOOR_SECONDS - (exact.counted_seconds if exact is not None else 0.0)
-    floor = max(floor, 0.0)
     out: dict[str, CheckerResult] = {}
-    for name in order:
-        spec = registry.CHECKERS[name]
+    for step in steps:
+        spec = registry.CHECKERS[step.name]
         if ctx.baseline is None and spec.needs_baseline:
             ctx = dataclasses.replace(ctx, baseline=ctx.linear())
-        run = functools.partial(spec.run, T, V, dataclasses.replace(ctx, floor_seconds=floor))
-        out[name] = guarded(name, ctx.deadline, run)
-        floor = max(floor - out[name].counted_seconds, 0.0)
+        allowed = dataclasses.replace(
+            ctx, floor_seconds=step.floor_seconds, budget_seconds=step.budget_seconds
+        )
+        out[step.name] = guarded(
+            step.name, ctx.deadline, functools.partial(spec.run, T, V, allowed)
+        )
     return ctx.linear(), out
 
 
@@ -462,7 +395,8 @@ def _second_fold(
         reason = f"the time limit (--time-limit {config.time_limit:g}) passed"
         return SecondFold(T2.rows, V2.rows, first, {}, {}, {}, reason=reason)
     ctx2 = dataclasses.replace(ctx, baseline=base, progress=report)
-    _, checked = _run_checkers(names, T2, V2, ctx2)
+    steps = plan.checker_steps(Counts.of(T2, V2), names, budget.FLOOR_SECONDS, ctx.memory_limit)
+    _, checked = _run_checkers(steps, T2, V2, ctx2)
     results = {"linear": base, **checked}
     gaps = _gaps(config, results, ctx.scoring, V2)
     values = _values(results, ctx.scoring, V2)

@@ -63,6 +63,8 @@ class CheckResult:
     values: dict[str, float | None] = field(default_factory=dict)
     #: The second fold's block (kcheck.second_fold.SecondFold.to_json), where one ran.
     second_fold: dict[str, Any] | None = None
+    #: What ran, on which rows and budget, in which role (kcheck.plan.Plan.to_json).
+    plan: dict[str, Any] | None = None
     finished: float = field(default_factory=time.perf_counter)
 
     @property
@@ -102,6 +104,7 @@ class CheckResult:
             },
             "exact": _json_value(self.exact),
             "second_fold": _json_value(self.second_fold),
+            "plan": _json_value(self.plan),
             "test": None if self.test is None else _test_json(self.test),
             "model": self.model,
             **({} if self.explain is None else {"explain": self.explain}),

@@ -232,7 +232,7 @@ def main() -> int:
         "adds (linear baseline + MultiLinear: LIBLINEAR's copies, k-means). With `--jobs` 2, on "
         "the sets whose linear model counts at least 2 seconds, the check trains the linear "
         "baseline in a worker process beside MultiLinear and degree-2 "
-        "(`kcheck.pipeline._start_beside`): their seconds overlap, and MultiLinear's include "
+        "(`kcheck.plan`, its `beside`): their seconds overlap, and MultiLinear's include "
         "waiting for the baseline's C for its smallest clusters.",
         "",
         "| data set | rows | features | nnz | CSR MB | read s | read peak MB | linear s | "

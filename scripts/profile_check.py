@@ -64,6 +64,7 @@ def main() -> int:
         deadline=None,
         baseline=base,
         floor_seconds=budget.FLOOR_SECONDS,
+        budget_seconds=budget.FLOOR_SECONDS,
     )
     profiles: dict[str, str] = {}
     for name in registry.DEFAULT_NAMES:

@@ -134,6 +134,10 @@ def _parts(file: str, c: Checkers) -> dict[Path_, Any]:
         (*decision, "cut_short", "items", "properties", "checker", "enum"): list(c.names),
         (*check, "deciding_checker", "enum"): [None, *c.methods],
         (*check, "checkers", "properties"): own,
+        ("$defs", "plan", "properties", "steps", "items", "properties", "name", "enum"): [
+            "linear",
+            *c.methods,
+        ],
         ("$defs", "second_fold", "properties", "checkers", "properties"): {
             n: {"$ref": "#/$defs/second_fold_checker"} for n in c.names
         },

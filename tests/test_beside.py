@@ -11,8 +11,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from kcheck import pipeline, workers
+from kcheck import pipeline, plan, workers
 from kcheck.checkers import registry
+from kcheck.checkers.base import Allowance, Counts
 from kcheck.data import write_libsvm
 from kcheck.pipeline import CheckConfig, run
 from kcheck.verdict import without_timing
@@ -43,7 +44,7 @@ def started(monkeypatch: pytest.MonkeyPatch) -> list[workers.Background]:
             jobs.append(self)
 
     monkeypatch.setattr(pipeline, "Background", Spy)
-    monkeypatch.setattr(pipeline, "BESIDE_MIN_SECONDS", 0.0)
+    monkeypatch.setattr(plan, "BESIDE_MIN_SECONDS", 0.0)
     return jobs
 
 
@@ -81,18 +82,16 @@ def test_no_baseline_beside_where_its_worker_would_not_fit_the_memory_limit(
     [
         {"time_limit": 600.0},  # the checkers' time budgets would depend on the overlap
         {"exact": "always"},
-        {"checkers": ("rbfsvm",)},  # it plans no memory, so nothing runs beside the baseline
+        {"checkers": ("rbfsvm",)},  # above small data's bounds it plans nothing to run beside
     ],
 )
 def test_no_baseline_beside_where_it_could_change_a_plan_or_saves_nothing(
     wide_enough: Path, started: list[workers.Background], config: dict[str, Any]
 ) -> None:
     T, V, ctx = _split(wide_enough, jobs=2, **config)
-    assert (
-        pipeline._start_beside(CheckConfig(train=str(wide_enough), jobs=2, **config), T, V, ctx)
-        is None
-    )
-    assert started == []
+    assert _beside(CheckConfig(train=str(wide_enough), jobs=2, **config), T, V, ctx) is False
+    T, V, ctx = _split(wide_enough, jobs=2)
+    assert _beside(CheckConfig(train=str(wide_enough), jobs=2), T, V, ctx) is True
 
 
 @pytest.mark.slow
@@ -109,6 +108,11 @@ def test_an_early_checkers_failure_ends_the_baseline_worker(
         run(CheckConfig(train=str(wide_enough), jobs=2))
     assert len(started) == 1
     assert started[0].pid is not None and not _alive(started[0].pid)
+
+
+def _beside(config: CheckConfig, T: Any, V: Any, ctx: Any) -> bool:
+    """The plan's word on the baseline training beside the checkers (kcheck.plan)."""
+    return plan.make(Counts.of(T, V), pipeline._plan_options(config, ctx)).beside
 
 
 def _split(path: Path, **config: Any) -> tuple[Any, Any, Any]:
@@ -133,7 +137,6 @@ def _split(path: Path, **config: Any) -> tuple[Any, Any, Any]:
     return T, V, ctx
 
 
-@pytest.mark.slow
 def test_the_baseline_goes_beside_from_its_threshold_of_counted_linear_work(
     wide_enough: Path, started: list[workers.Background], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -142,13 +145,12 @@ def test_the_baseline_goes_beside_from_its_threshold_of_counted_linear_work(
     T, V, ctx = _split(wide_enough, jobs=2)
     config = CheckConfig(train=str(wide_enough), jobs=2)
     counted = budget.linear_seconds(int(T.X.nnz), 2)
-    assert pipeline.BESIDE_MIN_SECONDS == 0.0  # lowered by the fixture; the default is 2
-    monkeypatch.setattr(pipeline, "BESIDE_MIN_SECONDS", counted * 1.01)
-    assert pipeline._start_beside(config, T, V, ctx) is None
-    monkeypatch.setattr(pipeline, "BESIDE_MIN_SECONDS", counted)
-    job = pipeline._start_beside(config, T, V, ctx)
-    assert job is not None and started == [job]
-    assert job.result().name == "linear"
+    assert plan.BESIDE_MIN_SECONDS == 0.0  # lowered by the fixture; the default is 2
+    monkeypatch.setattr(plan, "BESIDE_MIN_SECONDS", counted * 1.01)
+    assert _beside(config, T, V, ctx) is False
+    monkeypatch.setattr(plan, "BESIDE_MIN_SECONDS", counted)
+    assert _beside(config, T, V, ctx) is True
+    assert started == []  # the plan trains nothing
 
 
 def test_no_baseline_beside_a_degree2_that_its_plan_skips(
@@ -157,18 +159,22 @@ def test_no_baseline_beside_a_degree2_that_its_plan_skips(
     from kcheck.checkers import degree2
 
     T, V, ctx = _split(wide_enough, jobs=2)
-    assert degree2.planned_bytes(T, ctx) > 0
+    counts = Counts.of(T, V)
+    sized = degree2.size(counts, Allowance(ctx.memory_limit))
+    assert sized.bytes is not None and sized.bytes > 0
     # A budget too small for degree-2's 1,000 rows: it will skip, so nothing would overlap.
     tiny = dataclasses.replace(ctx, memory_limit=1_000_000)
-    assert degree2.planned_bytes(T, tiny) == 0
+    skipped = degree2.size(counts, Allowance(tiny.memory_limit))
+    assert skipped.rows == 0 and skipped.bytes == 0
     config = CheckConfig(train=str(wide_enough), jobs=2, checkers=("degree2",))
-    assert pipeline._start_beside(config, T, V, tiny) is None
+    assert _beside(config, T, V, ctx) is True
+    assert _beside(config, T, V, tiny) is False
     assert started == []
 
 
 def test_the_readme_states_the_threshold_the_code_uses() -> None:
     readme = " ".join((Path(__file__).resolve().parent.parent / "README.md").read_text().split())
-    assert f"a linear model of at least {pipeline.BESIDE_MIN_SECONDS:g} counted seconds" in readme
+    assert f"a linear model of at least {plan.BESIDE_MIN_SECONDS:g} counted seconds" in readme
 
 
 def _alive(pid: int) -> bool:

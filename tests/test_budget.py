@@ -13,9 +13,9 @@ import pytest
 import scipy.sparse as sp
 from runner import run_kcheck
 
-from kcheck import budget
-from kcheck.checkers import degree2
-from kcheck.checkers.base import CheckerResult
+from kcheck import budget, plan
+from kcheck.checkers import degree2, registry
+from kcheck.checkers.base import CheckerResult, Counts, Dataset
 from kcheck.data import write_libsvm
 from kcheck.pipeline import CheckConfig, run
 from kcheck.verdict import without_timing
@@ -257,12 +257,19 @@ def test_exact_mode_gets_the_floor_only_on_small_data() -> None:
 
     T, V = split(800, 40)
     assert budget.floor_applies(rows=T.rows, nnz=T.X.nnz)
-    assert exact.budget_seconds(T, V) == budget.FLOOR_SECONDS
+    assert _exact_budget(T, V) == budget.FLOOR_SECONDS
     T, V = split(1600, 300)
     assert T.X.nnz > budget.FLOOR_MAX_NNZ and not budget.floor_applies(rows=T.rows, nnz=T.X.nnz)
     relative = exact.LINEAR_FACTOR * budget.linear_seconds(T.X.nnz + V.X.nnz, 2)
     assert relative < budget.FLOOR_SECONDS
-    assert exact.budget_seconds(T, V) == pytest.approx(relative)
+    assert _exact_budget(T, V) == pytest.approx(relative)
+
+
+def _exact_budget(T: Dataset, V: Dataset) -> float | None:
+    """Exact mode's counted budget, as the plan gives it."""
+    step = plan.make(Counts.of(T, V), plan.Options(checkers=())).step(registry.EXACT.name)
+    assert step is not None
+    return step.budget_seconds
 
 
 @pytest.mark.slow

@@ -33,7 +33,7 @@ LAYERS: list[set[str]] = [
         "kcheck.scale",
     },
     {"kcheck.pipeline", "kcheck.explain"},
-    {"kcheck.second_fold", "kcheck.config"},
+    {"kcheck.second_fold", "kcheck.config", "kcheck.plan"},
     {"kcheck.result"},
     {"kcheck.checkers.registry"},
     {

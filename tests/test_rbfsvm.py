@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from kcheck import budget
+from kcheck import budget, plan
 from kcheck.checkers import degree2, rbf_tuning, rbfsvm
-from kcheck.checkers.base import Dataset
+from kcheck.checkers.base import Counts, Dataset
 from kcheck.data import write_libsvm
 from kcheck.errors import TimeLimitReached
 from kcheck.pipeline import CheckConfig, run
@@ -102,7 +102,8 @@ def test_the_plan_takes_the_most_tuning_rows_the_budget_affords() -> None:
 def test_above_small_datas_bounds_it_has_no_budget() -> None:
     T, V = _split(*linear_rule(14_000))
     assert T.rows > budget.FLOOR_MAX_ROWS
-    assert rbfsvm.budget_seconds(T, V, 2, budget.FLOOR_SECONDS) == 0.0
+    (step,) = plan.checker_steps(Counts.of(T, V), ("rbfsvm",), budget.FLOOR_SECONDS, 2**33)
+    assert step.budget_seconds == 0.0 and step.rows == 0
     p = rbfsvm.plan(T, V, 2, 0.0)
     assert p.tune_rows is None and p.reason is not None and "small data" in p.reason
 

@@ -43,8 +43,9 @@ def separable() -> tuple[Dataset, Dataset, Context]:
     T = Dataset(sp.csr_matrix(X[train]), y[train])
     V = Dataset(sp.csr_matrix(X[val]), y[val])
     base = linear.run(T, V, linear.LinearOptions(seed=0))
-    # Small data's floor of counted work, as the pipeline gives it where exact mode did not
-    # run: without it rbfsvm (like degree-2 on a wider set) may be over its relative budget.
+    # Small data's floor of counted work, and the stand-in's budget from it, as the plan gives
+    # them where exact mode does not run: without them rbfsvm (like degree-2 on a wider set)
+    # may be over its relative budget.
     ctx = Context(
         seed=0,
         jobs=1,
@@ -53,6 +54,7 @@ def separable() -> tuple[Dataset, Dataset, Context]:
         deadline=None,
         baseline=base,
         floor_seconds=budget.FLOOR_SECONDS,
+        budget_seconds=budget.FLOOR_SECONDS,
     )
     return T, V, ctx
 

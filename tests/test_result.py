@@ -43,6 +43,7 @@ CHECK_KEYS = {
     "checkers",
     "exact",
     "second_fold",
+    "plan",
     "test",
     "model",
     "warnings",

@@ -86,6 +86,11 @@ def test_a_checker_added_to_the_registry_alone_is_shown_everywhere(
     v = json.loads(json.dumps(pipeline.run(config).json))
     toy = v["checkers"][TOY]
     assert toy["status"] == "ok" and toy["C"] == 1 and toy["gap"] is not None
+    # The plan gives it all of T, as a proxy, after degree-2 (registry order).
+    steps = [s["name"] for s in v["plan"]["steps"]]
+    assert steps == ["linear", "rbf", "degree2", TOY]
+    (planned,) = [s for s in v["plan"]["steps"] if s["name"] == TOY]
+    assert planned["runs"] and planned["role"] == "proxy" and planned["rows"] == toy["rows"]
 
     # The JSON is valid against the schemas the script writes from the patched registry, and
     # not against the shipped ones, which do not know the toy.

@@ -18,6 +18,7 @@ import scipy.sparse as sp
 
 from kcheck.defaults import Progress, no_progress
 from kcheck.errors import KcheckError, TimeLimitReached
+from kcheck.memory import csr_bytes
 from kcheck.scoring import ACCURACY, PointResults, Scoring, positive_scores
 from kcheck.verdict import accuracy
 
@@ -36,6 +37,77 @@ class Dataset:
     @property
     def rows(self) -> int:
         return int(self.X.shape[0])
+
+
+@dataclass(frozen=True)
+class Counts:
+    """What a plan is decided from: numbers of T and V, never a clock or a trained model, so
+    that the same data and options plan the same work on every machine (kcheck.plan)."""
+
+    rows: int
+    val_rows: int
+    nnz: int
+    val_nnz: int
+    n_classes: int
+    features: int
+    #: Values of T's degree-2 expansion: k + k(k+1)/2 for a row of k stored values.
+    expanded_nnz: int = 0
+    #: Bytes of T's and V's CSR arrays.
+    data_bytes: int = 0
+    val_bytes: int = 0
+    #: Classes of T and V together (the exact comparison trains on both).
+    all_classes: int = 0
+
+    @classmethod
+    def of(cls, T: Dataset, V: Dataset) -> Counts:
+        k = np.diff(T.X.indptr).astype(np.int64)
+        return cls(
+            rows=T.rows,
+            val_rows=V.rows,
+            nnz=int(T.X.nnz),
+            val_nnz=int(V.X.nnz),
+            n_classes=int(np.unique(T.y).size),
+            features=int(T.X.shape[1]),
+            expanded_nnz=int((k + k * (k + 1) // 2).sum()),
+            data_bytes=csr_bytes(T.X),
+            val_bytes=csr_bytes(V.X),
+            all_classes=int(np.unique(np.concatenate([T.y, V.y])).size),
+        )
+
+    @property
+    def all_rows(self) -> int:
+        return self.rows + self.val_rows
+
+    @property
+    def all_nnz(self) -> int:
+        return self.nnz + self.val_nnz
+
+
+@dataclass(frozen=True)
+class Allowance:
+    """What the plan gives one checker: the memory it may allocate beyond the data, the floor
+    of counted seconds small data may spend, and its counted budget (None: it has none)."""
+
+    memory_limit: int
+    floor_seconds: float = 0.0
+    budget_seconds: float | None = None
+
+
+@dataclass(frozen=True)
+class Sized:
+    """What a checker will do with what the plan allows it, from counts: the rows of T it
+    trains on (0: it will report itself skipped, with ``reason``), what cut them
+    (``limited_by``: memory, cost or time), the bytes it allocates beyond the data (None: it
+    does not say, so it never runs beside the baseline) and its counted seconds."""
+
+    rows: int
+    reason: str | None = None
+    limited_by: str | None = None
+    bytes: int | None = None
+    #: What it will spend of small data's floor (0 where it is skipped) ...
+    counted_seconds: float = 0.0
+    #: ... and its estimate, run or not (None: it has none).
+    estimated_seconds: float | None = None
 
 
 Predictor = Callable[[sp.csr_matrix], np.ndarray]
@@ -109,7 +181,9 @@ class Context:
     ``memory_limit`` is what a checker may allocate on top of the data already in memory.
     ``deadline`` is a ``time.perf_counter()`` value (``--time-limit``), or None.
     ``floor_seconds`` is the counted work small data may spend whatever the relative budget
-    (kcheck.budget); 0 where the exact comparison decides. ``baseline`` is None while the
+    (kcheck.budget), and ``budget_seconds`` the counted work the plan gives the checker that
+    receives this context (None: it has no counted budget); both come from kcheck.plan, which
+    decides them once from counts, and a checker only reads them. ``baseline`` is None while the
     linear baseline still runs beside the checkers that do not need it (registry's
     ``needs_baseline``); :meth:`linear` is how a checker reads it.
     """
@@ -121,6 +195,7 @@ class Context:
     deadline: float | None
     baseline: CheckerResult | None
     floor_seconds: float = 0.0
+    budget_seconds: float | None = None
     progress: Progress = no_progress
     #: The metric, and the class weights every model of the run trains with.
     scoring: Scoring = ACCURACY

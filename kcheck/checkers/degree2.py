@@ -8,6 +8,7 @@ and T is subsampled (or the checker skipped) when it would not fit the memory bu
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from dataclasses import dataclass, field
@@ -16,7 +17,15 @@ import numpy as np
 import scipy.sparse as sp
 
 from kcheck import budget, engines, tuning
-from kcheck.checkers.base import CheckerResult, Context, Dataset, score
+from kcheck.checkers.base import (
+    Allowance,
+    CheckerResult,
+    Context,
+    Counts,
+    Dataset,
+    Sized,
+    score,
+)
 from kcheck.split import stratified_subsample
 from kcheck.workers import run_until
 
@@ -181,8 +190,16 @@ class Plan:
 
 def plan_rows(T: Dataset, n_classes: int, options: Degree2Options) -> Plan:
     """How many rows of T to expand: all, a subsample, or none (with the reason)."""
-    n = T.X.shape[1]
-    dim = expanded_dimension(n)
+    expanded = int(row_expanded_nnz(T.X).sum())
+    return plan_counts(T.rows, int(T.X.shape[1]), int(T.X.nnz), expanded, n_classes, options)
+
+
+def plan_counts(
+    rows: int, features: int, nnz: int, expanded: int, n_classes: int, options: Degree2Options
+) -> Plan:
+    """:func:`plan_rows` of T from its counts: ``rows`` rows, ``features`` wide, ``nnz``
+    stored values and ``expanded`` values of their expansion (kcheck.plan reads it so)."""
+    dim = expanded_dimension(features)
     n_w = 1 if n_classes <= 2 else n_classes
     weight_bytes = WEIGHT_VECTORS * 8 * (dim + 1) * n_w
     if weight_bytes > options.memory_limit:
@@ -195,20 +212,19 @@ def plan_rows(T: Dataset, n_classes: int, options: Degree2Options) -> Plan:
             "memory",
         )
     budget_bytes = options.memory_limit - weight_bytes
-    per_row = row_expanded_nnz(T.X)
-    mean_nnz = max(float(per_row.mean()) if per_row.size else 0.0, 1.0)
+    mean_nnz = max(expanded / rows if rows else 0.0, 1.0)
     row_cost = mean_nnz * BYTES_PER_NNZ + BYTES_PER_ROW
     limits = {
         "memory": min(int(budget_bytes // row_cost), int(options.max_nnz // mean_nnz)),
-        "cost": T.rows,
-        "time": T.rows,
+        "cost": rows,
+        "time": rows,
     }
     # One-vs-rest trains n_w models, so a small expansion is small in all of them together.
     # On small data the floor of counted work raises the cost budget: the full expansion runs
     # where it fits, a subsample of the floor's size where it does not.
-    total = int(per_row.sum())
+    total = expanded
     floor = budget.degree2_floor_values(
-        rows=T.rows, nnz=int(T.X.nnz), n_classes=n_classes, floor_seconds=options.floor_seconds
+        rows=rows, nnz=nnz, n_classes=n_classes, floor_seconds=options.floor_seconds
     )
     small = total * n_w <= FREE_NNZ or total <= floor
     cost_budget = None
@@ -219,8 +235,8 @@ def plan_rows(T: Dataset, n_classes: int, options: Degree2Options) -> Plan:
         seconds_per_row = TIME_PER_NNZ_RATIO * options.seconds_per_nnz * mean_nnz
         limits["time"] = int(options.time_budget / max(seconds_per_row, 1e-12))
     limited_by = min(limits, key=lambda k: limits[k])
-    rows = min(T.rows, limits[limited_by])
-    if rows < min(options.min_rows, T.rows):
+    fit = min(rows, limits[limited_by])
+    if fit < min(options.min_rows, rows):
         if limited_by == "memory":
             what = f"the memory limit of {_gib(options.memory_limit)}"
         elif limited_by == "cost":
@@ -229,12 +245,10 @@ def plan_rows(T: Dataset, n_classes: int, options: Degree2Options) -> Plan:
             what = "the time left before the time limit"
         return Plan(
             0,
-            (f"only {rows:,} rows of the expansion ({mean_nnz:,.0f} nonzeros a row) fit {what}"),
+            (f"only {fit:,} rows of the expansion ({mean_nnz:,.0f} nonzeros a row) fit {what}"),
             limited_by,
         )
-    return Plan(
-        rows, None, limited_by if rows < T.rows else None, int(rows * row_cost) + weight_bytes
-    )
+    return Plan(fit, None, limited_by if fit < rows else None, int(fit * row_cost) + weight_bytes)
 
 
 _LIMITS = {
@@ -424,26 +438,51 @@ class Shift:
 
 
 def _options(T: Dataset, ctx: Context) -> Degree2Options:
-    return Degree2Options(
+    return dataclasses.replace(
+        _allowed(int(T.X.nnz), Allowance(ctx.memory_limit, ctx.floor_seconds)),
         seed=ctx.seed,
-        memory_limit=ctx.memory_limit,
-        max_cost_nnz=int(max(COST_FACTOR * T.X.nnz, MIN_COST_NNZ)),
         time_budget=ctx.seconds_left(),
         # A clock, read only under --time-limit (the baseline then ran before the checkers).
         seconds_per_nnz=None if ctx.deadline is None else ctx.linear().seconds / max(T.X.nnz, 1),
-        floor_seconds=ctx.floor_seconds,
         class_weight=ctx.class_weight,
     )
 
 
-def planned_bytes(T: Dataset, ctx: Context) -> int:
-    """What :func:`check` allocates beyond the data, from its plan: the expanded rows (CSR and
-    LIBLINEAR's copy), the weight vectors and one prediction chunk's temporaries. The
-    pipeline asks before it lets the linear baseline train beside degree-2."""
-    plan = plan_rows(T, int(np.unique(T.y).size), _options(T, ctx))
-    if plan.rows == 0:
-        return 0  # skipped: it allocates nothing
-    return plan.bytes + 12 * 8 * EXPAND_CHUNK_NNZ
+def _allowed(nnz: int, allowed: Allowance) -> Degree2Options:
+    """The options of what the plan allows: the memory, the floor, and a cost budget of
+    COST_FACTOR x T's ``nnz`` stored values."""
+    return Degree2Options(
+        memory_limit=allowed.memory_limit,
+        max_cost_nnz=int(max(COST_FACTOR * nnz, MIN_COST_NNZ)),
+        floor_seconds=allowed.floor_seconds,
+    )
+
+
+def size(counts: Counts, allowed: Allowance) -> Sized:
+    """What :func:`check` will do, from counts (kcheck.plan asks before anything trains): its
+    rows (:func:`plan_counts`), what it allocates beyond the data (the expanded rows, CSR and
+    LIBLINEAR's copy, the weight vectors and one prediction chunk's temporaries) and its
+    counted seconds, which small data's floor pays."""
+    n = counts.n_classes
+    p = plan_counts(
+        counts.rows,
+        counts.features,
+        counts.nnz,
+        counts.expanded_nnz,
+        n,
+        _allowed(counts.nnz, allowed),
+    )
+    if p.rows == 0:
+        return Sized(0, p.reason, p.limited_by, 0)
+    expanded = (
+        counts.expanded_nnz
+        if p.rows == counts.rows
+        else round(p.rows * counts.expanded_nnz / counts.rows)
+    )
+    counted = budget.degree2_seconds(expanded, n, p.rows)
+    return Sized(
+        p.rows, p.reason, p.limited_by, p.bytes + 12 * 8 * EXPAND_CHUNK_NNZ, counted, counted
+    )
 
 
 def check(T: Dataset, V: Dataset, ctx: Context) -> CheckerResult:

@@ -116,13 +116,16 @@ class ExactOptions(Tuning):
 
 def estimated_seconds(X: sp.spmatrix, n_classes: int, options: ExactOptions) -> float:
     """Seconds of :func:`run` on the reference machine, from counts alone (see kcheck.budget)."""
-    rows = int(X.shape[0])
-    tune = min(rows, options.tune_rows)
+    return counted_seconds(int(X.shape[0]), int(X.nnz), n_classes, options)
+
+
+def counted_seconds(rows: int, nnz: int, n_classes: int, options: ExactOptions) -> float:
+    """:func:`estimated_seconds` of ``rows`` rows holding ``nnz`` stored values."""
     return budget.exact_seconds(
         rows=rows,
-        nnz=int(X.nnz),
+        nnz=nnz,
         n_classes=n_classes,
-        tune_rows=tune,
+        tune_rows=min(rows, options.tune_rows),
         grid_points=options.grid_points(),
         gammas=len(options.resolved_gamma_factor()),
         repeats=options.max_repeats(rows),
@@ -152,19 +155,72 @@ def decide_run(
     memory_limit: int,
     mode: str,
 ) -> RunDecision:
-    """Whether to run the exact comparison, and why; decided from counts only.
+    """:func:`decide_in_time` for the rows ``X`` and labels ``y``."""
+    return decide_in_time(
+        int(X.shape[0]),
+        int(X.nnz),
+        int(np.unique(y).size),
+        options,
+        budget_seconds=budget_seconds,
+        memory_limit=memory_limit,
+        mode=mode,
+    )
+
+
+def decide_in_time(
+    rows: int,
+    nnz: int,
+    n_classes: int,
+    options: ExactOptions,
+    *,
+    budget_seconds: float,
+    memory_limit: int,
+    mode: str,
+) -> RunDecision:
+    """:func:`decide`, within the time left where ``options.deadline`` (``--time-limit``)
+    leaves less than ``budget_seconds``: the one clock allowed to change what is computed."""
+    basis = "the budget"
+    if options.deadline is not None:
+        left = options.deadline - time.perf_counter()
+        if left < budget_seconds:
+            budget_seconds, basis = max(left, 0.0), "the time left before the time limit"
+    return decide(
+        rows,
+        nnz,
+        n_classes,
+        options,
+        budget_seconds=budget_seconds,
+        memory_limit=memory_limit,
+        mode=mode,
+        basis=basis,
+    )
+
+
+def decide(
+    rows: int,
+    nnz: int,
+    n_classes: int,
+    options: ExactOptions,
+    *,
+    budget_seconds: float,
+    memory_limit: int,
+    mode: str,
+    basis: str = "the budget",
+) -> RunDecision:
+    """Whether to run the exact comparison on ``rows`` rows (T and V) holding ``nnz`` stored
+    values, and why; from counts only, so the plan (kcheck.plan) decides it before training.
 
     ``never`` and ``always`` decide alone (``always`` still refuses what cannot fit the memory
-    limit). ``auto`` runs when the data has at most MAX_ROWS rows and :func:`estimated_seconds`
-    is within ``budget_seconds`` (the pipeline's floor or relative budget), or within the time
-    left when ``options.deadline`` (``--time-limit``) leaves less. Where it runs, the search's
-    rows are the most that budget affords (:func:`tune_rows_within`).
+    limit). ``auto`` runs when the data has at most MAX_ROWS rows and :func:`counted_seconds`
+    is within ``budget_seconds`` (``basis`` names it in the reason). Where it runs, the
+    search's rows are the most that budget affords (:func:`tune_rows_within`).
     """
     if mode not in EXACT_MODES:
         raise ValueError(f"exact mode must be one of {', '.join(EXACT_MODES)}, got {mode!r}")
     if mode == "never":
         return RunDecision(False, "exact mode is off")
-    rows = int(X.shape[0])
+    if mode == "auto" and rows > MAX_ROWS:
+        return RunDecision(False, f"too large: {rows:,} rows (auto considers at most {MAX_ROWS:,})")
     need = matrix_bytes(rows)
     if need > memory_limit:
         return RunDecision(
@@ -172,19 +228,10 @@ def decide_run(
             f"too large: its {rows:,} x {rows:,} kernel matrices need {budget.size_text(need)}, "
             f"over the memory limit of {budget.size_text(memory_limit)}",
         )
-    n_classes = int(np.unique(y).size)
-    basis = "the budget"
-    if options.deadline is not None:
-        # The one clock allowed to change what is computed: the user's --time-limit.
-        left = options.deadline - time.perf_counter()
-        if left < budget_seconds:
-            budget_seconds, basis = max(left, 0.0), "the time left before the time limit"
-    tune = tune_rows_within(X, n_classes, options, budget_seconds)
+    tune = _tune_rows_within(rows, nnz, n_classes, options, budget_seconds)
     if mode == "always":
         return RunDecision(True, "exact mode requested", tune_rows=tune)
-    if rows > MAX_ROWS:
-        return RunDecision(False, f"too large: {rows:,} rows (auto considers at most {MAX_ROWS:,})")
-    estimate = estimated_seconds(X, n_classes, dataclasses.replace(options, tune_rows=tune))
+    estimate = counted_seconds(rows, nnz, n_classes, dataclasses.replace(options, tune_rows=tune))
     within = estimate <= budget_seconds
     return RunDecision(
         within,
@@ -200,13 +247,18 @@ def tune_rows_within(
 ) -> int:
     """The most rows of TUNE_LADDER (all rows where fewer) whose counted cost fits the budget,
     and never fewer than ``options.tune_rows``: counts only, so the same on every machine."""
-    rows = int(X.shape[0])
+    return _tune_rows_within(int(X.shape[0]), int(X.nnz), n_classes, options, budget_seconds)
+
+
+def _tune_rows_within(
+    rows: int, nnz: int, n_classes: int, options: ExactOptions, budget_seconds: float
+) -> int:
     chosen = options.tune_rows
     for t in TUNE_LADDER:
         if t <= chosen:
             continue
         trial = dataclasses.replace(options, tune_rows=t)
-        if estimated_seconds(X, n_classes, trial) > budget_seconds:
+        if counted_seconds(rows, nnz, n_classes, trial) > budget_seconds:
             break
         chosen = t
         if t >= rows:
@@ -497,23 +549,15 @@ def _averaged(runs: list[_Fold]) -> tuple[PointResults, PointResults]:
     )
 
 
-def budget_seconds(T: Dataset, V: Dataset) -> float:
-    """Counted seconds exact mode may take: 3x the linear baseline's counted cost, or the floor
-    where T is small enough for it (:func:`kcheck.budget.floor_applies`) and more."""
-    floor = budget.FLOOR_SECONDS if budget.floor_applies(rows=T.rows, nnz=int(T.X.nnz)) else 0.0
-    return budget.rbf_budget_seconds(
-        nnz=T.X.nnz + V.X.nnz, n_classes=int(np.unique(T.y).size), floor_seconds=floor
-    )
-
-
 def check_all(
     T: Dataset, V: Dataset, ctx: Context, mode: str
 ) -> tuple[dict[str, Any], CheckerResult | None]:
-    """Run the exact comparison on all rows (T and V) where it is cheap (``auto``) or asked for.
+    """Run the exact comparison on all rows (T and V) where the plan lets it (``auto``, within
+    ``ctx.budget_seconds``) or ``always`` asks for it.
 
-    Returns the JSON ``exact`` block and the result (None where it did not run). Whether
-    ``auto`` runs it is decided from counted work (kcheck.budget), so the same data and
-    options give the same decision on every machine.
+    Returns the JSON ``exact`` block and the result (None where it did not run). The decision
+    is :func:`decide`'s, on counts, as kcheck.plan made it; only ``--time-limit`` can lower the
+    budget here, to the time left.
     """
     opts = ExactOptions(
         seed=ctx.seed,
@@ -522,24 +566,16 @@ def check_all(
         epsilon=ctx.epsilon,
         scoring=ctx.scoring,
     )
-    rows = T.rows + V.rows
-    X_all = y_all = None
-    if mode == "never":
-        d = RunDecision(False, "exact mode is off")
-    elif mode == "auto" and rows > MAX_ROWS:
-        # Say no before stacking T and V: that would copy all of the data.
-        d = RunDecision(False, f"too large: {rows:,} rows (auto considers at most {MAX_ROWS:,})")
-    else:
-        X_all = sp.vstack([T.X, V.X], format="csr")
-        y_all = np.concatenate([T.y, V.y])
-        d = decide_run(
-            X_all,
-            y_all,
-            opts,
-            budget_seconds=budget_seconds(T, V),
-            memory_limit=ctx.memory_limit,
-            mode=mode,
-        )
+    n_classes = int(np.unique(np.concatenate([T.y, V.y])).size)
+    d = decide_in_time(
+        T.rows + V.rows,
+        int(T.X.nnz + V.X.nnz),
+        n_classes,
+        opts,
+        budget_seconds=ctx.budget_seconds or 0.0,
+        memory_limit=ctx.memory_limit,
+        mode=mode,
+    )
     out: dict[str, Any] = {
         "mode": mode,
         "ran": d.run,
@@ -548,9 +584,11 @@ def check_all(
         "estimated_seconds": d.estimated_seconds,
         "budget_seconds": d.budget_seconds,
     }
-    if not (d.run and X_all is not None and y_all is not None):
+    if not d.run:
         return out, None
-    Xa, ya = X_all, y_all
+    # Stacked only where it runs: it copies all of the data.
+    Xa = sp.vstack([T.X, V.X], format="csr")
+    ya = np.concatenate([T.y, V.y])
     if d.tune_rows is not None:
         opts = dataclasses.replace(opts, tune_rows=d.tune_rows)
     result = guarded(NAME, ctx.deadline, lambda: run(Xa, ya, opts, ctx.progress))

@@ -17,9 +17,8 @@ import scipy.sparse as sp
 
 from kcheck import engines, tuning
 from kcheck.checkers import kmeans as km
-from kcheck.checkers.base import CheckerResult, Context, Dataset, past
+from kcheck.checkers.base import Allowance, CheckerResult, Context, Counts, Dataset, Sized, past
 from kcheck.errors import TimeLimitReached
-from kcheck.memory import csr_bytes
 from kcheck.metrics import platt_apply, platt_fit
 from kcheck.scoring import positive_scores
 from kcheck.split import stratified_folds
@@ -336,11 +335,14 @@ def check(T: Dataset, V: Dataset, ctx: Context) -> CheckerResult:
     return run(T, V, options, tick)
 
 
-def planned_bytes(T: Dataset, ctx: Context) -> int:
-    """A bound on what :func:`check` allocates beyond the data: k-means' dense centers (the
-    old and the new, K x width doubles) and each row's distances to them in a block, and the
-    clusters' rows in flight, copied here, to the workers and into LIBLINEAR's nodes (within
-    3x T's CSR bytes, as at most 2 x jobs clusters are in flight). The pipeline asks before it
-    lets the linear baseline train beside MultiLinear."""
-    k = km.n_clusters(T.rows)
-    return 16 * k * int(T.X.shape[1]) + 8 * k * min(T.rows, 65_536) + 3 * csr_bytes(T.X)
+def size(counts: Counts, allowed: Allowance) -> Sized:
+    """All of T, and a bound on what :func:`check` allocates beyond the data: k-means' dense
+    centers (the old and the new, K x width doubles) and each row's distances to them in a
+    block, and the clusters' rows in flight, copied here, to the workers and into LIBLINEAR's
+    nodes (within 3x T's CSR bytes, as at most 2 x jobs clusters are in flight). The plan
+    asks before it lets the linear baseline train beside MultiLinear."""
+    k = km.n_clusters(counts.rows)
+    rows = counts.rows
+    return Sized(
+        rows, bytes=16 * k * counts.features + 8 * k * min(rows, 65_536) + 3 * counts.data_bytes
+    )

@@ -42,7 +42,16 @@ import scipy.sparse as sp
 
 from kcheck import budget, engines
 from kcheck.checkers import rbf_tuning
-from kcheck.checkers.base import CheckerResult, Context, Dataset, score, stop_if_past
+from kcheck.checkers.base import (
+    Allowance,
+    CheckerResult,
+    Context,
+    Counts,
+    Dataset,
+    Sized,
+    score,
+    stop_if_past,
+)
 from kcheck.checkers.rbf_tuning import Search, Tuning
 from kcheck.rbf_search import best_point
 from kcheck.split import stratified_split
@@ -69,19 +78,28 @@ class Plan:
 
 def estimated_seconds(T: Dataset, V: Dataset, n_classes: int, tune_rows: int) -> float:
     """Counted seconds of :func:`run` with ``tune_rows`` tuning rows (kcheck.budget)."""
-    return search_seconds(T, n_classes, tune_rows) + fit_seconds(T, V, n_classes)
+    return counted_seconds(_counts(T, V, n_classes), tune_rows)
 
 
-def search_seconds(T: Dataset, n_classes: int, tune_rows: int) -> float:
+def counted_seconds(c: Counts, tune_rows: int) -> float:
+    """:func:`estimated_seconds` from counts."""
+    return _search_seconds(c, tune_rows) + _fit_seconds(c)
+
+
+def _counts(T: Dataset, V: Dataset, n_classes: int) -> Counts:
+    return Counts(T.rows, V.rows, int(T.X.nnz), int(V.X.nnz), n_classes, int(T.X.shape[1]))
+
+
+def _search_seconds(c: Counts, tune_rows: int) -> float:
     """Counted seconds of the grid search on the sample: distances, kernels and CVs."""
     options = Tuning()
-    tune = min(tune_rows, T.rows)
-    tune_nnz = int(T.X.nnz) * tune / max(T.rows, 1)
+    tune = min(tune_rows, c.rows)
+    tune_nnz = c.nnz * tune / max(c.rows, 1)
     return budget.DISTANCE_SECONDS_PER_WORK * tune * max(
         tune_nnz, tune
     ) + budget.rbf_tuning_seconds(
         tune_rows=tune,
-        n_classes=n_classes,
+        n_classes=c.n_classes,
         grid_points=options.grid_points(),
         gammas=len(options.resolved_gamma_factor()),
         folds=options.folds,
@@ -91,33 +109,42 @@ def search_seconds(T: Dataset, n_classes: int, tune_rows: int) -> float:
 def fit_seconds(T: Dataset, V: Dataset, n_classes: int) -> float:
     """Counted seconds of the trainings on T: one per gamma and one for the larger C on two
     thirds of it, scored on the rest, and the final one on all of it, scored on V."""
-    held_out = int(round(T.rows * SELECT_FRACTION))
+    return _fit_seconds(_counts(T, V, n_classes))
+
+
+def _fit_seconds(c: Counts) -> float:
+    held_out = int(round(c.rows * SELECT_FRACTION))
     selections = len(Tuning().resolved_gamma_factor()) + 1
     return selections * budget.rbf_fit_seconds(
-        rows=T.rows - held_out,
-        nnz=int(int(T.X.nnz) * (1.0 - held_out / max(T.rows, 1))),
+        rows=c.rows - held_out,
+        nnz=int(c.nnz * (1.0 - held_out / max(c.rows, 1))),
         predict_rows=held_out,
-        n_classes=n_classes,
+        n_classes=c.n_classes,
     ) + budget.rbf_fit_seconds(
-        rows=T.rows, nnz=int(T.X.nnz), predict_rows=V.rows, n_classes=n_classes
+        rows=c.rows, nnz=c.nnz, predict_rows=c.val_rows, n_classes=c.n_classes
     )
 
 
-def memory_bytes(T: Dataset, tune_rows: int) -> int:
+def memory_bytes(c: Counts, tune_rows: int) -> int:
     """The tuning's kernel matrices and LIBSVM's node copy of T."""
-    return rbf_tuning.matrix_bytes(min(tune_rows, T.rows)) + NODE_BYTES * (int(T.X.nnz) + T.rows)
+    return rbf_tuning.matrix_bytes(min(tune_rows, c.rows)) + NODE_BYTES * (c.nnz + c.rows)
 
 
 def plan(T: Dataset, V: Dataset, n_classes: int, budget_seconds: float) -> Plan:
+    """:func:`plan_counts` of T and V."""
+    return plan_counts(_counts(T, V, n_classes), budget_seconds)
+
+
+def plan_counts(c: Counts, budget_seconds: float) -> Plan:
     """The most tuning rows of exact mode's ladder (all of T where fewer) that fit the budget."""
     chosen = None
-    estimate = estimated_seconds(T, V, n_classes, rbf_tuning.TUNE_ROWS)
+    estimate = counted_seconds(c, rbf_tuning.TUNE_ROWS)
     for t in rbf_tuning.TUNE_LADDER:
-        e = estimated_seconds(T, V, n_classes, t)
+        e = counted_seconds(c, t)
         if e > budget_seconds:
             break
-        chosen, estimate = min(t, T.rows), e
-        if t >= T.rows:
+        chosen, estimate = min(t, c.rows), e
+        if t >= c.rows:
             break
     reason = None
     if chosen is None and budget_seconds <= 0:
@@ -134,45 +161,44 @@ def plan(T: Dataset, V: Dataset, n_classes: int, budget_seconds: float) -> Plan:
     return Plan(chosen, round(estimate, 3), round(budget_seconds, 3), reason)
 
 
-def budget_seconds(T: Dataset, V: Dataset, n_classes: int, floor_seconds: float) -> float:
-    """What is left of the floor, or 3x the linear baseline's counted cost where more, on
-    small T only (:func:`kcheck.budget.floor_applies`); 0 above. Large data keeps the time
-    ratios it had: on letter (11,250 rows of T, 26 classes) the relative budget alone would
-    have let one training take 25 s, three times the rest of the check."""
-    if not budget.floor_applies(rows=T.rows, nnz=int(T.X.nnz)):
-        return 0.0
-    return budget.rbf_budget_seconds(
-        nnz=T.X.nnz + V.X.nnz, n_classes=n_classes, floor_seconds=floor_seconds
-    )
+def size(counts: Counts, allowed: Allowance) -> Sized:
+    """What :func:`check` will do within the plan's counted budget and memory: all of T where
+    its tuning rows fit both, else nothing, with the reason."""
+    return _sized(counts, allowed.budget_seconds or 0.0, allowed.memory_limit)[1]
+
+
+def _sized(c: Counts, budget_seconds: float, memory_limit: int) -> tuple[Plan, Sized]:
+    p = plan_counts(c, budget_seconds)
+    if p.tune_rows is None:
+        reason = p.reason or "over budget"
+        return p, Sized(0, reason, "cost", 0, estimated_seconds=p.estimated_seconds)
+    need = memory_bytes(c, p.tune_rows)
+    if need > memory_limit:
+        reason = (
+            f"its kernel matrices and LIBSVM's copy of T need {budget.size_text(need)}, over "
+            f"the memory limit of {budget.size_text(memory_limit)}"
+        )
+        return p, Sized(0, reason, "memory", 0, estimated_seconds=p.estimated_seconds)
+    return p, Sized(c.rows, None, None, need, p.estimated_seconds, p.estimated_seconds)
 
 
 def check(T: Dataset, V: Dataset, ctx: Context) -> CheckerResult:
-    """The checker's entry: plan from counts, then :func:`run`."""
+    """The checker's entry: the plan's counted budget (kcheck.plan), lowered only by the time
+    left under ``--time-limit``, then :func:`run`."""
     t0 = time.perf_counter()
-    n_classes = int(np.unique(T.y).size)
-    allowed = budget_seconds(T, V, n_classes, ctx.floor_seconds)
+    allowed = ctx.budget_seconds or 0.0
     left = ctx.seconds_left()
     if left is not None and left < allowed:
         # The one clock allowed to change what is computed: the user's --time-limit.
         allowed = max(left, 0.0)
-    p = plan(T, V, n_classes, allowed)
+    p, sized = _sized(_counts(T, V, int(np.unique(T.y).size)), allowed, ctx.memory_limit)
     info: dict[str, object] = {
         "estimated_seconds": p.estimated_seconds,
         "budget_seconds": p.budget_seconds,
     }
-    if p.tune_rows is None:
-        res = CheckerResult.skipped(NAME, p.reason or "over budget", time.perf_counter() - t0)
-        res.info.update(info, limited_by="cost")
-        return res
-    need = memory_bytes(T, p.tune_rows)
-    if need > ctx.memory_limit:
-        res = CheckerResult.skipped(
-            NAME,
-            f"its kernel matrices and LIBSVM's copy of T need {budget.size_text(need)}, over "
-            f"the memory limit of {budget.size_text(ctx.memory_limit)}",
-            time.perf_counter() - t0,
-        )
-        res.info.update(info, limited_by="memory")
+    if p.tune_rows is None or sized.rows == 0:
+        res = CheckerResult.skipped(NAME, sized.reason or "", time.perf_counter() - t0)
+        res.info.update(info, limited_by=sized.limited_by)
         return res
     options = Tuning(seed=ctx.seed, scoring=ctx.scoring, deadline=ctx.deadline)
     result = run(T, V, options, p.tune_rows, ctx)

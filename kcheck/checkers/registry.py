@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from kcheck.checkers import degree2, exact, multilinear, rbfsvm, rff
-from kcheck.checkers.base import CheckerResult, Context, Dataset
+from kcheck.checkers.base import Allowance, CheckerResult, Context, Counts, Dataset, Sized
 from kcheck.defaults import CHECKER_NAMES
 from kcheck.verdict import Role
 
@@ -57,9 +57,11 @@ class CheckerSpec:
     #: beside it (kcheck.pipeline, on large data with ``--jobs`` of 2 or more); one that reads
     #: it later (MultiLinear's fallback C, for its smallest clusters) then waits for it there.
     needs_baseline: bool = False
-    #: Bytes it will allocate beyond the data, from its plan (counts only); a checker with
-    #: none may not run beside the baseline, whose worker needs memory of its own.
-    planned_bytes: Callable[[Dataset, Context], int] | None = None
+    #: What it will do with what the plan allows it (kcheck.plan): its rows, what cut them,
+    #: the bytes it allocates beyond the data and its counted seconds, from counts only. None:
+    #: all of T, no counted cost, and no word on memory, so it never runs beside the
+    #: baseline, whose worker needs memory of its own.
+    size: Callable[[Counts, Allowance], Sized] | None = None
 
 
 @dataclass(frozen=True)
@@ -98,7 +100,7 @@ CHECKERS: dict[str, CheckerSpec] = {
             words="MultiLinear",
             colour="#9467bd",
             blank="K=-",
-            planned_bytes=multilinear.planned_bytes,
+            size=multilinear.size,
         ),
         CheckerSpec(
             "degree2",
@@ -108,7 +110,7 @@ CHECKERS: dict[str, CheckerSpec] = {
             "a linear model on the explicit degree-2 polynomial expansion",
             words="degree-2",
             colour="#1f77b4",
-            planned_bytes=degree2.planned_bytes,
+            size=degree2.size,
         ),
         # Where exact mode did not run and the real RBF SVM is cheap: mid-size data of few
         # features, where the proxies miss smooth boundaries (wavy 5-D set of 12,000 rows:
@@ -122,6 +124,7 @@ CHECKERS: dict[str, CheckerSpec] = {
             words="the RBF SVM trained on the training split",
             colour="#e377c2",
             role="stand-in",
+            size=rbfsvm.size,
         ),
         # Opt-in: it catches smooth low-dimensional boundaries the others miss (wavy 5-D set:
         # +3.3 points where degree-2 and MultiLinear saw under 1), but costs 6-120x the linear

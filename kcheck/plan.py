@@ -1,0 +1,277 @@
+"""The plan: what runs, on which rows, on what budget and in which role, decided once from
+counts before any model trains.
+
+:func:`make` reads numbers of T and V (:class:`~kcheck.checkers.base.Counts`) and the options,
+never a clock or a trained model, so the same file plans the same work on every machine and
+the plan can be tested without training anything. The pipeline then only executes it: each
+checker receives its :class:`~kcheck.checkers.base.Allowance` (memory, the floor of counted
+work, its counted budget) through its context and never computes one. Only ``--time-limit``
+may cut what the plan gives, at run time, to the time left.
+
+Budgets (counted seconds of the reference machine, kcheck.budget):
+
+* the linear baseline has none: everything is compared with it;
+* the RBF kernels (exact mode, and rbfsvm standing in for it) get RBF_LINEAR_FACTOR times the
+  baseline's counted cost, or the floor of counted work where T is small and that is more;
+  the stand-in gets nothing above small data's bounds;
+* the floor is for the whole check: each method gets what the ones before it (exact mode
+  first, then the checkers in registry order) left of it;
+* degree-2's cost budget is in expanded values (kcheck.checkers.degree2).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from kcheck import budget
+from kcheck.checkers import exact, registry
+from kcheck.checkers.base import Allowance, Counts, Sized
+from kcheck.memory import FIXED_BYTES
+
+__all__ = ["BESIDE_MIN_SECONDS", "Options", "Plan", "Step", "checker_steps", "make"]
+
+#: The linear baseline trains in a worker process beside the checkers that do not need its
+#: result where its counted cost is at least this many seconds: below, starting a worker and
+#: copying T and V to it cost more than the overlap saves. rcv1-like data (1.1M values in T,
+#: 2.7 counted seconds; its C search took 14 s here) went from 32 s to 20 s.
+BESIDE_MIN_SECONDS = 2.0
+
+
+@dataclass(frozen=True)
+class Options:
+    """What the plan reads of the run's options."""
+
+    checkers: tuple[str, ...]
+    exact: str = "auto"
+    jobs: int = 1
+    #: What the methods may allocate beyond the data in memory (kcheck.memory.checker_budget).
+    memory_limit: int = 8 * 2**30
+    #: Whether a ``--time-limit`` applies: the checkers' time budgets would then depend on
+    #: the overlap, so the baseline never trains beside them.
+    time_limit: bool = False
+
+
+@dataclass(frozen=True)
+class Step:
+    """One method's part: its role, whether it runs, the rows it trains on (0: it reports
+    itself skipped, with ``reason``), what cut them, and its counted seconds and budget."""
+
+    name: str
+    role: str
+    runs: bool
+    rows: int
+    reason: str | None = None
+    limited_by: str | None = None
+    estimated_seconds: float | None = None
+    budget_seconds: float | None = None
+    #: What is left of small data's floor of counted work when it starts.
+    floor_seconds: float = 0.0
+    #: Bytes it allocates beyond the data (None: it does not say).
+    bytes: int | None = None
+
+    def allowance(self, memory_limit: int) -> Allowance:
+        return Allowance(memory_limit, self.floor_seconds, self.budget_seconds)
+
+    def to_json(self) -> dict[str, Any]:
+        def counted(x: float | None) -> float | None:
+            return None if x is None else round(x, 3)
+
+        return {
+            "name": self.name,
+            "role": self.role,
+            "runs": self.runs,
+            "rows": self.rows,
+            "reason": self.reason,
+            "limited_by": self.limited_by,
+            "estimated_seconds": counted(self.estimated_seconds),
+            "budget_seconds": counted(self.budget_seconds),
+            "floor_seconds": counted(self.floor_seconds),
+        }
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Every method's step, in the order they run, and how the run is arranged."""
+
+    steps: tuple[Step, ...]
+    #: The linear baseline trains in a worker process beside the checkers that do not read it.
+    beside: bool
+    #: T is small enough that the rule may ask for a second fold (kcheck.verdict.remeasure).
+    small_data: bool
+
+    def step(self, name: str) -> Step | None:
+        return next((s for s in self.steps if s.name == name), None)
+
+    @property
+    def checkers(self) -> tuple[Step, ...]:
+        """The checkers that run, in the order they run: beside the baseline, those that do
+        not read it first."""
+        run = [s for s in self.steps if s.runs and s.role in ("proxy", "stand-in")]
+        if self.beside:
+            run = [s for s in run if _early(s)] + [s for s in run if not _early(s)]
+        return tuple(run)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "beside": self.beside,
+            "small_data": self.small_data,
+            "steps": [s.to_json() for s in self.steps],
+        }
+
+
+def make(counts: Counts, options: Options) -> Plan:
+    """The plan of a check of T and V: the baseline, exact mode, then the checkers."""
+    linear = Step(
+        "linear",
+        "baseline",
+        True,
+        counts.rows,
+        estimated_seconds=budget.linear_seconds(counts.nnz, counts.n_classes),
+    )
+    deciding = _exact(counts, options)
+    floor = budget.FLOOR_SECONDS - (deciding.estimated_seconds or 0.0 if deciding.runs else 0.0)
+    stands_in = options.exact == "auto" and not deciding.runs
+    names = tuple(n for n in options.checkers if registry.role(n) != "stand-in" or stands_in)
+    checkers = checker_steps(counts, names, max(floor, 0.0), options.memory_limit)
+    reason = "exact mode runs" if deciding.runs else "exact mode is off"
+    left_out = tuple(
+        Step(n, registry.role(n), False, 0, f"{reason}: it stands in for exact mode only")
+        for n in options.checkers
+        if n not in names
+    )
+    steps = (linear, deciding, *checkers, *left_out)
+    return Plan(
+        steps,
+        beside=_beside(counts, options, steps),
+        small_data=budget.floor_applies(rows=counts.rows, nnz=counts.nnz),
+    )
+
+
+def checker_steps(
+    counts: Counts, names: tuple[str, ...], floor_seconds: float, memory_limit: int
+) -> tuple[Step, ...]:
+    """The steps of the checkers ``names``, in registry order, each sized by its own entry
+    (``CheckerSpec.size``) within what the ones before it left of the floor. A second fold
+    plans its checkers with this too."""
+    steps = []
+    floor = floor_seconds
+    for name, spec in registry.CHECKERS.items():
+        if name not in names:
+            continue
+        allowed = Allowance(memory_limit, floor, _budget(spec.role, counts, floor))
+        sized = spec.size(counts, allowed) if spec.size is not None else Sized(counts.rows)
+        steps.append(
+            Step(
+                name,
+                spec.role,
+                True,
+                sized.rows,
+                sized.reason,
+                sized.limited_by,
+                sized.estimated_seconds,
+                allowed.budget_seconds,
+                floor,
+                sized.bytes,
+            )
+        )
+        floor = max(floor - sized.counted_seconds, 0.0)
+    return tuple(steps)
+
+
+def _budget(role: str, counts: Counts, floor_seconds: float) -> float | None:
+    """The counted budget of a role: the RBF kernels' for the method that stands in for exact
+    mode (on small data only), none for a proxy (degree-2's is in expanded values)."""
+    if role != "stand-in":
+        return None
+    if not budget.floor_applies(rows=counts.rows, nnz=counts.nnz):
+        return 0.0
+    return budget.rbf_budget_seconds(
+        nnz=counts.all_nnz, n_classes=counts.n_classes, floor_seconds=floor_seconds
+    )
+
+
+def _exact(counts: Counts, options: Options) -> Step:
+    """Exact mode's step: :func:`kcheck.checkers.exact.decide` on all rows (T and V), within
+    RBF_LINEAR_FACTOR times the baseline's counted cost, or the floor where T is small."""
+    small = budget.floor_applies(rows=counts.rows, nnz=counts.nnz)
+    allowed = budget.rbf_budget_seconds(
+        nnz=counts.all_nnz,
+        n_classes=counts.n_classes,
+        floor_seconds=budget.FLOOR_SECONDS if small else 0.0,
+    )
+    opts = exact.ExactOptions()
+    d = exact.decide(
+        counts.all_rows,
+        counts.all_nnz,
+        counts.all_classes or counts.n_classes,
+        opts,
+        budget_seconds=allowed,
+        memory_limit=options.memory_limit,
+        mode=options.exact,
+    )
+    spent = None
+    if d.run:
+        tune = d.tune_rows if d.tune_rows is not None else opts.tune_rows
+        spent = exact.counted_seconds(
+            counts.all_rows,
+            counts.all_nnz,
+            counts.all_classes or counts.n_classes,
+            exact.ExactOptions(tune_rows=tune),
+        )
+    return Step(
+        registry.EXACT.name,
+        registry.EXACT.role,
+        d.run,
+        counts.all_rows if d.run else 0,
+        d.reason,
+        estimated_seconds=spent if spent is not None else d.estimated_seconds,
+        budget_seconds=allowed,
+        floor_seconds=budget.FLOOR_SECONDS if small else 0.0,
+    )
+
+
+def _early(step: Step) -> bool:
+    """A checker that may run before the baseline has finished: it never reads it, and it
+    says what it will allocate."""
+    return not registry.CHECKERS[step.name].needs_baseline and step.bytes is not None
+
+
+def _beside(counts: Counts, options: Options, steps: tuple[Step, ...]) -> bool:
+    """Whether the linear baseline trains in a worker process beside the checkers.
+
+    On large data the baseline's C search is one long single-threaded LIBLINEAR call, and
+    neither degree-2 nor MultiLinear needs its result to start (MultiLinear's fallback C for
+    its smallest clusters waits for it), so with ``--jobs`` of 2 or more they share the cores
+    instead of taking turns. Nothing computed changes, only when: the JSON is that of
+    ``--jobs 1``. Only where it can change no plan:
+
+    * no ``--time-limit`` (the checkers' time budgets would then depend on the overlap);
+    * T above degree-2's floor (no floor of counted work is handed from one checker to
+      the next) and exact mode unable to run (it would want the cores);
+    * the worker's copy of T and V, LIBLINEAR's nodes, and what the early checkers plan to
+      allocate, fit the checkers' memory budget together.
+    """
+    if options.jobs < 2 or options.time_limit:
+        return False
+    if budget.degree2_floor_applies(nnz=counts.nnz):
+        return False  # degree-2's floor (it has no row bound) covers the RBF kernels' floor
+    if options.exact == "always" or (
+        options.exact == "auto" and counts.all_rows <= registry.EXACT.auto_max_rows
+    ):
+        return False
+    if budget.linear_seconds(counts.nnz, counts.n_classes) < BESIDE_MIN_SECONDS:
+        return False
+    early = [s for s in steps if s.role in ("proxy", "stand-in") and _early(s)]
+    planned = sum(s.bytes or 0 for s in early)
+    if planned == 0:
+        return False  # nothing would run beside it (degree-2 skipped)
+    return _beside_bytes(counts) + planned <= options.memory_limit
+
+
+def _beside_bytes(counts: Counts) -> int:
+    """What the baseline's worker adds: its copy of T and V (counted twice, a margin for the
+    conversions it may make), LIBLINEAR's nodes (16 bytes a value, a bias and an end node a
+    row), and its interpreter. This process sends the arrays as they are (no copy)."""
+    data = counts.data_bytes + counts.val_bytes
+    return 2 * data + 16 * (counts.nnz + 2 * counts.rows) + FIXED_BYTES

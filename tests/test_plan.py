@@ -1,0 +1,196 @@
+"""The plan (kcheck/plan.py): what runs, on which rows and budget, in which role, decided from
+counts before anything trains, and what the check then does."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from conftest import DATASETS
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kcheck import budget, engines, plan
+from kcheck.checkers import degree2, exact, registry
+from kcheck.checkers.base import Counts, Dataset
+from kcheck.pipeline import CheckConfig, run
+
+GIB = 2**30
+DEFAULT = ("multilinear", "degree2", "rbfsvm")
+
+
+def counts(rows: int, *, width: int = 10, per_row: int = 10, classes: int = 2) -> Counts:
+    """The counts of T (``rows``) and V (a third of that) of ``per_row`` values a row."""
+    val = rows // 3
+    expanded = rows * (per_row + per_row * (per_row + 1) // 2)
+    return Counts(
+        rows=rows,
+        val_rows=val,
+        nnz=rows * per_row,
+        val_nnz=val * per_row,
+        n_classes=classes,
+        features=width,
+        expanded_nnz=expanded,
+        data_bytes=12 * rows * per_row,
+        val_bytes=12 * val * per_row,
+        all_classes=classes,
+    )
+
+
+def make(c: Counts, **options: object) -> plan.Plan:
+    return plan.make(c, plan.Options(checkers=DEFAULT, memory_limit=8 * GIB, **options))  # type: ignore[arg-type]
+
+
+def test_small_data_runs_exact_mode_and_the_proxies_get_what_it_left_of_the_floor() -> None:
+    p = make(counts(600))
+    rbf = p.step(exact.NAME)
+    assert rbf is not None and rbf.runs and rbf.role == "deciding" and rbf.rows == 800
+    assert rbf.budget_seconds == budget.FLOOR_SECONDS and rbf.estimated_seconds is not None
+    assert 0 < rbf.estimated_seconds <= budget.FLOOR_SECONDS
+    left = budget.FLOOR_SECONDS - rbf.estimated_seconds
+    assert [s.name for s in p.checkers] == ["multilinear", "degree2"]
+    assert all(s.floor_seconds == pytest.approx(left) for s in p.checkers)
+    # The stand-in does not run where exact mode runs, and the plan says why.
+    svm = p.step("rbfsvm")
+    assert svm is not None and not svm.runs and svm.rows == 0 and svm.role == "stand-in"
+    assert svm.reason is not None and "exact mode runs" in svm.reason
+    assert p.small_data and not p.beside
+
+
+def test_above_exact_modes_rows_the_stand_in_runs_on_what_degree2_left() -> None:
+    c = counts(4_500, width=5, per_row=5)
+    p = make(c)
+    rbf = p.step(exact.NAME)
+    assert rbf is not None and not rbf.runs and rbf.reason is not None
+    assert rbf.reason.startswith("too large: 6,000 rows")
+    d2, svm = p.step("degree2"), p.step("rbfsvm")
+    assert d2 is not None and svm is not None and svm.runs and svm.rows == c.rows
+    assert d2.floor_seconds == budget.FLOOR_SECONDS  # exact mode spent none of it
+    spent = budget.degree2_seconds(c.expanded_nnz, 2, c.rows)
+    assert d2.estimated_seconds == pytest.approx(spent)
+    assert svm.floor_seconds == pytest.approx(budget.FLOOR_SECONDS - spent)
+    assert svm.budget_seconds == pytest.approx(budget.FLOOR_SECONDS - spent)
+    assert svm.estimated_seconds is not None and svm.estimated_seconds <= svm.budget_seconds
+
+
+def test_exact_never_plans_no_rbf_svm_at_all() -> None:
+    p = make(counts(600), exact="never")
+    rbf, svm = p.step(exact.NAME), p.step("rbfsvm")
+    assert rbf is not None and not rbf.runs and rbf.reason == "exact mode is off"
+    assert svm is not None and not svm.runs and "exact mode is off" in (svm.reason or "")
+    assert "rbfsvm" not in [s.name for s in p.checkers]
+
+
+def test_above_small_datas_bounds_the_stand_in_has_no_budget_and_degree2_subsamples() -> None:
+    c = counts(40_000, width=20, per_row=10)
+    p = make(c)
+    svm, d2 = p.step("rbfsvm"), p.step("degree2")
+    assert not p.small_data
+    assert svm is not None and svm.runs and svm.budget_seconds == 0.0 and svm.rows == 0
+    assert svm.reason is not None and "small data" in svm.reason
+    assert d2 is not None and 0 < d2.rows < c.rows and d2.limited_by == "cost"
+
+
+def test_the_baseline_goes_beside_only_with_two_jobs_on_large_data() -> None:
+    c = counts(200_000, width=40, per_row=40)  # 8M values: 20 counted seconds of baseline
+    assert make(c, jobs=2).beside
+    assert not make(c, jobs=1).beside
+    assert not make(c, jobs=2, time_limit=True).beside
+    assert not make(c, jobs=2, exact="always").beside
+    assert not make(counts(6_000), jobs=2).beside  # within degree-2's floor
+    # Beside, the checkers that do not read the baseline run first.
+    beside = make(c, jobs=2)
+    assert [s.name for s in beside.checkers][:2] == ["multilinear", "degree2"]
+
+
+def test_a_plan_reads_no_clock_and_trains_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    c = counts(3_000)
+    before = make(c)
+
+    def refused(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the plan trained a model")
+
+    for name in ("train_linear", "train_rbf", "search_C", "cv_kernel"):
+        monkeypatch.setattr(engines, name, refused)
+    real = time.perf_counter
+    monkeypatch.setattr(time, "perf_counter", lambda: real() + 1e6)
+    assert make(c) == before
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    rows=st.integers(10, 60_000),
+    per_row=st.integers(1, 60),
+    classes=st.integers(2, 12),
+    exact_mode=st.sampled_from(["auto", "always", "never"]),
+    memory=st.sampled_from([2**24, 2**28, 8 * GIB]),
+)
+def test_every_plan_is_consistent(
+    rows: int, per_row: int, classes: int, exact_mode: str, memory: int
+) -> None:
+    """Whatever the counts: the floor only shrinks from step to step, a step that trains no
+    rows says why, the stand-in runs only where exact mode is auto and does not, and the JSON
+    names every method once."""
+    c = counts(rows, width=max(per_row, 1), per_row=per_row, classes=classes)
+    p = plan.make(c, plan.Options(checkers=DEFAULT, exact=exact_mode, memory_limit=memory))
+    floors = [s.floor_seconds for s in p.checkers]
+    assert floors == sorted(floors, reverse=True)
+    assert all(0.0 <= f <= budget.FLOOR_SECONDS for f in floors)
+    for s in p.steps:
+        if s.rows == 0:
+            assert s.reason
+        assert 0 <= s.rows <= c.all_rows
+    rbf, svm = p.step(exact.NAME), p.step("rbfsvm")
+    assert rbf is not None and svm is not None
+    assert svm.runs == (exact_mode == "auto" and not rbf.runs)
+    names = [s["name"] for s in p.to_json()["steps"]]
+    assert sorted(names) == sorted(["linear", exact.NAME, *DEFAULT])
+
+
+# --- the plan is what the check does --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["never", "auto"])
+def test_the_check_does_what_its_plan_says(mode: str) -> None:
+    v = run(CheckConfig(train=str(DATASETS / "heart_scale"), exact=mode)).json
+    steps = {s["name"]: s for s in v["plan"]["steps"]}
+    assert steps[exact.NAME]["runs"] == v["exact"]["ran"]
+    assert steps[exact.NAME]["reason"] == v["exact"]["reason"]
+    assert steps["linear"]["rows"] == v["split"]["train"]
+    for name, step in steps.items():
+        if name in ("linear", exact.NAME):
+            continue
+        ran = name in v["checkers"]
+        assert step["runs"] == ran, name
+        if ran and step["rows"] == 0:
+            assert v["checkers"][name]["status"] == "skipped"
+            assert v["checkers"][name]["reason"] == step["reason"]
+    assert steps["degree2"]["rows"] == v["checkers"]["degree2"]["rows"]
+
+
+@pytest.mark.slow
+def test_degree2s_plan_is_the_rows_it_trains_on_a_subsample() -> None:
+    """Where the floor affords part of the expansion: the plan's rows and limit are what
+    degree-2 trains on, and its counted seconds are the plan's estimate."""
+    rng = np.random.default_rng(3)
+    X = rng.uniform(-1, 1, (3_000, 30))
+    y = np.where(X[:, 0] * X[:, 1] > 0, 1.0, -1.0)
+    T = Dataset(sp.csr_matrix(X[:2_250]), y[:2_250])
+    V = Dataset(sp.csr_matrix(X[2_250:]), y[2_250:])
+    c = Counts.of(T, V)
+    (step,) = plan.checker_steps(c, ("degree2",), 2.0, 8 * GIB)
+    assert 1_000 <= step.rows < T.rows and step.limited_by == "cost"
+    options = dataclasses.replace(degree2._allowed(c.nnz, step.allowance(8 * GIB)), seed=0)
+    assert degree2.plan_rows(T, 2, options) == degree2.Plan(step.rows, None, "cost")
+    result = degree2.run(T, V, options)
+    assert result.status == "subsampled" and result.info["rows"] == step.rows
+    assert step.estimated_seconds is not None
+    assert result.counted_seconds == pytest.approx(step.estimated_seconds, rel=0.01)
+
+
+def test_checker_steps_follow_the_registry_order() -> None:
+    steps = plan.checker_steps(counts(600), ("rbfsvm", "degree2", "multilinear"), 10.0, GIB)
+    assert [s.name for s in steps] == [n for n in registry.CHECKERS if n in DEFAULT]
