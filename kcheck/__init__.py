@@ -1,3 +1,32 @@
-"""kcheck: is a Gaussian-kernel classifier clearly better than a linear one for this data set?"""
+"""kcheck: is a Gaussian-kernel classifier clearly better than a linear one for this data set?
+
+From Python: ``kcheck.check(X, y)`` on arrays, ``kcheck.check_file(path)`` on a LIBSVM file
+(docs/python.md). They live in :mod:`kcheck.api`, imported on first use, so that
+``import kcheck`` (and ``kcheck --help``) does not load the numeric stack.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kcheck.errors import KcheckError
 
 __version__ = "0.4.1"
+
+#: What ``kcheck.NAME`` finds in kcheck.api, imported on first use.
+_API = ("check", "check_file", "Result", "Model", "Gap")
+
+__all__ = ["KcheckError", "__version__", *_API]
+
+
+def __getattr__(name: str) -> Any:
+    """``kcheck.check`` and the rest of the API, imported when first asked for."""
+    if name in _API:
+        from kcheck import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'kcheck' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_API})

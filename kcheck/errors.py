@@ -2,6 +2,9 @@
 
 Every error a user can cause is a :class:`KcheckError`. The CLI turns these, and only these,
 into a one-line message and exit code 2; anything else is a bug and keeps its traceback.
+
+A KcheckError is a ValueError, so that a Python caller of :func:`kcheck.check` can catch bad
+input as it would from any other library.
 """
 
 from __future__ import annotations
@@ -12,8 +15,8 @@ import warnings
 from collections.abc import Iterator
 
 
-class KcheckError(Exception):
-    """An error caused by the user's input or options (exit code 2)."""
+class KcheckError(ValueError):
+    """An error caused by the user's input or options (exit code 2; a ValueError in Python)."""
 
 
 class DataFormatError(KcheckError):

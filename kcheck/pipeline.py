@@ -80,7 +80,13 @@ class CheckReport:
         return self.prepared.scaler
 
 
-def run(config: CheckConfig, progress: Progress | None = None) -> CheckReport:
+def run(
+    config: CheckConfig,
+    progress: Progress | None = None,
+    *,
+    prepared: Prepared | None = None,
+    test_data: TestFile | None = None,
+) -> CheckReport:
     """Run the whole check and return the verdict; raises KcheckError on bad input.
 
     With ``config.model_out``, labels a model file cannot store are refused at once; the
@@ -94,7 +100,7 @@ def run(config: CheckConfig, progress: Progress | None = None) -> CheckReport:
     limited = config.time_limit is not None and config.time_limit < MAX_TIME_LIMIT
     deadline = t_start + config.time_limit if limited and config.time_limit else None
 
-    data, test, read_notes = _read(config, memory_limit, report)
+    data, test, read_notes = _read(config, memory_limit, report, prepared, test_data)
     split = stratified_split(data.y, seed=config.seed)
     T = Dataset(data.X[split[0]], data.y[split[0]])
     V = Dataset(data.X[split[1]], data.y[split[1]])
@@ -148,10 +154,17 @@ def run(config: CheckConfig, progress: Progress | None = None) -> CheckReport:
 
 
 def _read(
-    config: CheckConfig, memory_limit: int, report: Progress
+    config: CheckConfig,
+    memory_limit: int,
+    report: Progress,
+    prepared: Prepared | None = None,
+    test_data: TestFile | None = None,
 ) -> tuple[Prepared, TestFile | None, list[str]]:
     """The training file, prepared, and the test file opened, with what the reader warned
-    of: it goes into the JSON, so a library call and the command record the same."""
+    of: it goes into the JSON, so a library call and the command record the same. Data the
+    caller prepared already (arrays, kcheck.arrays) is taken as it is."""
+    if prepared is not None:
+        return prepared, test_data, []
     report("reading " + config.train, None, None)
     with recorded_warnings() as read_notes:
         data = prepare(

@@ -195,3 +195,61 @@ def test_readme_documents_the_gate() -> None:
     ):
         assert needed in section, needed
     assert "appended as they finish" not in text
+
+
+@pytest.mark.slow
+def test_ci_scenario_junit_report(data: Path, tmp_path: Path) -> None:
+    """The scenario's batch with --junit: a report that validates against the common JUnit
+    schema, one test case per file looked at, with the gate's failure, the errors and skips."""
+    import xml.etree.ElementTree as ET
+
+    import xmlschema
+
+    out, report = tmp_path / "kcheck.jsonl", tmp_path / "kcheck-junit.xml"
+    r = kcheck(
+        "batch", str(data), "-o", str(out), "--junit", str(report), "--fail-on", "kernel",
+        "-q", *FAST,
+    )  # fmt: skip
+    assert r.returncode == 3, r.stderr
+    xmlschema.XMLSchema(str(ROOT / "tests" / "data" / "junit-10.xsd")).validate(str(report))
+    suite = ET.parse(report).getroot()
+    assert suite.tag == "testsuite" and suite.attrib["name"] == "kcheck"
+    assert {k: suite.attrib[k] for k in ("tests", "failures", "errors", "skipped")} == {
+        "tests": "7",
+        "failures": "1",
+        "errors": "2",
+        "skipped": "3",
+    }
+    outcome = {
+        Path(c.attrib["name"]).name: [e.tag for e in c if e.tag != "system-out"]
+        for c in suite.iter("testcase")
+    }
+    assert outcome == {
+        "README.md": ["skipped"],
+        "plot.png": ["skipped"],
+        "results.json": ["skipped"],
+        "corrupt.svm": ["error"],
+        "empty.svm": ["error"],
+        "fourclass": ["failure"],
+        "heart_scale": [],
+    }
+    lines = {Path(x["data"]["path"]).name: x for x in lines_of(out)}
+    for case in suite.iter("testcase"):
+        line = lines[Path(case.attrib["name"]).name]
+        if line["status"] == "ok":
+            assert f"verdict: {line['verdict']}\nmargin: {line['margin']}\n" in (
+                case.findtext("system-out") or ""
+            )
+        if line["status"] == "error":
+            assert case.find("error").attrib["message"] == line["error"]  # type: ignore[union-attr]
+    # Fixed data: no failure, no error; the report is replaced whole.
+    for name in ("corrupt.svm", "empty.svm", "fourclass"):
+        (data / name).unlink()
+    r = kcheck("batch", str(data), "--junit", str(report), "--fail-on", "kernel", "-q", *FAST)
+    assert r.returncode == 0, r.stderr
+    suite = ET.parse(report).getroot()
+    assert (suite.attrib["tests"], suite.attrib["failures"], suite.attrib["errors"]) == (
+        "4",
+        "0",
+        "0",
+    )

@@ -13,9 +13,16 @@ from rich.progress import Progress, TaskID
 from rich.text import Text
 
 from kcheck.cli.app import BatchFailed, GateTripped
-from kcheck.cli.options import check_config, check_options, cluster_from, scheduler_option
+from kcheck.cli.options import (
+    check_config,
+    check_options,
+    cluster_from,
+    junit_option,
+    junit_properties,
+    scheduler_option,
+)
 from kcheck.cli.outputs import check_writable, require_stdout
-from kcheck.cli.render import batch_caption, batch_table
+from kcheck.cli.render import batch_caption, batch_table, verdict_summary
 from kcheck.cli.ui import Ui, count_text, new_progress
 from kcheck.errors import KcheckError
 
@@ -93,6 +100,7 @@ def _read_path_list(source: str) -> list[str]:
     is_flag=True,
     help="A skipped file is an error (exit 3): every file looked at must be data.",
 )
+@junit_option()
 @check_options
 def batch(
     paths: tuple[str, ...],
@@ -103,6 +111,7 @@ def batch(
     output: str | None,
     resume: bool,
     strict: bool,
+    junit_out: str | None,
     **opts: Any,
 ) -> None:
     """Check every data set in DIRs (walked in sorted order) and FILEs.
@@ -140,7 +149,12 @@ def batch(
     run = _BatchRun.from_options(
         paths, files_from, jobs, jobs_given, scheduler, shared_fs, output, resume, strict, opts
     )
-    found = discover(run.named, exclude=run.own_files)
+    if junit_out is not None:
+        check_writable(junit_out, "--junit")
+        if run.output is not None and os.path.abspath(junit_out) == os.path.abspath(run.output):
+            raise click.UsageError("--junit and -o name the same file")
+    own = run.own_files + ([junit_out] if junit_out is not None else [])
+    found = discover(run.named, exclude=own)
     for path, reason in found.skipped:
         ui.info(
             f"kcheck: skipping {path} ({reason})" + (": an error under --strict" if strict else "")
@@ -149,6 +163,8 @@ def batch(
         raise KcheckError(f"no LIBSVM data files found in {' '.join(run.named)}")
     result = _check(ui, run, found)
     _summarise(ui, run, result, len(found.datasets))
+    if junit_out is not None:
+        _write_junit(junit_out, result, opts)
     _exit_status(run, result, len(found.datasets), opts["fail_on"])
 
 
@@ -325,6 +341,20 @@ def _summarise(ui: Ui, run: _BatchRun, result: BatchResult, total: int) -> None:
     for x in result.lines:
         for w in x.get("warnings") or []:
             ui.warn(f"{x['name']}: {w}")
+
+
+def _write_junit(path: str, result: BatchResult, opts: dict[str, Any]) -> None:
+    """Every line as a test case of one suite, the verdicts in the table's plain words."""
+    from kcheck import junit
+
+    suite = junit.build(
+        result.lines,
+        fail_on=opts["fail_on"],
+        summary=verdict_summary,
+        seconds=result.seconds,
+        properties=junit_properties(opts),
+    )
+    junit.write(path, suite)
 
 
 def _exit_status(run: _BatchRun, result: BatchResult, total: int, fail_on: str | None) -> None:

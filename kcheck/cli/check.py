@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 import click
@@ -13,6 +15,8 @@ from kcheck.cli.options import (
     check_options,
     default_jobs,
     jobs_option,
+    junit_option,
+    junit_properties,
     output_option,
 )
 from kcheck.cli.outputs import (
@@ -29,7 +33,7 @@ from kcheck.cli.render import (
     verdict_table,
 )
 from kcheck.cli.ui import Ui
-from kcheck.errors import recorded_warnings
+from kcheck.errors import KcheckError, recorded_warnings
 
 
 def show_verdict(
@@ -79,9 +83,19 @@ def _show_model(ui: Ui, model: dict[str, Any]) -> None:
     )
 
 
-def _check_outputs(model_out: str | None, inputs: list[str | None], output: str | None) -> None:
-    """Refuse a --model-out that cannot be written, or whose files (or -o) would overwrite an
-    input or each other."""
+def _check_outputs(
+    model_out: str | None,
+    inputs: list[str | None],
+    output: str | None,
+    junit_out: str | None = None,
+) -> None:
+    """Refuse a --model-out or --junit that cannot be written, or whose files (or -o) would
+    overwrite an input or each other."""
+    if junit_out is not None:
+        check_writable(junit_out, "--junit")
+        refuse_input_as_output(
+            junit_out, "--junit", inputs, [output, model_out, model_out and model_out + ".range"]
+        )
     if model_out is not None:
         check_writable(model_out, "--model-out")
         refuse_input_as_output(model_out, "--model-out", inputs)
@@ -91,6 +105,40 @@ def _check_outputs(model_out: str | None, inputs: list[str | None], output: str 
         refuse_input_as_output(
             output, "-o", inputs, [model_out, model_out and model_out + ".range"]
         )
+
+
+def _write_junit(path: str, lines: list[dict[str, Any]], opts: dict[str, Any]) -> None:
+    """The JUnit report of ``lines``, the verdicts in the plain words the screen shows."""
+    from kcheck import junit
+
+    suite = junit.build(
+        lines,
+        fail_on=opts["fail_on"],
+        summary=verdict_summary,
+        properties=junit_properties(opts),
+    )
+    junit.write(path, suite)
+
+
+@contextlib.contextmanager
+def _junit_on_error(
+    junit_out: str | None, train: str, test: str | None, opts: dict[str, Any]
+) -> Iterator[None]:
+    """A check that fails on its input is an ``<error>`` test case, then exit 2 as always."""
+    try:
+        yield
+    except KcheckError as e:
+        if junit_out is not None:
+            line = {
+                "name": train,
+                "status": "error",
+                "error": " ".join(str(e).split()),
+                "data": {"path": train},
+                "test": None if test is None else {"path": test},
+                "seconds": None,
+            }
+            _write_junit(junit_out, [line], opts)
+        raise
 
 
 class ModelKind(click.ParamType):  # type: ignore[type-arg, unused-ignore]
@@ -167,6 +215,7 @@ Exit codes:
     is_flag=True,
     help="With --model kernel: train with -b 1, for svm-predict -b 1 and kcheck predict -b 1.",
 )
+@junit_option()
 @check_options
 def check(
     train: str,
@@ -177,6 +226,7 @@ def check(
     model_out: str | None,
     model_kind: str | None,
     probability: bool,
+    junit_out: str | None,
     **opts: Any,
 ) -> None:
     from kcheck import models
@@ -202,7 +252,7 @@ def check(
         )
     # Fail now, not after a long check (and not after --model-out has replaced a model).
     output, to_stdout = json_destination(output, as_json)
-    _check_outputs(model_out, [train, test], output)
+    _check_outputs(model_out, [train, test], output, junit_out)
     shown: list[int] = []  # how many warnings went out with an early verdict
 
     def decided(v: dict[str, Any]) -> None:
@@ -213,7 +263,7 @@ def check(
             show_verdict(ui, v, early, model_out)
             shown.append(len(early))
 
-    with recorded_warnings() as notes:
+    with recorded_warnings() as notes, _junit_on_error(junit_out, train, test, opts):
         report = ui.run(lambda progress: run(config, progress))
         if config.model_out is not None:
             decided(report.json)
@@ -228,5 +278,7 @@ def check(
     if verdict.get("model") and not ui.quiet:
         _show_model(ui, verdict["model"])
     emit_json(verdict, output, to_stdout=to_stdout)
+    if junit_out is not None:
+        _write_junit(junit_out, [{"name": train, "status": "ok", **verdict}], opts)
     if fail_on is not None and verdict["verdict"] == fail_on:
         raise GateTripped(f"verdict is {fail_on} (--fail-on {fail_on})")

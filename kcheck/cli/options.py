@@ -193,6 +193,31 @@ def output_option(
     )
 
 
+def junit_option() -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """``--junit FILE``: the verdicts as JUnit XML for a CI system's test report."""
+    return click.option(
+        "--junit",
+        "junit_out",
+        type=str,
+        default=None,
+        metavar="FILE",
+        help="Also write a JUnit XML report to FILE (atomically): a test case per data set, "
+        "a --fail-on match a failure, an error an error, a skipped file skipped.",
+    )
+
+
+def junit_properties(opts: dict[str, Any]) -> dict[str, Any]:
+    """The suite's ``<properties>``: what every test case was checked with."""
+    return {
+        "epsilon": opts["epsilon"],
+        "metric": opts["metric"],
+        "checkers": ",".join(opts["checkers"]),
+        "exact": opts["exact"],
+        "seed": opts["seed"],
+        "fail_on": opts["fail_on"],
+    }
+
+
 def jobs_option(what: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """``-j N``: worker processes, the CPU count unless given."""
     return click.option(

@@ -1,0 +1,128 @@
+"""``--junit FILE``: the verdicts as JUnit XML, which CI systems (GitHub Actions, GitLab,
+Jenkins, Azure) show as test results, each data set a test case next to a project's own tests.
+
+One ``<testsuite name="kcheck">``; one ``<testcase>`` per line of ``check`` or ``batch``,
+named by its data set. A verdict that matched ``--fail-on`` is a ``<failure>`` whose message
+is the verdict in plain words, a data set that could not be checked an ``<error>``, a file
+left out a ``<skipped>``. The verdict, margin and gaps go in the case's ``<system-out>``: the
+common schema (tests/data/junit-10.xsd) has ``<properties>`` on the suite only, where the
+options go. Pure: the plain words come in as a function, so that this module needs no CLI.
+"""
+
+from __future__ import annotations
+
+import os
+import xml.etree.ElementTree as ET
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from kcheck import __version__
+from kcheck.atomic import atomic_open
+
+#: The verdict of one line in plain words (the CLI's ``verdict_summary``).
+Summary = Callable[[dict[str, Any]], str]
+
+
+def _plain(line: dict[str, Any]) -> str:
+    return f"verdict: {line['verdict']} ({line['margin']})"
+
+
+def _seconds(x: Any) -> str:
+    return f"{float(x or 0.0):.3f}"
+
+
+def _text(value: Any) -> str:
+    """XML 1.0 cannot hold most control characters, even escaped: they become U+FFFD."""
+    text = str(value)
+    return "".join(
+        c if c in "\t\n\r" or ord(c) >= 0x20 and c not in "\ufffe\uffff" else "\ufffd" for c in text
+    )
+
+
+def _points(x: float | None) -> str:
+    return "n/a" if x is None else f"{100 * x:+.2f}"
+
+
+def case_output(line: dict[str, Any]) -> str:
+    """The ``<system-out>`` of an ok line: verdict, margin, deciding checker and every gap."""
+    out = [
+        f"verdict: {line['verdict']}",
+        f"margin: {line['margin']}",
+        f"deciding_checker: {line.get('deciding_checker')}",
+        f"epsilon: {line['epsilon']}",
+        f"metric: {line.get('metric') or 'accuracy'}",
+    ]
+    for name, c in (line.get("checkers") or {}).items():
+        ci = c.get("gap_ci95")
+        interval = f" (95% CI {_points(ci[0])} to {_points(ci[1])})" if ci else ""
+        reason = f": {c['reason']}" if c.get("reason") else ""
+        out.append(f"gap {name}: {_points(c.get('gap'))} points{interval}, {c['status']}{reason}")
+    out.extend(f"warning: {w}" for w in line.get("warnings") or [])
+    return "\n".join(out) + "\n"
+
+
+def build(
+    lines: Iterable[dict[str, Any]],
+    *,
+    fail_on: str | None = None,
+    summary: Summary = _plain,
+    seconds: float | None = None,
+    properties: dict[str, Any] | None = None,
+) -> ET.Element:
+    """The ``<testsuite>`` of ``lines``: batch lines, or one check's JSON with a ``name``."""
+    suite = ET.Element("testsuite", name="kcheck")
+    counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
+    props = ET.SubElement(suite, "properties")
+    for key, value in {"kcheck_version": __version__, **(properties or {})}.items():
+        if value is not None:
+            ET.SubElement(props, "property", name=key, value=_text(value))
+    total = 0.0
+    for line in lines:
+        counts["tests"] += 1
+        total += float(line.get("seconds") or 0.0)
+        case = ET.SubElement(
+            suite,
+            "testcase",
+            name=_text((line.get("data") or {}).get("path") or line.get("name")),
+            classname="kcheck",
+            time=_seconds(line.get("seconds")),
+        )
+        status = line.get("status", "ok")
+        if status == "skipped":
+            counts["skipped"] += 1
+            reason = _text(line.get("reason") or "skipped")
+            ET.SubElement(case, "skipped", message=reason).text = reason
+            continue
+        if status == "error":
+            counts["errors"] += 1
+            message = _text(line.get("error") or "error")
+            ET.SubElement(case, "error", message=message, type="error").text = message
+            continue
+        if fail_on is not None and line.get("verdict") == fail_on:
+            counts["failures"] += 1
+            words = _text(summary(line))
+            ET.SubElement(
+                case,
+                "failure",
+                message=f"verdict is {fail_on} (--fail-on {fail_on}): {words}",
+                type="fail-on",
+            ).text = words
+        ET.SubElement(case, "system-out").text = _text(case_output(line))
+    for key, n in counts.items():
+        suite.set(key, str(n))
+    suite.set("time", _seconds(total if seconds is None else seconds))
+    ET.indent(suite)
+    return suite
+
+
+def render(suite: ET.Element) -> bytes:
+    """The document: XML declaration, then the suite, UTF-8."""
+    document: bytes = ET.tostring(suite, encoding="utf-8", xml_declaration=True)
+    return document + b"\n"
+
+
+def write(path: str | os.PathLike[str], suite: ET.Element) -> None:
+    """Write the document atomically, as ``-o`` writes its JSON: the old file stays whole
+    until the new one is complete."""
+    with atomic_open(path, "wb", "JUnit file") as f:
+        f.write(render(suite))
