@@ -80,6 +80,12 @@ class CheckConfig:
         validate_metric(self.metric)
         if self.exact not in EXACT_MODES:
             raise KcheckError(f"--exact must be one of {', '.join(EXACT_MODES)}")
+        if self.exact == "never" and all(registry.role(c) == "stand-in" for c in self.checkers):
+            raise KcheckError(
+                f"--checkers {','.join(self.checkers)} with --exact never runs no checker: "
+                "rbfsvm stands in for exact mode only under --exact auto; add degree2 or "
+                "multilinear, or use --exact auto"
+            )
         if self.time_limit is not None and not self.time_limit > 0:
             raise KcheckError("--time-limit must be a positive number of seconds")
         if self.model_kind not in (None, *MODEL_KINDS) and products_of(self.model_kind) is None:

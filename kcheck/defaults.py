@@ -50,6 +50,9 @@ FOLDS = 5
 MAX_SEED = 2**32 - 1
 #: Fewer rows than this leave too few in the validation split for a comparison to mean anything.
 MIN_ROWS = 10
+#: The largest ``--max-rows``: more rows than any file holds (petabytes of them), and a count
+#: that a float holds exactly, as the sampler's arithmetic needs.
+MAX_ROWS = 2**53
 #: Fewer rows per class than this (on average) leave most classes absent from one split: 3,000
 #: classes in 6,000 rows took minutes and scored 0.03% for every method.
 MIN_ROWS_PER_CLASS = 5

@@ -2,7 +2,6 @@
 
 Every error a user can cause is a :class:`KcheckError`. The CLI turns these, and only these,
 into a one-line message and exit code 2; anything else is a bug and keeps its traceback.
-
 A KcheckError is a ValueError, so that a Python caller of :func:`kcheck.check` can catch bad
 input as it would from any other library.
 """
@@ -11,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import warnings
 from collections.abc import Iterator
 
@@ -19,17 +19,41 @@ class KcheckError(ValueError):
     """An error caused by the user's input or options (exit code 2; a ValueError in Python)."""
 
 
+#: What would break a one-line message or the terminal showing it: control characters (C0,
+#: DEL, C1), Unicode's line and paragraph separators, and lone surrogates (a file name's
+#: undecodable bytes, as Python's file system encoding keeps them).
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _escape(m: re.Match[str]) -> str:
+    c = m.group()
+    code = ord(c)
+    if c in _NAMED:
+        return _NAMED[c]
+    if 0xDC80 <= code <= 0xDCFF:  # an undecodable byte of a file name: show the byte
+        return f"\\x{code - 0xDC00:02x}"
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def printable(text: str) -> str:
+    """``text`` with every character that would break a one-line message escaped as Python
+    writes it (a newline in a file name as ``\\n``, a byte 0xff as ``\\xff``)."""
+    return _UNPRINTABLE.sub(_escape, text)
+
+
 class DataFormatError(KcheckError):
     """A data, range or model file is not what it should be.
 
-    Carries the path and 1-based line number so the message reads ``data.svm:17: ...``.
+    Carries the path and 1-based line number so the message reads ``data.svm:17: ...``; the
+    path is shown with :func:`printable`, so that any file name keeps the message one line.
     """
 
     def __init__(self, path: str | os.PathLike[str] | None, line: int | None, message: str):
         self.path = os.fspath(path) if path is not None else None
         self.line = line
         self.message = message
-        where = self.path or "<input>"
+        where = printable(self.path) if self.path else "<input>"
         if line is not None:
             where = f"{where}:{line}"
         super().__init__(f"{where}: {message}")

@@ -7,7 +7,9 @@ as the training file does. Any other tool (``liblinear-train``, ``liblinear-pred
 then use them.
 
 A term spec (``MODEL.terms`` beside a ``linear+K`` model) records the width and the terms; it
-may come from anywhere, so :func:`read_spec` checks it in full, as model files are checked.
+may come from anywhere, so :func:`read_spec` checks it in full, as model files are checked,
+and reads it (as a check's JSON for ``--from-check``) within the bounds of
+:mod:`kcheck.ownformat`.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from kcheck.data import read_libsvm, write_libsvm
 from kcheck.defaults import DEFAULT_SCALING
 from kcheck.errors import DataFormatError, KcheckError
 from kcheck.explain import append_products
+from kcheck.ownformat import CHECK_JSON_BYTES, brief, byte_cap, is_int, read_json
 from kcheck.prepare import LOWER, UPPER
 from kcheck.scaling import Scaler, fit_scaler, read_range_file
 
@@ -51,7 +54,10 @@ SPEC_VERSION = 1
 MAX_SPEC_BYTES = 1 << 20
 #: Terms a spec or ``--terms`` may list.
 MAX_TERMS = 10_000
-_TERM = re.compile(r"^\s*(\d+)\s*:\s*(\d+)\s*$")
+#: ``I:J``: ASCII digits only, as the data parser reads indices (``\\d`` would take ``١:٢``).
+_TERM = re.compile(r"[ \t]*([0-9]+)[ \t]*:[ \t]*([0-9]+)[ \t]*", re.ASCII)
+#: Digits of an index in ``--terms``: more name no feature (the width is below 2**31).
+MAX_INDEX_DIGITS = 12
 
 
 @dataclass(frozen=True)
@@ -92,61 +98,60 @@ def _term(i: int, j: int, width: int, base: int, where: str) -> tuple[int, int]:
 def parse_terms(text: str, width: int, *, zero_based: bool = False) -> tuple[tuple[int, int], ...]:
     """``--terms 3:7,3:3`` (indices as in the files) -> 0-based column pairs."""
     base = 0 if zero_based else 1
-    out = []
-    for part in text.split(","):
-        m = _TERM.match(part)
-        if m is None:
-            raise KcheckError(f"--terms: expected I:J pairs such as 3:7,3:3, got {part.strip()!r}")
-        out.append(_term(int(m.group(1)), int(m.group(2)), width, base, "--terms"))
-    if len(out) > MAX_TERMS:
+    parts = text.split(",")
+    if len(parts) > MAX_TERMS:
         raise KcheckError(f"--terms: at most {MAX_TERMS:,} terms")
+    out = []
+    for part in parts:
+        m = _TERM.fullmatch(part)
+        if m is None:
+            raise KcheckError(
+                f"--terms: expected I:J pairs of ASCII digits such as 3:7,3:3, got {brief(part)}"
+            )
+        if max(len(m.group(1)), len(m.group(2))) > MAX_INDEX_DIGITS:
+            raise KcheckError(
+                f"--terms: {brief(part.strip())} names a feature outside "
+                f"{base}..{width - 1 + base}, the training width"
+            )
+        out.append(_term(int(m.group(1)), int(m.group(2)), width, base, "--terms"))
     return tuple(out)
 
 
-def _load_json(path: str, what: str) -> Any:
-    try:
-        with open(path, "rb") as f:
-            raw = f.read(MAX_SPEC_BYTES * 64 + 1)
-    except OSError as e:
-        raise DataFormatError(path, None, f"cannot read {what}: {e.strerror or e}") from None
-    if len(raw) > MAX_SPEC_BYTES * 64:
-        raise DataFormatError(path, None, f"too large for {what}")
-    try:
-        return json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        line = getattr(e, "lineno", None)
-        reason = getattr(e, "msg", "not UTF-8 text")
-        raise DataFormatError(path, line, f"not {what}: {reason}") from None
-
-
 def terms_from_check(
-    path: str, top: int, width: int, *, zero_based: bool = False
+    path: str, top: int, width: int, *, zero_based: bool = False, memory_limit: int | None = None
 ) -> tuple[tuple[int, int], ...]:
-    """The top ``top`` terms of a check's ``explain`` block (``--from-check``)."""
-    v = _load_json(path, "a kcheck verdict (JSON)")
+    """The top ``top`` terms of a check's ``explain`` block (``--from-check``), read within
+    :func:`kcheck.ownformat.byte_cap` of CHECK_JSON_BYTES."""
+    what = "a kcheck verdict (JSON)"
+    v = read_json(path, cap=byte_cap(CHECK_JSON_BYTES, memory_limit), what=what)
+
+    def bad(why: str) -> DataFormatError:
+        return DataFormatError(path, None, why)
+
     ex = v.get("explain") if isinstance(v, dict) else None
     if not isinstance(ex, dict):
-        raise KcheckError(f"{path}: has no explain block; run kcheck check --explain -o {path}")
-    if not ex.get("available"):
-        raise KcheckError(f"{path}: no explanation is available ({ex.get('reason')})")
+        raise bad(f"has no explain block; run kcheck check --explain -o {path}")
+    if ex.get("available") is not True:
+        reason = ex.get("reason")
+        raise bad(f"no explanation is available ({reason if isinstance(reason, str) else '-'})")
     base = ex.get("index_base")
     terms = ex.get("terms")
-    if base not in (0, 1) or not isinstance(terms, list):
-        raise KcheckError(f"{path}: explain.terms or explain.index_base is malformed")
+    if not is_int(base) or base not in (0, 1) or not isinstance(terms, list):
+        raise bad("explain.terms or explain.index_base is malformed")
     if base != (0 if zero_based else 1):
-        raise KcheckError(
-            f"{path}: its indices are {base}-based; "
+        raise bad(
+            f"its indices are {base}-based; "
             + ("drop --zero-based" if zero_based else "give --zero-based")
         )
     if top < 1:
         raise KcheckError("--top must be at least 1")
     if top > len(terms):
-        raise KcheckError(f"--top {top}: {path} lists only {len(terms)} terms")
+        raise bad(f"--top {top}: it lists only {len(terms)} terms")
     out = []
     for t in terms[:top]:
         f = t.get("features") if isinstance(t, dict) else None
-        if not (isinstance(f, list) and len(f) == 2 and all(type(x) is int for x in f)):
-            raise KcheckError(f"{path}: a term of explain.terms is malformed: {t!r}")
+        if not (isinstance(f, list) and len(f) == 2 and all(is_int(x) for x in f)):
+            raise bad(f"a term of explain.terms is malformed: {brief(t)}")
         out.append(_term(f[0], f[1], width, base, path))
     return tuple(out)
 
@@ -162,19 +167,20 @@ def write_spec(path: str, spec: TermSpec, *, zero_based: bool = False) -> None:
 
 def read_spec(path: str, *, width: int | None = None) -> TermSpec:
     """A term spec, checked in full: its format and version, a width that matches the range
-    file's (``width``), and every term inside it. Anything else is one error naming the file."""
-    v = _load_json(path, "a term spec (JSON)")
+    file's (``width``), and every term inside it. Anything else is one error naming the file.
+    It is read within MAX_SPEC_BYTES (20 terms take a few hundred bytes)."""
+    v = read_json(path, cap=MAX_SPEC_BYTES, what="a term spec (JSON)")
 
     def bad(why: str) -> DataFormatError:
         return DataFormatError(path, None, f"not a valid term spec: {why}")
 
     if not isinstance(v, dict) or v.get("format") != SPEC_FORMAT:
         raise bad(f'"format" must be "{SPEC_FORMAT}"')
-    if v.get("version") != SPEC_VERSION:
-        raise bad(f"version {v.get('version')!r} is not {SPEC_VERSION}")
+    if not is_int(v.get("version")) or v.get("version") != SPEC_VERSION:
+        raise bad(f"version {brief(v.get('version'))} is not {SPEC_VERSION}")
     n, base, terms = v.get("width"), v.get("index_base"), v.get("terms")
-    if type(n) is not int or n < 1 or n >= 2**31:
-        raise bad(f'"width" must be a positive integer, got {n!r}')
+    if not is_int(n) or n < 1 or n >= 2**31:
+        raise bad(f'"width" must be a positive integer, got {brief(n)}')
     if width is not None and n != width:
         raise bad(f"its width {n} is not the range file's {width}")
     if base not in (0, 1) or type(base) is not int:
@@ -183,8 +189,8 @@ def read_spec(path: str, *, width: int | None = None) -> TermSpec:
         raise bad(f'"terms" must list 1 to {MAX_TERMS:,} [i, j] pairs')
     out = []
     for t in terms:
-        if not (isinstance(t, list) and len(t) == 2 and all(type(x) is int for x in t)):
-            raise bad(f"term {t!r} is not an [i, j] pair of integers")
+        if not (isinstance(t, list) and len(t) == 2 and all(is_int(x) for x in t)):
+            raise bad(f"term {brief(t)} is not an [i, j] pair of integers")
         try:
             out.append(_term(t[0], t[1], n, base, path))
         except KcheckError as e:

@@ -9,6 +9,7 @@ commands cannot disagree about what data they accept or how labels are coded.
 from __future__ import annotations
 
 import hashlib
+import operator
 import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator
@@ -19,7 +20,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from kcheck.data import LibsvmBlocks, Sample, dropped_warning, read_libsvm, sample_libsvm
-from kcheck.defaults import MIN_ROWS, MIN_ROWS_PER_CLASS
+from kcheck.defaults import MAX_ROWS, MIN_ROWS, MIN_ROWS_PER_CLASS
 from kcheck.errors import KcheckError, KcheckWarning
 from kcheck.memory import check_fits, csr_bytes, max_data_bytes, size_text
 from kcheck.reservoir import METHOD
@@ -379,20 +380,31 @@ def sampling_json(sample: Sample, max_rows: int | str) -> dict[str, Any]:
 
 
 def parse_max_rows(value: int | str | None) -> int | str | None:
-    """``--max-rows``: a number of rows (at least MIN_ROWS) or ``"auto"``; None is no limit."""
+    """``--max-rows``: a number of rows (MIN_ROWS to MAX_ROWS) or ``"auto"``; None is no
+    limit. A number of 400 digits is refused, not an OverflowError in the sampler."""
     if value is None:
         return None
     if isinstance(value, str):
         text = value.strip().lower()
         if text == AUTO_ROWS:
             return AUTO_ROWS
-        try:
-            value = int(text.replace("_", "").replace(",", ""))
-        except ValueError:
-            raise KcheckError(f"--max-rows takes a number of rows or auto, got {value!r}") from None
-    if isinstance(value, bool) or value < MIN_ROWS:
+        digits = text.replace("_", "").replace(",", "")
+        if not (digits.isascii() and digits.isdigit()):
+            shown = text if len(text) <= 40 else text[:37] + "..."
+            raise KcheckError(f"--max-rows takes a number of rows or auto, got {shown!r}")
+        # More digits than MAX_ROWS has is over it: no int() of 5,000 digits.
+        value = int(digits) if len(digits) <= len(str(MAX_ROWS)) else MAX_ROWS + 1
+    try:
+        n = operator.index(value) if not isinstance(value, bool) else None
+    except TypeError:
+        n = None
+    if n is None:
+        raise KcheckError(f"--max-rows takes a number of rows or auto, got {value!r}")
+    if n < MIN_ROWS:
         raise KcheckError(f"--max-rows must be at least {MIN_ROWS} (or auto)")
-    return int(value)
+    if n > MAX_ROWS:
+        raise KcheckError(f"--max-rows must be at most {MAX_ROWS:,} (or auto)")
+    return n
 
 
 def _validate(path: str, rows: int, classes: np.ndarray) -> None:

@@ -5,14 +5,15 @@ interval, the epsilon line, and the verdict and margin as colour and label; erro
 lines show as such. Below it a table, sortable by a small inline script. Nothing is loaded
 from outside the file, so CI can attach it as an artifact and it opens anywhere.
 
-The results file may come from anywhere: every line is parsed and checked for the fields the
-page uses, and a bad one is an error naming its line.
+The results file may come from anywhere: it is read line by line within a cap
+(:mod:`kcheck.ownformat`), every line is parsed and checked for the fields the page uses, and
+a bad one is an error naming its line. Every text the page shows is escaped for HTML, and any
+character a file name may hold (a newline, an undecodable byte) is shown escaped.
 """
 
 from __future__ import annotations
 
 import html
-import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -20,7 +21,16 @@ from typing import Any
 
 from kcheck.checkers import registry
 from kcheck.defaults import DEFAULT_METRIC, METRIC_NAMES, METRICS
-from kcheck.errors import DataFormatError
+from kcheck.errors import DataFormatError, printable
+from kcheck.ownformat import (
+    RESULTS_BYTES,
+    RESULTS_LINE_BYTES,
+    epsilon_problem,
+    is_number,
+    iter_lines,
+    loads,
+    open_input,
+)
 
 __all__ = ["Row", "read_lines", "render"]
 
@@ -34,7 +44,7 @@ def colours() -> dict[str, str]:
 
 
 #: A results file larger than this is not one batch wrote (a million data sets).
-MAX_BYTES = 1 << 30
+MAX_BYTES = RESULTS_BYTES
 
 
 @dataclass(frozen=True)
@@ -56,7 +66,8 @@ class Row:
 
 
 def _number(x: Any) -> float | None:
-    return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) else None
+    """A finite number as a float; None for anything else (a bool, a string, 1e999)."""
+    return float(x) if is_number(x) else None
 
 
 def _row(line: Any, path: str, lineno: int) -> Row:
@@ -72,7 +83,8 @@ def _row(line: Any, path: str, lineno: int) -> Row:
         raise bad('"name" and "status" (ok, error or skipped) are required')
     if status != "ok":
         note = line.get("error") if status == "error" else line.get("reason")
-        return Row(name, status, None, None, None, None, {}, str(note or status), None, None)
+        text = note if isinstance(note, str) and note else status
+        return Row(name, status, None, None, None, None, {}, text, None, None)
     return _ok_row(line, name, bad)
 
 
@@ -82,10 +94,15 @@ def _ok_row(line: dict[str, Any], name: str, bad: Callable[[str], DataFormatErro
     verdict, margin = line.get("verdict"), line.get("margin")
     epsilon = _number(line.get("epsilon"))
     checkers = line.get("checkers")
-    if verdict not in VERDICT_COLOURS or margin not in ("clear", "borderline"):
-        raise bad('"verdict" and "margin" are missing or unknown')
+    if not isinstance(verdict, str) or verdict not in VERDICT_COLOURS:
+        raise bad('"verdict" is missing or unknown')
+    if margin not in ("clear", "borderline"):
+        raise bad('"margin" is missing or unknown')
     if epsilon is None or not isinstance(checkers, dict):
         raise bad('"epsilon" and "checkers" are required on an ok line')
+    problem = epsilon_problem(epsilon)
+    if problem is not None:
+        raise bad(problem)
     gaps = _gaps(checkers, bad)
     data = line.get("data")
     rows = data.get("rows") if isinstance(data, dict) else None
@@ -102,7 +119,7 @@ def _ok_row(line: dict[str, Any], name: str, bad: Callable[[str], DataFormatErro
         deciding if isinstance(deciding, str) else None,
         gaps,
         None,
-        rows if isinstance(rows, int) else None,
+        rows if type(rows) is int and rows >= 0 else None,
         _number(line.get("seconds")),
         str(metric),
     )
@@ -133,25 +150,27 @@ def _interval(ci: Any) -> tuple[float | None, float | None]:
 
 
 def read_lines(path: str) -> list[Row]:
-    """The latest line of each name in a batch's JSON lines (a resumed batch appends)."""
-    try:
-        with open(path, "rb") as f:
-            raw = f.read(MAX_BYTES + 1)
-    except OSError as e:
-        raise DataFormatError(path, None, f"cannot read: {e.strerror or e}") from None
-    if len(raw) > MAX_BYTES:
-        raise DataFormatError(path, None, "too large for a batch's results")
+    """The latest line of each name in a batch's JSON lines (a resumed batch appends).
+
+    Read as a stream: at most MAX_BYTES in all, and a line at most RESULTS_LINE_BYTES (one
+    check's JSON), so ``/dev/zero`` or an endless pipe is refused at once; only the rows are
+    kept.
+    """
     rows: dict[str, Row] = {}
-    for lineno, text in enumerate(raw.split(b"\n"), start=1):
-        if not text.strip():
-            continue
-        try:
-            line = json.loads(text.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError):
-            raise DataFormatError(path, lineno, "not a JSON line") from None
-        row = _row(line, path, lineno)
-        rows.pop(row.name, None)
-        rows[row.name] = row
+    what = "a batch's results"
+    with open_input(path, what) as f:
+        for lineno, text in iter_lines(
+            f, path, line_cap=RESULTS_LINE_BYTES, total_cap=MAX_BYTES, what=what
+        ):
+            if text is None:
+                raise DataFormatError(
+                    path, lineno, f"not a JSON line: longer than {RESULTS_LINE_BYTES:,} bytes"
+                )
+            if not text.strip():
+                continue
+            row = _row(loads(text, path, lineno, "a JSON line"), path, lineno)
+            rows.pop(row.name, None)
+            rows[row.name] = row
     if not rows:
         raise DataFormatError(path, None, "no result lines (kcheck batch -o FILE writes them)")
     return list(rows.values())
@@ -167,7 +186,10 @@ TOP = 44
 
 
 def _esc(x: object) -> str:
-    return html.escape(str(x), quote=True)
+    """Text for HTML: markup escaped, and control characters and lone surrogates (a file
+    name's undecodable bytes, a ``"\\ud800"`` in a line) shown as escapes, so that the page is
+    valid UTF-8 whatever the names hold."""
+    return html.escape(printable(str(x)), quote=True)
 
 
 def _points(x: float) -> str:

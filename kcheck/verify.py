@@ -9,7 +9,6 @@ reference can differ only in what they measure, never in how they read data or d
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
 import time
 from collections.abc import Callable
@@ -25,14 +24,16 @@ from kcheck.defaults import (
     EPSILON,
     FOLDS,
     MAX_SEED,
+    METRICS,
     MODEL_KINDS,
     SCALINGS,
     Progress,
     check_common,
     no_progress,
 )
-from kcheck.errors import KcheckError, recorded_warnings
+from kcheck.errors import DataFormatError, KcheckError, recorded_warnings
 from kcheck.memory import default_memory_limit
+from kcheck.ownformat import CHECK_JSON_BYTES, brief, byte_cap, epsilon_problem, is_int, read_json
 from kcheck.prepare import (
     Prepared,
     TestFile,
@@ -104,7 +105,7 @@ def run(config: VerifyConfig, progress: Progress | None = None) -> VerifyResult:
     config = config.validated()
     report = progress or no_progress
     t_start = time.perf_counter()
-    check = _read_check_json(config.check_json) if config.check_json else None
+    check = _read_check_json(config.check_json, config.memory_limit) if config.check_json else None
     config, epsilon = _settings(config, check)
     assert config.seed is not None and config.metric is not None
     with recorded_warnings() as notes:
@@ -290,45 +291,63 @@ def _settings(config: VerifyConfig, check: dict[str, Any] | None) -> tuple[Verif
     return config.validated(), epsilon
 
 
-def _read_check_json(path: str) -> dict[str, Any]:
-    """A saved ``kcheck check`` verdict: schema 1, a linear/kernel verdict and the data's hash.
+def _read_check_json(path: str, memory_limit: int | None = None) -> dict[str, Any]:
+    """A saved ``kcheck check`` verdict: a readable schema, a linear/kernel verdict and the
+    data's hash, with every setting it records of its type and within the options' own rules
+    (an epsilon as ``--epsilon`` takes it, a seed as ``--seed``).
 
-    Without ``data.sha256`` (a verdict from a kcheck before the hash existed) nothing ties the
-    verdict to the data being verified, so it is refused.
+    Read within :func:`kcheck.ownformat.byte_cap` (a verdict is kilobytes) and bounded in
+    nesting and digits. Without ``data.sha256`` (a verdict from a kcheck before the hash
+    existed) nothing ties the verdict to the data being verified, so it is refused.
     """
-    try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-    except OSError as e:
-        raise KcheckError(f"{path}: cannot read: {e.strerror or e}") from None
-    except (ValueError, UnicodeDecodeError) as e:
-        raise KcheckError(f"{path}: not a JSON file ({e})") from None
+    what = "a kcheck check verdict (JSON)"
+    data = read_json(path, cap=byte_cap(CHECK_JSON_BYTES, memory_limit), what=what)
+    version = data.get("schema_version") if isinstance(data, dict) else None
     if (
         not isinstance(data, dict)
-        or data.get("schema_version") not in READABLE_CHECK_SCHEMAS
+        or not is_int(version)
+        or version not in READABLE_CHECK_SCHEMAS
         or data.get("kind", "check") != "check"
         or data.get("verdict") not in MODEL_KINDS
     ):
-        raise KcheckError(
-            f"{path}: not a kcheck check verdict (schema_version "
-            f"{' or '.join(map(str, READABLE_CHECK_SCHEMAS))})"
+        raise DataFormatError(
+            path,
+            None,
+            "not a kcheck check verdict (schema_version "
+            f"{' or '.join(map(str, READABLE_CHECK_SCHEMAS))})",
         )
-    scaling = data.get("scaling")
-    if (
-        not isinstance(data.get("epsilon", 0.0), (int, float))
-        or not isinstance(data.get("seed", 0), int)
-        or not isinstance(scaling if scaling is not None else {}, dict)
-        or (isinstance(scaling, dict) and scaling.get("method", "maxabs") not in SCALINGS)
-    ):
-        raise KcheckError(f"{path}: not a kcheck check verdict (bad epsilon, seed or scaling)")
+    problem = _settings_problem(data)
+    if problem is not None:
+        raise DataFormatError(path, None, f"not a kcheck check verdict: {problem}")
     block = data.get("data")
     sha = block.get("sha256") if isinstance(block, dict) else None
     if not (isinstance(sha, str) and re.fullmatch(r"[0-9a-f]{64}", sha)):
-        raise KcheckError(
-            f"{path}: the verdict has no data.sha256, so nothing ties it to the data being "
-            "verified; re-run kcheck check on the data to get one"
+        raise DataFormatError(
+            path,
+            None,
+            "the verdict has no data.sha256, so nothing ties it to the data being verified; "
+            "re-run kcheck check on the data to get one",
         )
     return data
+
+
+def _settings_problem(data: dict[str, Any]) -> str | None:
+    """What is wrong with the settings a verdict records, which verify takes as its own."""
+    if "epsilon" in data:
+        problem = epsilon_problem(data["epsilon"])
+        if problem is not None:
+            return problem
+    seed = data.get("seed", 0)
+    if not is_int(seed) or not 0 <= seed <= MAX_SEED:
+        return f"seed must be an integer in 0..{MAX_SEED}, got {brief(seed)}"
+    scaling = data.get("scaling")
+    if scaling is not None and (
+        not isinstance(scaling, dict) or scaling.get("method", DEFAULT_SCALING) not in SCALINGS
+    ):
+        return f"scaling.method must be one of {', '.join(SCALINGS)}"
+    if data.get("metric") not in (None, *METRICS):
+        return f"metric must be one of {', '.join(METRICS)}"
+    return None
 
 
 def _from_check(option: str, explicit: Any, recorded: Any, default: Any, path: str | None) -> Any:

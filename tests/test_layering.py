@@ -18,6 +18,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "kcheck"
 LAYERS: list[set[str]] = [
     {"kcheck.cli", "kcheck.__main__"},
     {
+        "kcheck.ownformat",
         "kcheck.batch",
         "kcheck.batch.discovery",
         "kcheck.batch.lines",

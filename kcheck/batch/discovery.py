@@ -8,15 +8,18 @@ from __future__ import annotations
 
 import bz2
 import gzip
+import io
 import lzma
 import os
 import re
+import sys
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import IO, Any
 
-from kcheck.errors import KcheckError
+from kcheck.errors import DataFormatError, KcheckError
+from kcheck.ownformat import PATH_LIST_BYTES, byte_cap, iter_lines, open_input
 
 #: Suffixes read through transparent decompression; stripped from a data set's name.
 COMPRESSION_SUFFIXES = (".gz", ".bz2", ".xz")
@@ -47,6 +50,8 @@ SNIFF_BYTES = 8192
 #: Standard input as a data set: ``-`` among the paths, as in ``kcheck check -``.
 STDIN = "-"
 STDIN_NAME = "<stdin>"
+#: The longest path a ``--files-from`` line may hold: Linux's PATH_MAX.
+MAX_PATH_BYTES = 4096
 
 _NUMBER = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"
 _LABEL_RE = re.compile(_NUMBER + r"\Z")
@@ -169,6 +174,50 @@ def sniff(path: str) -> str | None:
             return f"not LIBSVM data (line {number}: {bad[:20]!r} is not index:value)"
         return None
     return "empty" if not head.strip() else "no data line (only comments)"
+
+
+def read_path_list(source: str, memory_limit: int | None = None) -> list[str]:
+    """``--files-from``: one path a line (``-``: standard input); blank lines are ignored.
+
+    A line is a path as the file system has it: any bytes but NUL (an undecodable one kept as
+    Python keeps it in a file name), at most MAX_PATH_BYTES. The list is read in chunks up to
+    :func:`kcheck.ownformat.byte_cap` of PATH_LIST_BYTES, so ``/dev/zero`` is refused at its
+    first line and an endless stream at the cap.
+    """
+    what = "a --files-from list of paths"
+    shown = "<stdin>" if source == STDIN else source
+    f = _stdin_bytes() if source == STDIN else open_input(source, what)
+    paths: list[str] = []
+    try:
+        lines = iter_lines(
+            f,
+            shown,
+            line_cap=MAX_PATH_BYTES,
+            total_cap=byte_cap(PATH_LIST_BYTES, memory_limit),
+            what=what,
+        )
+        for lineno, raw in lines:
+            if raw is None:
+                raise DataFormatError(
+                    shown, lineno, f"longer than {MAX_PATH_BYTES:,} bytes: not a path"
+                )
+            if b"\0" in raw:
+                raise DataFormatError(shown, lineno, "a NUL byte: not a path")
+            path = os.fsdecode(raw.removesuffix(b"\r"))
+            if path.strip():
+                paths.append(path)
+    finally:
+        if source != STDIN:
+            f.close()
+    return paths
+
+
+def _stdin_bytes() -> IO[bytes]:
+    """Standard input as bytes (a text stand-in, as in tests, through its text)."""
+    buffer = getattr(sys.stdin, "buffer", None)
+    if buffer is not None:
+        return buffer  # type: ignore[no-any-return]
+    return io.BytesIO(sys.stdin.read().encode("utf-8", "surrogateescape"))
 
 
 def _walk(top: str) -> Iterator[str]:

@@ -1,4 +1,5 @@
-"""When a saved line may be reused (``--resume``): its key, over data, options and version."""
+"""When a saved line may be reused (``--resume``): its key, over data, options and version,
+and every field that kcheck reads of it of its type."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from kcheck import __version__
 from kcheck.batch.discovery import STDIN, DataSet
 from kcheck.data import content_sha256
 from kcheck.errors import KcheckError
+from kcheck.ownformat import ok_line_problem
 from kcheck.pipeline import CheckConfig
 
 #: CheckConfig fields that cannot change a line apart from its timing: the files (their content
@@ -84,3 +86,14 @@ def current_key(ds: DataSet, template: CheckConfig) -> str | None:
     except KcheckError:
         return None  # unreadable now: checking it records the error
     return resume_key(template, data_sha, test_sha)
+
+
+def reusable(line: dict[str, Any], ds: DataSet, template: CheckConfig) -> bool:
+    """Whether a saved ok line stands for ``ds`` checked now: its fields are of their types
+    (:func:`kcheck.ownformat.ok_line_problem`; a line edited by hand whose ``resume_key``
+    survived is not shown or carried over, but checked again) and its key is the one ``ds``
+    would have now."""
+    key = line.get("resume_key")
+    if not isinstance(key, str) or ok_line_problem(line) is not None:
+        return False
+    return key == current_key(ds, template)

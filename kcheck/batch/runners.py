@@ -33,7 +33,7 @@ from kcheck.batch.progress import (
     starting,
     step,
 )
-from kcheck.batch.resume import current_key, with_key
+from kcheck.batch.resume import reusable, with_key
 from kcheck.batch.writer import LineWriter
 from kcheck.cluster import Scheduler, Session, same_files, shared_path
 from kcheck.errors import KcheckError
@@ -205,13 +205,12 @@ def _reusable(
     stale: set[str] = set()
     if writer is None:
         return reused, stale
-    prior = writer.prior()
+    prior = writer.prior(template.memory_limit)
     saved = [ds for ds in datasets if prior.get(ds.name, {}).get("status") == "ok"]
     for i, ds in enumerate(saved):
         report(step(f"comparing saved results with the data: {ds.name}", i, len(saved)))
         line = prior[ds.name]
-        key = line.get("resume_key")
-        if key is not None and key == current_key(ds, template):
+        if reusable(line, ds, template):
             reused[ds.name] = line
         else:
             stale.add(ds.name)

@@ -20,34 +20,50 @@ from typing import IO, Any
 
 from kcheck.atomic import mode_for
 from kcheck.batch.discovery import STDIN
-from kcheck.errors import KcheckError
+from kcheck.errors import DataFormatError, KcheckError
+from kcheck.ownformat import RESULTS_BYTES, RESULTS_LINE_BYTES, byte_cap, iter_lines, loads
 
 
-def read_results(path: str) -> dict[str, dict[str, Any]]:
+def read_results(path: str, memory_limit: int | None = None) -> dict[str, dict[str, Any]]:
     """For each name whose latest line in a JSON-lines file has status ok, that line.
 
     A missing file has none. Lines that do not parse (for example one torn by a power cut)
     are ignored, so their data sets run again; so do those whose latest line is an error.
     """
-    latest = _latest_lines([path])
+    latest = _latest_lines([path], memory_limit)
     return {name: line for name, line in latest.items() if line.get("status") == "ok"}
 
 
-def _latest_lines(paths: Sequence[str]) -> dict[str, dict[str, Any]]:
-    """Each name's last line over the files, read in order; unreadable lines are ignored."""
+def _latest_lines(
+    paths: Sequence[str], memory_limit: int | None = None
+) -> dict[str, dict[str, Any]]:
+    """Each name's last line over the files, read in order; unreadable lines are ignored.
+
+    Each file is read as a stream within :func:`kcheck.ownformat.byte_cap` of RESULTS_BYTES
+    (more is an error), and a line within that of RESULTS_LINE_BYTES (a longer one is
+    skipped unread, like a torn one): a symlink to ``/dev/zero`` is refused, not read until
+    memory runs out. A line is parsed within kcheck's bounds of nesting and digits.
+    """
     latest: dict[str, dict[str, Any]] = {}
+    line_cap = byte_cap(RESULTS_LINE_BYTES, memory_limit)
+    total_cap = byte_cap(RESULTS_BYTES, memory_limit)
+    what = "a batch's results (--resume)"
     for path in paths:
         try:
-            f = open(path, encoding="utf-8", errors="replace")
+            f = open(path, "rb")
         except FileNotFoundError:
             continue
         except OSError as e:
-            raise KcheckError(f"{path}: cannot read: {e.strerror or e}") from None
+            raise DataFormatError(path, None, f"cannot read: {e.strerror or e}") from None
         with f:
-            for text in f:
+            for lineno, text in iter_lines(
+                f, path, line_cap=line_cap, total_cap=total_cap, what=what
+            ):
+                if text is None or not text.lstrip().startswith(b"{"):
+                    continue
                 try:
-                    line = json.loads(text)
-                except ValueError:
+                    line = loads(text, path, lineno, "a JSON line")
+                except DataFormatError:
                     continue
                 if isinstance(line, dict) and isinstance(line.get("name"), str):
                     latest[line["name"]] = line
@@ -96,11 +112,12 @@ class LineWriter:
         """``FILE.partial`` while lines go there; None for stdout or a device."""
         return self._partial
 
-    def prior(self) -> dict[str, dict[str, Any]]:
-        """Each name's latest line in ``FILE`` and then ``FILE.partial`` (for ``--resume``)."""
+    def prior(self, memory_limit: int | None = None) -> dict[str, dict[str, Any]]:
+        """Each name's latest line in ``FILE`` and then ``FILE.partial`` (for ``--resume``),
+        read within caps that ``memory_limit`` (None: the default) sets."""
         if self._partial is None:
             return {}
-        return _latest_lines([self._target, self._partial])
+        return _latest_lines([self._target, self._partial], memory_limit)
 
     def start(self, lines: Sequence[dict[str, Any]] = ()) -> None:
         """Begin ``FILE.partial`` afresh with ``lines``: a new file renamed into place, so an

@@ -38,21 +38,6 @@ def _names(lines: list[dict[str, Any]], limit: int = 5) -> str:
     )
 
 
-def _read_path_list(source: str) -> list[str]:
-    """``--files-from``: one path a line (``-``: stdin); blank lines are ignored."""
-    try:
-        if source == "-":
-            text = sys.stdin.read()
-        else:
-            with open(source, encoding="utf-8") as f:
-                text = f.read()
-    except OSError as e:
-        raise KcheckError(f"--files-from {source}: cannot read: {e.strerror or e}") from None
-    except UnicodeDecodeError as e:
-        raise KcheckError(f"--files-from {source}: not UTF-8 text ({e.reason})") from None
-    return [line.rstrip("\r") for line in text.split("\n") if line.strip()]
-
-
 @click.command(short_help="Check every data set in DIRs and FILEs; one JSON line each.")
 @click.argument("paths", nargs=-1, required=False, metavar="DIR|FILE...")
 @click.option(
@@ -207,7 +192,7 @@ class _BatchRun:
                 "own process, which a Dask worker may not start"
             )
         scheduler = cluster_from(scheduler, jobs_given)
-        named = _named(paths, files_from)
+        named = _named(paths, files_from, opts["memory_limit"])
         destination = _destination(output)
         if resume and destination in (None, "-"):
             raise click.UsageError("--resume needs -o FILE: the results to resume from")
@@ -245,13 +230,16 @@ class _BatchRun:
         )
 
 
-def _named(paths: tuple[str, ...], files_from: str | None) -> list[str]:
-    """The DIRs and FILEs given, and those listed by ``--files-from``."""
+def _named(paths: tuple[str, ...], files_from: str | None, memory_limit: int | None) -> list[str]:
+    """The DIRs and FILEs given, and those listed by ``--files-from`` (read within caps that
+    the memory limit sets: kcheck.batch.discovery.read_path_list)."""
+    from kcheck.batch.discovery import read_path_list
+
     named = list(paths)
     if files_from is not None:
         if files_from == "-" and "-" in named:
             raise click.UsageError("--files-from - and - (data on stdin) cannot both read stdin")
-        named += _read_path_list(files_from)
+        named += read_path_list(files_from, memory_limit)
     if not named:
         raise click.UsageError("give DIRs or FILEs to check, or --files-from FILE")
     return named
@@ -325,7 +313,7 @@ def _summarise(ui: Ui, run: _BatchRun, result: BatchResult, total: int) -> None:
             f"kcheck: reused {len(result.resumed)} of {total} results from {run.output} "
             f"(--resume); checked {total - len(result.resumed)} again, "
             f"{len(result.stale)} of them because their data, test file, options or "
-            "kcheck version changed"
+            "kcheck version changed, or their saved line was not well formed"
         )
     if ui.quiet:
         return

@@ -21,6 +21,7 @@ from kcheck.defaults import (
     DEFAULT_SCALING,
     EPSILON,
     EXACT_MODES,
+    MAX_ROWS,
     MAX_SEED,
     METRICS,
     MIN_ROWS,
@@ -113,12 +114,16 @@ class MaxRows(click.ParamType):  # type: ignore[type-arg, unused-ignore]
         elif str(value).strip().lower() == "auto":
             return "auto"
         else:
-            try:
-                n = int(str(value).strip().replace("_", "").replace(",", ""))
-            except ValueError:
-                self.fail(f"expected a number of rows or auto, got {value!r}", param, ctx)
+            digits = str(value).strip().replace("_", "").replace(",", "")
+            if not (digits.isascii() and digits.isdigit()):
+                shown = digits if len(digits) <= 40 else digits[:37] + "..."
+                self.fail(f"expected a number of rows or auto, got {shown!r}", param, ctx)
+            # More digits than MAX_ROWS has is over it: no int() of 5,000 digits.
+            n = int(digits) if len(digits) <= len(str(MAX_ROWS)) else MAX_ROWS + 1
         if n < MIN_ROWS:
             self.fail(f"must be at least {MIN_ROWS} rows (or auto), got {value}", param, ctx)
+        if n > MAX_ROWS:
+            self.fail(f"must be at most {MAX_ROWS:,} rows (or auto)", param, ctx)
         return n
 
 
