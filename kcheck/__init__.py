@@ -14,7 +14,7 @@ from kcheck.errors import KcheckError
 __version__ = "0.4.1"
 
 #: What ``kcheck.NAME`` finds in kcheck.api, imported on first use.
-_API = ("check", "check_file", "Result", "Model", "Gap")
+_API = ("check", "check_file", "Result", "Model", "Gap", "Event")
 
 __all__ = ["KcheckError", "__version__", *_API]
 

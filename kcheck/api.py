@@ -29,7 +29,7 @@ from kcheck import models, predict
 from kcheck.arrays import ArrayTest, as_csr, prepare_arrays
 from kcheck.atomic import atomic_paths
 from kcheck.config import CheckConfig
-from kcheck.defaults import MAX_SEED, Progress
+from kcheck.defaults import MAX_SEED, Event, Progress, no_progress
 from kcheck.errors import KcheckError, recorded_warnings
 from kcheck.expand import spec_path
 from kcheck.memory import default_memory_limit
@@ -431,14 +431,14 @@ def _quiet(progress: Progress | None, verbose: bool) -> Iterator[Progress]:
     """The progress callback to pass down (the caller's, a line a stage on stderr with
     ``verbose``, or none), which also stops the call once Ctrl-C has come (below)."""
     if progress is not None and not callable(progress):
-        raise TypeError("progress must be a function (stage, done, total)")
-    shown = progress or (_stage_lines() if verbose else _silent)
+        raise TypeError("progress must be a function of one kcheck.Event")
+    shown = progress or (_stage_lines() if verbose else no_progress)
     with _interruptible() as interrupted:
 
-        def report(stage: str, done: int | None, total: int | None) -> None:
+        def report(event: Event) -> None:
             if interrupted.is_set():
                 raise KeyboardInterrupt
-            shown(stage, done, total)
+            shown(event)
 
         yield report
         if interrupted.is_set():
@@ -448,10 +448,10 @@ def _quiet(progress: Progress | None, verbose: bool) -> Iterator[Progress]:
 def _stage_lines() -> Progress:
     last = [""]
 
-    def say(stage: str, done: int | None, total: int | None) -> None:
-        if stage != last[0]:
-            last[0] = stage
-            print(f"kcheck: {stage}", file=sys.stderr)
+    def say(event: Event) -> None:
+        if event.stage != last[0]:
+            last[0] = event.stage
+            print(f"kcheck: {event.stage}", file=sys.stderr)
 
     return say
 
@@ -488,7 +488,3 @@ def _interruptible() -> Iterator[threading.Event]:
         if ours:
             signal.signal(signal.SIGINT, signal.default_int_handler)
             sys.unraisablehook = hook
-
-
-def _silent(stage: str, done: int | None, total: int | None) -> None:
-    return None

@@ -18,6 +18,7 @@ __all__ = [
     "as_binding_csr",
     "binding_data",
     "indices_sorted",
+    "kernel_data",
     "kernel_rows",
     "squared_distances",
     "weight_options",
@@ -106,6 +107,17 @@ def squared_distances(
     if Z is None:
         np.fill_diagonal(D, 0.0)
     return D
+
+
+def kernel_data(K: np.ndarray, y: np.ndarray) -> tuple[sp.csr_matrix, np.ndarray]:
+    """A kernel matrix of the training rows and their labels as LIBSVM's ``-t 4`` takes them,
+    checked: :func:`kernel_rows` with serial numbers, contiguous float64 labels."""
+    yb = np.ascontiguousarray(y, dtype=np.float64)
+    if K.ndim != 2 or K.shape[0] != K.shape[1] or K.shape[0] != yb.shape[0]:
+        raise EngineError(f"a kernel matrix of shape {K.shape} for {yb.shape[0]} labels")
+    if yb.shape[0] == 0:
+        raise EngineError("cannot train on zero rows")
+    return kernel_rows(K, serial=True), yb
 
 
 def kernel_rows(K: np.ndarray, serial: bool) -> sp.csr_matrix:

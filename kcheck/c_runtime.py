@@ -17,6 +17,8 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
+from kcheck.seeds import c_seed
+
 __all__ = [
     "captured_stderr",
     "library_reason",
@@ -33,7 +35,7 @@ _libc.srand.restype = None
 
 def seed_c_rand(seed: int) -> None:
     """Seed the C ``rand()`` that LIBLINEAR/LIBSVM use for CV folds (process-wide state)."""
-    _libc.srand(ctypes.c_uint(seed & 0xFFFFFFFF))
+    _libc.srand(ctypes.c_uint(c_seed(seed)))
 
 
 def _load_gomp() -> ctypes.CDLL | None:

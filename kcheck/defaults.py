@@ -7,6 +7,7 @@ The CLI builds its options from these, and the core validates against them, so a
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from kcheck.errors import KcheckError
 
@@ -57,11 +58,36 @@ MAX_ROWS = 2**53
 #: classes in 6,000 rows took minutes and scored 0.03% for every method.
 MIN_ROWS_PER_CLASS = 5
 
-#: progress(stage, done, total): a short stage description; done/total count steps, or None.
-Progress = Callable[[str, "int | None", "int | None"], None]
+
+@dataclass(frozen=True)
+class Event:
+    """One progress report, the one format of progress and logs: a display reads its fields,
+    and a log writes :attr:`text`.
+
+    ``stage`` is what is happening (``degree-2 checker``), as a display shows it. ``done`` of
+    ``total`` count its steps (None: it counts none); ``unit`` names them where they are not
+    the stage's own steps (``data sets``). ``predicted_seconds`` is the stage's counted cost
+    where the plan has one (reference seconds, kcheck.plan). ``line`` is the report as one line
+    of text where that is not the stage (a batch's ``2/5 done; checking a, b``).
+    """
+
+    stage: str
+    done: int | None = None
+    total: int | None = None
+    unit: str | None = None
+    predicted_seconds: float | None = None
+    line: str | None = None
+
+    @property
+    def text(self) -> str:
+        return self.line if self.line is not None else self.stage
 
 
-def no_progress(stage: str, done: int | None, total: int | None) -> None:
+#: Where progress goes: a function of each :class:`Event`.
+Progress = Callable[[Event], None]
+
+
+def no_progress(event: Event) -> None:
     """The progress callback of a caller that shows none."""
     return None
 

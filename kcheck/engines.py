@@ -10,6 +10,10 @@ CSR indices in place and draw cross-validation folds from the C library's proces
 * ``rand()`` is seeded right before each call that uses it, so results do not depend on what
   ran before in the process;
 * failures become :class:`~kcheck.errors.EngineError`.
+
+Only binding calls live here. What they take is prepared in :mod:`kcheck.binding_input`, the
+process-wide C state is :mod:`kcheck.c_runtime`, a linear model's numpy side is
+:mod:`kcheck.linear_weights`, and a loaded model file is checked in :mod:`kcheck.model_load`.
 """
 
 from __future__ import annotations
@@ -25,13 +29,12 @@ import scipy.sparse as sp
 from liblinear import liblinear as _ll
 from libsvm import svm as _svm
 
-from kcheck import modelfile
-from kcheck.atomic import scratch_directory
 from kcheck.binding_input import (
     ClassWeight,
     as_binding_csr,
     binding_data,
     indices_sorted,
+    kernel_data,
     kernel_rows,
     squared_distances,
     weight_options,
@@ -45,34 +48,57 @@ from kcheck.c_runtime import (
     weights_quiet,
 )
 from kcheck.errors import EngineError
-from kcheck.linear_weights import SOLVER, LinearWeights
+from kcheck.linear_weights import SOLVER, LinearWeights, nr_weight_vectors, split_bias
+
+__all__ = [
+    "BIAS",
+    "N_FOLDS",
+    "SOLVER",
+    "SVM_CACHE_MB",
+    "SVM_NODE_BYTES",
+    "ClassWeight",
+    "KernelProblem",
+    "LinearModel",
+    "Problem",
+    "RbfModel",
+    "SvmProblem",
+    "as_binding_csr",
+    "cv_kernel",
+    "cv_kernel_predictions",
+    "cv_linear_correct",
+    "cv_rbf",
+    "cv_rbf_correct",
+    "cv_rbf_predictions",
+    "fit_predict_kernel",
+    "fold_problem",
+    "indices_sorted",
+    "load_liblinear",
+    "load_libsvm",
+    "loaded_rbf",
+    "search_C",
+    "squared_distances",
+    "train_linear",
+    "train_rbf",
+]
 
 #: Bias term appended to every instance (``-B 1``); see DESIGN.md for why it matters.
 BIAS = 1.0
 #: Folds of LIBLINEAR's warm-start ``-C`` search.
 N_FOLDS = 5
-#: LIBLINEAR's Crammer-Singer solver, which keeps nr_class weight vectors even for two classes.
-MCSVM_CS = 4
+
+
+def _enough_rows(n_rows: int, folds: int) -> None:
+    if n_rows < folds:
+        raise EngineError(f"{n_rows} rows are too few for {folds}-fold CV")
 
 
 class LinearModel(LinearWeights):
     """A trained LIBLINEAR model: numpy weights to predict with (:class:`LinearWeights`), and
     the C model they came from, to save."""
 
-    def __getstate__(self) -> dict[str, Any]:
-        """Pickle the numpy weights only (a worker process sends its model back this way); the
-        C model is left behind, so an unpickled model predicts but cannot be saved."""
-        state = dict(self.__dict__)
-        state["_raw"] = None
-        return state
-
     def save(self, path: str) -> None:
-        """Save in LIBLINEAR's text format (readable by ``predict``), at the data's full width.
-
-        A model trained on the columns in use is written as if trained on all of them: the
-        other columns get weight 0, which is what full-width training gives them (their
-        gradient is 0, and the regulariser pulls them to 0).
-        """
+        """Save in LIBLINEAR's text format (readable by ``predict``), at the data's full width
+        (:meth:`LinearWeights.full_width`)."""
         if self._raw is None:
             raise EngineError("this model has no LIBLINEAR representation to save")
         raw = self._raw
@@ -88,15 +114,14 @@ class LinearModel(LinearWeights):
     def _full_width(self) -> tuple[_ll.model, tuple[Any, ...]]:
         """A LIBLINEAR model struct of the full width, pointing at numpy-owned weights (kept
         alive by the returned tuple; a struct made in Python is never freed by the C library)."""
-        assert self.columns is not None and self.width is not None
+        assert self.columns is not None
         src = self._raw
         nr_w = self.weights.shape[1]
-        has_bias = src.bias >= 0
-        w = np.zeros((self.width + (1 if has_bias else 0), nr_w), dtype=np.float64)
-        w[self.columns] = self.weights
-        if has_bias:
+        bias_row = None
+        if src.bias >= 0:
             trained = np.ctypeslib.as_array(src.w, shape=((self.columns.size + 1) * nr_w,))
-            w[self.width] = trained[self.columns.size * nr_w :]
+            bias_row = trained[self.columns.size * nr_w :]
+        w = self.full_width(bias_row)
         m = _ll.model()
         m.param = src.param
         m.nr_class = src.nr_class
@@ -140,20 +165,23 @@ def _parameter(C: float, eps: float | None, weights: str = "") -> _ll.parameter:
     return _ll.parameter(opts)
 
 
+def _check_linear(problem: Problem, param: _ll.parameter) -> None:
+    err = _ll.liblinear.check_parameter(problem._prob, param)
+    if err:
+        raise EngineError(f"LIBLINEAR: {err.decode()}")
+
+
 def search_C(problem: Problem, *, seed: int, eps: float | None = None) -> tuple[float, float]:
     """LIBLINEAR's warm-start ``-C`` search: 5-fold CV over C; returns (best C, CV accuracy).
 
     Calls ``find_parameters`` directly instead of ``train(..., '-C')``, which prints the result
     with a plain ``print`` even under ``-q``. Folds come from ``rand()``, seeded here.
     """
-    if problem.n_rows < N_FOLDS:
-        raise EngineError(f"{problem.n_rows} rows are too few for {N_FOLDS}-fold CV")
+    _enough_rows(problem.n_rows, N_FOLDS)
     param = _ll.parameter(
         f"-s {SOLVER} -B {BIAS:g} -C -q" + problem.weights + (f" -e {eps!r}" if eps else "")
     )
-    err = _ll.liblinear.check_parameter(problem._prob, param)
-    if err:
-        raise EngineError(f"LIBLINEAR: {err.decode()}")
+    _check_linear(problem, param)
     best_C = ctypes.c_double()
     best_p = ctypes.c_double()
     best_score = ctypes.c_double()
@@ -168,9 +196,10 @@ def search_C(problem: Problem, *, seed: int, eps: float | None = None) -> tuple[
     return C, float(best_score.value)
 
 
-def _fold_problem(problem: Problem, rows: np.ndarray, class_weight: ClassWeight) -> Problem:
+def fold_problem(problem: Problem, rows: np.ndarray, class_weight: ClassWeight) -> Problem:
     """The rows ``rows`` of ``problem`` as a LIBLINEAR problem that points into its node
-    arrays, as LIBLINEAR's own CV builds its folds: 16 bytes a row, no copy of the data."""
+    arrays, as LIBLINEAR's own CV builds its folds: 16 bytes a row, no copy of the data. It
+    holds only the weights of its own classes, so LIBLINEAR has no missing class to warn of."""
     full = problem._prob
     m = int(rows.size)
     sub = _ll.problem.__new__(_ll.problem)
@@ -191,68 +220,15 @@ def _fold_problem(problem: Problem, rows: np.ndarray, class_weight: ClassWeight)
     return Problem(sub, y, m, weight_options(class_weight, y))
 
 
-@dataclass
-class FoldPath:
-    """One CV fold's models along a path of C values, each warm-started from the one before
-    (as LIBLINEAR's ``-C`` search trains them). Its problem points into the whole one."""
-
-    problem: Problem
-    param: Any
-    previous: Any = None
-    last_w: np.ndarray | None = None
-
-    @classmethod
-    def start(
-        cls,
-        problem: Problem,
-        rows: np.ndarray,
-        class_weight: ClassWeight,
-        C: float,
-        eps: float | None,
-    ) -> FoldPath:
-        """The rows ``rows`` of ``problem``, to be trained from ``C`` upwards."""
-        # A fold's problem holds only the weights of its own classes, so LIBLINEAR has no
-        # missing class to warn about; one parameter serves its whole path.
-        fp = _fold_problem(problem, rows, class_weight)
-        param = _parameter(C, eps, fp.weights)
-        err = _ll.liblinear.check_parameter(fp._prob, param)
-        if err:
-            raise EngineError(f"LIBLINEAR: {err.decode()}")
-        return cls(fp, param)
-
-    def train(self, C: float) -> tuple[LinearModel, bool]:
-        """The model at ``C``, warm-started from the last one, and whether its weights moved."""
-        self.param.C = C
-        if self.previous is not None:
-            self.param.init_sol = self.previous.w
-        ptr = _ll.liblinear.train(self.problem._prob, self.param)
-        if not ptr:
-            raise EngineError("LIBLINEAR failed to train a model")
-        raw = _ll.toPyModel(ptr)
-        model = _from_raw(raw, C)
-        w = np.concatenate([model.weights.ravel(), model.bias_weights.ravel()])
-        moved = self.last_w is None or float(np.linalg.norm(w - self.last_w)) > 1e-15
-        self.previous, self.last_w = raw, w
-        return model, moved
-
-
-def _nr_w(nr_class: int, solver_type: int) -> int:
-    """Weight vectors LIBLINEAR keeps: one for two classes, except Crammer-Singer (``-s 4``)."""
-    return 1 if nr_class == 2 and solver_type != MCSVM_CS else nr_class
-
-
 def _from_raw(m: _ll.model, C: float) -> LinearModel:
     """Copy a binding model's weights into numpy (w is stored feature-major, n_w per feature)."""
     nr_class = int(m.nr_class)
     nr_feature = int(m.nr_feature)
     n = nr_feature + (1 if m.bias >= 0 else 0)
-    nr_w = _nr_w(nr_class, int(m.param.solver_type))
+    nr_w = nr_weight_vectors(nr_class, int(m.param.solver_type))
     w = np.ctypeslib.as_array(m.w, shape=(n * nr_w,)).reshape(n, nr_w).copy()
     labels = np.array(m.label[:nr_class], dtype=np.float64)
-    if m.bias >= 0:
-        weights, bias_w = w[:nr_feature], w[nr_feature] * m.bias
-    else:
-        weights, bias_w = w, np.zeros(nr_w)
+    weights, bias_w = split_bias(w, nr_feature, m.bias)
     return LinearModel(
         weights=weights,
         bias_weights=bias_w,
@@ -263,32 +239,20 @@ def _from_raw(m: _ll.model, C: float) -> LinearModel:
     )
 
 
-def train_linear(problem: Problem, C: float, *, eps: float | None = None) -> LinearModel:
-    """Train ``-s 2 -B 1`` with a given C and extract the weights into numpy."""
+def train_linear(
+    problem: Problem, C: float, *, eps: float | None = None, start: LinearModel | None = None
+) -> LinearModel:
+    """Train ``-s 2 -B 1`` with a given C and extract the weights into numpy; with ``start``,
+    from its solution (a warm start, as LIBLINEAR's ``-C`` search trains a path of C values)."""
     param = _parameter(C, eps, problem.weights)
-    err = _ll.liblinear.check_parameter(problem._prob, param)
-    if err:
-        raise EngineError(f"LIBLINEAR: {err.decode()}")
-    # A whole problem holds only the weights of its own classes: nothing to warn about.
+    _check_linear(problem, param)
+    if start is not None:
+        param.init_sol = start._raw.w
+    # A problem holds only the weights of its own classes: nothing to warn about.
     ptr = _ll.liblinear.train(problem._prob, param)
     if not ptr:
         raise EngineError("LIBLINEAR failed to train a model")
     return _from_raw(_ll.toPyModel(ptr), C)
-
-
-__all__ = [
-    "BIAS",
-    "N_FOLDS",
-    "SOLVER",
-    "ClassWeight",
-    "LinearModel",
-    "Problem",
-    "FoldPath",
-    "as_binding_csr",
-    "indices_sorted",
-    "search_C",
-    "train_linear",
-]
 
 
 # =================================================================================================
@@ -303,19 +267,20 @@ __all__ = [
 
 #: LIBSVM's kernel cache per call, in MB (its default is 100); only speed depends on it.
 SVM_CACHE_MB = 200
-#: ``svm_type`` values LIBSVM writes; only the classifiers make sense for kcheck.
-_SVM_TYPES = ("c_svc", "nu_svc", "one_class", "epsilon_svr", "nu_svr")
 _KERNELS = ("linear", "polynomial", "rbf", "sigmoid", "precomputed")
 
 _svm.libsvm.svm_set_print_string_function(_svm.ctypes_print_null)
 
 
 def _svm_parameter(
-    C: float, gamma: float, probability: bool = False, weights: str = ""
+    C: float, gamma: float | None, probability: bool = False, weights: str = ""
 ) -> _svm.svm_parameter:
-    # Parsing -q also installs the null print function, which is process-wide.
+    """C-SVC with the RBF kernel (``-t 2``), or without ``gamma`` a precomputed one (``-t 4``).
+    Parsing -q also installs the null print function, which is process-wide."""
+    kernel = "-t 4" if gamma is None else "-t 2"
+    g = "" if gamma is None else f" -g {gamma!r}"
     b = " -b 1" if probability else ""
-    return _svm.svm_parameter(f"-s 0 -t 2 -c {C!r} -g {gamma!r} -m {SVM_CACHE_MB}{b}{weights} -q")
+    return _svm.svm_parameter(f"-s 0 {kernel} -c {C!r}{g} -m {SVM_CACHE_MB}{b}{weights} -q")
 
 
 @dataclass
@@ -354,8 +319,7 @@ def _svm_cv_predictions(
 ) -> np.ndarray:
     """LIBSVM's stratified k-fold CV: each row's label as predicted by a model trained without
     it."""
-    if problem.n_rows < folds:
-        raise EngineError(f"{problem.n_rows} rows are too few for {folds}-fold CV")
+    _enough_rows(problem.n_rows, folds)
     _check_svm(problem, param)
     target = (ctypes.c_double * problem.n_rows)()
     one_omp_thread()
@@ -365,21 +329,14 @@ def _svm_cv_predictions(
     return np.array(np.ctypeslib.as_array(target, shape=(problem.n_rows,)))
 
 
-def _svm_cv_count(
-    problem: SvmProblem | KernelProblem, param: _svm.svm_parameter, folds: int, seed: int
-) -> int:
-    """LIBSVM's stratified k-fold CV; the number of rows predicted right."""
-    predicted = _svm_cv_predictions(problem, param, folds, seed)
-    return int(np.count_nonzero(predicted == problem.y))
-
-
 def cv_rbf(problem: SvmProblem, C: float, gamma: float, *, folds: int, seed: int) -> int:
     """LIBSVM's stratified k-fold CV for one (C, gamma); returns the number of rows predicted right.
 
     A count, not a ratio, so that comparing grid points is exact. Folds come from ``rand()``,
     seeded here, so every grid point with the same seed sees the same folds.
     """
-    return _svm_cv_count(problem, _svm_parameter(C, gamma, weights=problem.weights), folds, seed)
+    predicted = cv_rbf_predictions(problem, C, gamma, folds=folds, seed=seed)
+    return int(np.count_nonzero(predicted == problem.y))
 
 
 def cv_rbf_correct(
@@ -401,12 +358,9 @@ def cv_rbf_predictions(
 
 def cv_linear_correct(problem: Problem, C: float, *, folds: int, seed: int) -> np.ndarray:
     """Per-row correctness of LIBLINEAR's k-fold CV (``-s 2 -B 1 -c C -v folds``)."""
-    if problem.n_rows < folds:
-        raise EngineError(f"{problem.n_rows} rows are too few for {folds}-fold CV")
+    _enough_rows(problem.n_rows, folds)
     param = _parameter(C, None, problem.weights)
-    err = _ll.liblinear.check_parameter(problem._prob, param)
-    if err:
-        raise EngineError(f"LIBLINEAR: {err.decode()}")
+    _check_linear(problem, param)
     target = (ctypes.c_double * problem.n_rows)()
     seed_c_rand(seed)
     with weights_quiet(problem.weights):
@@ -434,18 +388,7 @@ class RbfModel:
     _features: np.ndarray | None = field(default=None, repr=False)
 
     def predict(self, X: sp.spmatrix | np.ndarray) -> np.ndarray:
-        Xb = as_binding_csr(X)
-        n = Xb.shape[0]
-        out = np.empty(n, dtype=np.float64)
-        if n == 0:
-            return out
-        nodes = _svm.svm_problem(np.zeros(n), Xb)
-        predict = _svm.libsvm.svm_predict
-        model = self._raw
-        one_omp_thread()
-        for i in range(n):
-            out[i] = predict(model, nodes.x[i])
-        return out
+        return self._each_row(lambda m, x, _: _svm.libsvm.svm_predict(m, x), 0, X)[0]
 
     def predict_scored(self, X: sp.spmatrix | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Labels and LIBSVM's one-vs-one decision values (``svm_predict_values``), one column
@@ -456,22 +399,11 @@ class RbfModel:
     def _each_row(
         self, predict: Any, width: int, X: sp.spmatrix | np.ndarray
     ) -> tuple[np.ndarray, np.ndarray]:
-        """LIBSVM's ``predict(model, x, values)`` on every row: the labels it returns and the
-        ``width`` values it writes (decision values or probabilities)."""
+        """:func:`_predict_rows` on the rows of ``X``."""
         Xb = as_binding_csr(X)
         n = Xb.shape[0]
-        labels = np.empty(n, dtype=np.float64)
-        values = np.zeros((n, width), dtype=np.float64)
-        if n == 0:
-            return labels, values
-        nodes = _svm.svm_problem(np.zeros(n), Xb)
-        model = self._raw
-        row = (ctypes.c_double * width)()
-        one_omp_thread()
-        for i in range(n):
-            labels[i] = predict(model, nodes.x[i], row)
-            values[i] = row[:width]
-        return labels, values
+        nodes = _svm.svm_problem(np.zeros(n), Xb) if n else None
+        return _predict_rows(self._raw, nodes, n, predict, width)
 
     @property
     def has_probability(self) -> bool:
@@ -505,6 +437,25 @@ class RbfModel:
             raise EngineError("this model has no LIBSVM representation to save")
         if _svm.libsvm.svm_save_model(os.fsencode(path), self._raw) != 0:
             raise save_failed(path, "LIBSVM")
+
+
+def _predict_rows(
+    model: Any, nodes: _svm.svm_problem | None, n: int, predict: Any, width: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """LIBSVM's ``predict(model, x, values)`` on each of the ``n`` rows of ``nodes``: the labels
+    it returns and the first ``width`` values it writes (decision values or probabilities)."""
+    labels = np.empty(n, dtype=np.float64)
+    values = np.zeros((n, width), dtype=np.float64)
+    if n == 0:
+        return labels, values
+    assert nodes is not None
+    k = int(model.nr_class)
+    row = (ctypes.c_double * max(1, k, k * (k - 1) // 2))()
+    one_omp_thread()
+    for i in range(n):
+        labels[i] = predict(model, nodes.x[i], row)
+        values[i] = row[:width]
+    return labels, values
 
 
 def _rbf_from_raw(m: _svm.svm_model, C: float | None, problem: SvmProblem | None) -> RbfModel:
@@ -543,10 +494,6 @@ def train_rbf(
 # --- precomputed kernels (-t 4) ------------------------------------------------------------------
 
 
-def _kernel_parameter(C: float, weights: str = "") -> _svm.svm_parameter:
-    return _svm.svm_parameter(f"-s 0 -t 4 -c {C!r} -m {SVM_CACHE_MB}{weights} -q")
-
-
 @dataclass
 class KernelProblem:
     """A LIBSVM problem over a precomputed kernel matrix of its own rows (``-t 4``).
@@ -568,23 +515,22 @@ class KernelProblem:
     def from_kernel(
         cls, K: np.ndarray, y: np.ndarray, class_weight: ClassWeight | None = None
     ) -> KernelProblem:
-        yb = np.ascontiguousarray(y, dtype=np.float64)
-        if K.ndim != 2 or K.shape[0] != K.shape[1] or K.shape[0] != yb.shape[0]:
-            raise EngineError(f"a kernel matrix of shape {K.shape} for {yb.shape[0]} labels")
-        if yb.shape[0] == 0:
-            raise EngineError("cannot train on zero rows")
+        rows, yb = kernel_data(K, y)
         weights = weight_options(class_weight, yb)
-        return cls(_svm.svm_problem(yb, kernel_rows(K, serial=True), isKernel=True), yb, weights)
+        return cls(_svm.svm_problem(yb, rows, isKernel=True), yb, weights)
 
 
 def cv_kernel(problem: KernelProblem, C: float, *, folds: int, seed: int) -> int:
     """:func:`cv_rbf` on a precomputed kernel: the same folds and the same count."""
-    return _svm_cv_count(problem, _kernel_parameter(C, problem.weights), folds, seed)
+    predicted = cv_kernel_predictions(problem, C, folds=folds, seed=seed)
+    return int(np.count_nonzero(predicted == problem.y))
 
 
 def cv_kernel_predictions(problem: KernelProblem, C: float, *, folds: int, seed: int) -> np.ndarray:
     """Each row's label as predicted in :func:`cv_kernel`'s CV (for metrics other than a count)."""
-    return _svm_cv_predictions(problem, _kernel_parameter(C, problem.weights), folds, seed)
+    return _svm_cv_predictions(
+        problem, _svm_parameter(C, None, weights=problem.weights), folds, seed
+    )
 
 
 def fit_predict_kernel(
@@ -595,7 +541,7 @@ def fit_predict_kernel(
     Returns the labels and, for two classes, each row's decision value for the larger label
     (LIBSVM's own sign follows the order in which labels first occur in training).
     """
-    param = _kernel_parameter(C, problem.weights)
+    param = _svm_parameter(C, None, weights=problem.weights)
     _check_svm(problem, param)
     one_omp_thread()
     ptr = _svm.libsvm.svm_train(problem._prob, param)
@@ -603,145 +549,45 @@ def fit_predict_kernel(
         raise EngineError("LIBSVM failed to train a model")
     model = _svm.toPyModel(ptr)
     n = K_test.shape[0]
-    out = np.empty(n, dtype=np.float64)
-    nr_class = int(model.nr_class)
-    values = np.zeros(n, dtype=np.float64) if nr_class == 2 else None
-    if n == 0:
-        return out, values
-    nodes = _svm.svm_problem(np.zeros(n), kernel_rows(K_test, serial=False), isKernel=True)
-    predict = _svm.libsvm.svm_predict_values
-    dec = (ctypes.c_double * max(1, nr_class * (nr_class - 1) // 2))()
-    for i in range(n):
-        out[i] = predict(model, nodes.x[i], dec)
-        if values is not None:
-            values[i] = dec[0]
-    if values is not None and model.label[0] < model.label[1]:
-        values = -values
-    return out, values
+    nodes = None
+    if n:
+        nodes = _svm.svm_problem(np.zeros(n), kernel_rows(K_test, serial=False), isKernel=True)
+    out, dec = _predict_rows(model, nodes, n, _svm.libsvm.svm_predict_values, 1)
+    if int(model.nr_class) != 2:
+        return out, None
+    return out, -dec[:, 0] if model.label[0] < model.label[1] else dec[:, 0]
 
 
-def model_file_kind(path: str) -> str:
-    """``linear`` for a LIBLINEAR model file, ``kernel`` for a LIBSVM one, from its first word."""
-    return modelfile.model_file_kind(path)
+# --- model files: the C loaders, on a copy that kcheck.model_load has checked -------------------
+
+#: Bytes of one of LIBSVM's nodes (an int index and a double value), the unit of a loaded
+#: model's support-vector block.
+SVM_NODE_BYTES = ctypes.sizeof(_svm.svm_node)
 
 
-def load_model(path: str, memory_limit: int | None = None) -> LinearModel | RbfModel:
-    """Load a LIBLINEAR or LIBSVM classification model file, checked first, printing nothing.
-
-    The file is parsed and checked in Python (:mod:`kcheck.modelfile`) while being copied to a
-    private temporary file; the C loader then reads that copy, so it sees exactly the bytes
-    that passed. What it loaded is compared with the Python parse before it is used.
-    """
-    with scratch_directory("kcheck-model-") as tmp:
-        copy = os.path.join(tmp, "model")
-        checked = modelfile.read_model_file(path, memory_limit, copy_to=copy)
-        if isinstance(checked, modelfile.LinearFile):
-            return _load_liblinear(copy, checked)
-        return _load_libsvm(copy, checked)
-
-
-def _changed(path: str, what: str) -> EngineError:
-    return EngineError(f"{path}: the library read {what} differently from the checked file")
-
-
-def _load_liblinear(copy: str, checked: modelfile.LinearFile) -> LinearModel:
-    path = checked.path
+def _load(load: Any, copy: str, path: str, library: str) -> Any:
+    """A C loader on ``copy``, its complaints on stderr kept for the error, which names ``path``."""
     with captured_stderr() as captured:
-        ptr = _ll.liblinear.load_model(os.fsencode(copy))
+        ptr = load(os.fsencode(copy))
     if not ptr:
-        raise EngineError(f"{path}: not a readable LIBLINEAR model file{library_reason(captured)}")
-    m = _ll.toPyModel(ptr)
-    if (int(m.nr_class), int(m.nr_feature)) != (checked.nr_class, checked.nr_feature):
-        raise _changed(path, "the header")
-    if not m.label or list(m.label[: checked.nr_class]) != checked.labels.tolist():
-        raise _changed(path, "the labels")
-    w_size, nr_w = checked.weights.shape
-    if _nr_w(checked.nr_class, int(m.param.solver_type)) != nr_w:
-        raise _changed(path, "the solver")
-    w = np.ctypeslib.as_array(m.w, shape=(w_size * nr_w,)).reshape(w_size, nr_w)
-    if not np.array_equal(w, checked.weights):
-        raise _changed(path, "the weights")
-    nr_feature = checked.nr_feature
-    weights = checked.weights[:nr_feature]
-    if checked.bias >= 0:
-        bias_w = checked.weights[nr_feature] * checked.bias
-    else:
-        bias_w = np.zeros(nr_w)
-    return LinearModel(
-        weights=weights,
-        bias_weights=bias_w,
-        labels=checked.labels.astype(np.float64),
-        C=float(m.param.C),
-        _raw=m,
-        solver_type=int(m.param.solver_type),
-    )
+        raise EngineError(f"{path}: not a readable {library} model file{library_reason(captured)}")
+    return ptr
 
 
-_NODE = np.dtype(
-    {
-        "names": ["index", "value"],
-        "formats": ["<i4", "<f8"],
-        "offsets": [0, 8],
-        "itemsize": ctypes.sizeof(_svm.svm_node),
-    }
-)
+def load_liblinear(copy: str, path: str) -> _ll.model:
+    """LIBLINEAR's ``load_model`` on ``copy``, printing nothing: the C model, which
+    :mod:`kcheck.model_load` compares with the parse before it is used."""
+    return _ll.toPyModel(_load(_ll.liblinear.load_model, copy, path, "LIBLINEAR"))
 
 
-def _load_libsvm(copy: str, checked: modelfile.SvmFile) -> RbfModel:
-    path = checked.path
-    with captured_stderr() as captured:
-        ptr = _svm.libsvm.svm_load_model(os.fsencode(copy))
-    if not ptr:
-        raise EngineError(f"{path}: not a readable LIBSVM model file{library_reason(captured)}")
-    m = _svm.toPyModel(ptr)
-    k, n_sv = checked.nr_class, checked.total_sv
-    if (int(m.nr_class), int(m.l)) != (k, n_sv) or int(m.param.svm_type) not in (0, 1):
-        raise _changed(path, "the header")
-    if not m.label or not m.nSV or not m.rho:
-        raise _changed(path, "the header")
-    if list(m.label[:k]) != checked.labels.tolist() or list(m.nSV[:k]) != checked.nr_sv.tolist():
-        raise _changed(path, "the labels or nr_sv")
-    pairs = k * (k - 1) // 2
-    for name, ptr, expected in (
-        ("probA", m.probA, checked.prob_a),
-        ("probB", m.probB, checked.prob_b),
-    ):
-        if expected is None:
-            if ptr:
-                raise _changed(path, name)
-        elif pairs and (not ptr or not np.array_equal(ptr[:pairs], expected)):
-            raise _changed(path, name)
-    if n_sv:
-        # A loaded model keeps all support vectors in one node block, each ended by index -1.
-        count = checked.indices.size + n_sv
-        base = ctypes.cast(m.SV[0], ctypes.c_void_p).value
-        if base is None:
-            raise _changed(path, "the support vectors")
-        nodes = np.frombuffer(
-            memoryview((ctypes.c_char * (count * _NODE.itemsize)).from_address(base)),
-            dtype=_NODE,
-        )
-        ends = checked.indptr[1:] + np.arange(1, n_sv + 1) - 1
-        expected = np.full(count, -1, dtype=np.int64)
-        keep = np.ones(count, dtype=bool)
-        keep[ends] = False
-        expected[keep] = checked.indices.astype(np.int64) + 1
-        if not np.array_equal(nodes["index"], expected) or not np.array_equal(
-            nodes["value"][keep], checked.values
-        ):
-            raise _changed(path, "the support vectors")
+def load_libsvm(copy: str, path: str) -> _svm.svm_model:
+    """LIBSVM's ``svm_load_model`` on ``copy``, printing nothing: the C model, which
+    :mod:`kcheck.model_load` compares with the parse before it is used."""
+    return _svm.toPyModel(_load(_svm.libsvm.svm_load_model, copy, path, "LIBSVM"))
+
+
+def loaded_rbf(m: _svm.svm_model, features: np.ndarray) -> RbfModel:
+    """The classifier of a loaded LIBSVM model whose support vectors use ``features``."""
     model = _rbf_from_raw(m, None, None)
-    model._features = checked.used_features()
+    model._features = features
     return model
-
-
-__all__ += [
-    "SVM_CACHE_MB",
-    "RbfModel",
-    "SvmProblem",
-    "cv_rbf",
-    "load_model",
-    "model_file_kind",
-    "squared_distances",
-    "train_rbf",
-]

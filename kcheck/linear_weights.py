@@ -1,6 +1,8 @@
 """A LIBLINEAR model's weights in numpy: prediction is one BLAS product, with no binding call.
 
 :class:`kcheck.engines.LinearModel` adds to this the C model behind the weights, for saving.
+The layout of LIBLINEAR's weight array (how many vectors, where the bias row is) is here too,
+so that training, saving and loading read it the same way.
 """
 
 from __future__ import annotations
@@ -13,12 +15,37 @@ import scipy.sparse as sp
 
 from kcheck.errors import EngineError
 
-__all__ = ["LOGISTIC_SOLVERS", "SOLVER", "LinearWeights"]
+__all__ = [
+    "LOGISTIC_SOLVERS",
+    "MCSVM_CS",
+    "SOLVER",
+    "LinearWeights",
+    "nr_weight_vectors",
+    "split_bias",
+]
 
 #: LIBLINEAR solver used throughout: L2-regularised L2-loss SVC in the primal (``-s 2``).
 SOLVER = 2
 #: LIBLINEAR's logistic-regression solvers (``-s 0, 6, 7``), the ones with probabilities.
 LOGISTIC_SOLVERS = frozenset({0, 6, 7})
+#: LIBLINEAR's Crammer-Singer solver, which keeps nr_class weight vectors even for two classes.
+MCSVM_CS = 4
+
+
+def nr_weight_vectors(nr_class: int, solver_type: int) -> int:
+    """Weight vectors LIBLINEAR keeps: one for two classes, except Crammer-Singer (``-s 4``)."""
+    return 1 if nr_class == 2 and solver_type != MCSVM_CS else nr_class
+
+
+def split_bias(w: np.ndarray, nr_feature: int, bias: float) -> tuple[np.ndarray, np.ndarray]:
+    """LIBLINEAR's stored (w_size, nr_w) weights as the features' weights and the bias term's.
+
+    With a bias (``bias >= 0``) the last row belongs to the constant feature ``bias``, so its
+    weights times ``bias`` are what every decision value adds.
+    """
+    if bias >= 0:
+        return w[:nr_feature], w[nr_feature] * bias
+    return w[:nr_feature], np.zeros(w.shape[1])
 
 
 @dataclass
@@ -43,9 +70,29 @@ class LinearWeights:
     #: LIBLINEAR's ``-s``: only logistic regression (0, 6, 7) gives probabilities.
     solver_type: int = SOLVER
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickle the numpy weights only (a worker process sends its model back this way); the
+        C model is left behind, so an unpickled model predicts but cannot be saved."""
+        state = dict(self.__dict__)
+        state["_raw"] = None
+        return state
+
     @property
     def n_features(self) -> int:
         return int(self.weights.shape[0])
+
+    def full_width(self, bias_row: np.ndarray | None) -> np.ndarray:
+        """The weights of a model trained on ``columns`` at the data's full width, laid out as
+        LIBLINEAR stores them (``bias_row`` last, if any). The other columns get weight 0,
+        which is what full-width training gives them (their gradient is 0, and the
+        regulariser pulls them to 0)."""
+        assert self.columns is not None and self.width is not None
+        rows = self.width + (0 if bias_row is None else 1)
+        w = np.zeros((rows, self.weights.shape[1]), dtype=np.float64)
+        w[self.columns] = self.weights
+        if bias_row is not None:
+            w[self.width] = bias_row
+        return w
 
     def decision_function(self, X: sp.spmatrix | np.ndarray) -> np.ndarray:
         W = self.weights

@@ -5,7 +5,7 @@
   ``svm-predict`` (after ``svm-scale -r``) can use it as well as ``kcheck predict``.
 * Prediction with saved models is :mod:`kcheck.predict`.
 
-Nothing here prints; progress goes through a ``progress(stage, done, total)`` callback.
+Nothing here prints; progress goes through a ``progress(event)`` callback (kcheck.defaults.Event).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import scipy.sparse as sp
 
 from kcheck import engines, tuning
 from kcheck.atomic import atomic_paths
-from kcheck.defaults import MODEL_KINDS, Progress, no_progress, products_of
+from kcheck.defaults import MODEL_KINDS, Event, Progress, no_progress, products_of
 from kcheck.errors import KcheckError, TimeLimitReached
 from kcheck.expand import TermSpec, spec_path, spec_text
 from kcheck.pipeline import CheckConfig, CheckReport
@@ -46,7 +46,7 @@ def train_model(report: CheckReport, config: CheckConfig, progress: Progress | N
     assert config.model_out is not None
     progress = progress or no_progress
     kind = config.model_kind or report.result.decision.verdict
-    progress(f"training the {kind} model on all rows", None, None)
+    progress(Event(f"training the {kind} model on all rows"))
     train_idx, val_idx = report.split
     y_raw = report.prepared.y_raw
     X = sp.vstack([report.T.X, report.V.X], format="csr")
@@ -76,7 +76,6 @@ def train_model(report: CheckReport, config: CheckConfig, progress: Progress | N
             f"--model-out: the model is trained on the sample of {data['rows_used']:,} of "
             f"{data['rows_read']:,} rows that --max-rows kept, not on the whole file"
         )
-    report.result.finished = time.perf_counter()
 
 
 def _products_spec(report: CheckReport, k: int, width: int) -> TermSpec:
@@ -247,7 +246,7 @@ def _train_and_save(
     params: dict[str, Any]
     model: engines.LinearModel | engines.RbfModel
     if kind == "linear":
-        report("training the linear model on all rows", None, None)
+        report(Event("training the linear model on all rows"))
         # Trained on the columns in use, saved at full width: on 20 million mostly empty
         # columns, full-width training took 370 s and 2.75 GB.
         model, cv = tuning.fit_linear(X, y, seed=seed, class_weight=class_weight)
@@ -266,7 +265,7 @@ def _train_and_save(
             class_weight=class_weight,
             balanced=class_weight is not None,
         )
-        report("training the kernel model on all rows", None, None)
+        report(Event("training the kernel model on all rows"))
         problem = engines.SvmProblem.from_data(X, y, class_weight)
         if probability:
             model = engines.train_rbf(problem, found.C, found.gamma, probability=True, seed=seed)

@@ -19,11 +19,19 @@ import numpy as np
 
 from kcheck import budget, explain, plan
 from kcheck.checkers import linear, registry
-from kcheck.checkers.base import CheckerResult, Context, Counts, Dataset, guarded
+from kcheck.checkers.base import (
+    CheckerResult,
+    Context,
+    Counts,
+    Dataset,
+    cpu_seconds,
+    guarded,
+)
 from kcheck.config import CHECKERS, DEFAULT_CHECKERS, MAX_TIME_LIMIT, CheckConfig
 from kcheck.defaults import (
     EXACT_MODES,
     SCALINGS,
+    Event,
     Progress,
     no_progress,
 )
@@ -148,7 +156,7 @@ def run(
         scoring=scoring,
         values=_values(results, scoring, V),
         second_fold=None if second is None else second.to_json(),
-        plan=planned.to_json(),
+        plan=planned.to_json(results),
     )
     return CheckReport(result, data, T, V, split, deadline, results)
 
@@ -165,7 +173,7 @@ def _read(
     caller prepared already (arrays, kcheck.arrays) is taken as it is."""
     if prepared is not None:
         return prepared, test_data, []
-    report("reading " + config.train, None, None)
+    report(Event("reading " + config.train))
     with recorded_warnings() as read_notes:
         data = prepare(
             config.train,
@@ -179,7 +187,7 @@ def _read(
         # Read now, so that a test file no model can be scored on fails before any training.
         test = None
         if config.test is not None:
-            report("reading " + config.test, None, None)
+            report(Event("reading " + config.test))
             test = open_test(
                 config.test, data, memory_limit=config.memory_limit, zero_based=config.zero_based
             )
@@ -204,7 +212,7 @@ def _methods(
     first."""
     beside = None
     if planned.beside:
-        ctx.progress("linear baseline (C search), beside the checkers", None, None)
+        ctx.progress(Event("linear baseline (C search), beside the checkers"))
         options = linear.LinearOptions(seed=config.seed, class_weight=ctx.class_weight)
         beside = Background(linear.run, T, V, options)
     try:
@@ -289,9 +297,12 @@ def _train_linear(
     With a time limit, in a worker process that is killed at the deadline: LIBLINEAR's C
     search cannot be interrupted, and it took 50 s on 1,000 classes.
     """
-    report("linear baseline (C search)", None, None)
+    report(Event("linear baseline (C search)"))
     options = linear.LinearOptions(seed=config.seed, class_weight=scoring.class_weight)
-    return run_until(deadline, linear.run, T, V, options)
+    c0 = cpu_seconds()
+    result = run_until(deadline, linear.run, T, V, options)
+    result.cpu_seconds = cpu_seconds() - c0
+    return result
 
 
 def _run_checkers(
@@ -311,7 +322,7 @@ def _run_checkers(
 
         def wait_for_baseline() -> CheckerResult:
             if not waited:
-                ctx.progress("linear baseline (C search)", None, None)
+                ctx.progress(Event("linear baseline (C search)"))
                 waited.append(beside.result())
             return waited[0]
 
@@ -337,7 +348,9 @@ def _decide(
     (:func:`kcheck.verdict.rule`)."""
     gaps = _gaps(config, results, scoring, V)
     if not gaps:
-        reasons = "; ".join(f"{n}: {results[n].reason}" for n in config.checkers)
+        reasons = "; ".join(
+            f"{n}: {results[n].reason if n in results else 'not run'}" for n in config.checkers
+        )
         raise KcheckError(f"{config.train}: no checker finished ({reasons})")
     return rule(_outcomes(config, results, gaps), config.epsilon), gaps
 
@@ -396,8 +409,8 @@ def _second_fold(
     T2, V2 = second_split(T, V, split, config.seed)
     first = {n: first[n] for n in names}
 
-    def report(message: str, done: int | None, total: int | None) -> None:
-        ctx.progress("second fold: " + message, done, total)
+    def report(event: Event) -> None:
+        ctx.progress(dataclasses.replace(event, stage="second fold: " + event.stage, line=None))
 
     if V2.rows == 0 or np.unique(V2.y).size < 2:
         reason = "too few rows for a second fold"
@@ -437,7 +450,7 @@ def _explain(
     deadline: float | None,
     report: Progress,
 ) -> dict[str, Any]:
-    report("explaining (top product terms)", None, None)
+    report(Event("explaining (top product terms)"))
     return explain.explain(
         T, V, results, seed=config.seed, zero_based=config.zero_based, deadline=deadline
     )
@@ -448,7 +461,7 @@ def _score_test(test: TestFile, results: dict[str, CheckerResult], report: Progr
 
     Keeps each model's per-row predicted classes and, where it has them, decision values.
     """
-    report("scoring " + test.path, None, None)
+    report(Event("scoring " + test.path))
     t0 = time.perf_counter()
 
     def scored(r: CheckerResult) -> BlockPredictor | None:

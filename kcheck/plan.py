@@ -21,12 +21,13 @@ Budgets (counted seconds of the reference machine, kcheck.budget):
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from kcheck import budget
 from kcheck.checkers import exact, registry
-from kcheck.checkers.base import Allowance, Counts, Sized
+from kcheck.checkers.base import Allowance, CheckerResult, Counts, Sized
 from kcheck.memory import FIXED_BYTES
 
 __all__ = ["BESIDE_MIN_SECONDS", "Options", "Plan", "Step", "checker_steps", "make"]
@@ -112,12 +113,16 @@ class Plan:
             run = [s for s in run if _early(s)] + [s for s in run if not _early(s)]
         return tuple(run)
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "beside": self.beside,
-            "small_data": self.small_data,
-            "steps": [s.to_json() for s in self.steps],
-        }
+    def to_json(self, results: Mapping[str, CheckerResult] | None = None) -> dict[str, Any]:
+        """The plan, and beside each step what it took here where ``results`` has it: wall
+        and CPU seconds (the machine's, where ``estimated_seconds`` are the reference's)."""
+        steps = []
+        for s in self.steps:
+            r = (results or {}).get(s.name)
+            took = None if r is None else round(r.seconds, 3)
+            cpu = None if r is None or r.cpu_seconds is None else round(r.cpu_seconds, 3)
+            steps.append({**s.to_json(), "seconds": took, "cpu_seconds": cpu})
+        return {"beside": self.beside, "small_data": self.small_data, "steps": steps}
 
 
 def make(counts: Counts, options: Options) -> Plan:
@@ -275,3 +280,29 @@ def _beside_bytes(counts: Counts) -> int:
     row), and its interpreter. This process sends the arrays as they are (no copy)."""
     data = counts.data_bytes + counts.val_bytes
     return 2 * data + 16 * (counts.nnz + 2 * counts.rows) + FIXED_BYTES
+
+
+#: A stage whose CPU seconds fall outside these multiples of its prediction is named in a
+#: warning line (not in the JSON, which stays the same on every machine): a cost model that is
+#: wrong shows itself. Only stages predicted to take at least OFF_MIN_SECONDS.
+OFF_LOW, OFF_HIGH, OFF_MIN_SECONDS = 0.5, 2.0, 0.5
+
+
+def off_prediction(plan_json: dict[str, Any]) -> list[str]:
+    """Each step of a finished check's ``plan`` block whose CPU seconds were under OFF_LOW or
+    over OFF_HIGH times its counted estimate, as a line for the user."""
+    lines = []
+    for step in plan_json.get("steps", []):
+        predicted, cpu = step.get("estimated_seconds"), step.get("cpu_seconds")
+        if not step.get("runs") or predicted is None or cpu is None:
+            continue
+        if predicted < OFF_MIN_SECONDS and cpu < OFF_MIN_SECONDS:
+            continue
+        ratio = cpu / predicted if predicted > 0 else float("inf")
+        if OFF_LOW <= ratio <= OFF_HIGH:
+            continue
+        lines.append(
+            f"{step['name']} took {cpu:.1f} CPU seconds against {predicted:.1f} predicted "
+            f"({ratio:.1f}x): the cost model is off for this data"
+        )
+    return lines

@@ -8,21 +8,21 @@ any file given with ``range_path`` (such as one written by ``svm-scale -s``). Wi
 Model and range files may come from anywhere, so each is parsed and checked in full
 (:mod:`kcheck.modelfile`, :func:`kcheck.scaling.read_range_file`) before a C loader sees it,
 and the two are checked against each other. Nothing here prints; progress goes through a
-``progress(stage, done, total)`` callback.
+``progress(event)`` callback (kcheck.defaults.Event).
 """
 
 from __future__ import annotations
 
 import os
 import warnings
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
 
-from kcheck import engines
+from kcheck import engines, model_load, modelfile
 from kcheck.data import read_libsvm
+from kcheck.defaults import Event, Progress, no_progress
 from kcheck.errors import KcheckError, KcheckWarning
 from kcheck.expand import TermSpec, read_spec, spec_path
 from kcheck.scaling import RANGE_SUFFIX, Scaler, read_range_file
@@ -35,13 +35,6 @@ __all__ = [
     "load",
     "predict_file",
 ]
-
-#: ``progress(stage, done, total)``, as everywhere in kcheck.
-Progress = Callable[[str, int | None, int | None], None]
-
-
-def _noop(stage: str, done: int | None, total: int | None) -> None:
-    return None
 
 
 @dataclass
@@ -112,7 +105,7 @@ def load(
     """
     if not scale and range_path is not None:
         raise KcheckError("-r RANGE and --no-scale exclude each other")
-    kind = engines.model_file_kind(path)
+    kind = modelfile.model_file_kind(path)
     if scale:
         if range_path is None:
             range_path = path + RANGE_SUFFIX
@@ -125,7 +118,7 @@ def load(
                 )
         elif not os.path.isfile(range_path):
             raise KcheckError(f"-r {range_path}: no such range file")
-    model = engines.load_model(path, memory_limit)
+    model = model_load.load_model(path, memory_limit)
     spec = _load_spec(path, model)
     scaler = None
     if range_path is not None:
@@ -242,12 +235,12 @@ def predict_file(
     class. A range file's ``y`` section (``svm-scale -y``) scales the file's labels before
     they are compared with the predictions, as ``svm-scale -r`` would.
     """
-    report = progress or _noop
-    report("loading " + model_path, None, None)
+    report = progress or no_progress
+    report(Event("loading " + model_path))
     saved = load(model_path, memory_limit, range_path=range_path, scale=scale)
     if probability:
         saved.check_probability()  # before reading the data
-    report("reading " + data_path, None, None)
+    report(Event("reading " + data_path))
     y, X = read_libsvm(
         data_path, n_features=saved.n_features, zero_based=zero_based, memory_limit=memory_limit
     )
@@ -258,7 +251,7 @@ def predict_file(
                 y = saved.scaler.y_scaling.apply(y)
             except KcheckError as e:
                 raise KcheckError(f"{saved.range_path}: {e}") from None
-    report("predicting", None, None)
+    report(Event("predicting"))
     probs = None
     if probability:
         labels, probs = saved.predict_probability_scaled(X)

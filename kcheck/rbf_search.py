@@ -17,7 +17,7 @@ import scipy.sparse as sp
 
 from kcheck import engines
 from kcheck.cluster import Session
-from kcheck.defaults import FOLDS, Progress, no_progress
+from kcheck.defaults import FOLDS, Event, Progress, no_progress
 from kcheck.errors import KcheckError
 from kcheck.metrics import balanced_accuracy
 from kcheck.workers import process_pool
@@ -304,11 +304,11 @@ def rbf_grid_search(
         raise KcheckError("the RBF grid is empty")
     scores: dict[tuple[float, float], float] = {}
     total = [grid.max_points]
-    report(stage, 0, total[0])
+    report(Event(stage, 0, total[0]))
 
     def done(point: tuple[float, float], correct: float) -> None:
         scores[point] = correct
-        report(stage, len(scores), total[0])
+        report(Event(stage, len(scores), total[0]))
 
     Xb = engines.as_binding_csr(X)
     jobs = max(1, min(jobs, len(coarse)))
@@ -330,7 +330,7 @@ def rbf_grid_search(
         if grid.refine:
             fine = [p for p in grid.refined(best_point(scores)) if p not in scores]
             total[0] = len(scores) + len(fine)
-            report(stage, len(scores), total[0])
+            report(Event(stage, len(scores), total[0]))
             evaluator.run(fine, done)
     finally:
         evaluator.close()

@@ -28,6 +28,7 @@ import numpy as np
 import numpy.typing as npt
 import scipy.sparse as sp
 
+from kcheck import seeds
 from kcheck._parse import _BYTES_PER_VALUE, _INT32_MAX, Part, TooLarge
 
 Array = npt.NDArray[Any]
@@ -169,7 +170,7 @@ class StratifiedReservoir:
             raise ValueError("an automatic sample size needs a byte budget")
         self.max_rows = max_rows
         self.max_bytes = max_bytes
-        self.rng = np.random.default_rng(seed)
+        self.rng = seeds.rng(seed)
         self.codes: dict[float, int] = {}
         self.seen = np.zeros(0, np.int64)
         self.tau = np.ones(0)

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from kcheck import seeds
 from kcheck.checkers.base import CheckerResult, Dataset
 from kcheck.split import stratified_split
 from kcheck.verdict import Gap, mean_gap
@@ -83,7 +84,8 @@ def second_split(
     train_idx, val_idx = split
     keep, part = stratified_split(
         T.y,
-        seed=np.random.SeedSequence([seed & 0xFFFFFFFF, 1]),
+        seed=seed,
+        stream=seeds.SECOND_SPLIT,
         validation_fraction=V.rows / T.rows,
     )
     origin = np.concatenate([train_idx[keep], val_idx])

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from kcheck import seeds
+
 
 def stratified_split(
     y: np.ndarray,
     *,
-    seed: int | np.random.SeedSequence = 0,
+    seed: int = 0,
+    stream: int | None = None,
     validation_fraction: float = 0.25,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Return sorted index arrays (train, validation) with each class split about 3:1.
@@ -16,7 +19,8 @@ def stratified_split(
     Each class contributes ``round(count * fraction)`` rows to V, so class ratios match in T
     and V. A class of one row stays in T: it cannot be both learned and scored. Indices are
     returned sorted so that slicing keeps the file's row order, which keeps LIBLINEAR's
-    results independent of the split's internal shuffling.
+    results independent of the split's internal shuffling. The rows are drawn from ``stream``
+    of the seed (:func:`kcheck.seeds.rng`): another stream gives a split independent of it.
     """
     y = np.asarray(y)
     if y.ndim != 1:
@@ -25,7 +29,7 @@ def stratified_split(
         # 1 is allowed: every class still keeps a row in T (the second fold of a set whose
         # classes have two rows each asks for a V2 the size of V, which T then equals).
         raise ValueError("validation_fraction must lie in (0, 1]")
-    rng = np.random.default_rng(seed)
+    rng = seeds.rng(seed, stream)
     classes, inverse = np.unique(y, return_inverse=True)
     val_parts = []
     for c in range(classes.size):
@@ -47,7 +51,7 @@ def stratified_subsample(y: np.ndarray, n: int, *, seed: int) -> np.ndarray:
     y = np.asarray(y)
     if n >= y.size:
         return np.arange(y.size)
-    rng = np.random.default_rng(seed)
+    rng = seeds.rng(seed)
     classes, inverse = np.unique(y, return_inverse=True)
     parts = []
     frac = n / y.size
@@ -63,9 +67,9 @@ def stratified_folds(y: np.ndarray, folds: int, seed: int, repeat: int) -> np.nd
 
     Rows are shuffled within each class, the classes are laid end to end, and folds are dealt
     round-robin along that order: fold sizes differ by at most one, and so do a class's counts
-    in different folds. Repeat r of seed s draws from SeedSequence([s, r]).
+    in different folds. Repeat r draws stream r of the seed (:func:`kcheck.seeds.rng`).
     """
-    rng = np.random.default_rng(np.random.SeedSequence([seed & 0xFFFFFFFF, repeat]))
+    rng = seeds.rng(seed, repeat)
     _, inverse = np.unique(np.asarray(y), return_inverse=True)
     order = np.concatenate(
         [rng.permutation(np.flatnonzero(inverse == c)) for c in range(int(inverse.max()) + 1)]

@@ -2,8 +2,8 @@
 
 LIBLINEAR's own ``-C`` search (:func:`kcheck.engines.search_C`) scores plain accuracy; with
 class weights (``--metric balanced`` or ``auc``) C comes from a search in balanced accuracy
-over stratified folds instead, trained through the bindings' warm-started fold paths
-(:class:`kcheck.engines.FoldPath`).
+over stratified folds instead, each fold's models warm-started along the C path
+(:func:`kcheck.engines.fold_problem`, :func:`kcheck.engines.train_linear`).
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from kcheck.binding_input import ClassWeight, as_binding_csr
 from kcheck.engines import (
     BIAS,
     N_FOLDS,
-    FoldPath,
     LinearModel,
     Problem,
+    fold_problem,
     search_C,
     train_linear,
 )
@@ -87,17 +87,22 @@ def search_C_balanced(
         test = np.flatnonzero(fold == k)
         if test.size == 0:
             continue
-        path = FoldPath.start(problem, np.flatnonzero(fold != k), class_weight, Cs[0], eps)
-        folds.append((path, test, Xb[test]))
+        sub = fold_problem(problem, np.flatnonzero(fold != k), class_weight)
+        folds.append((sub, test, Xb[test]))
     best = (-1.0, Cs[0], 0.0)  # (balanced accuracy, C, accuracy)
     since_best = unchanged = 0
     predicted = np.zeros(n)
+    # Each fold's last model (the next one's warm start) and its weights, to see them move.
+    last: list[tuple[LinearModel, np.ndarray] | None] = [None] * len(folds)
     for c in Cs:
         moved = False
-        for path, test, X_test in folds:
-            model, path_moved = path.train(c)
+        for f, (sub, test, X_test) in enumerate(folds):
+            before = last[f]
+            model = train_linear(sub, c, eps=eps, start=None if before is None else before[0])
             predicted[test] = model.predict(X_test)
-            moved |= path_moved
+            w = np.concatenate([model.weights.ravel(), model.bias_weights.ravel()])
+            moved |= before is None or float(np.linalg.norm(w - before[1])) > 1e-15
+            last[f] = (model, w)
         score = balanced_accuracy(yb, predicted)
         if score > best[0]:  # strictly: ties keep the smaller C
             best, since_best = (score, c, float(np.mean(predicted == yb))), 0

@@ -27,6 +27,7 @@ from kcheck.defaults import (
     METRICS,
     MODEL_KINDS,
     SCALINGS,
+    Event,
     Progress,
     check_common,
     no_progress,
@@ -120,7 +121,7 @@ def run(config: VerifyConfig, progress: Progress | None = None) -> VerifyResult:
     lin_model, lin = _linear_cv(Xc, yc, config.seed, weight, report)
     found, rbf = _rbf_cv(Xc, yc, config, scoring, report)
     if scoring.needs_scores:
-        report("AUC: decision values by cross-validation", None, None)
+        report(Event("AUC: decision values by cross-validation"))
         t0 = time.perf_counter()
         lin.points, rbf.points = _cv_scores(Xc, yc, lin_model.C, found, config.seed, weight)
         rbf.seconds += time.perf_counter() - t0
@@ -159,7 +160,7 @@ def _read_inputs(
     check's, or a test file that cannot be scored, fails at once rather than after the grid."""
     assert config.seed is not None and config.scaling is not None
     memory_limit = config.memory_limit or default_memory_limit()
-    report("reading " + config.train, None, None)
+    report(Event("reading " + config.train))
     data = prepare(
         config.train,
         scaling=config.scaling,
@@ -175,7 +176,7 @@ def _read_inputs(
         )
     if config.test is None:
         return data, None
-    report("reading " + config.test, None, None)
+    report(Event("reading " + config.test))
     return data, open_test(
         config.test, data, memory_limit=memory_limit, zero_based=config.zero_based
     )
@@ -207,7 +208,7 @@ class _Side:
     ) -> None:
         """Train the model on all rows (``train``) and score it on the test file; the time
         counts as the model's."""
-        report(f"{name}: training on all rows", None, None)
+        report(Event(f"{name}: training on all rows"))
         t0 = time.perf_counter()
         self.test_accuracy, self.test_score = _test_scores(train(), test, scoring)
         self.seconds += time.perf_counter() - t0
@@ -228,7 +229,7 @@ def _linear_cv(
     X: Any, y: np.ndarray, seed: int, weight: engines.ClassWeight | None, report: Progress
 ) -> tuple[engines.LinearModel, _Side]:
     """The tuned linear model (C from LIBLINEAR's own search) and its CV results per row."""
-    report("linear model: C search", None, None)
+    report(Event("linear model: C search"))
     t0 = time.perf_counter()
     model, _ = tuning.fit_linear(X, y, seed=seed, class_weight=weight)
     correct = engines.cv_linear_correct(

@@ -79,10 +79,10 @@ CHECK = (
     + r"""
 from kcheck.pipeline import CheckConfig, run
 marks = {{"reset": status_kb("VmRSS")}}
-def progress(stage, done, total):
+def progress(event):
     # The first stage after reading (scaling while read) and splitting: what the path adds
     # from here is measured above the data then in memory (T and V, about the CSR).
-    if stage.startswith("linear baseline") and "done" not in marks:
+    if event.stage.startswith("linear baseline") and "done" not in marks:
         reset_peak()
         marks["reset"] = status_kb("VmRSS")
         marks["done"] = True

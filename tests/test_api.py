@@ -331,7 +331,7 @@ def test_nothing_is_printed_unless_asked(capfd: pytest.CaptureFixture[str]) -> N
     kcheck.check(X, y, **FAST)  # type: ignore[arg-type]
     assert capfd.readouterr() == ("", "")
     seen: list[str] = []
-    kcheck.check(X, y, progress=lambda stage, done, total: seen.append(stage), **FAST)  # type: ignore[arg-type]
+    kcheck.check(X, y, progress=lambda event: seen.append(event.stage), **FAST)  # type: ignore[arg-type]
     assert any("MultiLinear" in s or "multilinear" in s.lower() for s in seen)
     assert capfd.readouterr() == ("", "")
     kcheck.check(X, y, verbose=True, **FAST)  # type: ignore[arg-type]

@@ -12,6 +12,7 @@ from conftest import DATASETS
 from kcheck import engines, tuning
 from kcheck.checkers.base import CheckerResult, Context, Dataset, guarded, score
 from kcheck.data import read_libsvm
+from kcheck.defaults import Event
 from kcheck.errors import EngineError, KcheckError, TimeLimitReached
 from kcheck.scaling import fit_scaler
 
@@ -194,7 +195,7 @@ def test_context_gives_the_baseline_C_and_defaults() -> None:
     ctx = _context(None)
     assert ctx.baseline_C == 0.25 and isinstance(ctx.baseline_C, float)
     assert ctx.floor_seconds == 0.0
-    assert ctx.progress("stage", 1, 2) is None
+    assert ctx.progress(Event("stage", 1, 2)) is None
 
 
 def test_checker_result_skipped() -> None:

@@ -293,7 +293,7 @@ def test_batch_lines_are_those_of_a_local_run(
         skipped=found.skipped,
         scheduler=address,
         shared_fs=shared_fs,
-        progress=lambda stage, done, total: seen.append(stage),
+        progress=lambda event: seen.append(event.stage),
     )
     got = by_name(result.lines)
     assert got == local_lines

@@ -1,8 +1,11 @@
+import ast
+from pathlib import Path
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from kcheck import engines, tuning
+from kcheck import engines, model_load, tuning
 from kcheck.errors import EngineError, KcheckError
 
 
@@ -64,7 +67,7 @@ def test_load_model_failure_is_an_error(tmp_path, capfd):
     bad = tmp_path / "bad.model"
     bad.write_text("not a model\n")
     with pytest.raises(KcheckError, match="not a LIBLINEAR or LIBSVM model"):
-        engines.load_model(str(bad))
+        model_load.load_model(str(bad))
     assert capfd.readouterr() == ("", "")
 
 
@@ -73,7 +76,7 @@ def test_save_and_load_round_trip(rng, tmp_path):
     model, _ = tuning.fit_linear(X, y, seed=0)
     path = tmp_path / "m.model"
     model.save(str(path))
-    loaded = engines.load_model(str(path))
+    loaded = model_load.load_model(str(path))
     assert np.array_equal(loaded.predict(sp.csr_matrix(X)), model.predict(sp.csr_matrix(X)))
 
 
@@ -119,5 +122,31 @@ def test_a_compacted_model_saves_at_full_width(rng, tmp_path):
     b_w = np.array([float(v) for v in b_text[6:]])
     assert np.count_nonzero(a_w) == 3  # columns 10 and 4000 and the bias
     np.testing.assert_allclose(a_w, b_w, rtol=1e-6, atol=1e-12)
-    loaded = engines.load_model(str(tmp_path / "compact.model"))
+    loaded = model_load.load_model(str(tmp_path / "compact.model"))
     assert np.array_equal(loaded.predict(X), full.predict(X))
+
+
+def test_engines_stands_on_its_helpers_alone():
+    """engines.py holds the binding calls only: what they take, their C state and a linear
+    model's numpy side come from below it, and nothing above the bindings comes in."""
+    tree = ast.parse(Path(engines.__file__).read_text(encoding="utf-8"))
+    imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    imported |= {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    ours = {m for m in imported if m.split(".")[0] == "kcheck"}
+    helpers = {"kcheck.binding_input", "kcheck.c_runtime", "kcheck.errors", "kcheck.linear_weights"}
+    assert ours <= helpers
+
+
+def test_a_warm_start_is_the_solution_it_starts_from(rng):
+    """train_linear's ``start`` hands LIBLINEAR the earlier solution: at the same C, on a fold
+    problem pointing into the whole one, it gives the model it starts from."""
+    X, y = _blobs(rng)
+    X = X + rng.normal(scale=3.0, size=X.shape)
+    problem = engines.Problem.from_data(X, y)
+    rows = np.arange(0, y.size, 2)
+    fold = engines.fold_problem(problem, rows, ())
+    cold = engines.train_linear(fold, 0.5)
+    alone = engines.train_linear(engines.Problem.from_data(X[rows], y[rows]), 0.5)
+    assert np.array_equal(cold.weights, alone.weights)
+    warm = engines.train_linear(fold, 0.5, start=cold)
+    np.testing.assert_allclose(warm.weights, cold.weights, rtol=1e-6, atol=1e-9)

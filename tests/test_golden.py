@@ -146,7 +146,7 @@ def test_check_json_of_larger_data_is_unchanged(name: str, jobs: int, generated:
         train=str(generated / name), exact="auto", memory_limit=MEMORY_LIMIT, jobs=jobs
     )
     stages: list[str] = []
-    report = run(config, lambda stage, done, total: stages.append(stage))
+    report = run(config, lambda event: stages.append(event.stage))
     if name == "wavy6000":
         assert report.json["checkers"]["rbfsvm"]["status"] == "ok"
         assert report.json["exact"]["ran"] is False

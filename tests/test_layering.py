@@ -18,7 +18,6 @@ PACKAGE = Path(__file__).resolve().parent.parent / "kcheck"
 LAYERS: list[set[str]] = [
     {"kcheck.cli", "kcheck.__main__"},
     {
-        "kcheck.ownformat",
         "kcheck.batch",
         "kcheck.batch.discovery",
         "kcheck.batch.lines",
@@ -51,9 +50,10 @@ LAYERS: list[set[str]] = [
     {"kcheck.checkers", "kcheck.checkers.base"},
     {"kcheck.rbf_search"},
     {"kcheck.prepare", "kcheck.arrays"},
-    {"kcheck.tuning"},
+    {"kcheck.tuning", "kcheck.model_load"},
     {"kcheck.engines", "kcheck.budget"},
     {
+        "kcheck.ownformat",
         "kcheck.modelfile",
         "kcheck.model_lines",
         "kcheck.data",
@@ -78,6 +78,7 @@ LAYERS: list[set[str]] = [
         "kcheck.junit",
         "kcheck.defaults",
         "kcheck.scoring",
+        "kcheck.seeds",
         "kcheck",
     },
 ]

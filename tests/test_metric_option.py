@@ -20,7 +20,7 @@ from conftest import require_tool
 from sklearn.metrics import balanced_accuracy_score, roc_auc_score
 from test_schema import assert_valid
 
-from kcheck import engines, metrics, pipeline, tuning, verify
+from kcheck import engines, metrics, model_load, pipeline, tuning, verify
 from kcheck.checkers import multilinear
 from kcheck.data import read_libsvm
 from kcheck.errors import KcheckError
@@ -124,7 +124,7 @@ def test_liblinear_train_with_w_options_gives_the_same_model(ball: Path, tmp_pat
         [tool, "-s", "2", "-B", "1", "-c", "0.5", "-q", *w, str(ball), str(model)],
         check=True,
     )
-    loaded = engines.load_model(str(model))
+    loaded = model_load.load_model(str(model))
     assert isinstance(loaded, engines.LinearModel)
     np.testing.assert_array_equal(loaded.predict(X), ours.predict(X))
     theirs = positive_scores(loaded.labels, loaded.decision_function(X))
@@ -283,7 +283,7 @@ def test_model_out_trains_the_weighted_model(ball: Path, tmp_path: Path) -> None
     model = report.json["model"]
     assert_valid("check.schema.json", report.json)
     assert model["class_weights"] == report.json["class_weights"]
-    saved = engines.load_model(str(out))
+    saved = model_load.load_model(str(out))
     X = np.vstack([report.T.X.toarray(), report.V.X.toarray()])
     y = np.concatenate([report.T.y, report.V.y])
     weighted, _ = tuning.fit_linear(

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from model_corpus import HEART, Case, heart_range, mutations_seed_models, write
 from runner import Run, run_kcheck
 
-from kcheck import engines, predict
+from kcheck import model_load, predict
 from kcheck.data import read_libsvm
 from kcheck.errors import KcheckError
 
@@ -222,7 +222,7 @@ def test_mutated_models_are_refused_or_usable(fuzz_dir: Path, seeds: dict[str, b
         _, text = case
         path.write_bytes(text)
         try:
-            model = engines.load_model(str(path), memory_limit=2**30)
+            model = model_load.load_model(str(path), memory_limit=2**30)
         except KcheckError as e:
             assert str(e).startswith(str(path)), e
             outcomes["refused"] += 1

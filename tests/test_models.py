@@ -14,7 +14,7 @@ import pytest
 import scipy.sparse as sp
 from conftest import DATASETS, ROOT
 
-from kcheck import engines, models, predict, rbf_search, tuning, verify
+from kcheck import engines, model_load, models, predict, rbf_search, tuning, verify
 from kcheck.data import read_libsvm
 from kcheck.defaults import MODEL_KINDS
 from kcheck.errors import KcheckError
@@ -87,7 +87,7 @@ def test_grid_search_reports_progress_and_refines():
     y, X, _ = _scaled("heart_scale")
     seen: list[tuple[int | None, int | None]] = []
     found = rbf_search.rbf_grid_search(
-        X, y, SMALL, seed=0, progress=lambda s, d, t: seen.append((d, t))
+        X, y, SMALL, seed=0, progress=lambda e: seen.append((e.done, e.total))
     )
     assert seen[0] == (0, SMALL.max_points)
     assert seen[-1][0] == seen[-1][1] == found.points
@@ -131,7 +131,7 @@ def test_export_kernel_writes_model_range_and_entry(exported):
     assert f"gamma {gamma:.17g}" in text
     assert read_range_file(entry["range_path"]).n_features == 2
     assert not [p for p in os.listdir(path.parent) if p.endswith(".tmp")]
-    model = engines.load_model(str(path))
+    model = model_load.load_model(str(path))
     assert isinstance(model, engines.RbfModel) and model.kernel == "rbf"
 
 
@@ -474,3 +474,67 @@ def test_check_model_out_then_predict(tmp_path):
     assert Path(entry["range_path"]).is_file()
     r = _kcheck("predict", str(model), "datasets/heart_scale")
     assert r.returncode == 0 and len(r.stdout.splitlines()) == 270
+
+
+# --- the verdict before the model -----------------------------------------------------------------
+
+
+def test_the_checks_seconds_leave_the_model_out(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """The JSON's ``seconds`` is the check's; the model's training has its own."""
+    import time
+
+    from kcheck.pipeline import CheckConfig, run
+
+    config = CheckConfig(
+        train=str(DATASETS / "heart_scale"),
+        exact="never",
+        model_out=str(tmp_path / "m"),
+        model_kind="linear",
+    )
+    report = run(config)
+    before = report.json["seconds"]
+    real, calls = time.perf_counter, iter(range(10**6))
+    # Every clock read 1,000 s after the last: a long training.
+    monkeypatch.setattr(time, "perf_counter", lambda: real() + 1000.0 * next(calls))
+    models.train_model(report, config)
+    after = report.json
+    assert after["seconds"] == before
+    assert after["model"]["seconds"] >= 1000.0
+
+
+def test_the_verdict_is_shown_before_the_model_trains_off_a_terminal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """In a log (no terminal) as on one: when the model's training starts, the verdict line
+    is already on stderr."""
+    from kcheck.cli.app import main
+
+    seen: list[str] = []
+    train = models.train_model
+
+    def watched(*args: object, **kwargs: object) -> None:
+        seen.append(capfd.readouterr().err)
+        train(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(models, "train_model", watched)
+    out = tmp_path / "v.json"
+    with pytest.raises(SystemExit) as ended:
+        main(
+            [
+                "check",
+                str(DATASETS / "heart_scale"),
+                "--exact",
+                "never",
+                "--model-out",
+                str(tmp_path / "m"),
+                "--model",
+                "linear",
+                "-o",
+                str(out),
+            ]
+        )
+    assert ended.value.code == 0
+    assert len(seen) == 1 and "verdict: " in seen[0]
+    rest = capfd.readouterr().err
+    assert "verdict: " not in rest and "model: linear" in rest
+    assert json.loads(out.read_text())["model"]["kind"] == "linear"

@@ -117,7 +117,7 @@ def test_check_asks_for_the_k_of_T(xor) -> None:
         memory_limit=2**30,
         deadline=None,
         baseline=base,
-        progress=lambda stage, done, total: seen.append((done, total)),
+        progress=lambda event: seen.append((event.done, event.total)),
     )
     r = multilinear.check(T, V, ctx)
     k = km.n_clusters(T.rows)

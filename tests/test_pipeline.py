@@ -190,7 +190,7 @@ def test_degree2_skipped_under_tiny_memory_limit(datasets):
 
 def test_progress_is_reported(datasets):
     stages = []
-    run(CheckConfig(train=str(datasets / "heart_scale")), progress=lambda s, d, t: stages.append(s))
+    run(CheckConfig(train=str(datasets / "heart_scale")), progress=lambda e: stages.append(e.stage))
     assert any("linear" in s for s in stages) and any("MultiLinear" in s for s in stages)
 
 

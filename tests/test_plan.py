@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -194,3 +195,58 @@ def test_degree2s_plan_is_the_rows_it_trains_on_a_subsample() -> None:
 def test_checker_steps_follow_the_registry_order() -> None:
     steps = plan.checker_steps(counts(600), ("rbfsvm", "degree2", "multilinear"), 10.0, GIB)
     assert [s.name for s in steps] == [n for n in registry.CHECKERS if n in DEFAULT]
+
+
+# --- predictions beside what happened ------------------------------------------------------------
+
+
+def _step(name: str, predicted: float | None, cpu: float | None, runs: bool = True) -> dict:
+    return {"name": name, "runs": runs, "estimated_seconds": predicted, "cpu_seconds": cpu}
+
+
+def test_a_stage_far_from_its_prediction_is_named_and_one_near_it_is_not() -> None:
+    steps = [
+        _step("degree2", 10.0, 85.0),  # 8.5x: the sparse-text case
+        _step("rbf", 4.0, 1.0),  # 0.25x
+        _step("linear", 2.0, 3.9),  # within 2x
+        _step("multilinear", None, 30.0),  # no prediction
+        _step("rbfsvm", 5.0, None, runs=False),
+        _step("tiny", 0.01, 0.2),  # both under half a second
+    ]
+    lines = plan.off_prediction({"steps": steps})
+    assert len(lines) == 2
+    assert lines[0].startswith("degree2 took 85.0 CPU seconds against 10.0 predicted (8.5x)")
+    assert lines[1].startswith("rbf took 1.0 CPU seconds against 4.0 predicted (0.2x)")
+
+
+def test_the_plan_carries_what_each_step_took_beside_its_prediction() -> None:
+    v = run(CheckConfig(train=str(DATASETS / "heart_scale"), exact="auto")).json
+    steps = {s["name"]: s for s in v["plan"]["steps"]}
+    for name in ("linear", exact.NAME, "multilinear", "degree2"):
+        assert steps[name]["seconds"] is not None and steps[name]["seconds"] >= 0
+        assert steps[name]["cpu_seconds"] is not None and steps[name]["cpu_seconds"] >= 0
+    assert steps["degree2"]["seconds"] == pytest.approx(
+        v["checkers"]["degree2"]["seconds"], abs=1e-3
+    )
+    assert steps["rbfsvm"]["seconds"] is None and steps["rbfsvm"]["cpu_seconds"] is None
+
+
+@pytest.mark.parametrize("quiet", [False, True])
+def test_the_command_warns_of_a_stage_off_its_prediction_unless_quiet(
+    quiet: bool,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    from kcheck.cli.app import main
+
+    line = "degree2 took 85.0 CPU seconds against 10.0 predicted (8.5x)"
+    monkeypatch.setattr(plan, "off_prediction", lambda p: [line] if p.get("steps") else [])
+    out = tmp_path / "v.json"
+    args = ["check", str(DATASETS / "heart_scale"), "--exact", "never", "-o", str(out)]
+    with pytest.raises(SystemExit) as ended:
+        main([*args, "-q"] if quiet else args)
+    assert ended.value.code == 0
+    err = capfd.readouterr().err
+    assert (f"warning: {line}" in err) is not quiet
+    assert line not in out.read_text()  # the JSON stays the same on every machine

@@ -201,7 +201,7 @@ def test_progress_counts_every_point_once(heart) -> None:
     X, y = heart
     seen: list[tuple[str, int | None, int | None]] = []
     found = rbf_grid_search(
-        X, y, TINY, seed=0, progress=lambda s, d, t: seen.append((s, d, t)), stage="grid"
+        X, y, TINY, seed=0, progress=lambda e: seen.append((e.stage, e.done, e.total)), stage="grid"
     )
     assert [d for _, d, _ in seen] == list(range(found.points + 1))
     assert {s for s, _, _ in seen} == {"grid"} and {t for _, _, t in seen} == {4}

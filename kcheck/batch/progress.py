@@ -1,12 +1,11 @@
-"""What a batch reports while it runs, as typed events: a display reads their fields, and a
-plain ``progress(stage, done, total)`` callback gets the same report as one line of text."""
+"""What a batch reports while it runs, as typed events (kcheck.defaults.Event): a display
+reads their fields, and a log their ``text``."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
-from kcheck.defaults import Progress
+from kcheck.defaults import Event, Progress
 
 #: The ``unit`` of a report whose ``done`` and ``total`` count data sets.
 DATA_SETS = "data sets"
@@ -14,22 +13,12 @@ DATA_SETS = "data sets"
 FINISHING = "finishing"
 
 
-@dataclass(frozen=True)
-class BatchProgress:
-    """One progress report of a batch.
-
-    ``stage`` is what is happening, as a display shows it (``[2/5] heart_scale: grid search``,
-    ``checking a, b``, ``finishing``). ``unit`` names what ``done`` of ``total`` count:
-    :data:`DATA_SETS`, or None where they count the stage's own steps (a check's clusters or
-    grid points, named as for a single check). ``text`` is the report as one line for a plain
-    :data:`~kcheck.defaults.Progress` callback (``2/5 done; checking a, b``, ``done``).
-    """
-
-    stage: str
-    unit: str | None
-    done: int | None
-    total: int | None
-    text: str
+#: A batch's report is the one progress event (kcheck.defaults.Event): ``stage`` as a display
+#: shows it (``[2/5] heart_scale: grid search``, ``checking a, b``, ``finishing``); ``unit`` is
+#: :data:`DATA_SETS` where ``done`` and ``total`` count data sets, None where they count the
+#: stage's own steps (a check's clusters or grid points); ``text`` is the one line a log shows
+#: (``2/5 done; checking a, b``, ``done``).
+BatchProgress = Event
 
 
 #: Where a batch sends its reports.
@@ -38,27 +27,27 @@ BatchReport = Callable[[BatchProgress], None]
 
 def step(stage: str, done: int | None = None, total: int | None = None) -> BatchProgress:
     """A stage that counts its own steps (``done`` of ``total``), or nothing (None)."""
-    return BatchProgress(stage, None, done, total, stage)
+    return Event(stage, done, total)
 
 
 def starting(label: str, index: int, n: int) -> BatchProgress:
     """The ``index``-th (from 0) of ``n`` data sets checked one at a time begins; ``label`` is
     its ``[i/n] name``."""
-    return BatchProgress(label, DATA_SETS, index, n, label)
+    return Event(label, index, n, DATA_SETS)
 
 
 def in_flight(names: Sequence[str], finished: int, n: int) -> BatchProgress:
     """Several checks at once: how many are done, and the names of those running."""
     if not names:
-        return BatchProgress(FINISHING, DATA_SETS, finished, n, f"{finished}/{n} done")
+        return Event(FINISHING, finished, n, DATA_SETS, line=f"{finished}/{n} done")
     more = f" and {len(names) - 3} more" if len(names) > 3 else ""
     stage = f"checking {', '.join(names[:3])}{more}"
-    return BatchProgress(stage, DATA_SETS, finished, n, f"{finished}/{n} done; {stage}")
+    return Event(stage, finished, n, DATA_SETS, line=f"{finished}/{n} done; {stage}")
 
 
 def all_done(n: int) -> BatchProgress:
     """Every one of ``n`` data sets has its line."""
-    return BatchProgress(FINISHING, DATA_SETS, n, n, "done")
+    return Event(FINISHING, n, n, DATA_SETS, line="done")
 
 
 def reporter(progress: Progress | None, events: BatchReport | None) -> BatchReport:
@@ -68,7 +57,7 @@ def reporter(progress: Progress | None, events: BatchReport | None) -> BatchRepo
         if events is not None:
             events(event)
         if progress is not None:
-            progress(event.text, event.done, event.total)
+            progress(event)
 
     return report
 

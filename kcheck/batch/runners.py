@@ -36,6 +36,7 @@ from kcheck.batch.progress import (
 from kcheck.batch.resume import reusable, with_key
 from kcheck.batch.writer import LineWriter
 from kcheck.cluster import Scheduler, Session, same_files, shared_path
+from kcheck.defaults import Event
 from kcheck.errors import KcheckError
 from kcheck.memory import default_memory_limit
 from kcheck.pipeline import CheckConfig, Progress
@@ -271,10 +272,10 @@ def _run_serial(
     for i, ds in enumerate(todo):
         prefix = f"[{i + 1}/{n}] {ds.name}"
 
-        def relay(stage: str, done: int | None, total: int | None, prefix: str = prefix) -> None:
+        def relay(event: Event, prefix: str = prefix) -> None:
             if cancelled.is_set():
                 raise CheckCancelled()
-            report(step(f"{prefix}: {stage}", done, total))
+            report(step(f"{prefix}: {event.stage}", event.done, event.total))
 
         box: dict[str, Any] = {}
 

@@ -8,6 +8,7 @@ parameter through the pipeline.
 
 from __future__ import annotations
 
+import resource
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -151,9 +152,10 @@ class CheckerResult:
     #: The trained model itself, where a consumer reads more than predictions from it
     #: (``--explain`` reads the degree-2 weights).
     model: Any = None
-    #: Counted seconds (kcheck.budget) it spent, which small data's floor pays for: the
-    #: checkers after it get what is left of the floor. Not in the JSON.
+    #: Counted seconds (kcheck.budget) it spent. Not in the JSON (the plan holds them).
     counted_seconds: float = 0.0
+    #: CPU seconds it took here (:func:`cpu_seconds`); None where not measured.
+    cpu_seconds: float | None = None
 
     @classmethod
     def skipped(cls, name: str, reason: str, seconds: float = 0.0) -> CheckerResult:
@@ -263,15 +265,27 @@ def stop_if_past(deadline: float | None, what: str) -> None:
 
 
 def guarded(name: str, deadline: float | None, fn: Callable[[], CheckerResult]) -> CheckerResult:
-    """Run a checker; an engine failure, MemoryError or the time limit skips it, not the check."""
-    t0 = time.perf_counter()
+    """Run a checker; an engine failure, MemoryError or the time limit skips it, not the check.
+    Its CPU seconds (:func:`cpu_seconds`, workers included) go into the result."""
+    t0, c0 = time.perf_counter(), cpu_seconds()
     if past(deadline):
         return CheckerResult.skipped(name, "time limit", 0.0)
     try:
-        return fn()
+        result = fn()
     except TimeLimitReached:
-        return CheckerResult.skipped(name, "time limit", time.perf_counter() - t0)
+        result = CheckerResult.skipped(name, "time limit", time.perf_counter() - t0)
     except MemoryError:
-        return CheckerResult.skipped(name, "ran out of memory", time.perf_counter() - t0)
+        result = CheckerResult.skipped(name, "ran out of memory", time.perf_counter() - t0)
     except KcheckError as e:
-        return CheckerResult.skipped(name, str(e), time.perf_counter() - t0)
+        result = CheckerResult.skipped(name, str(e), time.perf_counter() - t0)
+    result.cpu_seconds = cpu_seconds() - c0
+    return result
+
+
+def cpu_seconds() -> float:
+    """CPU seconds of this process and of its children that have ended (a worker process run
+    for one step, :func:`kcheck.workers.run_until`): what a stage cost, beside its wall time.
+    A pool that outlives the stage is counted when it ends."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime

@@ -26,6 +26,7 @@ from kcheck.checkers.base import (
     Sized,
     score,
 )
+from kcheck.defaults import Event
 from kcheck.split import stratified_subsample
 from kcheck.workers import run_until
 
@@ -489,5 +490,5 @@ def check(T: Dataset, V: Dataset, ctx: Context) -> CheckerResult:
     """The checker as the pipeline runs it: a cost budget relative to T's stored values, the
     floor of counted work on small data, and (under ``--time-limit``) the time left, in a
     worker process that the deadline can stop."""
-    ctx.progress("degree-2 checker", None, None)
+    ctx.progress(Event("degree-2 checker"))
     return run_until(ctx.deadline, run, T, V, _options(T, ctx))

@@ -59,7 +59,7 @@ from kcheck.checkers.rbf_tuning import (
     tuning_sample,
 )
 from kcheck.checkers.rbf_tuning import grid_for as grid_for
-from kcheck.defaults import EXACT_MODES, Progress, no_progress
+from kcheck.defaults import EXACT_MODES, Event, Progress, no_progress
 from kcheck.rbf_search import best_point as best_point
 from kcheck.scoring import PointResults, positive_scores
 from kcheck.split import stratified_folds
@@ -155,8 +155,9 @@ def decide_run(
     memory_limit: int,
     mode: str,
 ) -> RunDecision:
-    """:func:`decide_in_time` for the rows ``X`` and labels ``y``."""
-    return decide_in_time(
+    """:func:`decide` for the rows ``X`` and labels ``y``, within :func:`time_bound`."""
+    budget_seconds, basis = time_bound(options, budget_seconds)
+    return decide(
         int(X.shape[0]),
         int(X.nnz),
         int(np.unique(y).size),
@@ -164,36 +165,18 @@ def decide_run(
         budget_seconds=budget_seconds,
         memory_limit=memory_limit,
         mode=mode,
+        basis=basis,
     )
 
 
-def decide_in_time(
-    rows: int,
-    nnz: int,
-    n_classes: int,
-    options: ExactOptions,
-    *,
-    budget_seconds: float,
-    memory_limit: int,
-    mode: str,
-) -> RunDecision:
-    """:func:`decide`, within the time left where ``options.deadline`` (``--time-limit``)
-    leaves less than ``budget_seconds``: the one clock allowed to change what is computed."""
-    basis = "the budget"
+def time_bound(options: ExactOptions, budget_seconds: float) -> tuple[float, str]:
+    """The budget, or the time left where ``options.deadline`` (``--time-limit``) leaves less,
+    and which of the two it is: the one clock allowed to change what is computed."""
     if options.deadline is not None:
         left = options.deadline - time.perf_counter()
         if left < budget_seconds:
-            budget_seconds, basis = max(left, 0.0), "the time left before the time limit"
-    return decide(
-        rows,
-        nnz,
-        n_classes,
-        options,
-        budget_seconds=budget_seconds,
-        memory_limit=memory_limit,
-        mode=mode,
-        basis=basis,
-    )
+            return max(left, 0.0), "the time left before the time limit"
+    return budget_seconds, "the budget"
 
 
 def decide(
@@ -379,7 +362,7 @@ class _Steps:
     deadline: float | None
 
     def tick(self, done: int) -> None:
-        self.report(STAGE, done, self.total)
+        self.report(Event(STAGE, done, self.total))
 
     def check_time(self) -> None:
         stop_if_past(self.deadline, "exact comparison")
@@ -557,7 +540,7 @@ def check_all(
 
     Returns the JSON ``exact`` block and the result (None where it did not run). The decision
     is :func:`decide`'s, on counts, as kcheck.plan made it; only ``--time-limit`` can lower the
-    budget here, to the time left.
+    budget here, to the time left (:func:`time_bound`).
     """
     opts = ExactOptions(
         seed=ctx.seed,
@@ -567,14 +550,16 @@ def check_all(
         scoring=ctx.scoring,
     )
     n_classes = int(np.unique(np.concatenate([T.y, V.y])).size)
-    d = decide_in_time(
+    allowed, basis = time_bound(opts, ctx.budget_seconds or 0.0)
+    d = decide(
         T.rows + V.rows,
         int(T.X.nnz + V.X.nnz),
         n_classes,
         opts,
-        budget_seconds=ctx.budget_seconds or 0.0,
+        budget_seconds=allowed,
         memory_limit=ctx.memory_limit,
         mode=mode,
+        basis=basis,
     )
     out: dict[str, Any] = {
         "mode": mode,

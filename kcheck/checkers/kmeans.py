@@ -12,6 +12,8 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
+from kcheck import seeds
+
 #: Lloyd iterations, as in the paper.
 N_ITER = 15
 
@@ -97,7 +99,7 @@ def kmeans(
     n_rows = X.shape[0]
     if not 1 <= k <= n_rows:
         raise ValueError(f"k must lie in [1, {n_rows}], got {k}")
-    rng = np.random.default_rng(seed)
+    rng = seeds.rng(seed)
     init = np.sort(rng.choice(n_rows, size=k, replace=False))
     centers = _rows_dense(X, init)
     x_sq = _row_sq_norms(X)

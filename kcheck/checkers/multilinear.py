@@ -15,9 +15,10 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from kcheck import engines, tuning
+from kcheck import engines, seeds, tuning
 from kcheck.checkers import kmeans as km
 from kcheck.checkers.base import Allowance, CheckerResult, Context, Counts, Dataset, Sized, past
+from kcheck.defaults import Event
 from kcheck.errors import TimeLimitReached
 from kcheck.metrics import platt_apply, platt_fit
 from kcheck.scoring import positive_scores
@@ -87,10 +88,6 @@ class ClusterModel:
         if self.platt is None:
             return labels, None
         return labels, platt_apply(dec, *self.platt)
-
-
-def _cluster_seed(seed: int, cluster: int) -> int:
-    return (seed * 1_000_003 + cluster * 7919 + 1) & 0x7FFFFFFF
 
 
 def _fit_cluster(
@@ -177,7 +174,7 @@ def _fit_all(
         c: int,
     ) -> tuple[sp.csr_matrix, np.ndarray, int, float, engines.ClassWeight | None, float | None]:
         rows = members[c]
-        seed = _cluster_seed(options.seed, c)
+        seed = seeds.c_seed(options.seed, c)
         untuned = rows.size < MIN_CV_ROWS and options.fallback is not None
         fallback_C = fallback() if untuned else options.fallback_C
         return T.X[rows], T.y[rows], seed, fallback_C, options.class_weight, positive
@@ -318,11 +315,11 @@ def check(T: Dataset, V: Dataset, ctx: Context) -> CheckerResult:
     k = km.n_clusters(T.rows)
     done = [0]
     stage = "MultiLinear checker"
-    ctx.progress(stage, 0, k)
+    ctx.progress(Event(stage, 0, k))
 
     def tick() -> None:
         done[0] += 1
-        ctx.progress(stage, done[0], k)
+        ctx.progress(Event(stage, done[0], k))
 
     options = MultiLinearOptions(
         seed=ctx.seed,

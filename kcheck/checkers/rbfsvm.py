@@ -53,6 +53,7 @@ from kcheck.checkers.base import (
     stop_if_past,
 )
 from kcheck.checkers.rbf_tuning import Search, Tuning
+from kcheck.defaults import Event
 from kcheck.rbf_search import best_point
 from kcheck.split import stratified_split
 
@@ -264,7 +265,7 @@ class _Steps:
         self.total = self.grid_points + len(options.resolved_gamma_factor()) + 2
 
     def tick(self, done: int) -> None:
-        self.report(self.STAGE, done, self.total)
+        self.report(Event(self.STAGE, done, self.total))
 
     def check_time(self) -> None:
         stop_if_past(self.deadline, "RBF SVM")

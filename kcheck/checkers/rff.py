@@ -37,8 +37,9 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from kcheck import budget, engines, tuning
+from kcheck import budget, engines, seeds, tuning
 from kcheck.checkers.base import CheckerResult, Context, Dataset, score
+from kcheck.defaults import Event
 from kcheck.split import stratified_subsample
 from kcheck.workers import run_until
 
@@ -106,11 +107,6 @@ class Plan:
     features: int
     reason: str | None = None
     limited_by: str | None = None  # "memory" | "cost" | None (all of T)
-
-
-def _rng(seed: int, stream: int) -> np.random.Generator:
-    """Independent seeded streams: 1 for the distance sample, 2 for the map."""
-    return np.random.default_rng(np.random.SeedSequence([seed & 0xFFFFFFFF, stream]))
 
 
 def _gib(b: float) -> str:
@@ -187,7 +183,7 @@ def median_sq_distance(X: sp.csr_matrix, *, seed: int, sample: int = MEDIAN_SAMP
     """
     rows = X.shape[0]
     if rows > sample:
-        X = X[np.sort(_rng(seed, 1).choice(rows, size=sample, replace=False))]
+        X = X[np.sort(seeds.rng(seed, seeds.RFF_SAMPLE).choice(rows, size=sample, replace=False))]
     S = engines.as_binding_csr(X)
     if S.shape[0] < 2:
         return 1.0
@@ -209,7 +205,7 @@ def draw_directions(n: int, D: int, *, seed: int) -> tuple[np.ndarray, np.ndarra
     each scaled by an independent chi(n) length, so every column is exactly N(0, I).
     ``iid``: plain Gaussian columns, used when the QR would cost more than MAX_QR_FLOPS.
     """
-    rng = _rng(seed, 2)
+    rng = seeds.rng(seed, seeds.RFF_MAP)
     b = rng.uniform(0.0, 2.0 * math.pi, size=D)
     if n == 0:
         return np.zeros((0, D)), b, "iid"
@@ -367,7 +363,7 @@ def run(T: Dataset, V: Dataset, options: RffOptions) -> CheckerResult:
 
 def check(T: Dataset, V: Dataset, ctx: Context) -> CheckerResult:
     """The checker as the pipeline runs it, in a worker process the deadline can stop."""
-    ctx.progress("random-Fourier-features checker", None, None)
+    ctx.progress(Event("random-Fourier-features checker"))
     options = RffOptions(
         seed=ctx.seed,
         memory_limit=ctx.memory_limit,

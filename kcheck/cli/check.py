@@ -68,6 +68,10 @@ def show_verdict(
         ui.info(f"test file ({t['rows']:,} rows): " + ", ".join(parts))
     for w in warnings:
         ui.warn(w)
+    from kcheck.plan import off_prediction
+
+    for line in off_prediction(v.get("plan") or {}):
+        ui.warn(line)
 
 
 def _show_model(ui: Ui, model: dict[str, Any]) -> None:
@@ -256,9 +260,9 @@ def check(
     shown: list[int] = []  # how many warnings went out with an early verdict
 
     def decided(v: dict[str, Any]) -> None:
-        # On a terminal, the verdict comes before a model export that may take long, so
-        # Ctrl-C during the export still leaves it on the screen (and no file written).
-        if model_out is not None and ui.interactive:
+        # The verdict comes before a model export that may take long, on a terminal and in a
+        # log alike, so Ctrl-C during the export still leaves it shown (and no file written).
+        if model_out is not None:
             early = [*v.get("warnings", []), *notes]
             show_verdict(ui, v, early, model_out)
             shown.append(len(early))

@@ -15,6 +15,9 @@ from rich.progress import BarColumn, Progress, ProgressColumn, SpinnerColumn, Ta
 from rich.table import Column
 from rich.text import Text
 
+from kcheck.defaults import Event, no_progress
+from kcheck.defaults import Progress as Report
+
 T = TypeVar("T")
 
 #: Off a terminal (a log, CI) without COLUMNS, text is laid out for this width: the tables fit
@@ -141,7 +144,7 @@ class Ui:
     def warn(self, message: str) -> None:
         self.note(f"warning: {message}", style="yellow")
 
-    def run(self, fn: Callable[[Callable[[str, int | None, int | None], None]], T]) -> T:
+    def run(self, fn: Callable[[Report], T]) -> T:
         """Run ``fn(progress)`` in a worker thread, so Ctrl-C is seen at once.
 
         A SIGINT that arrives while LIBLINEAR runs in the main thread is raised inside the
@@ -151,12 +154,13 @@ class Ui:
         box: dict[str, Any] = {}
         if not self.interactive:
             # Off a terminal (logs, CI), progress would only be noise; the result says it all.
-            return in_worker(lambda: fn(lambda stage, done, total: None), box)
+            return in_worker(lambda: fn(no_progress), box)
         progress = new_progress(self.console)
         task = progress.add_task("starting", total=None, count="")
         last = [""]
 
-        def report(stage: str, done: int | None, total: int | None) -> None:
+        def report(event: Event) -> None:
+            stage, done, total = event.stage, event.done, event.total
             count = count_text(stage, done, total)
             if stage != last[0]:
                 # A new stage restarts the clock, so the ETA is not averaged over earlier ones.
@@ -172,18 +176,25 @@ class Ui:
 
 
 def in_worker(fn: Callable[[], T], box: dict[str, Any]) -> T:
-    """Run ``fn`` in a daemon thread while the main thread waits in short, interruptible joins."""
+    """Run ``fn`` in a daemon thread while the main thread waits in short, interruptible waits.
+
+    It waits on an event the thread sets, not in ``Thread.join``: a KeyboardInterrupt inside
+    join() marks a thread that still runs as ended (Python 3.11).
+    """
+    done = threading.Event()
 
     def target() -> None:
         try:
             box["value"] = fn()
         except BaseException as e:  # noqa: BLE001 - re-raised in the caller's thread
             box["error"] = e
+        finally:
+            done.set()
 
     worker = threading.Thread(target=target, name="kcheck-worker", daemon=True)
     worker.start()
-    while worker.is_alive():
-        worker.join(0.1)
+    while not done.wait(0.1):
+        pass
     if "error" in box:
         raise box["error"]
     return cast(T, box["value"])
