@@ -45,7 +45,7 @@ from kcheck._parse import (
 )
 from kcheck.atomic import atomic_open
 from kcheck.errors import DataFormatError, KcheckError, KcheckWarning
-from kcheck.memory import line_too_long, max_line_bytes
+from kcheck.memory import line_too_long, max_line_bytes, size_text
 from kcheck.reference_parser import slow_chunk as _slow_chunk
 from kcheck.reservoir import StratifiedReservoir
 
@@ -321,8 +321,9 @@ def _stream(
                 ) from None
             raise KcheckError(
                 f"{name}: by line {line:,} the data already needs more than "
-                f"{max_csr_bytes / 2**20:,.1f} MB in memory, more than the memory limit "
-                "allows a check (about 3x the data's size plus 64 MB; see --memory-limit)"
+                f"{size_text(max_csr_bytes)} in memory, more than the memory limit allows a "
+                "check (about 3x the data's size plus 64 MB); give a larger --memory-limit, or "
+                "--max-rows auto to check a sample that fits"
             ) from None
 
 

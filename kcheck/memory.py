@@ -109,8 +109,10 @@ def checker_budget(memory_limit: int, data_bytes: int) -> int:
 
 
 def size_text(n_bytes: float) -> str:
-    """A byte count in a unit that shows it (1M is not '0.0 GiB')."""
+    """A byte count in a unit that shows it (1M is not '0.0 GiB'): one decimal below 1,000 of
+    the unit, whole units with thousands separators above ('15,493 GiB', not '15493.4 GiB')."""
     for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
         if n_bytes >= size:
-            return f"{n_bytes / size:.1f} {unit}"
-    return f"{int(n_bytes)} B"
+            n = n_bytes / size
+            return f"{n:,.0f} {unit}" if round(n, 1) >= 1000 else f"{n:.1f} {unit}"
+    return f"{int(n_bytes):,} B"

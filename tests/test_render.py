@@ -9,7 +9,7 @@ import re
 import pytest
 from rich.console import Console
 
-from kcheck.cli import render
+from kcheck.cli import render, words
 from kcheck.cli.ui import count_text, new_progress
 from kcheck.pipeline import CheckConfig, run
 
@@ -57,16 +57,15 @@ def _text(renderable, width: int) -> str:
 
 
 def _numbers_of(v) -> list[str]:
-    """Every number the check table must show in full."""
+    """Every number the check table must show in full (an interval's ends with the digits that
+    show their side of epsilon)."""
     nums = [render.fmt_acc(v["linear"]["val_accuracy"])]
     for c in v["checkers"].values():
         if c.get("gap") is not None:
-            lo, hi = c["gap_ci95"]
             nums += [
                 render.fmt_acc(c["val_accuracy"]),
-                render.pts(c["gap"]),
-                f"{100 * lo:+.1f}",
-                f"{100 * hi:+.1f}",
+                render.gap_text(c, v["epsilon"]),
+                *render.ci_text(c, v["epsilon"]).split(" to "),
             ]
     return nums
 
@@ -122,7 +121,7 @@ def test_summary_of_a_kernel_verdict_says_why_and_what_next(fourclass_proxies):
     v = fourclass_proxies
     assert v["verdict"] == "kernel" and v["deciding_checker"] == "multilinear"
     gap = v["checkers"]["multilinear"]["gap"]
-    text = render.verdict_summary(v)
+    text = words.verdict_summary(v)
     assert f"MultiLinear beat linear by {100 * gap:.1f} points" in text
     assert "--model-out" in text and "kcheck verify" in text
 
@@ -131,17 +130,21 @@ def test_summary_of_a_linear_verdict_names_the_closest_checkers(linear_proxies):
     v = linear_proxies
     assert v["verdict"] == "linear"
     best = max(v["checkers"], key=lambda n: v["checkers"][n]["gap"])
-    text = render.verdict_summary(v)
+    text = words.verdict_summary(v)
     assert f"{render.NAMES[best]} {render.pts(v['checkers'][best]['gap'])}" in text
     assert "No checker beat linear by 2 points" in text
-    if v["margin"] == "borderline":
-        assert "kcheck verify" in text and "more data" in text
+    assert v["margin"] == "clear" and "A linear model is enough here" in text
+    assert "Not settled" not in text and "more data" not in text
 
 
-def test_summary_of_a_borderline_verdict_says_what_would_settle_it(linear_proxies):
-    v = dict(linear_proxies, margin="borderline")
-    text = render.verdict_summary(v)
+def test_a_borderline_verdict_says_what_would_settle_it(datasets):
+    """heart_scale without exact mode: the proxies' intervals contain epsilon (the record's
+    ``straddling``), so more data would settle it; nothing was skipped or cut short."""
+    v = _check(datasets / "heart_scale", exact="never")
+    assert v["decision"]["margin_reason"] == "interval-reaches-epsilon"
+    text = words.verdict_summary(v)
     assert "Not settled" in text and "kcheck verify" in text and "more data" in text
+    assert "--memory-limit" not in text and "--time-limit" not in text
 
 
 def test_batch_table_never_cuts_a_number(fourclass_proxies, linear_proxies):
@@ -189,20 +192,21 @@ def test_verify_summary_gives_the_interval_and_margin(datasets):
     grid = Grid(log2_C=(1.0, 3.0), log2_gamma=(-3.0, -5.0))
     v = verify(VerifyConfig(str(datasets / "heart_scale"), grid=grid))
     text = render.verify_summary(v)
-    lo, hi = (100 * x for x in v["gap_ci95"])
-    assert f"{100 * v['gap']:+.2f} points (95% CI {lo:+.1f} to {hi:+.1f})" in text
-    assert f"verdict {v['verdict']}, {v['margin']}" in text
+    eps = v["epsilon"]
+    gap, ci = render.side_pts(v["gap"], eps, 2), render.ci_text(v, eps)
+    assert f"{gap} points (95% CI {ci})" in text
+    assert f"verdict {v['verdict']}, {v['margin']} (epsilon is 2 points)" in text
 
 
 def test_a_summary_in_another_metric_names_it_and_carries_it_on(fourclass_proxies):
     v = {**fourclass_proxies, "metric": "balanced", "class_weights": {"-1": 0.8, "1": 1.4}}
-    text = render.verdict_summary(v)
+    text = words.verdict_summary(v)
     assert "points of balanced accuracy" in text
     # The next commands train and verify in the same metric.
     assert "--model-out MODEL" in text and text.count("--metric balanced") == 2
     assert "balanced acc." in str(render.metric_words(v))
     assert "every model class-weighted" in render.verdict_footnote(v)
-    plain = render.verdict_summary(fourclass_proxies)
+    plain = words.verdict_summary(fourclass_proxies)
     assert "--metric" not in plain and "points of" not in plain.split("(")[0]
 
 
@@ -221,23 +225,27 @@ def two_folds():
 def test_a_gap_over_two_folds_is_marked_and_explained(two_folds, width):
     v = two_folds
     table = _text(render.verdict_table(v, width), width)
-    gap = render.pts(v["checkers"]["degree2"]["gap"])
-    assert gap + "*" in table
+    assert render.gap_text(v["checkers"]["degree2"], v["epsilon"]) + "*" in table
     assert render.pts(v["checkers"]["multilinear"]["gap"]) + "*" not in table
     note = render.verdict_footnote(v)
     second = v["second_fold"]
     assert "*: the mean of two folds' gaps" in note
     assert f"scored on the other {second['validation']:,}" in note
-    assert f"degree2 {render.fmt_acc(second['checkers']['degree2']['val_score'])}" in note
+    # Prose names the checker in words; the table keeps its JSON name.
+    assert f"hung on {render.NAMES['degree2']}, so it was" in note
+    assert (
+        f"{render.NAMES['degree2']} {render.fmt_acc(second['checkers']['degree2']['val_score'])}"
+        in note
+    )
     # A single fold says nothing of the kind.
     assert "two folds" not in render.verdict_footnote(dict(v, second_fold=None))
 
 
 def test_a_kernel_summary_over_two_folds_says_so(two_folds):
     v = dict(two_folds, verdict="kernel", deciding_checker="degree2", margin="borderline")
-    assert "beat linear by" in render.verdict_summary(v)
-    assert "on average over two folds" in render.verdict_summary(v)
-    assert "two folds" not in render.verdict_summary(dict(v, second_fold=None))
+    assert "beat linear by" in words.verdict_summary(v)
+    assert "on average over two folds" in words.verdict_summary(v)
+    assert "two folds" not in words.verdict_summary(dict(v, second_fold=None))
 
 
 @pytest.mark.parametrize("width", WIDTHS)

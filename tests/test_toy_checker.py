@@ -20,7 +20,7 @@ from rich.console import Console
 from kcheck import defaults, pipeline, report, tuning
 from kcheck.checkers import registry
 from kcheck.checkers.base import CheckerResult, Context, Dataset, score
-from kcheck.cli import render
+from kcheck.cli import render, words
 
 TOY = "toy"
 WORDS = "the toy linear model"
@@ -116,12 +116,12 @@ def test_a_checker_added_to_the_registry_alone_is_shown_everywhere(
     unfinished = json.loads(json.dumps(v))
     unfinished["checkers"][TOY]["gap"] = None
     unfinished["verdict"], unfinished["margin"] = "linear", "borderline"
-    assert f"{WORDS} did not finish" in render.verdict_summary(unfinished)
+    assert f"{WORDS} did not finish" in words.verdict_summary(unfinished)
     closest = json.loads(json.dumps(v))
     closest["verdict"], closest["margin"] = "linear", "clear"
     closest["checkers"][TOY]["gap"] = 0.019
     closest["checkers"][TOY]["gap_ci95"] = [0.0, 0.038]
-    assert f"{WORDS} +1.90" in render.verdict_summary(closest)
+    assert f"{WORDS} +1.90" in words.verdict_summary(closest)
 
     # The HTML report plots it in its colour, and its table has a column for it.
     line = tmp_path / "lines.jsonl"

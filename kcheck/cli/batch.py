@@ -22,8 +22,9 @@ from kcheck.cli.options import (
     scheduler_option,
 )
 from kcheck.cli.outputs import check_writable, require_stdout
-from kcheck.cli.render import batch_caption, batch_table, verdict_summary
+from kcheck.cli.render import batch_caption, batch_table
 from kcheck.cli.ui import Ui, count_text, new_progress
+from kcheck.cli.words import verdict_summary
 from kcheck.errors import KcheckError
 
 if TYPE_CHECKING:

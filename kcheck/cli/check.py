@@ -29,10 +29,10 @@ from kcheck.cli.render import (
     fmt_acc,
     log2_text,
     verdict_footnote,
-    verdict_summary,
     verdict_table,
 )
 from kcheck.cli.ui import Ui
+from kcheck.cli.words import verdict_summary
 from kcheck.errors import KcheckError, recorded_warnings
 
 

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import io
 import math
-import shlex
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -85,6 +84,35 @@ def pts(x: float) -> str:
     return f"{100 * x:+.2f}"
 
 
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """``1 row``, ``2 rows``, ``1,000 rows``."""
+    return f"{n:,} {word if n == 1 else (many or word + 's')}"
+
+
+#: Decimals tried, after a number's own, until it shows which side of epsilon it lies on.
+_MORE_DECIMALS = (3, 4, 5, 6)
+
+
+def side_pts(x: float, epsilon: float, decimals: int = 1, sign: bool = True) -> str:
+    """A fraction as points with ``decimals`` decimals, or as many more as it takes to show
+    which side of ``epsilon`` it lies on: with epsilon 0.02, 0.020036 is '+2.004' (not '+2.0',
+    which reads as epsilon itself) and 0.019869 is '+1.987'. A number equal to epsilon (as the
+    rule compares them, :func:`kcheck.verdict.reaches`) prints as epsilon."""
+    from kcheck.verdict import TIE_DECIMALS, reaches
+
+    p, e = 100 * x, round(100 * epsilon, 9)
+    at = reaches(x, epsilon)
+    equal = at and round(x, TIE_DECIMALS) == round(epsilon, TIE_DECIMALS)
+    fmt = "+" if sign else ""
+    text = ""
+    for d in (decimals, *(d for d in _MORE_DECIMALS if d > decimals)):
+        text = f"{p:{fmt}.{d}f}"
+        shown = round(float(text), 9)
+        if (shown == e and equal) or (shown > e if at else shown < e):
+            return text
+    return text
+
+
 def two_folds(v: dict[str, Any], name: str) -> bool:
     """Whether ``name``'s gap is the mean of two folds (a second fold re-measured it)."""
     second = v.get("second_fold")
@@ -93,9 +121,16 @@ def two_folds(v: dict[str, Any], name: str) -> bool:
     return (second["checkers"].get(name) or {}).get("gap") is not None
 
 
-def _ci(c: dict[str, Any]) -> str:
+def ci_text(c: dict[str, Any], epsilon: float, sign: bool = True) -> str:
+    """A gap's 95% interval in points, each end with the digits that show its side of
+    epsilon: '+0.8 to +2.004'."""
     lo, hi = c["gap_ci95"]
-    return f"{100 * lo:+.1f} to {100 * hi:+.1f}"
+    return f"{side_pts(lo, epsilon, sign=sign)} to {side_pts(hi, epsilon, sign=sign)}"
+
+
+def gap_text(c: dict[str, Any], epsilon: float) -> str:
+    """A gap in signed points, two decimals or as many as show its side of epsilon."""
+    return side_pts(c["gap"], epsilon, 2)
 
 
 #: A name column folds down to this many characters before columns are dropped.
@@ -240,7 +275,11 @@ def verdict_table(v: dict[str, Any], width: int) -> RenderableType:
         acc = fmt_acc(c.get("val_score", c["val_accuracy"]))
         if name == _exact() and c["val_accuracy"] is not None:
             acc += " CV"
-        gap = [pts(c["gap"]), _ci(c)] if c.get("gap") is not None else ["-", ""]
+        gap = (
+            [gap_text(c, v["epsilon"]), ci_text(c, v["epsilon"])]
+            if c.get("gap") is not None
+            else ["-", ""]
+        )
         if two_folds(v, name):
             gap[0] += "*"
         rows.append([name, acc, *gap, _param(name, c), _status(c), f"{c['seconds']:.2f}"])
@@ -268,11 +307,13 @@ def verdict_footnote(v: dict[str, Any]) -> str:
     second = v.get("second_fold")
     again = [n for n in v["checkers"] if two_folds(v, n)]
     if second and again:
-        there = ", ".join(f"{n} {fmt_acc(second['checkers'][n]['val_score'])}" for n in again)
+        there = ", ".join(
+            f"{NAMES[n]} {fmt_acc(second['checkers'][n]['val_score'])}" for n in again
+        )
         text += (
             "; *: the mean of two folds' gaps. The verdict hung on "
-            f"{' and '.join(again)}, so {'it was' if len(again) == 1 else 'they were'} "
-            f"also trained on another {second['train']:,} rows and scored on the other "
+            f"{_and(NAMES[n] for n in again)}, so {'it was' if len(again) == 1 else 'they were'} "
+            f"also trained on another {plural(second['train'], 'row')} and scored on the other "
             f"{second['validation']:,} (linear {fmt_acc(second['linear']['val_score'])}, "
             f"{there} there)"
         )
@@ -281,79 +322,17 @@ def verdict_footnote(v: dict[str, Any]) -> str:
     if rbf is not None and rbf.get("gap") is not None:
         text += (
             f". {exact}, CV: an RBF SVM against linear in {rbf.get('folds', 5)}-fold "
-            f"cross-validation on all {rbf.get('rows', 0):,} rows ({rbf.get('repeats', 1)} "
-            f"repeats; linear's accuracy was {fmt_acc(rbf.get('linear_accuracy'))} there)"
+            f"cross-validation on all {plural(rbf.get('rows', 0), 'row')} "
+            f"({plural(rbf.get('repeats', 1), 'repeat')}; linear's accuracy was "
+            f"{fmt_acc(rbf.get('linear_accuracy'))} there)"
         )
     return text
 
 
-def _command(path: str) -> str:
-    return "FILE" if path == "-" else shlex.quote(path)
-
-
-def verdict_summary(v: dict[str, Any], model_out: str | None = None) -> str:
-    """The verdict in plain words: why, and what to do next (``model_out``: a model is being
-    trained for --model-out, so the next step is to use it)."""
-    eps = 100 * v["epsilon"]
-    data = _command(v["data"]["path"])
-    metric = v.get("metric") or "accuracy"
-    if metric != "accuracy":  # the next commands train and verify in the same metric
-        data += f" --metric {metric}"
-    train = (
-        f"`kcheck check {data} --model-out MODEL` trains it"
-        if model_out is None
-        else "the model for --model-out is trained now, then "
-        f"`kcheck predict {shlex.quote(model_out)} FILE` labels new data with it"
-    )
-    gaps = {n: c for n, c in v["checkers"].items() if c.get("gap") is not None}
-    deciding = v.get("deciding_checker")
-    exact = _exact()
-    where = " in cross-validation on all rows" if deciding == exact else ""
-    if v["verdict"] == "kernel" and deciding is not None and deciding in gaps:
-        c = gaps[deciding]
-        lo, hi = (100 * x for x in c["gap_ci95"])
-        who = "An RBF SVM" if deciding == exact else NAMES[deciding]
-        if two_folds(v, deciding):
-            where = " on average over two folds"
-        text = (
-            f"{who} beat linear by {100 * c['gap']:.1f} points{_in_metric(v)}{where} (95% CI "
-            f"{lo:.1f} to {hi:.1f}; epsilon is {eps:g} points)"
-        )
-        if v["margin"] == "clear":
-            win = "the kernel is worth it" if deciding == exact else "an RBF SVM should win"
-            return text + f"; {win} here. Next: {train}; `kcheck verify {data}` confirms."
-        return (
-            text + f", but the interval reaches below {eps:g} points, so this is not "
-            f"settled. To settle it: `kcheck verify {data}` runs the full RBF grid search; "
-            "more data would narrow the interval."
-        )
-    pool = {exact: gaps[exact]} if exact in gaps else gaps
-    if not pool:
-        return "No checker finished, so nothing could overturn linear."
-    ranked = sorted(pool, key=lambda n: -pool[n]["gap"])
-    closest = ", ".join(
-        f"{NAMES[n]} {pts(pool[n]['gap'])} (95% CI {_ci(pool[n])})" for n in ranked[:2]
-    )
-    if exact in pool:
-        text = (
-            f"An RBF SVM came within {pts(pool[exact]['gap'])} points{_in_metric(v)} of "
-            f"linear in cross-validation on all rows (95% CI {_ci(pool[exact])}), short of the "
-            f"{eps:g} the kernel needs"
-        )
-    else:
-        text = f"No checker beat linear by {eps:g} points{_in_metric(v)}; the closest: {closest}"
-    if v["margin"] == "clear":
-        return text + f". A linear model is enough here. Next: {train}."
-    missing = [NAMES[n] for n, c in v["checkers"].items() if c.get("gap") is None]
-    why = (
-        f"{' and '.join(missing)} did not finish (see above)"
-        if missing
-        else f"an interval reaches {eps:g} points"
-    )
-    return (
-        text + f". Not settled: {why}. To settle it: `kcheck verify {data}` runs the full "
-        "RBF grid search; more data, or a larger --memory-limit or --time-limit, helps."
-    )
+def _and(words: Iterable[str]) -> str:
+    """'a', 'a and b', 'a, b and c'."""
+    items = list(words)
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
 # --- batch ---------------------------------------------------------------------------------------
@@ -371,13 +350,14 @@ def deciding_gap(line: dict[str, Any]) -> str:
     gaps = {name: c["gap"] for name, c in checkers.items() if c.get("gap") is not None}
     if not gaps:
         return "-"
+    eps = float(line.get("epsilon", 0.02))
     deciding = line.get("deciding_checker")
     if line.get("verdict") == "kernel" and deciding in gaps:
-        return f"{100 * gaps[deciding]:+.2f} {deciding}"
+        return f"{side_pts(gaps[deciding], eps, 2)} {deciding}"
     exact = _exact()
     pool = {exact: gaps[exact]} if exact in gaps else gaps
     name = max(pool, key=lambda k: (pool[k], k))
-    return f"{100 * pool[name]:+.2f} {name} (closest)"
+    return f"{side_pts(pool[name], eps, 2)} {name} (closest)"
 
 
 def batch_table(lines: list[dict[str, Any]], resumed: set[str], width: int) -> RenderableType:
@@ -428,9 +408,9 @@ def batch_caption(lines: list[dict[str, Any]], wall: float) -> str:
     n_skip = len(lines) - len(sets)
     total = sum(x.get("seconds") or 0.0 for x in lines)
     return (
-        f"{len(sets)} data sets: {len(ok)} ok ({n_kernel} kernel, "
-        f"{len(ok) - n_kernel} linear), {n_err} error{'' if n_err == 1 else 's'}; "
-        f"{n_skip} file{'' if n_skip == 1 else 's'} skipped; "
+        f"{plural(len(sets), 'data set')}: {len(ok)} ok ({n_kernel} kernel, "
+        f"{len(ok) - n_kernel} linear), {plural(n_err, 'error')}; "
+        f"{plural(n_skip, 'file')} skipped; "
         f"{total:.2f}s checking, {wall:.1f}s wall time. gap: the deciding checker's, "
         "in points; for a linear verdict the closest checker's"
     )
@@ -459,7 +439,7 @@ def verify_table(v: dict[str, Any], width: int) -> RenderableType:
             "RBF",
             rbf,
             f"C={log2_text(rbf['C'])} g={log2_text(rbf['gamma'])}",
-            f"{rbf['grid_points']} points",
+            plural(rbf["grid_points"], "point"),
         ),
     ):
         cells = [name, fmt_acc(r.get("cv_score", r["cv_accuracy"]))]
@@ -470,13 +450,12 @@ def verify_table(v: dict[str, Any], width: int) -> RenderableType:
 
 
 def verify_summary(v: dict[str, Any]) -> str:
-    lo, hi = (100 * x for x in v["gap_ci95"])
+    eps = v["epsilon"]
     sample = sample_text(v["data"])
     text = (f"{sample}: " if sample else "") + (
-        f"gap (RBF minus linear, cross-validated): {100 * v['gap']:+.2f} points"
-        f"{_in_metric(v)} (95% CI "
-        f"{lo:+.1f} to {hi:+.1f}) -> verdict {v['verdict']}, {v['margin']} (the bar is "
-        f"{100 * v['epsilon']:g} points)"
+        f"gap (RBF minus linear, cross-validated): {side_pts(v['gap'], eps, 2)} points"
+        f"{_in_metric(v)} (95% CI {ci_text(v, eps)}) -> verdict {v['verdict']}, "
+        f"{v['margin']} (epsilon is {100 * eps:g} points)"
     )
     if v.get("test_gap") is not None:
         text += f"; on the test file {100 * v['test_gap']:+.2f} points"

@@ -1,0 +1,333 @@
+"""The verdict in plain words, from the rule's own record (the JSON's ``decision`` block):
+what decided, why the margin is what it is, and what to do next. Pure functions of a result
+dict; nothing prints here (kcheck.cli.check shows them).
+
+A number that decides is printed with the digits that show which side of epsilon it lies on
+(:func:`kcheck.cli.render.side_pts`), and a remedy is named only where it applies.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from typing import Any
+
+from kcheck.cli.render import (
+    NAMES,
+    _and,
+    _exact,
+    _in_metric,
+    _spec,
+    ci_text,
+    gap_text,
+    side_pts,
+    two_folds,
+)
+from kcheck.memory import size_text
+
+
+def _capital(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+def _command(path: str) -> str:
+    return "FILE" if path == "-" else shlex.quote(path)
+
+
+def decision_record(v: dict[str, Any]) -> dict[str, Any]:
+    """The rule's record of what decided (the JSON's ``decision`` block), which the words
+    follow. A result without one (written before it existed), or whose block does not match its
+    verdict, margin and gaps (a file edited by hand), gets one rebuilt from those fields."""
+    d = v.get("decision")
+    if isinstance(d, dict) and _agrees(v, d):
+        return d
+    return _rebuilt(v)
+
+
+def _has_gap(v: dict[str, Any], name: str) -> bool:
+    return (v["checkers"].get(name) or {}).get("gap") is not None
+
+
+def _skipped_for_cost(v: dict[str, Any], name: str) -> bool:
+    """A stand-in for exact mode (rbfsvm) skipped for its counted cost: the normal case on
+    large data, which the rule does not count as a checker cut short."""
+    spec = _spec(name)
+    c = v["checkers"].get(name) or {}
+    return spec is not None and spec.role == "stand-in" and c.get("limited_by") == "cost"
+
+
+def _agrees(v: dict[str, Any], d: dict[str, Any]) -> bool:
+    """Whether a ``decision`` block says what the rest of the result says."""
+    if d.get("deciding") != v.get("deciding_checker"):
+        return False
+    if (d.get("margin_reason") == "interval") != (v["margin"] == "clear"):
+        return False
+    if not all(_has_gap(v, n) for n in d.get("straddling") or ()):
+        return False
+    if v["verdict"] == "linear" and d.get("by") == "proxies" and v["margin"] != "clear":
+        listed = {c.get("checker") for c in d.get("cut_short") or ()}
+        for name in v["checkers"]:
+            if not _has_gap(v, name) and name not in listed and not _skipped_for_cost(v, name):
+                return False
+    return True
+
+
+def _rebuilt(v: dict[str, Any]) -> dict[str, Any]:
+    """A ``decision`` block from a result's verdict, margin and gaps (see
+    :func:`decision_record`): the rule's reasons, as far as those fields show them."""
+    from kcheck.verdict import reaches
+
+    eps, exact = v["epsilon"], _exact()
+    gaps = {n: c for n, c in v["checkers"].items() if c.get("gap") is not None}
+    deciding = v.get("deciding_checker")
+    by = "proxies"
+    if exact in gaps:
+        by = "overrule" if v["verdict"] == "kernel" and deciding != exact else "exact"
+    straddling: list[str] = []
+    cut: list[dict[str, Any]] = []
+    if v["margin"] != "clear":
+        if v["verdict"] == "kernel":
+            straddling = [str(deciding)] if deciding in gaps else []
+        else:
+            pool = [exact] if by == "exact" else list(gaps)
+            straddling = [n for n in pool if reaches(gaps[n]["gap_ci95"][1], eps)]
+            if by == "proxies":
+                cut = [
+                    {
+                        "checker": n,
+                        "what": "did not run" if c.get("status") == "skipped" else "did not finish",
+                        "reason": c.get("reason"),
+                    }
+                    for n, c in v["checkers"].items()
+                    if n not in gaps and not _skipped_for_cost(v, n)
+                ]
+    reason = "interval"
+    if v["margin"] != "clear":
+        reason = "cut-short" if cut else "interval-reaches-epsilon"
+    return {
+        "by": by,
+        "deciding": deciding,
+        "margin_reason": reason,
+        "straddling": straddling,
+        "cut_short": cut,
+    }
+
+
+def _limit(v: dict[str, Any], entry: dict[str, Any]) -> str | None:
+    """What cut a checker short: ``time``, ``memory`` or ``cost`` (its budget), from its
+    reason, its own block and its step of the plan; None where none of them says (an engine
+    failure, the process out of memory)."""
+    name, reason = entry.get("checker"), (entry.get("reason") or "").lower()
+    if "time limit" in reason:
+        return "time"
+    c = v["checkers"].get(name) or {}
+    steps: list[dict[str, Any]] = (v.get("plan") or {}).get("steps", [])
+    step = next((s for s in steps if s["name"] == name), {})
+    for limited in (c.get("limited_by"), step.get("limited_by")):
+        if limited in ("time", "memory", "cost"):
+            return str(limited)
+    if "memory limit" in reason:
+        return "memory"
+    if "budget" in reason:
+        return "cost"
+    return None
+
+
+_SIZE = re.compile(r"\bneeds? (?:about )?(\d[\d,]*(?:\.\d+)?) (GiB|MiB|KiB|B)\b")
+_UNITS = {"GiB": 2**30, "MiB": 2**20, "KiB": 2**10, "B": 1}
+
+
+def _needs(reason: str | None) -> int | None:
+    """The bytes a reason says a method needs ('... need 15,493 GiB, over ...'), if it says."""
+    m = _SIZE.search(reason or "")
+    if m is None:
+        return None
+    return int(float(m.group(1).replace(",", "")) * _UNITS[m.group(2)])
+
+
+def _too_large(entry: dict[str, Any]) -> int | None:
+    """The bytes a checker skipped for memory needs where that is more than this machine has,
+    so that no --memory-limit could let it run; else None."""
+    from kcheck.memory import default_memory_limit
+
+    need = _needs(entry.get("reason"))
+    physical = 2 * default_memory_limit()  # the default limit is half of physical memory
+    return need if need is not None and need > physical else None
+
+
+def _cut_words(entry: dict[str, Any]) -> str:
+    """'degree-2 was skipped (its reason)': a checker that did not run or was cut short."""
+    verb = {"did not run": "was skipped"}.get(entry.get("what") or "", entry.get("what"))
+    reason = entry.get("reason")
+    return f"{NAMES[entry['checker']]} {verb}" + (f" ({reason})" if reason else "")
+
+
+def _who(name: str) -> str:
+    """A method at the start of a sentence."""
+    return "An RBF SVM" if name == _exact() else _capital(NAMES[name])
+
+
+def _moved(v: dict[str, Any], c: dict[str, Any]) -> str:
+    """How a gap moved from linear, in words: 'gained 1.41 points over linear', 'scored 0.95
+    points below linear'."""
+    eps, gap = v["epsilon"], c["gap"]
+    if gap == 0:
+        return f"scored the same as linear{_in_metric(v)}"
+    size = side_pts(abs(gap), eps, 2, sign=False)
+    if gap > 0:
+        return f"gained {size} points{_in_metric(v)} over linear"
+    return f"scored {size} points{_in_metric(v)} below linear"
+
+
+def verdict_summary(v: dict[str, Any], model_out: str | None = None) -> str:
+    """The verdict in plain words, from the rule's record of what decided
+    (:func:`decision_record`): which gap or interval, which skip and why, and what to do next;
+    a remedy only where it applies (``model_out``: a model is being trained for --model-out,
+    so the next step is to use it)."""
+    eps = v["epsilon"]
+    bar = f"{100 * eps:g}"
+    data = _command(v["data"]["path"])
+    metric = v.get("metric") or "accuracy"
+    if metric != "accuracy":  # the next commands train and verify in the same metric
+        data += f" --metric {metric}"
+    train = (
+        f"`kcheck check {data} --model-out MODEL` trains it"
+        if model_out is None
+        else "the model for --model-out is trained now, then "
+        f"`kcheck predict {shlex.quote(model_out)} FILE` labels new data with it"
+    )
+    verify = f"`kcheck verify {data}` runs the full RBF grid search"
+    d = decision_record(v)
+    gaps = {n: c for n, c in v["checkers"].items() if c.get("gap") is not None}
+    exact = _exact()
+    deciding = str(d.get("deciding"))
+    if v["verdict"] == "kernel" and deciding in gaps:
+        c = gaps[deciding]
+        where = " in cross-validation on all rows" if deciding == exact else ""
+        if two_folds(v, deciding):
+            where = " on average over two folds"
+        text = (
+            f"{_who(deciding)} beat linear by {side_pts(c['gap'], eps, sign=False)} points"
+            f"{_in_metric(v)}{where} (95% CI {ci_text(c, eps, sign=False)}; epsilon is {bar} "
+            "points)"
+        )
+        if d.get("by") == "overrule":
+            text += (
+                "; its whole interval lies at or above epsilon, so it decides over exact "
+                "mode's linear verdict"
+            )
+            if exact in gaps:
+                text += (
+                    f" (an RBF SVM {_moved(v, gaps[exact])} in cross-validation on all rows, "
+                    f"95% CI {ci_text(gaps[exact], eps)}; its tuning on a sample can miss a "
+                    "gain that needs a larger C)"
+                )
+        if v["margin"] == "clear":
+            win = "the kernel is worth it" if deciding == exact else "an RBF SVM should win"
+            return text + f"; {win} here. Next: {train}; `kcheck verify {data}` confirms."
+        low = side_pts(c["gap_ci95"][0], eps, sign=False)
+        return (
+            text + f", but the lower end of its interval, {low}, lies below {bar} points, so "
+            f"this is not settled. To settle it: {verify}; more data would narrow the interval."
+        )
+    if not gaps:
+        return "No checker finished, so nothing could overturn linear."
+    if d.get("by") == "exact" and exact in gaps:
+        r = gaps[exact]
+        text = (
+            f"An RBF SVM {_moved(v, r)} in cross-validation on all rows (95% CI {ci_text(r, eps)})"
+        )
+        text += (
+            f", short of the {bar} the kernel needs"
+            if r["gap"] > 0
+            else f"; the kernel needs a gain of {bar}"
+        )
+        text += _exact_over(v, gaps)
+    else:
+        ranked = sorted(gaps, key=lambda n: -gaps[n]["gap"])
+        closest = ", ".join(
+            f"{NAMES[n]} {gap_text(gaps[n], eps)} (95% CI {ci_text(gaps[n], eps)})"
+            for n in ranked[:2]
+        )
+        text = f"No checker beat linear by {bar} points{_in_metric(v)}; the closest: {closest}"
+    if v["margin"] == "clear":
+        return text + f". A linear model is enough here. Next: {train}."
+    why, remedies = _unsettled(v, d)
+    return text + f". Not settled: {why}. To settle it: " + "; ".join([verify, *remedies]) + "."
+
+
+def _exact_over(v: dict[str, Any], gaps: dict[str, dict[str, Any]]) -> str:
+    """Where exact mode decided ``linear`` over a checker whose gap reached epsilon, the
+    sentence that says so (else nothing)."""
+    from kcheck.verdict import reaches
+
+    eps = v["epsilon"]
+    over = [n for n in gaps if n != _exact() and reaches(gaps[n]["gap"], eps)]
+    if not over:
+        return ""
+    gains = _and(f"{NAMES[n]}'s {gap_text(gaps[n], eps)}" for n in over)
+    intervals = _and(f"{ci_text(gaps[n], eps)}" for n in over)
+    one = len(over) == 1
+    return (
+        f". {_capital(gains)} on the validation split {'reaches' if one else 'reach'} "
+        f"epsilon, but exact mode's RBF comparison decides over {'it' if one else 'them'}: "
+        f"{'its interval' if one else 'their intervals'} ({intervals}) "
+        f"{'reaches' if one else 'reach'} below {100 * eps:g} points, and cross-validation "
+        "on all rows measures the kernel itself"
+    )
+
+
+def _unsettled(v: dict[str, Any], d: dict[str, Any]) -> tuple[str, list[str]]:
+    """Why a linear verdict is borderline, from the record, and the remedies that apply
+    (:func:`_remedies`)."""
+    eps = v["epsilon"]
+    bar = f"{100 * eps:g}"
+    exact = _exact()
+    why: list[str] = []
+    cut = list(d.get("cut_short") or ())
+    if cut:
+        words = _and(_cut_words(e) for e in cut)
+        why.append(
+            f"{words}, so {'it' if len(cut) == 1 else 'they'} cannot confirm the linear verdict"
+        )
+    straddling = [n for n in d.get("straddling") or () if _has_gap(v, n)]
+    for name in straddling:
+        c = v["checkers"][name]
+        who = f"{NAMES[name]} in cross-validation" if name == exact else NAMES[name]
+        hi = side_pts(c["gap_ci95"][1], eps)
+        why.append(f"the interval of {who} reaches {bar} points (up to {hi})")
+    if not why:
+        why.append(f"an interval reaches {bar} points")
+    interval = bool(straddling) or d.get("margin_reason") == "interval-reaches-epsilon"
+    return "; ".join(why), _remedies(v, cut, interval, len(straddling))
+
+
+def _remedies(
+    v: dict[str, Any], cut: list[dict[str, Any]], interval: bool, straddling: int
+) -> list[str]:
+    """--memory-limit where the memory limit cut a checker and more memory could let it run,
+    --time-limit where the time limit cut one, more data where an interval reaches epsilon."""
+    remedies: list[str] = []
+    memory = [e for e in cut if _limit(v, e) == "memory" and _too_large(e) is None]
+    huge = [e for e in cut if _limit(v, e) == "memory" and _too_large(e) is not None]
+    time = [e for e in cut if _limit(v, e) == "time"]
+    if interval:
+        remedies.append("more data would narrow the interval" + ("s" if straddling > 1 else ""))
+    if memory:
+        remedies.append(
+            f"a larger --memory-limit would give {_and(NAMES[e['checker']] for e in memory)} "
+            "the memory to run"
+        )
+    if time:
+        remedies.append(
+            f"a larger --time-limit would give {_and(NAMES[e['checker']] for e in time)} "
+            "the time to finish"
+        )
+    for e in huge:
+        need = size_text(_too_large(e) or 0)
+        what = "to expand" if e["checker"] == "degree2" else "to run"
+        remedies.append(
+            f"{NAMES[e['checker']]} is too large {what} on this machine (it needs {need}), "
+            "whatever the memory limit"
+        )
+    return remedies
