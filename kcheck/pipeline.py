@@ -222,7 +222,11 @@ def _methods(
             )
         deciding = planned.step(registry.EXACT.name)
         exact_ctx = dataclasses.replace(
-            ctx, budget_seconds=deciding.budget_seconds if deciding is not None else None
+            ctx,
+            budget_seconds=deciding.budget_seconds if deciding is not None else None,
+            progress=_predicted(
+                ctx.progress, deciding.estimated_seconds if deciding is not None else None
+            ),
         )
         exact_json, rbf = registry.EXACT.run_all(T, V, exact_ctx, config.exact)
         base, checked = _run_checkers(planned.checkers, T, V, ctx, beside=beside)
@@ -297,12 +301,27 @@ def _train_linear(
     With a time limit, in a worker process that is killed at the deadline: LIBLINEAR's C
     search cannot be interrupted, and it took 50 s on 1,000 classes.
     """
-    report(Event("linear baseline (C search)"))
+    predicted = budget.linear_seconds(int(T.X.nnz), int(np.unique(T.y).size))
+    report(Event("linear baseline (C search)", predicted_seconds=predicted))
     options = linear.LinearOptions(seed=config.seed, class_weight=scoring.class_weight)
     c0 = cpu_seconds()
     result = run_until(deadline, linear.run, T, V, options)
     result.cpu_seconds = cpu_seconds() - c0
     return result
+
+
+def _predicted(progress: Progress, seconds: float | None) -> Progress:
+    """``progress``, its events carrying the plan's counted estimate of the step they report
+    on (for a log line and an ETA; what is computed never reads it)."""
+    if seconds is None:
+        return progress
+
+    def report(event: Event) -> None:
+        if event.predicted_seconds is None:
+            event = dataclasses.replace(event, predicted_seconds=seconds)
+        progress(event)
+
+    return report
 
 
 def _run_checkers(
@@ -333,7 +352,10 @@ def _run_checkers(
         if ctx.baseline is None and spec.needs_baseline:
             ctx = dataclasses.replace(ctx, baseline=ctx.linear())
         allowed = dataclasses.replace(
-            ctx, floor_seconds=step.floor_seconds, budget_seconds=step.budget_seconds
+            ctx,
+            floor_seconds=step.floor_seconds,
+            budget_seconds=step.budget_seconds,
+            progress=_predicted(ctx.progress, step.estimated_seconds),
         )
         out[step.name] = guarded(
             step.name, ctx.deadline, functools.partial(spec.run, T, V, allowed)

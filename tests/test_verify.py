@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import lzma
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -23,9 +24,14 @@ def kcheck(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+#: A log line of a stage starting or ending (kcheck.cli.ui.StageLog), not part of an error.
+STAGE_LINE = re.compile(r"^kcheck: (reading|linear model|RBF grid|AUC|[^:]*: done in )")
+
+
 def one_error_line(r: subprocess.CompletedProcess[str], *fragments: str) -> str:
     assert r.returncode == 2, r.stderr
-    lines = [x for x in r.stderr.splitlines() if x.strip()]
+    # Off a terminal, the stages that ran before the error have their log lines.
+    lines = [x for x in r.stderr.splitlines() if x.strip() and not STAGE_LINE.match(x)]
     assert "Traceback" not in r.stderr and len(lines) == 1, r.stderr
     assert lines[0].startswith("kcheck: "), r.stderr
     for fragment in fragments:

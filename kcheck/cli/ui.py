@@ -7,6 +7,7 @@ import io
 import os
 import re
 import threading
+import time
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
@@ -152,9 +153,16 @@ class Ui:
         main thread only waits, and the signal interrupts the wait.
         """
         box: dict[str, Any] = {}
-        if not self.interactive:
-            # Off a terminal (logs, CI), progress would only be noise; the result says it all.
+        if self.quiet:
             return in_worker(lambda: fn(no_progress), box)
+        if not self.interactive:
+            # Off a terminal (logs, CI): a line when each stage starts and when it ends, so a
+            # long run is never silent; no bar, no carriage return, no colour.
+            log = StageLog(self.note)
+            try:
+                return in_worker(lambda: fn(log.report), box)
+            finally:
+                log.close()
         progress = new_progress(self.console)
         task = progress.add_task("starting", total=None, count="")
         last = [""]
@@ -173,6 +181,32 @@ class Ui:
 
         with progress:
             return in_worker(lambda: fn(report), box)
+
+
+class StageLog:
+    """Progress as log lines: ``kcheck: STAGE`` (with its predicted seconds where the plan has
+    them) when a stage starts, ``kcheck: STAGE: done in N.Ns`` when the next one starts or the
+    run ends. Counts within a stage are left to the terminal's bar."""
+
+    def __init__(self, write: Callable[[str], None]) -> None:
+        self.write = write
+        self.stage: str | None = None
+        self.started = 0.0
+
+    def report(self, event: Event) -> None:
+        if event.stage == self.stage:
+            return
+        self.close()
+        self.stage, self.started = event.stage, time.perf_counter()
+        predicted = event.predicted_seconds
+        about = f" (about {predicted:.0f}s predicted)" if predicted and predicted >= 1 else ""
+        self.write(f"kcheck: {event.stage}{about}")
+
+    def close(self) -> None:
+        """The end of the stage under way, if any."""
+        if self.stage is not None:
+            self.write(f"kcheck: {self.stage}: done in {time.perf_counter() - self.started:.1f}s")
+            self.stage = None
 
 
 def in_worker(fn: Callable[[], T], box: dict[str, Any]) -> T:

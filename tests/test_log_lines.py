@@ -1,0 +1,64 @@
+"""Off a terminal (a CI log, a pipe), a check talks: one line when each stage starts and one
+when it ends, with no carriage return and no colour (kcheck.cli.ui.StageLog)."""
+
+from __future__ import annotations
+
+import queue
+import re
+import subprocess
+import sys
+import threading
+
+from conftest import DATASETS, ROOT
+
+#: Escape sequences a terminal would interpret (colour, cursor moves).
+ANSI = re.compile(r"\x1b\[")
+
+
+def test_a_check_in_a_pipe_says_each_stage_while_it_runs() -> None:
+    """The data come on stdin, so the run cannot end before this test closes it: the first
+    stage's line is read while the process is still running, with no clock involved."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kcheck", "check", "-", "--exact", "never", "-o", "/dev/null"],
+        stdin=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        cwd=ROOT,
+        text=True,
+    )
+    assert proc.stdin is not None and proc.stderr is not None
+    lines: queue.Queue[str] = queue.Queue()
+    stderr = proc.stderr
+    threading.Thread(target=lambda: lines.put(stderr.readline()), daemon=True).start()
+    try:
+        first = lines.get(timeout=300)  # a guard against a silent run, not a time bound
+    except queue.Empty:
+        proc.kill()
+        raise AssertionError("nothing on stderr while the data were being read") from None
+    assert first == "kcheck: reading -\n"
+    assert proc.poll() is None  # still reading: stdin is open
+    proc.stdin.write((DATASETS / "heart_scale").read_text())
+    proc.stdin.close()
+    rest = proc.stderr.read()
+    assert proc.wait(timeout=600) == 0, rest
+    log = first + rest
+    assert "\r" not in log and not ANSI.search(log)
+    started = re.findall(r"^kcheck: (.+?)(?: \(about \d+s predicted\))?$", log, flags=re.M)
+    ended = re.findall(r"^kcheck: (.+): done in \d+\.\ds$", log, flags=re.M)
+    stages = [s for s in started if not re.search(r": done in \d+\.\ds$", s)]
+    assert stages[:2] == ["reading -", "linear baseline (C search)"]
+    assert "degree-2 checker" in stages and "MultiLinear checker" in stages
+    # Every stage that started ended, in order, before the table.
+    assert ended == stages[: len(ended)] and set(stages) <= set(ended) | {"-"}
+    assert log.index("degree-2 checker: done in") < log.index("verdict: ")
+
+
+def test_quiet_prints_no_stage_lines() -> None:
+    r = subprocess.run(
+        [sys.executable, "-m", "kcheck", "check", str(DATASETS / "heart_scale"), "-q"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=600,
+    )
+    assert r.returncode == 0 and r.stderr == ""
