@@ -1,6 +1,38 @@
-"""Allow ``python -m kcheck``."""
+"""The ``kcheck`` command and ``python -m kcheck``: Ctrl-C handled from the first instruction.
 
-from kcheck.cli import main
+Importing the command line (click, rich, every command) takes a tenth of a second or more,
+and a SIGINT meanwhile printed a KeyboardInterrupt traceback (or, caught in a finaliser, was
+lost). So before anything else is imported, SIGINT and SIGTERM end the process at once with
+"kcheck: interrupted" and 130 (143): nothing has been written and no worker runs yet. The
+command line's :func:`~kcheck.cli.app.main` replaces these handlers with its own.
+
+``_signal`` is the C module under :mod:`signal`: built into the interpreter, it is there at
+once, where importing :mod:`signal` reads a file (and an interrupt could land in that).
+"""
+
+import _signal
+import os
+
+
+def _interrupted_while_starting(signum: int, frame: object) -> None:
+    """Before main() runs there is nothing to clean up: say so and end."""
+    try:
+        os.write(2, b"kcheck: interrupted\n")
+    except OSError:
+        pass
+    os._exit(130 if signum == _signal.SIGINT else 143)
+
+
+_signal.signal(_signal.SIGINT, _interrupted_while_starting)
+_signal.signal(_signal.SIGTERM, _interrupted_while_starting)
+
+from kcheck.cli import main as _main  # noqa: E402 - after the handlers, on purpose
+
+
+def main() -> None:
+    """The ``kcheck`` command (``[project.scripts]``)."""
+    _main(whole_process=True)
+
 
 if __name__ == "__main__":
     main()

@@ -9,6 +9,10 @@ file kcheck writes goes through here, so the edge cases are handled once:
 * a symlink's target is replaced, not the link;
 * a new file gets the umask's permissions, a replaced one keeps its own;
 * an OSError (disk full, permission, missing directory) becomes a one-line KcheckError.
+
+Each temporary file lives alone in a private directory beside its target (``.NAME.XXXX.tmp/``),
+so that an interrupted run can delete it for good: a C library still writing the file's path in
+another thread cannot create it again once its directory is gone, as it could a plain file.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import contextlib
 import errno
 import os
 import shutil
+import signal
 import stat
 import tempfile
 import threading
@@ -37,76 +42,154 @@ def _failed(target: str, what: str, e: OSError) -> KcheckError:
     return KcheckError(f"cannot write {what} {target}: {e.strerror or e}")
 
 
-#: Temporary files being written now. An interrupted run ends with ``os._exit`` while a worker
-#: thread may still be writing one, so :func:`abandon` removes them; no ``finally`` runs then.
+class Abandoned(BaseException):
+    """Raised where a temporary file or directory is asked for after :func:`abandon`: the
+    process is about to end, and nothing new may be left behind."""
+
+
+#: Private directories of the temporary files (and scratch directories) in use now. An
+#: interrupted run ends with ``os._exit`` while a worker thread may still be writing into one,
+#: so :func:`abandon` removes them; no ``finally`` runs then.
 _live: set[str] = set()
 _live_lock = threading.Lock()
 #: Held while finished temporaries are renamed into place, so that an interrupt waits for a
 #: set of renames (a model and its range file) to complete instead of splitting it.
 _commit_lock = threading.Lock()
+#: The commit lock that :func:`abandon` took for good, if it has run: from then on no
+#: temporary is made and no rename starts.
+_abandoned_with: list[object] = []
+#: Whether the main thread is renaming a set into place now, and the signals that arrived
+#: meanwhile (see :func:`defer_signal`).
+_main_committing = False
+_deferred: list[int] = []
 
 
-def _track(tmp: str, live: bool) -> None:
+def _abandoned() -> bool:
+    return any(lock is _commit_lock for lock in _abandoned_with)
+
+
+def _track(path: str, live: bool) -> None:
     with _live_lock:
         if live:
-            _live.add(tmp)
+            _live.add(path)
         else:
-            _live.discard(tmp)
+            _live.discard(path)
+
+
+def _remove_tree(path: str) -> None:
+    """Remove ``path`` and what is in it, even while another thread writes a file into it."""
+    for _ in range(100):
+        if not os.path.lexists(path):
+            return
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
 
 
 def abandon() -> None:
     """Before ``os._exit``: wait for renames under way, then delete every temporary file.
 
     The commit lock is taken and never released: the process is about to end, and no
-    worker thread may start renaming a file the interrupt has deleted half of.
+    worker thread may start renaming a file the interrupt has deleted half of, nor make a
+    new temporary file that nobody would delete.
     """
-    _commit_lock.acquire(timeout=10)
+    lock = _commit_lock
+    lock.acquire(timeout=10)
     with _live_lock:
-        for tmp in list(_live):
-            if os.path.isdir(tmp) and not os.path.islink(tmp):
-                shutil.rmtree(tmp, ignore_errors=True)
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
+        _abandoned_with.append(lock)
+        for path in list(_live):
+            _remove_tree(path)
         _live.clear()
+
+
+def defer_signal(signum: int) -> bool:
+    """For a signal handler: whether the main thread is renaming a set of files into place
+    now. If so the signal is held, and sent again as soon as the set is complete, so that an
+    interrupt never leaves a new model beside an old range file (the handler returns)."""
+    if _main_committing and threading.current_thread() is threading.main_thread():
+        _deferred.append(signum)
+        return True
+    return False
+
+
+@contextlib.contextmanager
+def _renaming() -> Iterator[None]:
+    """The commit lock, and in the main thread the signals held until the renames are done."""
+    global _main_committing
+    main = threading.current_thread() is threading.main_thread()
+    try:
+        with _commit_lock:
+            if _abandoned():
+                raise Abandoned()
+            if main:
+                _main_committing = True
+            try:
+                yield
+            finally:
+                if main:
+                    _main_committing = False
+    finally:
+        # Also when a rename failed: the signal then wins over the error.
+        if main and _deferred:
+            held = list(_deferred)
+            _deferred.clear()
+            for signum in held:
+                signal.raise_signal(signum)
+
+
+def _private_directory(parent: str, prefix: str) -> str:
+    """A new directory ``parent/PREFIX.XXXX.tmp``, tracked for :func:`abandon`."""
+    with _live_lock:
+        if _abandoned():
+            raise Abandoned()
+        directory = tempfile.mkdtemp(prefix=prefix, suffix=".tmp", dir=parent)
+        _live.add(directory)
+    return directory
 
 
 @contextlib.contextmanager
 def scratch_directory(prefix: str) -> Iterator[str]:
     """A private temporary directory, removed afterwards, and by :func:`abandon` too."""
-    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
-        _track(tmp, True)
-        try:
-            yield tmp
-        finally:
-            _track(tmp, False)
-
-
-def _temporary(path: str | os.PathLike[str], what: str) -> tuple[str, str, bool]:
-    """(target, temporary path, whether the target is a device or pipe)."""
-    target = os.path.realpath(os.fspath(path))
-    directory = os.path.dirname(target)
-    special = _special(target)
+    tmp = _private_directory(tempfile.gettempdir(), prefix)
     try:
-        fd, tmp = tempfile.mkstemp(
-            prefix="." + os.path.basename(target) + ".",
-            suffix=".tmp",
-            dir=tempfile.gettempdir() if special else directory,
-        )
-        os.close(fd)
-    except OSError as e:
-        raise _failed(os.fspath(path), what, e) from None
-    _track(tmp, True)
-    return target, tmp, special
+        yield tmp
+    finally:
+        _remove_tree(tmp)
+        _track(tmp, False)
 
 
-def _commit(target: str, tmp: str, special: bool) -> None:
-    if special:
-        with open(tmp, "rb") as src, open(target, "wb") as dst:
-            shutil.copyfileobj(src, dst)
-        os.unlink(tmp)
-        return
-    os.chmod(tmp, mode_for(target))
-    os.replace(tmp, target)
+class _Temporary:
+    """One target's temporary file, alone in its private directory."""
+
+    def __init__(self, path: str | os.PathLike[str], what: str) -> None:
+        self.target = os.path.realpath(os.fspath(path))
+        self.special = _special(self.target)
+        name = os.path.basename(self.target)
+        parent = tempfile.gettempdir() if self.special else os.path.dirname(self.target)
+        try:
+            self.directory = _private_directory(parent, "." + name + ".")
+            self.path = os.path.join(self.directory, name or "file")
+            with open(self.path, "xb"):
+                pass
+        except OSError as e:
+            if hasattr(self, "directory"):
+                self.discard()
+            raise _failed(os.fspath(path), what, e) from None
+
+    def commit(self) -> None:
+        if self.special:
+            with open(self.path, "rb") as src, open(self.target, "wb") as dst:
+                shutil.copyfileobj(src, dst)
+        else:
+            os.chmod(self.path, mode_for(self.target))
+            os.replace(self.path, self.target)
+        self.discard()
+
+    def discard(self) -> None:
+        _remove_tree(self.directory)
+        _track(self.directory, False)
 
 
 def _sync(tmp: str) -> None:
@@ -131,37 +214,35 @@ def atomic_paths(
     """Yield temporary paths for ``(path, what)`` pairs; on success each becomes its path.
 
     All are written in full before any is renamed, and they are renamed in the order given
-    (a model before its range file), under a lock an interrupt waits for.
+    (a model before its range file), under a lock an interrupt waits for; in the main
+    thread, a signal that arrives during the renames takes effect once they are all done.
     """
-    made: list[tuple[str, str, bool]] = []
+    made: list[_Temporary] = []
     current = os.fspath(targets[0][0]) if targets else ""
     what = targets[0][1] if targets else "file"
     try:
         for path, what_ in targets:
-            made.append(_temporary(path, what_))
-        yield [tmp for _, tmp, _ in made]
-        for (path, what_), (_, tmp, special) in zip(targets, made, strict=True):
+            made.append(_Temporary(path, what_))
+        yield [t.path for t in made]
+        for (path, what_), t in zip(targets, made, strict=True):
             current, what = os.fspath(path), what_
-            if not special:
-                _sync(tmp)
+            if not t.special:
+                _sync(t.path)
         # A target that cannot be replaced (a directory) fails the set before any rename, so
         # the model is not replaced when its range file cannot be.
-        for (path, what_), (target, _, _) in zip(targets, made, strict=True):
+        for (path, what_), t in zip(targets, made, strict=True):
             current, what = os.fspath(path), what_
-            if os.path.isdir(target):
-                raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), target)
-        with _commit_lock:
-            for (path, what_), (target, tmp, special) in zip(targets, made, strict=True):
+            if os.path.isdir(t.target):
+                raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), t.target)
+        with _renaming():
+            for (path, what_), t in zip(targets, made, strict=True):
                 current, what = os.fspath(path), what_
-                _commit(target, tmp, special)
-                _track(tmp, False)
-            for directory in {os.path.dirname(t) for t, _, special in made if not special}:
+                t.commit()
+            for directory in {os.path.dirname(t.target) for t in made if not t.special}:
                 _sync_directory(directory)
     except BaseException as e:
-        for _, tmp, _ in made:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            _track(tmp, False)
+        for t in made:
+            t.discard()
         if isinstance(e, OSError):
             raise _failed(current, what, e) from None
         raise

@@ -15,6 +15,11 @@ Faults: Dask runs a task again elsewhere when its worker dies. Each start of a t
 on the scheduler; a task that has already been started :data:`MAX_TRIES` times (its workers
 died each time) is not run again but fails with :class:`WorkerDied`, whatever the scheduler's
 own ``allowed-failures`` (Dask's ``KilledWorker``, when that comes first, becomes the same).
+
+Addresses: a ``tcp://`` address is checked before Dask's client connects (:func:`_greeted`):
+a scheduler greets a connection with its handshake at once, and anything else there (silence,
+an HTTP server) is named in one line within :data:`CONNECT_SECONDS`. ``local:N`` is bounded
+by the cores and the memory limit (:func:`check_local`).
 """
 
 from __future__ import annotations
@@ -24,19 +29,26 @@ import concurrent.futures
 import contextlib
 import importlib.util
 import logging
+import multiprocessing.resource_tracker
 import os
 import re
 import signal
+import socket
+import struct
 import sys
 import threading
+import time
 import uuid
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from kcheck import __version__
 from kcheck.errors import KcheckError
+from kcheck.memory import default_memory_limit, size_text
+
+T = TypeVar("T")
 
 #: How a user installs what ``--scheduler`` needs.
 INSTALL_HINT = "pip install 'kcheck[dask]'"
@@ -48,8 +60,13 @@ CONNECT_SECONDS = 10.0
 WORKER_WAIT_SECONDS = 60.0
 #: Starts of one task (each ended by its worker dying) before it fails with WorkerDied.
 MAX_TRIES = 3
+#: What one worker of ``local:N`` needs at least: a Python process with Dask, NumPy, SciPy
+#: and kcheck imported (80 MB resident, measured), and room for a small data set's check.
+LOCAL_WORKER_BYTES = 256 * 2**20
 
-_ADDRESS = re.compile(r"^(?P<scheme>[a-z]+)://(?P<host>\[[0-9a-fA-F:]+\]|[^/:\s]+)(?::\d+)?$")
+_ADDRESS = re.compile(
+    r"^(?P<scheme>[a-z]+)://(?P<host>\[[0-9a-fA-F:]+\]|[^/:\s]+)(?::(?P<port>\d+))?$"
+)
 _LOCAL = re.compile(r"^local:(?P<n>\d+)$")
 
 
@@ -88,13 +105,40 @@ def parse_scheduler(text: str) -> Scheduler:
     return Scheduler(text=value, address=value)
 
 
-def require(text: str) -> Scheduler:
-    """The parsed ``--scheduler``, once Dask's distributed is known to be installed; for the
-    command line to refuse a bad address or a missing extra before any work starts."""
+def require(text: str, memory_limit: int | None = None) -> Scheduler:
+    """The parsed ``--scheduler``, once Dask's distributed is known to be installed and
+    ``local:N`` to fit this machine (:func:`check_local`); for the command line to refuse a
+    bad address, a missing extra or too many workers before any work starts."""
     scheduler = parse_scheduler(text)
+    check_local(scheduler, memory_limit)
     if importlib.util.find_spec("distributed") is None:  # found, not imported: see Session
         _import_distributed()
     return scheduler
+
+
+def check_local(scheduler: Scheduler, memory_limit: int | None = None) -> None:
+    """Refuse ``local:N`` beyond this machine: more workers than cores (each runs one task at
+    a time, so more only share the cores), or than ``memory_limit`` (default: half of
+    physical memory) holds at :data:`LOCAL_WORKER_BYTES` each. Dask set up every worker it
+    was asked for: ``local:99999999`` took 13 GB before it failed."""
+    n = scheduler.local_workers
+    if n is None:
+        return
+    cores = os.cpu_count() or 1
+    if n > cores:
+        raise KcheckError(
+            f"--scheduler {scheduler.text}: this machine has {cores} "
+            f"core{'s' if cores != 1 else ''}; start at most local:{cores}"
+        )
+    limit = default_memory_limit() if memory_limit is None else memory_limit
+    fit = limit // LOCAL_WORKER_BYTES
+    if n > fit:
+        each = size_text(LOCAL_WORKER_BYTES)
+        raise KcheckError(
+            f"--scheduler {scheduler.text}: {n} workers need about {each} each, over the "
+            f"memory limit of {size_text(limit)}; "
+            + (f"start at most local:{fit}" if fit else "raise --memory-limit")
+        )
 
 
 def _import_distributed() -> Any:
@@ -107,23 +151,55 @@ def _import_distributed() -> Any:
     return distributed
 
 
-@contextlib.contextmanager
-def _sigint_ignored() -> Iterator[None]:
-    """Processes started here ignore SIGINT from their first instruction on: a Ctrl-C in the
-    terminal reaches the whole process group, and it is the client's to handle (it ends the
-    local cluster itself); a worker that got it while importing printed a traceback. Dask
-    starts workers with ``spawn``, which clears a blocked signal mask but keeps an ignored
-    signal ignored. Only the main thread can set that, for the whole process: a Ctrl-C while
-    ``local:N`` starts its workers (a few seconds) is ignored.
+def _started_apart(build: Callable[[], T], undo: Callable[[T], object]) -> T:
+    """``build()`` in a thread of its own that blocks SIGINT, while this thread waits for it
+    and stays interruptible.
+
+    Threads inherit the signal mask of the thread that starts them, and processes that of the
+    thread that starts them, across ``exec`` too. So Dask's event loop, started in that thread,
+    starts worker processes that cannot receive SIGINT from their first instruction: a Ctrl-C
+    in the terminal reaches the whole process group, it is the client's to handle (it ends the
+    local cluster itself), and a worker that got it while importing printed a traceback.
+    (SIGINT was once ignored in the whole process instead, while the workers started: a
+    Ctrl-C then was lost, and the batch ran to its end.)
+
+    On an interrupt here the start is let finish, since a worker cut off while it receives its
+    start-up data prints a traceback, and what it built is handed to ``undo``; then the
+    interrupt goes on. An interrupt of that wait goes on at once.
     """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    box: dict[str, Any] = {}
+    done = threading.Event()
+
+    def target() -> None:
+        try:
+            if hasattr(signal, "pthread_sigmask"):
+                # multiprocessing starts its resource tracker before the first process it
+                # spawns, and unblocks SIGINT in that thread afterwards: started here first,
+                # so that it does not do that in a thread of Dask's just before a worker starts.
+                multiprocessing.resource_tracker.ensure_running()
+                signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+            box["value"] = build()
+        except BaseException as e:  # noqa: BLE001 - raised again in the waiting thread
+            box["error"] = e
+        finally:
+            done.set()
+
+    # Waits on an event, not on Thread.join: a KeyboardInterrupt inside join() marks a thread
+    # that still runs as ended (Python 3.11), and the join after it returned at once.
+    thread = threading.Thread(target=target, name="kcheck-cluster-start", daemon=True)
     try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, old)
+        thread.start()
+        while not done.wait(0.1):
+            pass
+    except BaseException:
+        if thread.ident is not None:  # started, even if start() was interrupted
+            done.wait()
+        if "value" in box:
+            undo(box["value"])
+        raise
+    if "error" in box:
+        raise box["error"]
+    return cast(T, box["value"])
 
 
 _SESSIONS: weakref.WeakSet[Session] = weakref.WeakSet()
@@ -133,8 +209,9 @@ _SILENT = logging.CRITICAL + 10
 
 def dask_setup(worker: Any) -> None:
     """Run by each worker process of ``local:N`` as it starts (a Dask preload): ignore Ctrl-C
-    also in a worker that the nanny restarts later, outside :func:`_sigint_ignored`; and keep
-    the user's terminal, which these processes share, free of a closed client's traceback."""
+    for good (it starts with SIGINT blocked, see :func:`_started_apart`, and a process it
+    started would otherwise have it back); and keep the user's terminal, which these
+    processes share, free of a closed client's traceback."""
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, signal.SIG_IGN)
     sys.unraisablehook = _without_closed_client_errors(sys.unraisablehook)
@@ -157,6 +234,112 @@ def _without_closed_client_errors(hook: Callable[[Any], object]) -> Callable[[An
     return quiet
 
 
+def _unreachable(s: Scheduler, e: BaseException) -> KcheckError:
+    return KcheckError(
+        f"--scheduler {s.text}: cannot reach the scheduler within "
+        f"{CONNECT_SECONDS:g}s ({' '.join(str(e).split()) or type(e).__name__})"
+    )
+
+
+def _not_dask(s: Scheduler, where: str, found: str) -> KcheckError:
+    return KcheckError(f"--scheduler {s.text}: not a Dask scheduler at {where} ({found})")
+
+
+def _greeted(s: Scheduler, deadline: float) -> None:
+    """Connect to a ``tcp://`` address and read the handshake a Dask scheduler sends as soon
+    as it accepts a connection, by ``deadline`` (``time.monotonic()``); a KcheckError that says
+    what is there otherwise. Other schemes are Dask's to reach.
+
+    Dask's own client waited for that handshake without a timeout (a listener that says
+    nothing, or an HTTP server waiting for a request, hung it for good), and took the first
+    eight bytes of any reply for a length to allocate ("HTTP/1.0" asked for 3 EiB: "out of
+    memory"). Here at most :data:`_GREETING_BYTES` are read; the handshake read is sent back
+    as this side's, so that the scheduler sees a whole one before the connection closes.
+    """
+    m = _ADDRESS.match(s.text)
+    if m is None or m.group("scheme") != "tcp":
+        return
+    host = m.group("host").strip("[]")
+    port = int(m.group("port") or DEFAULT_PORT)
+    try:
+        sock = socket.create_connection((host, port), timeout=_left(deadline))
+    except OSError as e:
+        raise _unreachable(s, e) from None
+    where = f"{m.group('host')}:{port}"
+    with sock:
+        head = _receive(sock, _FRAME_HEADER.size, deadline)
+        if len(head) < _FRAME_HEADER.size:
+            raise _not_dask(s, where, _silence(head, deadline))
+        (size,) = _FRAME_HEADER.unpack(head)
+        if not 0 < size <= _GREETING_BYTES:
+            raise _not_dask(s, where, _answer(head + _receive(sock, 200, time.monotonic() + 0.5)))
+        body = _receive(sock, size, deadline)
+        if len(body) < size or not _is_handshake(body):
+            raise _not_dask(s, where, _answer(head + body))
+        with contextlib.suppress(OSError):
+            sock.sendall(head + body)
+
+
+#: Dask's TCP frames start with their length, an unsigned 64-bit integer in native order.
+_FRAME_HEADER = struct.Struct("Q")
+#: A Dask scheduler's handshake is about 60 bytes; more is read from no one.
+_GREETING_BYTES = 1 << 16
+#: Dask's port when an address gives none.
+DEFAULT_PORT = 8786
+
+
+def _left(deadline: float) -> float:
+    return max(0.01, deadline - time.monotonic())
+
+
+def _receive(sock: socket.socket, n: int, deadline: float) -> bytes:
+    """Up to ``n`` bytes, fewer if the peer closes or ``deadline`` passes first."""
+    data = b""
+    while len(data) < n and time.monotonic() < deadline:
+        sock.settimeout(_left(deadline))
+        try:
+            chunk = sock.recv(n - len(data))
+        except OSError:  # TimeoutError included
+            break
+        if not chunk:
+            break
+        data += chunk
+    return data
+
+
+def _silence(head: bytes, deadline: float) -> str:
+    if head:
+        return _answer(head)
+    if time.monotonic() >= deadline:
+        return (
+            f"it accepted the connection and said nothing for {CONNECT_SECONDS:g}s; "
+            "a scheduler greets at once"
+        )
+    return "it closed the connection without a word"
+
+
+def _answer(data: bytes) -> str:
+    """What a peer sent, for a message: its first line, printable, at most 60 characters."""
+    line = (data.splitlines() or [b""])[0].decode("latin-1")
+    shown = "".join(c if c.isprintable() else "?" for c in line).strip()
+    if len(shown) > 60:
+        shown = shown[:57] + "..."
+    return f"it answered {shown!r}" if shown else f"it answered {len(data)} bytes of something else"
+
+
+def _is_handshake(body: bytes) -> bool:
+    """Whether ``body`` (one message's frames) is a Dask handshake: a mapping with the
+    peer's Python version and pickle protocol."""
+    try:
+        from distributed.protocol.core import loads
+        from distributed.protocol.utils import unpack_frames
+
+        message = loads(unpack_frames(body), deserialize=False)  # type: ignore[no-untyped-call]
+    except Exception:  # noqa: BLE001 - anything that does not decode is not one
+        return False
+    return isinstance(message, dict) and {"python", "pickle-protocol"} <= set(message)
+
+
 class Session:
     """A client of a running cluster, or of a LocalCluster of N worker processes started here.
 
@@ -164,7 +347,7 @@ class Session:
     thread and runs this kcheck version. Any failure is a KcheckError (one line, exit 2).
     """
 
-    def __init__(self, scheduler: Scheduler | str) -> None:
+    def __init__(self, scheduler: Scheduler | str, memory_limit: int | None = None) -> None:
         self.scheduler = parse_scheduler(scheduler) if isinstance(scheduler, str) else scheduler
         self.run_id = uuid.uuid4().hex
         self._cluster: Any = None
@@ -172,11 +355,8 @@ class Session:
         self._closed = False
         self._done = threading.Event()
         try:
-            if self.scheduler.is_local:
-                with _sigint_ignored():
-                    self._open(_import_distributed())
-            else:
-                self._open(_import_distributed())
+            check_local(self.scheduler, memory_limit)
+            self._open(_import_distributed())
             self._check_workers()
         except BaseException:
             self.close()
@@ -188,29 +368,43 @@ class Session:
         self._killed = distributed.KilledWorker
         s = self.scheduler
         if s.local_workers is not None:
-            self._cluster = distributed.LocalCluster(
-                n_workers=s.local_workers,
-                threads_per_worker=1,
-                processes=True,
-                dashboard_address=None,
-                # No dashboard, and the scheduler's HTTP server (which runs without one) on a
-                # free port of this host only: by default it took Dask's well-known 8787 and,
-                # where another cluster held that, warned on stderr.
-                scheduler_kwargs={"dashboard": False, "dashboard_address": "127.0.0.1:0"},
-                silence_logs=_SILENT,
-                preload=["kcheck.cluster"],
-            )
-            self._client = distributed.Client(self._cluster, set_as_default=False)
+            n = s.local_workers
+
+            def build() -> tuple[Any, Any]:
+                cluster = distributed.LocalCluster(
+                    n_workers=n,
+                    threads_per_worker=1,
+                    processes=True,
+                    dashboard_address=None,
+                    # No dashboard, and the scheduler's HTTP server (which runs without one) on
+                    # a free port of this host only: by default it took Dask's well-known 8787
+                    # and, where another cluster held that, warned on stderr.
+                    scheduler_kwargs={"dashboard": False, "dashboard_address": "127.0.0.1:0"},
+                    silence_logs=_SILENT,
+                    preload=["kcheck.cluster"],
+                )
+                try:
+                    return cluster, distributed.Client(cluster, set_as_default=False)
+                except BaseException:
+                    cluster.close(timeout=10)
+                    raise
+
+            def undo(built: tuple[Any, Any]) -> None:
+                self._cluster, self._client = built
+
+            self._cluster, self._client = _started_apart(build, undo)
             return
+        assert s.address is not None
+        deadline = time.monotonic() + CONNECT_SECONDS
+        _greeted(s, deadline)
         try:
             self._client = distributed.Client(
-                s.address, timeout=CONNECT_SECONDS, set_as_default=False
+                s.address,
+                timeout=max(1.0, deadline - time.monotonic()),
+                set_as_default=False,
             )
         except (OSError, TimeoutError) as e:
-            raise KcheckError(
-                f"--scheduler {s.text}: cannot reach the scheduler within "
-                f"{CONNECT_SECONDS:g}s ({' '.join(str(e).split()) or type(e).__name__})"
-            ) from None
+            raise _unreachable(s, e) from None
 
     @property
     def address(self) -> str:

@@ -24,7 +24,7 @@ from kcheck.scaling import (
     write_range_file,
 )
 
-__all__ = ["ScaleConfig", "scale"]
+__all__ = ["ScaleConfig", "Scaled", "scale", "scaled"]
 
 
 @dataclass(frozen=True)
@@ -44,9 +44,18 @@ class ScaleConfig:
     zero_based: bool = False
 
 
-def scale(config: ScaleConfig, warn: Callable[[str], None] | None = None) -> Iterator[str]:
-    """The scaled text of ``config.file``, in blocks; the range file of ``-s`` is written
-    before the first block.
+@dataclass(frozen=True)
+class Scaled:
+    """The scaling and the scaled text, in blocks, before anything is written: a caller that
+    writes both the text and ``-s``'s range file to files commits them together."""
+
+    scaler: Scaler
+    blocks: Iterator[str]
+
+
+def scaled(config: ScaleConfig, warn: Callable[[str], None] | None = None) -> Scaled:
+    """The scaling of ``config.file`` and its scaled text; ``config.save_range`` is not
+    written here.
 
     svm-scale's warning when scaling adds non-zeros goes to ``warn`` (if given) in its own
     wording, so scripts that look for it keep working.
@@ -58,10 +67,16 @@ def scale(config: ScaleConfig, warn: Callable[[str], None] | None = None) -> Ite
     Xs = scaler.transform(X)
     if scaler.y_scaling is not None:
         y = scaler.y_scaling.apply(y)
-    blocks = scaled_text(y, Xs, full_precision=config.full_precision)
+    return Scaled(scaler, scaled_text(y, Xs, full_precision=config.full_precision))
+
+
+def scale(config: ScaleConfig, warn: Callable[[str], None] | None = None) -> Iterator[str]:
+    """The scaled text of ``config.file``, in blocks; the range file of ``-s`` is written
+    before the first block, as svm-scale writes it before printing."""
+    out = scaled(config, warn)
     if config.save_range:
-        write_range_file(config.save_range, scaler)
-    return blocks
+        write_range_file(config.save_range, out.scaler)
+    return out.blocks
 
 
 def _scaler_and_data(config: ScaleConfig) -> tuple[Scaler, np.ndarray, sp.csr_matrix]:

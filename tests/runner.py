@@ -11,6 +11,7 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+import re
 import resource
 import signal
 import subprocess
@@ -41,6 +42,16 @@ class Run:
     @property
     def json(self) -> Any:
         return json.loads(self.stdout)
+
+
+#: A log line of a stage starting or ending (kcheck.cli.ui.StageLog, off a terminal): progress,
+#: not part of an error or of the result. It may wrap onto an indented line.
+_STAGE_LINE = re.compile(r"^(kcheck: (?!error: |interrupted$|terminated$)|  \S)")
+
+
+def without_stage_lines(stderr: str) -> list[str]:
+    """The non-blank lines of ``stderr`` that are not a stage's log lines."""
+    return [x for x in stderr.splitlines() if x.strip() and not _STAGE_LINE.match(x)]
 
 
 def drop_file_access_override() -> None:
@@ -204,3 +215,44 @@ def tree_cpu_seconds(pid: int) -> float:
     """The CPU seconds ``pid`` and the processes below it now have used: how far into its work
     a run is, whatever else the machine is doing (a process that has ended no longer counts)."""
     return cpu_seconds(pid) + sum(cpu_seconds(c) for c in descendants(pid))
+
+
+def catches(pid: int, signum: int) -> bool:
+    """Whether process ``pid`` has a handler for ``signum`` now (SigCgt in /proc): for kcheck,
+    SIGTERM caught means its own start-up handlers are in, the first thing it does."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("SigCgt:"):
+                    return bool(int(line.split()[1], 16) >> (signum - 1) & 1)
+    except OSError:
+        pass
+    return False
+
+
+def default_sigint() -> None:
+    """preexec_fn: SIGINT back to its default action in the child. A process started from a
+    shell's background job inherits SIGINT ignored, and an ignored disposition survives exec:
+    the child would then never see the Ctrl-C a test sends it."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def start_kcheck(
+    args: Sequence[str],
+    *,
+    command: Sequence[str] | None = None,
+    env: dict[str, str] | None = None,
+    cwd: Path | None = None,
+) -> subprocess.Popen[bytes]:
+    """Start ``python -m kcheck ARGS`` (or ``command`` + ARGS) in a process group of its own,
+    with SIGINT at its default, as a terminal starts it: ``os.killpg(proc.pid, SIGINT)`` is a
+    Ctrl-C."""
+    return subprocess.Popen(
+        [*(command or [sys.executable, "-m", "kcheck"]), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        cwd=cwd,
+        start_new_session=True,
+        preexec_fn=default_sigint,
+    )

@@ -90,3 +90,52 @@ def test_disk_full_is_a_clear_error(tmp_path, monkeypatch):
     monkeypatch.undo()
     assert target.read_text() == "old"
     assert os.listdir(tmp_path) == ["out"]
+
+
+def test_a_temporary_lives_alone_in_a_private_directory(tmp_path):
+    """So that an interrupted run can remove it for good (below)."""
+    with atomic_path(tmp_path / "m", "model file") as tmp:
+        directory = os.path.dirname(tmp)
+        assert os.path.dirname(directory) == str(tmp_path)
+        assert os.path.basename(directory).startswith(".m.") and directory.endswith(".tmp")
+        assert os.listdir(directory) == ["m"]
+        with open(tmp, "w") as f:
+            f.write("model")
+    assert os.listdir(tmp_path) == ["m"]
+
+
+def test_nothing_can_appear_after_abandon(tmp_path, monkeypatch):
+    """An interrupted run deletes its temporaries (abandon) and ends with os._exit; meanwhile a
+    solver in a worker thread may finish and save to the temporary path it was given, or a
+    writer ask for a new temporary. Neither may leave a file behind (``.m.XXXX.tmp`` did)."""
+    from kcheck import atomic
+
+    monkeypatch.setattr(atomic, "_commit_lock", threading.Lock())
+    monkeypatch.setattr(atomic, "_live", set())
+    with pytest.raises(atomic.Abandoned):
+        with atomic.atomic_path(tmp_path / "m", "model file") as tmp:
+            with open(tmp, "w") as f:
+                f.write("half a model")
+            atomic.abandon()
+            with pytest.raises(FileNotFoundError):
+                open(tmp, "w")  # what LIBSVM's svm_save_model does with the path it was given
+            with atomic.atomic_path(tmp_path / "m.range", "range file"):
+                pass  # not reached: no new temporary once abandoned
+    with pytest.raises(atomic.Abandoned):
+        with atomic.scratch_directory("kcheck-test-"):
+            pass
+    assert os.listdir(tmp_path) == []
+
+
+def test_abandon_ends_with_the_lock_it_took(tmp_path, monkeypatch):
+    """abandon() holds the commit lock for good; the state is that lock's, so a process that
+    goes on (a test) with another lock writes as before."""
+    from kcheck import atomic
+
+    monkeypatch.setattr(atomic, "_commit_lock", threading.Lock())
+    monkeypatch.setattr(atomic, "_live", set())
+    atomic.abandon()
+    monkeypatch.setattr(atomic, "_commit_lock", threading.Lock())
+    write_text(tmp_path / "out", "new")
+    assert (tmp_path / "out").read_text() == "new"
+    assert os.listdir(tmp_path) == ["out"]

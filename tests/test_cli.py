@@ -11,7 +11,7 @@ import time
 
 import numpy as np
 import pytest
-from runner import cpu_seconds, slowdown, wait_for
+from runner import cpu_seconds, slowdown, wait_for, without_stage_lines
 
 from kcheck.data import write_libsvm
 
@@ -69,7 +69,7 @@ def test_bad_input_names_file_and_line(tmp_path):
     assert r.returncode == 2
     err = r.stderr.decode()
     assert f"{bad}:3:" in err and "Traceback" not in err
-    assert len(err.strip().splitlines()) == 1
+    assert len(without_stage_lines(err)) == 1
     assert r.stdout == b""
 
 

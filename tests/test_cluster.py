@@ -8,12 +8,15 @@ Ctrl-C must leave nothing running. Skipped without the ``dask`` extra, except in
 
 from __future__ import annotations
 
+import contextlib
+import http.server
 import json
 import os
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,7 +25,7 @@ from typing import Any
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from runner import alive, descendants, run_kcheck
+from runner import alive, descendants, run_kcheck, start_kcheck, wait_for
 
 from kcheck import batch, cluster
 from kcheck.batch import DataSet, discover, run_batch
@@ -208,6 +211,151 @@ def test_an_unreachable_scheduler_is_one_line_exit_2(
     assert not list(tmp_path.iterdir())  # no output, no partial file, no lock
 
 
+class Listener:
+    """Something on a TCP port that is not a Dask scheduler: ``silent`` accepts and says
+    nothing, ``http`` is Python's HTTP server (it waits for a request line), ``400`` answers
+    every connection with an HTTP error at once."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        self.address = f"tcp://127.0.0.1:{self.port}"
+        self.server: Any = None
+        if kind == "http":
+            self.sock.close()
+            self.server = http.server.HTTPServer(("127.0.0.1", self.port), _Quiet)
+            threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        else:
+            self.sock.listen()
+            if kind == "400":
+                threading.Thread(target=self._answer, daemon=True).start()
+
+    def _answer(self) -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                conn, _ = self.sock.accept()
+                with conn:
+                    conn.sendall(b"HTTP/1.0 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+
+    def close(self) -> None:
+        if self.server is not None:
+            self.server.shutdown()
+            self.server.server_close()
+        self.sock.close()
+
+
+class _Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base's name
+        pass
+
+
+SILENT = "it accepted the connection and said nothing for {seconds}s; a scheduler greets at once"
+
+
+@needs_dask
+@pytest.mark.parametrize(
+    "kind, found",
+    [
+        ("silent", SILENT.format(seconds=1)),
+        ("http", SILENT.format(seconds=1)),
+        ("400", "it answered 'HTTP/1.0 400 Bad Request'"),
+    ],
+)
+@pytest.mark.parametrize("command", ["batch", "verify"])
+def test_what_is_not_a_scheduler_is_said_in_one_line(
+    kind: str,
+    found: str,
+    command: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+) -> None:
+    """A listener that says nothing (or an HTTP server, waiting for a request) hung batch and
+    verify for good, under a message that promised 10 s; an HTTP error reply was read as a
+    Dask frame of 3 EiB and said "out of memory". Now: what is there, within the time."""
+    monkeypatch.setattr(cluster, "CONNECT_SECONDS", 1.0)
+    listener = Listener(kind)
+    try:
+        out = tmp_path / "out"
+        args = [command, str(DATASETS / "heart_scale"), "--scheduler", listener.address]
+        assert run_main(*args, "-o", str(out)) == 2
+    finally:
+        listener.close()
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        f"kcheck: error: --scheduler {listener.address}: not a Dask scheduler at "
+        f"127.0.0.1:{listener.port} ({found})"
+    ]
+    assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.slow
+@pytest.mark.timing
+@needs_dask
+def test_a_silent_listener_ends_the_run_after_the_promised_time(tmp_path: Path) -> None:
+    """The reproduction as a user meets it, in a process: exit 2 and one line, once the
+    10 s that the message names have passed (the ceiling is for a busy machine only)."""
+    listener = Listener("silent")
+    try:
+        r = run_kcheck(
+            ["batch", str(DATASETS / "heart_scale"), "--scheduler", listener.address, "-q"],
+            timeout=300,
+        )
+    finally:
+        listener.close()
+    assert r.code == 2, r.describe()
+    assert r.stderr.splitlines() == [
+        f"kcheck: error: --scheduler {listener.address}: not a Dask scheduler at "
+        f"127.0.0.1:{listener.port} ({SILENT.format(seconds=10)})"
+    ], r.describe()
+
+
+CORES = os.cpu_count() or 1
+
+
+@pytest.mark.parametrize(
+    "workers, memory, refused",
+    [
+        (CORES, 64 * 2**30, None),
+        (CORES + 1, 64 * 2**30, rf"has {CORES} cores?; start at most local:{CORES}$"),
+        (1, cluster.LOCAL_WORKER_BYTES, None),
+        (2, cluster.LOCAL_WORKER_BYTES, "over the memory limit of .*; start at most local:1$"),
+        (1, cluster.LOCAL_WORKER_BYTES - 1, "over the memory limit of .*; raise --memory-limit$"),
+    ],
+)
+def test_local_workers_are_bounded_by_the_cores_and_memory(
+    workers: int, memory: int, refused: str | None
+) -> None:
+    """``local:99999999`` set up every worker's spec before it failed (13 GB): N is refused
+    at once beyond the cores, or beyond what the memory limit holds, with the bound."""
+    scheduler = cluster.parse_scheduler(f"local:{workers}")
+    if workers > CORES and refused is None or (workers == 2 and CORES < 2):
+        pytest.skip("needs a machine of two cores or more")
+    if refused is None:
+        cluster.check_local(scheduler, memory)
+    else:
+        with pytest.raises(KcheckError, match=refused):
+            cluster.check_local(scheduler, memory)
+
+
+@pytest.mark.parametrize("command", ["batch", "verify"])
+def test_a_huge_local_cluster_is_refused_in_a_small_address_space(command: str) -> None:
+    """In a process that may not take 1 GB more than it needs, exit 2 with one line."""
+    r = run_kcheck(
+        [command, str(DATASETS / "heart_scale"), "--scheduler", "local:99999999"],
+        address_space=3 * 2**30,
+        timeout=300,
+    )
+    assert r.code == 2, r.describe()
+    cores = os.cpu_count() or 1
+    assert r.stderr.splitlines() == [
+        f"kcheck: error: --scheduler local:99999999: this machine has {cores} "
+        f"core{'s' if cores != 1 else ''}; start at most local:{cores}"
+    ], r.describe()
+
+
 @pytest.mark.slow
 def test_the_core_runs_without_dask() -> None:
     """``pip install kcheck`` has no Dask: every module imports and a check runs without it."""
@@ -293,7 +441,7 @@ def test_batch_lines_are_those_of_a_local_run(
         skipped=found.skipped,
         scheduler=address,
         shared_fs=shared_fs,
-        progress=lambda event: seen.append(event.stage),
+        progress=lambda event: seen.append(event.text),
     )
     got = by_name(result.lines)
     assert got == local_lines
@@ -612,6 +760,53 @@ def test_ctrl_c_with_a_local_cluster_leaves_no_process(slow_dir: Path, tmp_path:
     assert Path(f"{out}.partial").read_text().count("\n") >= 1
 
 
+@pytest.mark.slow
+@pytest.mark.timing
+@serial
+@needs_dask
+def test_ctrl_c_while_the_local_cluster_starts(slow_dir: Path, tmp_path: Path) -> None:
+    """Ctrl-C in the first seconds of ``--scheduler local:2``, as its workers start (once
+    kcheck has started 1, 2 or 3 processes: the resource tracker, then each worker), for batch
+    and verify. It was ignored (SIGINT was SIG_IGN for the whole process while Dask started
+    them) and the run went on to its end and exit 0. Now: exit 130, the one line (no worker's
+    traceback, no leaked semaphore), and no process left."""
+    for command in ("batch", "verify"):
+        for processes in (1, 2, 3):
+            what = f"{command}, after {processes} processes started"
+            out = tmp_path / f"{command}{processes}.out"
+            data = str(slow_dir) if command == "batch" else str(DATASETS / "svmguide1")
+            args = [command, data, "--scheduler", "local:2", "-o", str(out), "-q"]
+            if command == "batch":
+                args += FAST_ARGS
+            code, err, started = ctrl_c_once_started(args, processes, tmp_path)
+            assert code == 130, f"{what}: {err}"
+            assert err == "kcheck: interrupted\n", what
+            assert_all_end(started)
+            assert not out.exists(), what
+
+
+def ctrl_c_once_started(args: list[str], processes: int, cwd: Path) -> tuple[int, str, set[int]]:
+    """Start kcheck in its own process group, send the group SIGINT once it has started
+    ``processes`` processes; the exit code, stderr, and every process it started."""
+    proc = start_kcheck(args, cwd=cwd)
+    started: set[int] = set()
+
+    def starting() -> bool:
+        started.update(descendants(proc.pid))
+        return len(started) >= processes
+
+    try:
+        wait_for(lambda: proc.poll() is not None or starting(), "processes to start")
+        assert proc.poll() is None, "kcheck ended before the cluster started"
+        os.killpg(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=600)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    return proc.returncode, err.decode("utf-8", "replace"), started
+
+
 LATE_CLIENT_SCRIPT = """
 import pathlib, socket, sys, time
 import distributed
@@ -695,8 +890,8 @@ def test_a_workers_other_unraisable_errors_still_print() -> None:
 @needs_dask
 def test_ctrl_c_in_verify_ends_the_local_cluster(tmp_path: Path) -> None:
     """The grid runs in a thread; Ctrl-C in the main thread cancels it and ends the workers.
-    SIGINT is sent until kcheck exits: one sent while local:N starts its workers is ignored,
-    as a user would press Ctrl-C again."""
+    SIGINT is sent every 2 s until kcheck exits, as a user would press Ctrl-C again: a second
+    one while the first is being handled changes nothing."""
     started: set[int] = set()
 
     def ctrl_c_until_it_ends(proc: subprocess.Popen[bytes]) -> None:

@@ -34,6 +34,7 @@ from runner import (
     run_kcheck,
     tree_cpu_seconds,
     wait_for,
+    without_stage_lines,
 )
 
 from kcheck.checkers.multilinear import MIN_PARALLEL_NNZ
@@ -66,7 +67,7 @@ def kcheck(
 def assert_one_error_line(run: Run, *fragments: str) -> str:
     assert "Traceback" not in run.stderr, run.describe()
     assert run.code == 2, run.describe()
-    lines = [x for x in run.stderr.splitlines() if x.strip()]
+    lines = without_stage_lines(run.stderr)
     assert len(lines) == 1 and lines[0].startswith("kcheck: error: "), run.describe()
     for fragment in fragments:
         assert fragment in lines[0], run.describe()
@@ -476,7 +477,8 @@ def test_ctrl_c_to_the_process_group_with_workers_ends_cleanly(after, slow_model
 
     Whenever it lands (reading, the fork server importing its modules, workers starting, the
     grid search running), the run ends with exit 130, one line, no traceback from any of the
-    processes, no leaked-semaphore warning, and no process left.
+    processes, no leaked-semaphore warning, and no process left. (-q: without it, a log also
+    gets a line per stage.)
     """
     tmpdir = tmp_path / "tmp"
     tmpdir.mkdir()
@@ -486,6 +488,7 @@ def test_ctrl_c_to_the_process_group_with_workers_ends_cleanly(after, slow_model
             str(slow_model_data),
             "-j",
             "2",
+            "-q",
             "--checkers",
             "multilinear",
             "--model-out",
@@ -568,6 +571,20 @@ def test_scale_interrupted_while_writing(parallel_data: Path, tmp_path: Path) ->
     assert_interrupted(run, 130, set())
     assert out.read_bytes() == OLD
     assert sorted(p.name for p in tmp_path.iterdir()) == ["scaled", "tmp"]
+
+
+def test_scale_replaces_its_data_and_range_file_together_or_neither(tmp_path: Path) -> None:
+    """``scale -o FILE -s RANGE`` where FILE cannot be replaced (a directory stands there):
+    the range file was written first, on its own, and stayed new beside no new data. Both are
+    committed together now, so RANGE keeps its old content."""
+    out = tmp_path / "s.txt"
+    out.mkdir()
+    ranges = tmp_path / "r.range"
+    ranges.write_bytes(OLD)
+    r = kcheck("scale", str(PLAIN), "-q", "-o", str(out), "-s", str(ranges))
+    assert_one_error_line(r, str(out), "Is a directory")
+    assert ranges.read_bytes() == OLD
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.range", "s.txt"]
 
 
 # --- a reader that leaves: broken pipes ----------------------------------------------------

@@ -8,14 +8,16 @@ messages here and only here.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import signal
 import sys
 import threading
+import time
 import warnings
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
@@ -72,14 +74,66 @@ def usage_message(e: click.ClickException) -> str:
     return text[:1].lower() + text[1:] if text[:2] != text[:2].upper() else text
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Entry point: the one place that turns outcomes into exit codes and messages."""
-    guard_standard_streams()
-    signal.signal(signal.SIGTERM, _on_sigterm)
-    signal.signal(signal.SIGINT, _on_sigint)
+def main(argv: list[str] | None = None, *, whole_process: bool = False) -> None:
+    """Entry point: the one place that turns outcomes into exit codes and messages.
+
+    A SIGINT or SIGTERM ends the run with "kcheck: interrupted" and 130 (143) whenever it comes
+    before the outcome is settled, and changes nothing after: every output is committed by
+    then. ``whole_process`` (the ``kcheck`` command, ``python -m kcheck``) keeps it so until the
+    interpreter has ended; a caller in the same process gets its own signal handlers back.
+    """
+    global _settled, _caught
+    _settled = _caught = False
+    _ENDING.clear()
+    _lost.clear()
     hooks = sys.unraisablehook, threading.excepthook
     sys.unraisablehook = _quiet_when_ending(hooks[0])
     threading.excepthook = _quiet_when_ending(hooks[1])
+    previous = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    signal.signal(signal.SIGINT, _on_sigint)
+    code = EXIT_OK
+    try:
+        try:
+            guard_standard_streams()
+            code = _outcome(argv)
+            # From here a signal changes nothing (the handlers look): the outputs are written.
+            _settled = True
+        except (KeyboardInterrupt, click.exceptions.Abort):
+            _caught = True
+            code = EXIT_SIGINT
+        except Terminated:
+            _caught = True
+            code = EXIT_SIGTERM
+    # A second signal while the first one's exception was being caught (the handlers raise
+    # nothing once it is): the run ends all the same.
+    except KeyboardInterrupt:
+        _caught = True
+        code = EXIT_SIGINT
+    except Terminated:
+        _caught = True
+        code = EXIT_SIGTERM
+    if _caught:
+        _end_interrupted(code)
+    if whole_process:
+        # Ignored, not handled: as the interpreter ends it puts back the default action of
+        # every signal that has a Python handler, and a Ctrl-C then killed the process (no
+        # message, after every output was written); it leaves an ignored signal ignored.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    else:
+        # In-process (tests): the caller's handlers and hooks again; main would otherwise
+        # wrap the hooks once more at each call.
+        for signum, handler in zip((signal.SIGINT, signal.SIGTERM), previous, strict=True):
+            if handler is not None:
+                signal.signal(signum, handler)
+        sys.unraisablehook, threading.excepthook = hooks
+    sys.exit(code)
+
+
+def _outcome(argv: list[str] | None) -> int:
+    """Run the command; its exit code, with its message (if any) said. KeyboardInterrupt and
+    Terminated go through to :func:`main`, also where another exception stands for them."""
     code = EXIT_OK
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", KcheckWarning)
@@ -90,72 +144,106 @@ def main(argv: list[str] | None = None) -> None:
                 code = shell_complete(cli, {}, "kcheck", COMPLETE_VAR, os.environ[COMPLETE_VAR])
             else:
                 _invoke(sys.argv[1:] if argv is None else argv)
-        except GateTripped as e:
-            code = EXIT_GATE
-            _err(f"kcheck: {e}")
-        except BatchFailed as e:
-            code = EXIT_BATCH_ERRORS
-            _err(f"kcheck: {e}")
-        except KcheckError as e:
-            code = EXIT_USAGE
-            _err(f"kcheck: error: {e}")
-        except click.exceptions.Abort:
-            code = _interrupted(EXIT_SIGINT)
-        except KeyboardInterrupt:
-            code = _interrupted(EXIT_SIGINT)
-        except Terminated:
-            code = _interrupted(EXIT_SIGTERM)
-        except click.ClickException as e:
-            code = EXIT_USAGE
-            hint = ""
-            if isinstance(e, click.UsageError) and e.ctx is not None:
-                hint = f" (see {e.ctx.command_path} --help)"
-            _err(f"kcheck: error: {usage_message(e).rstrip('.')}{hint}")
-        except click.exceptions.Exit as e:
-            code = e.exit_code  # --help, --version
-        except BrokenPipeError:
-            # `kcheck ... | head`: the reader left; not an error of ours.
-            _silence_stdout()
-            code = EXIT_OK
-        except OSError as e:
-            # Disk full or an I/O error on stdout or a file: say so in one line.
-            code = EXIT_USAGE
-            where = f" {e.filename}" if getattr(e, "filename", None) else ""
-            _err(f"kcheck: error: cannot write or read{where}: {e.strerror or e}")
-        except MemoryError:
-            code = EXIT_USAGE
-            _err("kcheck: error: out of memory; try a smaller --memory-limit or fewer --jobs")
+        except Exception as e:
+            signalled = _from_a_signal(e)
+            if signalled is not None:
+                raise signalled from e
+            code = _said(e)
         finally:
+            # Warnings said so far, also on the way out of an interrupt: "kcheck: interrupted"
+            # comes after them, as the last line.
             for w in caught:
                 if issubclass(w.category, KcheckWarning) and not state["quiet"]:
                     _err(f"kcheck: warning: {w.message}")
-    if code in (EXIT_SIGINT, EXIT_SIGTERM):
-        # Solver threads cannot be stopped; end now. Outputs are written atomically at the
-        # very end, so nothing partial exists. A second signal must not cut the clean-up
-        # short. os._exit skips every clean-up, so remove the temporary files being written
-        # (after renames under way finish), end the worker pools (none half started) and
-        # release their semaphores, and remove the temporary directory of the fork server here.
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        atomic.abandon()
-        # An exception a pool's own thread meets while the pools are torn down under it (a
-        # pipe closed from another thread: EBADF, seen once under load) is silenced by the
-        # hooks installed above, as the signal set _ENDING.
-        from kcheck.workers import end_all_pools
+    return code
 
-        end_all_pools()
-        _remove_multiprocessing_tempdir()
+
+def _said(e: Exception) -> int:
+    """The exit code of ``e``, its one line said; ``e`` raised again if it is not one of
+    those (a bug: its traceback)."""
+    if isinstance(e, GateTripped):
+        _err(f"kcheck: {e}")
+        return EXIT_GATE
+    if isinstance(e, BatchFailed):
+        _err(f"kcheck: {e}")
+        return EXIT_BATCH_ERRORS
+    if isinstance(e, KcheckError):
+        _err(f"kcheck: error: {e}")
+        return EXIT_USAGE
+    if isinstance(e, click.ClickException):
+        hint = ""
+        if isinstance(e, click.UsageError) and e.ctx is not None:
+            hint = f" (see {e.ctx.command_path} --help)"
+        _err(f"kcheck: error: {usage_message(e).rstrip('.')}{hint}")
+        return EXIT_USAGE
+    if isinstance(e, click.exceptions.Exit):
+        return e.exit_code  # --help, --version
+    if isinstance(e, BrokenPipeError):
+        # `kcheck ... | head`: the reader left; not an error of ours.
+        _silence_stdout()
+        return EXIT_OK
+    if isinstance(e, OSError):
+        # Disk full or an I/O error on stdout or a file: say so in one line.
+        where = f" {e.filename}" if getattr(e, "filename", None) else ""
+        _err(f"kcheck: error: cannot write or read{where}: {e.strerror or e}")
+        return EXIT_USAGE
+    if isinstance(e, MemoryError):
+        _err("kcheck: error: out of memory; try a smaller --memory-limit or fewer --jobs")
+        return EXIT_USAGE
+    raise e
+
+
+def _from_a_signal(e: BaseException) -> BaseException | None:
+    """The signal's exception (KeyboardInterrupt or Terminated) behind ``e``, once a signal
+    came: Python turns a KeyboardInterrupt raised in some places into another exception
+    (inside ``__set_name__``, while a lazy import creates a class: "RuntimeError: Error calling
+    __set_name__"), and clean-up code interrupted by one may fail otherwise."""
+    if not _ENDING.is_set():
+        return None
+    seen: set[int] = set()
+    cause: BaseException | None = e
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, (KeyboardInterrupt, Terminated, click.exceptions.Abort)):
+            return Terminated() if isinstance(cause, Terminated) else KeyboardInterrupt()
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return None
+
+
+def _end_interrupted(code: int) -> NoReturn:
+    """Say "kcheck: interrupted" and end the process now, with ``code`` (130 or 143).
+
+    Solver threads cannot be stopped, so the process ends with ``os._exit``. Outputs are
+    written atomically at the very end, so nothing partial exists. A second signal must not
+    cut the clean-up short. os._exit skips every clean-up, so remove the temporary files
+    being written (after renames under way finish), end the worker pools (none half started)
+    and release their semaphores, and remove the temporary directory of the fork server here.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    _err("kcheck: interrupted")
+    atomic.abandon()
+    # An exception a pool's own thread meets while the pools are torn down under it (a
+    # pipe closed from another thread: EBADF, seen once under load) is silenced by the
+    # hooks installed by main, as the signal set _ENDING.
+    from kcheck.workers import end_all_pools
+
+    end_all_pools()
+    _remove_multiprocessing_tempdir()
+    with contextlib.suppress(Exception):
         sys.stderr.flush()
-        os._exit(code)
-    # No signal came: the caller's hooks again (main runs in-process in tests and would wrap
-    # them once more at each call).
-    sys.unraisablehook, threading.excepthook = hooks
-    sys.exit(code)
+    os._exit(code)
 
 
 #: Set by the first SIGINT or SIGTERM: from then on the run is ending, and what is torn down
 #: under it is not news to the user.
 _ENDING = threading.Event()
+#: Set where the exception a signal raised was lost (in a finaliser): the next one is raised.
+_lost = threading.Event()
+#: Set by main: the outcome is decided and every output written (a signal changes nothing
+#: now), or the exception a signal raised has been caught (the run is ending).
+_settled = False
+_caught = False
 
 
 def _quiet_when_ending(hook: Callable[[Any], object]) -> Callable[[Any], None]:
@@ -168,8 +256,26 @@ def _quiet_when_ending(hook: Callable[[Any], object]) -> Callable[[Any], None]:
     def quiet(args: Any) -> None:
         if not _ENDING.is_set():
             hook(args)
+        elif isinstance(args.exc_value, (KeyboardInterrupt, Terminated)):
+            # The signal's exception was raised inside a __del__ or a callback, which cannot
+            # pass it on: the run would go on as if no signal had come. Send it again.
+            interrupt = isinstance(args.exc_value, KeyboardInterrupt)
+            _lost.set()
+            _send_again(signal.SIGINT if interrupt else signal.SIGTERM)
 
     return quiet
+
+
+def _send_again(signum: int) -> None:
+    """Deliver ``signum`` to the main thread again, from another thread, a moment from now
+    (outside the finaliser that swallowed it)."""
+
+    def send() -> None:
+        time.sleep(0.05)
+        if not (_settled or _caught):
+            signal.pthread_kill(threading.main_thread().ident or 0, signum)
+
+    threading.Thread(target=send, name="kcheck-signal", daemon=True).start()
 
 
 class _ClosedStream(io.TextIOBase):
@@ -247,19 +353,45 @@ def _remove_multiprocessing_tempdir() -> None:
 
 
 def _on_sigterm(signum: int, frame: object) -> None:
-    _ENDING.set()
-    raise Terminated()
+    """Terminated, as :func:`_on_sigint` raises KeyboardInterrupt."""
+    if not _ignore(signum):
+        _raised_now()
+        raise Terminated()
 
 
 def _on_sigint(signum: int, frame: object) -> None:
-    """As Python's own handler (a KeyboardInterrupt), and marks the run as ending."""
+    """As Python's own handler (a KeyboardInterrupt), and marks the run as ending.
+
+    Nothing once main has settled the outcome or caught an interrupt; nothing yet while the
+    main thread renames a set of outputs into place (the signal comes again once they are);
+    and nothing while the first one's clean-up runs (a local Dask cluster closing, a cluster
+    starting that must finish first): a second Ctrl-C cut that short, and a worker the
+    cluster was starting printed a traceback. Unless the first was lost in a finaliser, or
+    the clean-up has taken :data:`CLEAN_UP_SECONDS`: then it is raised again.
+    """
+    if not _ignore(signum):
+        _raised_now()
+        raise KeyboardInterrupt
+
+
+#: Seconds that the clean-up of an interrupt has before a further signal interrupts it too.
+CLEAN_UP_SECONDS = 30.0
+_raised_at = [0.0]
+
+
+def _ignore(signum: int) -> bool:
+    """Whether a signal handler does nothing now (see :func:`_on_sigint`)."""
+    if _settled or _caught or atomic.defer_signal(signum):
+        return True
+    cleaning_up = time.monotonic() - _raised_at[0] < CLEAN_UP_SECONDS
+    return _ENDING.is_set() and not _lost.is_set() and cleaning_up
+
+
+def _raised_now() -> None:
+    """Mark the run as ending, from now: a handler is about to raise."""
+    _lost.clear()
+    _raised_at[0] = time.monotonic()
     _ENDING.set()
-    raise KeyboardInterrupt
-
-
-def _interrupted(code: int) -> int:
-    _err("kcheck: interrupted")
-    return code
 
 
 def _err(message: str) -> None:

@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Iterable
+from typing import IO, TYPE_CHECKING
 
 import click
 
-from kcheck.atomic import atomic_open
+from kcheck.atomic import atomic_paths
 from kcheck.cli.options import output_option, quiet_option
 from kcheck.cli.outputs import refuse_input_as_output
 from kcheck.cli.ui import Ui
+from kcheck.errors import KcheckError
+
+if TYPE_CHECKING:
+    from kcheck.scale import Scaled
 
 
 @click.command(short_help="Scale FILE like svm-scale (min-max to [-1, 1] by default).")
@@ -94,7 +100,7 @@ def scale(
         full_precision=full_precision,
         zero_based=zero_based,
     )
-    _write(core.scale(config, warn=None if quiet else _warn), output)
+    _write(core.scaled(config, warn=None if quiet else _warn), output, save_range)
 
 
 def _refuse_together(
@@ -122,13 +128,35 @@ def _warn(message: str) -> None:
     sys.stderr.write(message + "\n")
 
 
-def _write(blocks: Iterable[str], output: str | None) -> None:
-    """The scaled text to stdout, or to ``-o``'s file atomically (a failure leaves none)."""
+def _write(out: Scaled, output: str | None, save_range: str | None) -> None:
+    """The scaled text to stdout, or to ``-o``'s file; and ``-s``'s range file.
+
+    Files are written atomically and together: ``-o FILE -s RANGE`` replaces both or neither
+    (a failure or an interrupt leaves the old pair, never a new range beside old data). On
+    stdout, the range file is written first, as svm-scale writes it before printing.
+    """
+    from kcheck.scaling import write_range_file
+
     if output is None or output == "-":
-        for block in blocks:
-            sys.stdout.write(block)
+        if save_range is not None:
+            write_range_file(save_range, out.scaler)
+        _text_to(sys.stdout, out.blocks)
         sys.stdout.flush()
-    else:
-        with atomic_open(output, "w", "the file", encoding="ascii", newline="\n") as f:
-            for block in blocks:
-                f.write(block)
+        return
+    targets: list[tuple[str | os.PathLike[str], str]] = [(output, "the file")]
+    if save_range is not None:
+        targets.append((save_range, "range file"))
+    with atomic_paths(targets) as (data_tmp, *range_tmp):
+        with open(data_tmp, "w", encoding="ascii", newline="\n") as f:
+            _text_to(f, out.blocks)
+        if range_tmp and save_range is not None:
+            try:
+                write_range_file(range_tmp[0], out.scaler)
+            except KcheckError as e:
+                # It names the temporary file it wrote; the user gave save_range.
+                raise KcheckError(str(e).replace(range_tmp[0], save_range)) from None
+
+
+def _text_to(f: IO[str], blocks: Iterable[str]) -> None:
+    for block in blocks:
+        f.write(block)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import os
 import re
+import textwrap
 import threading
 import time
 from collections.abc import Callable
@@ -139,6 +140,19 @@ class Ui:
                 message, markup=False, style=style, soft_wrap=not self.console.is_terminal
             )
 
+    def log_line(self, message: str) -> None:
+        """A progress line in a log, laid out for the log's width (a path longer than it is
+        folded, as the tables fold one)."""
+        if not self.quiet:
+            text = textwrap.fill(
+                message,
+                self.width,
+                subsequent_indent="  ",
+                break_on_hyphens=False,
+            )
+            self.console.file.write(text + "\n")
+            self.console.file.flush()
+
     def info(self, message: str) -> None:
         self.note(message)
 
@@ -158,11 +172,11 @@ class Ui:
         if not self.interactive:
             # Off a terminal (logs, CI): a line when each stage starts and when it ends, so a
             # long run is never silent; no bar, no carriage return, no colour.
-            log = StageLog(self.note)
-            try:
-                return in_worker(lambda: fn(log.report), box)
-            finally:
-                log.close()
+            # A stage that an error or Ctrl-C ends gets no "done" line: the error says it.
+            log = StageLog(self.log_line)
+            result = in_worker(lambda: fn(log.report), box)
+            log.close()
+            return result
         progress = new_progress(self.console)
         task = progress.add_task("starting", total=None, count="")
         last = [""]
