@@ -356,6 +356,21 @@ def test_a_huge_local_cluster_is_refused_in_a_small_address_space(command: str) 
     ], r.describe()
 
 
+def test_batch_bounds_local_workers_by_its_memory_limit() -> None:
+    """batch's --memory-limit reaches the bound: local:2 in 300 MB is refused with the count
+    that fits, before any worker starts."""
+    if CORES < 2:
+        pytest.skip("needs a machine of two cores or more")
+    r = run_kcheck(
+        ["batch", str(DATASETS / "heart_scale"), "--scheduler", "local:2"]
+        + ["--memory-limit", "300M", "-q"],
+        timeout=300,
+    )
+    assert r.code == 2, r.describe()
+    (line,) = r.stderr.splitlines()
+    assert "over the memory limit of 300.0 MiB; start at most local:1" in line, r.describe()
+
+
 @pytest.mark.slow
 def test_the_core_runs_without_dask() -> None:
     """``pip install kcheck`` has no Dask: every module imports and a check runs without it."""

@@ -134,7 +134,7 @@ def run_batch(
         writer = LineWriter(output) if output is not None else None
         if scheduler is not None and any(ds.train != STDIN for ds in datasets):
             report(step(f"connecting to {scheduler}"))
-            session = Session(scheduler)
+            session = Session(scheduler, memory_limit=template.memory_limit)
             workers = session.slots
         head = [skip_line(path, reason, template, strict=strict) for path, reason in skipped]
         reused, stale = _reusable(writer, datasets, template, report) if resume else ({}, set())

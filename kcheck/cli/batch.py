@@ -192,7 +192,7 @@ class _BatchRun:
                 "--time-limit cannot be used with --scheduler: a check is stopped by ending its "
                 "own process, which a Dask worker may not start"
             )
-        scheduler = cluster_from(scheduler, jobs_given)
+        scheduler = cluster_from(scheduler, jobs_given, opts["memory_limit"])
         named = _named(paths, files_from, opts["memory_limit"])
         destination = _destination(output)
         if resume and destination in (None, "-"):

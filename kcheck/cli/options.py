@@ -270,16 +270,19 @@ def scheduler_option(what: str) -> Callable[[Callable[..., Any]], Callable[..., 
     )
 
 
-def cluster_from(scheduler: str | None, jobs_given: bool) -> str | None:
+def cluster_from(
+    scheduler: str | None, jobs_given: bool, memory_limit: int | None = None
+) -> str | None:
     """The checked ``--scheduler``: a usage error together with ``-j``, exit 2 on a bad
-    address or without the dask extra, before any work starts."""
+    address, without the dask extra, or for a ``local:N`` beyond the cores or
+    ``memory_limit``, before any work starts."""
     if scheduler is None:
         return None
     if jobs_given:
         raise click.UsageError("--scheduler replaces -j: give one of them")
     from kcheck.cluster import require
 
-    return require(scheduler).text
+    return require(scheduler, memory_limit).text
 
 
 _CHECK_OPTIONS: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
