@@ -30,7 +30,15 @@ from kcheck.cli import main as _main  # noqa: E402 - after the handlers, on purp
 
 
 def main() -> None:
-    """The ``kcheck`` command (``[project.scripts]``)."""
+    """The ``kcheck`` command (``[project.scripts]``).
+
+    The interpreters it starts (the fork server of its worker processes, a local Dask
+    cluster's workers) run with the working directory off ``sys.path`` (PYTHONSAFEPATH): a
+    fork server started with ``-c`` would put it first, and a ``kcheck/`` folder there (a
+    checkout, a data directory of that name) would stand in for the installed package in every
+    worker ("cannot import name '__version__' from 'kcheck'").
+    """
+    os.environ.setdefault("PYTHONSAFEPATH", "1")
     _main(whole_process=True)
 
 

@@ -328,3 +328,20 @@ def test_dash_o_means_stdout(datasets, tmp_path):
         assert r.returncode == 0, r.stderr
         assert json.loads(r.stdout)["data"]["rows"] == 270
         assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.slow
+def test_workers_do_not_import_a_kcheck_folder_in_the_working_directory(tmp_path, datasets):
+    """The fork server that starts the worker processes imports kcheck as the command did, not
+    from a ``kcheck/`` folder that happens to be where the command runs."""
+    script = os.path.join(os.path.dirname(sys.executable), "kcheck")
+    if not os.path.exists(script):
+        pytest.skip("no kcheck console script beside this interpreter")
+    (tmp_path / "kcheck").mkdir()  # a folder of that name, no package: a namespace to Python
+    model = tmp_path / "m"
+    args = [script, "check", str(datasets / "fourclass"), "--exact", "never"]
+    args += ["--model-out", str(model), "--model", "kernel", "-j", "2", "-q", "-o", "-"]
+    r = subprocess.run(args, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    assert "Traceback" not in r.stderr
+    assert json.loads(r.stdout)["model"]["kind"] == "kernel" and model.exists()
