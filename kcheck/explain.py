@@ -24,6 +24,7 @@ covtype-like data, where degree-2's C of 16 makes every Newton solve long.
 
 from __future__ import annotations
 
+import shlex
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -52,6 +53,7 @@ __all__ = [
     "TOP_TERMS",
     "Term",
     "append_products",
+    "cheaper_model_sentence",
     "explain",
     "explain_sentence",
     "rank_terms",
@@ -279,4 +281,41 @@ def explain_sentence(v: dict[str, Any]) -> str | None:
     return (
         f"most of the nonlinearity is in {words}: linear + {products} reaches "
         f"{pct(pick['val_accuracy'])} {tail}."
+    )
+
+
+def cheaper_model_sentence(v: dict[str, Any]) -> str | None:
+    """Where ``--explain`` found that linear + K products recovers the kernel's gain, less at
+    most epsilon / 2, on V: a line that says so and gives the ``--model linear+K`` command
+    (the smallest such K). None otherwise: no ``--explain``, a ``linear`` verdict, or a metric
+    other than accuracy (the linear + K gaps are in accuracy)."""
+    ex = v.get("explain")
+    deciding = v.get("deciding_checker")
+    if (
+        ex is None
+        or not ex["available"]
+        or not ex["recovered"]
+        or v["verdict"] != "kernel"
+        or deciding is None
+        or v.get("metric", "accuracy") != "accuracy"
+    ):
+        return None
+    kernel_gap = v["checkers"][deciding]["gap"]
+    if kernel_gap is None:
+        return None
+    slack = v["epsilon"] / 2
+    enough = [r for r in ex["recovered"] if r["gap"] is not None and r["gap"] >= kernel_gap - slack]
+    if not enough:
+        return None
+    pick = min(enough, key=lambda r: r["k"])
+    k = pick["k"]
+    path = v["data"]["path"]
+    data = "FILE" if path == "-" else shlex.quote(path)
+    products = "1 product" if k == 1 else f"{k} products"
+    pts = "{:+.1f}".format
+    return (
+        f"linear + {products} gains {pts(100 * pick['gap'])} points on the validation split, "
+        f"within epsilon/2 of the kernel's {pts(100 * kernel_gap)}: a cheaper model than the "
+        f"kernel. `kcheck check {data} --explain --model-out MODEL --model linear+{k}` "
+        "trains it."
     )

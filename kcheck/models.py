@@ -3,6 +3,11 @@
 * :func:`export` trains the chosen model on all training rows and saves it in LIBLINEAR's or
   LIBSVM's own format, next to an svm-scale range file, so the official ``liblinear-predict`` /
   ``svm-predict`` (after ``svm-scale -r``) can use it as well as ``kcheck predict``.
+* The kernel model's (C, gamma) search starts where the check already tuned an RBF SVM
+  (:func:`tuned_start`: exact mode's point, else rbfsvm's) and climbs from it on the model's
+  rows, larger C included (the check tunes on 600 to 2,000 rows, where a large C loses);
+  without one, it runs grid.py's grid and a refinement. Before training, :func:`export`
+  reports its predicted time (an event with ``predicted_seconds``).
 * Prediction with saved models is :mod:`kcheck.predict`.
 
 Nothing here prints; progress goes through a ``progress(event)`` callback (kcheck.defaults.Event).
@@ -11,22 +16,31 @@ Nothing here prints; progress goes through a ``progress(event)`` callback (kchec
 from __future__ import annotations
 
 import functools
+import math
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 
-from kcheck import engines, tuning
+from kcheck import budget, engines, tuning
 from kcheck.atomic import atomic_paths
-from kcheck.defaults import MODEL_KINDS, Event, Progress, no_progress, products_of
+from kcheck.defaults import FOLDS, MODEL_KINDS, Event, Progress, no_progress, products_of
 from kcheck.errors import KcheckError, TimeLimitReached
 from kcheck.expand import TermSpec, spec_path, spec_text
 from kcheck.pipeline import CheckConfig, CheckReport
 from kcheck.prepare import require_integer_labels
-from kcheck.rbf_search import EXPORT_GRID, Grid, rbf_grid_search
+from kcheck.rbf_search import (
+    EXPORT_GRID,
+    Grid,
+    duration_text,
+    grid_text,
+    rbf_grid_search,
+    search_seconds,
+)
 from kcheck.result import class_weights_json
 from kcheck.scaling import RANGE_SUFFIX, Scaler, write_range_file
 from kcheck.split import stratified_subsample
@@ -36,6 +50,69 @@ from kcheck.workers import run_until
 #: The kernel model's (C, gamma) search runs on at most this many rows (stratified sample):
 #: each grid point costs about (rows)^2 kernel evaluations, and the optimum moves little.
 MAX_SEARCH_ROWS = 10_000
+#: LIBSVM's ``-b 1`` adds a 5-fold CV to the training, for Platt's sigmoid.
+PROBABILITY_FACTOR = 6.0
+
+
+# --- where the kernel model's search starts -------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Start:
+    """Where the kernel model's (C, gamma) search starts: ``source`` ``exact`` or ``rbfsvm``
+    with the (log2 C, log2 gamma) that method tuned, or ``grid`` (grid.py's grid) without."""
+
+    source: str
+    log2_C: float | None = None
+    log2_gamma: float | None = None
+
+    @property
+    def point(self) -> tuple[float, float] | None:
+        if self.log2_C is None or self.log2_gamma is None:
+            return None
+        return self.log2_C, self.log2_gamma
+
+    def text(self) -> str:
+        """``starting from exact mode's C=2^5 gamma=2^0.78``, or why the grid."""
+        if self.point is None:
+            return (
+                "no RBF SVM was tuned by the check (exact mode and rbfsvm did not run), "
+                "so grid.py's grid"
+            )
+        who = "exact mode's" if self.source == "exact" else f"{self.source}'s"
+        return f"starting from {who} C=2^{_log2(self.point[0])} gamma=2^{_log2(self.point[1])}"
+
+
+GRID_START = Start("grid")
+#: The check's blocks that tune an RBF SVM, by preference, and the start each gives.
+START_METHODS = (("rbf", "exact"), ("rbfsvm", "rbfsvm"))
+
+
+def _log2(value: float) -> str:
+    return f"{round(value, 2):g}"
+
+
+def tuned_start(checkers: Mapping[str, Any]) -> Start:
+    """The start of the kernel model's search, from a check's ``checkers`` JSON block: the
+    (log2 C, log2 gamma) of exact mode (``rbf``), else of the rbfsvm checker, where it ran to
+    the end; else :data:`GRID_START`."""
+    for name, source in START_METHODS:
+        block = checkers.get(name)
+        if not isinstance(block, Mapping) or block.get("status") == "skipped":
+            continue
+        c, g = block.get("log2_C"), block.get("log2_gamma")
+        if (
+            isinstance(c, (int, float))
+            and isinstance(g, (int, float))
+            and _finite(c)
+            and _finite(g)
+        ):
+            return Start(source, float(c), float(g))
+    return GRID_START
+
+
+def _finite(value: float) -> bool:
+    return not isinstance(value, bool) and math.isfinite(value)
 
 
 # --- export ---------------------------------------------------------------------------------------
@@ -46,7 +123,6 @@ def train_model(report: CheckReport, config: CheckConfig, progress: Progress | N
     assert config.model_out is not None
     progress = progress or no_progress
     kind = config.model_kind or report.result.decision.verdict
-    progress(Event(f"training the {kind} model on all rows"))
     train_idx, val_idx = report.split
     y_raw = report.prepared.y_raw
     X = sp.vstack([report.T.X, report.V.X], format="csr")
@@ -55,6 +131,7 @@ def train_model(report: CheckReport, config: CheckConfig, progress: Progress | N
     if k is not None:
         spec = _products_spec(report, k, int(X.shape[1]))
         X = spec.apply(X)
+    start = tuned_start(report.json["checkers"]) if kind == "kernel" else None
     report.result.model = export(
         X,
         np.concatenate([y_raw[train_idx], y_raw[val_idx]]),
@@ -69,6 +146,7 @@ def train_model(report: CheckReport, config: CheckConfig, progress: Progress | N
         terms=spec,
         zero_based=config.zero_based,
         class_weight=report.result.scoring.class_weight,
+        start=start,
     )
     data = report.prepared.summary
     if data.get("sampling", {}).get("sampled"):
@@ -110,12 +188,15 @@ def export(
     terms: TermSpec | None = None,
     zero_based: bool = False,
     class_weight: engines.ClassWeight | None = None,
+    start: Start | None = None,
 ) -> dict[str, Any]:
     """Train a ``kind`` model on all rows of the scaled ``X``; save it and ``path``.range.
 
     ``linear``: LIBLINEAR ``-s 2 -B 1`` with C from its ``-C`` search on all rows. ``kernel``:
     LIBSVM C-SVC with the RBF kernel; C and gamma from ``grid`` with 5-fold CV on a stratified
-    sample of at most ``max_search_rows`` rows. Returns the verdict JSON's ``model`` entry.
+    sample of at most ``max_search_rows`` rows, climbing from ``start``'s point within the
+    grid's bounds where it has one (:meth:`Grid.starting_at`). Returns the verdict JSON's
+    ``model`` entry. Before training, ``progress`` gets the predicted time (:func:`predicted`).
     With a ``deadline`` (``time.perf_counter()``), training runs where the deadline can stop
     it, and nothing is written if it does. ``probability`` trains the kernel model with
     ``-b 1``, so that ``svm-predict -b 1`` and ``kcheck predict -b 1`` can use it.
@@ -129,6 +210,21 @@ def export(
     _check_kind(kind, terms, probability)
     y = _training_labels(y)
     X = engines.as_binding_csr(X)
+    kernel = kind == "kernel"
+    start = (start or GRID_START) if kernel else None
+    if start is not None and start.point is not None:
+        grid = grid.starting_at(start.point)
+    seconds, line = predicted(
+        X,
+        y,
+        kind,
+        grid=grid,
+        max_search_rows=max_search_rows,
+        jobs=jobs,
+        probability=probability,
+        start=start,
+    )
+    report(Event(_first_stage(kind), predicted_seconds=seconds, line=line))
     range_path = path + RANGE_SUFFIX
     with atomic_paths(_files(path, range_path, terms)) as (model_tmp, range_tmp, *spec_tmp):
         train = functools.partial(
@@ -155,6 +251,7 @@ def export(
         "range_path": range_path,
         **({} if terms is None else {"terms_path": spec_path(path)}),
         "kind": kind,
+        "start": None if start is None else start.source,
         "params": params,
         "class_weights": class_weights_json(class_weight),
         "cv_accuracy": json_number(cv),
@@ -162,6 +259,57 @@ def export(
         "grid_points": grid_points,
         "seconds": json_number(time.perf_counter() - t0),
     }
+
+
+#: The stage of the kernel model's search, which its prediction is said at the start of.
+SEARCH_STAGE = "kernel model: grid search"
+
+
+def _first_stage(kind: str) -> str:
+    """The stage a model's training starts with: the search, or the linear model's training."""
+    return SEARCH_STAGE if kind == "kernel" else "training the linear model on all rows"
+
+
+def predicted(
+    X: sp.csr_matrix,
+    y: np.ndarray,
+    kind: str,
+    *,
+    grid: Grid = EXPORT_GRID,
+    max_search_rows: int = MAX_SEARCH_ROWS,
+    jobs: int = 1,
+    probability: bool = False,
+    start: Start | None = None,
+) -> tuple[float, str]:
+    """The predicted seconds of training a ``kind`` model on ``X`` and the line that says so.
+
+    Counted on the reference machine (kcheck.budget): the linear model's C search and
+    training; the kernel model's search (:func:`kcheck.rbf_search.search_seconds`, its
+    expected points on the search rows) and its training on all rows."""
+    rows, nnz = int(X.shape[0]), int(X.nnz)
+    classes = int(np.unique(y).size)
+    if kind != "kernel":
+        seconds = budget.linear_seconds(nnz, classes)
+        return seconds, (
+            f"{kind} model: C search and training on all {rows:,} rows; "
+            f"predicted about {duration_text(seconds)}"
+        )
+    search_rows = min(rows, max_search_rows)
+    seconds = search_seconds(
+        grid,
+        rows=search_rows,
+        nnz=int(nnz * search_rows / max(rows, 1)),
+        n_classes=classes,
+        jobs=jobs,
+    )
+    fit = budget.rbf_fit_seconds(rows=rows, nnz=nnz, predict_rows=0, n_classes=classes)
+    seconds += fit * (PROBABILITY_FACTOR if probability else 1.0)
+    where = f"{search_rows:,} rows" if search_rows == rows else f"a sample of {search_rows:,} rows"
+    begin = (start or GRID_START).text()
+    return seconds, (
+        f"kernel model: {begin}: {grid_text(grid)}, {FOLDS}-fold CV on {where}; then "
+        f"training on all {rows:,} rows; predicted about {duration_text(seconds)}"
+    )
 
 
 def _files(
@@ -261,7 +409,7 @@ def _train_and_save(
             seed=seed,
             jobs=jobs,
             progress=report,
-            stage="kernel model: grid search",
+            stage=SEARCH_STAGE,
             class_weight=class_weight,
             balanced=class_weight is not None,
         )

@@ -1,12 +1,18 @@
 """The RBF grid search: grid.py's grid, its refinement, the tie-break and one process pool.
 
 ``kcheck verify`` runs grid.py's grid as the expensive reference; ``--model-out --model
-kernel`` runs it with a refinement around the best point. Both go through
+kernel`` runs it with a refinement around the best point, or, where the check already tuned an
+RBF SVM, climbs from the check's (C, gamma) instead (:attr:`Grid.start`). All go through
 :func:`rbf_grid_search`, so they share the grid, the seeds, the tie-break and the runner.
+
+:func:`search_seconds` predicts a search's time from counts (kcheck.budget), before the first
+point; while it runs, the search's progress events carry an estimate from the points done.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import time
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
@@ -15,7 +21,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from kcheck import engines
+from kcheck import budget, engines
 from kcheck.cluster import Session
 from kcheck.defaults import FOLDS, Event, Progress, no_progress
 from kcheck.errors import KcheckError
@@ -35,6 +41,13 @@ class Grid:
     With ``refine``, a second pass covers the best coarse point +- ``radius`` in steps of
     ``step`` (clipped to the coarse bounds): the coarse grid is 4x apart in C and gamma, and
     the accuracy surface often peaks in between.
+
+    With a ``start`` (a point a check tuned on a sample), the search climbs from it instead of
+    running the coarse grid: the start and its four neighbours ``climb[0]`` apart in log2 C or
+    log2 gamma, then, while a neighbour of the best point so far is better, that neighbour's;
+    then the same with each smaller step of ``climb``. It stops after ``climb_limit`` points.
+    The bounds are the coarse grid's, widened to hold the start and its first neighbours (a
+    check places gamma by the data, which may lie beyond grid.py's 2^3).
     """
 
     log2_C: tuple[float, ...] = tuple(float(v) for v in range(-5, 16, 2))
@@ -42,6 +55,9 @@ class Grid:
     refine: bool = False
     radius: float = 1.0
     step: float = 0.5
+    start: tuple[float, float] | None = None
+    climb: tuple[float, ...] = (2.0, 1.0, 0.5)
+    climb_limit: int = 40
 
     @property
     def coarse(self) -> list[tuple[float, float]]:
@@ -60,10 +76,63 @@ class Grid:
             if lo_c <= centre[0] + dc <= hi_c and lo_g <= centre[1] + dg <= hi_g
         ]
 
+    def starting_at(self, point: tuple[float, float]) -> Grid:
+        """This grid's bounds, climbing from ``point`` (log2 C, log2 gamma)."""
+        c, g = (round(float(v), 6) for v in point)
+        return dataclasses.replace(self, start=(c, g), refine=False)
+
+    @property
+    def bounds(self) -> tuple[tuple[float, float], tuple[float, float]]:
+        """((lowest, highest) log2 C, (lowest, highest) log2 gamma) that a climb stays within."""
+        lo_c, hi_c = min(self.log2_C), max(self.log2_C)
+        lo_g, hi_g = min(self.log2_gamma), max(self.log2_gamma)
+        if self.start is not None:
+            c, g = self.start
+            first = self.climb[0] if self.climb else 0.0
+            lo_c, hi_c = min(lo_c, c), max(hi_c, c)
+            lo_g, hi_g = min(lo_g, g - first), max(hi_g, g + first)
+        return (lo_c, hi_c), (lo_g, hi_g)
+
+    def neighbours(self, centre: tuple[float, float], step: float) -> list[tuple[float, float]]:
+        """The points ``step`` from ``centre`` in log2 C or log2 gamma, within the bounds."""
+        (lo_c, hi_c), (lo_g, hi_g) = self.bounds
+        c, g = centre
+        points = [(c + step, g), (c - step, g), (c, g + step), (c, g - step)]
+        return [
+            (round(pc, 6), round(pg, 6))
+            for pc, pg in points
+            if lo_c <= pc <= hi_c and lo_g <= pg <= hi_g
+        ]
+
+    @property
+    def first_points(self) -> list[tuple[float, float]]:
+        """What the search scores first: the coarse grid, or the start and its neighbours."""
+        if self.start is None:
+            return self.coarse
+        if not self.climb:
+            return [self.start]
+        return [self.start, *self.neighbours(self.start, self.climb[0])]
+
     @property
     def max_points(self) -> int:
+        if self.start is not None:
+            return self.climb_limit
         k = int(round(self.radius / self.step))
         return len(self.coarse) + ((2 * k + 1) ** 2 - 1 if self.refine else 0)
+
+    @property
+    def expected_points(self) -> int:
+        """The points a search is predicted to score: all of a grid's; for a climb, the first
+        five, four more at each smaller step and :data:`CLIMB_MOVES` moves of three."""
+        if self.start is None:
+            return self.max_points
+        expected = 5 + 4 * (len(self.climb) - 1) + 3 * CLIMB_MOVES
+        return min(expected, self.climb_limit)
+
+
+#: Moves a climb is predicted to make (each scores about three new points); measured on the
+#: bundled and generated sets: scripts/results/model.md.
+CLIMB_MOVES = 1
 
 
 #: grid.py's grid, as ``kcheck verify`` runs it.
@@ -295,25 +364,37 @@ def rbf_grid_search(
 
     With ``scheduler`` (``tcp://host:port`` or ``local:N``), the points run on a Dask cluster
     instead of ``jobs`` local processes; the result is the same.
+
+    Progress counts the points; after 1, 2, 4, 8, ... of them (from :data:`ESTIMATE_AFTER_SECONDS`
+    on) its event carries the stage's predicted seconds from the points done (elapsed / done x
+    points) and says so in a line.
     """
     report = progress or no_progress
     if y.size < FOLDS:
         raise KcheckError(f"{y.size} rows are too few for {FOLDS}-fold cross-validation")
-    coarse = grid.coarse
-    if not coarse:
+    first = grid.first_points
+    if not first:
         raise KcheckError("the RBF grid is empty")
     scores: dict[tuple[float, float], float] = {}
-    total = [grid.max_points]
+    total = [grid.expected_points]
+    t0 = time.perf_counter()
     report(Event(stage, 0, total[0]))
 
     def done(point: tuple[float, float], correct: float) -> None:
         scores[point] = correct
+        n = len(scores)
+        total[0] = max(total[0], n)
+        report(_estimate(stage, n, total[0], time.perf_counter() - t0))
+
+    def recount(pending: int) -> None:
+        """The total once the points still to score are known."""
+        total[0] = (
+            len(scores) + pending if grid.start is None else max(total[0], len(scores) + pending)
+        )
         report(Event(stage, len(scores), total[0]))
 
     Xb = engines.as_binding_csr(X)
-    jobs = max(1, min(jobs, len(coarse)))
-    if Xb.shape[0] * Xb.nnz < MIN_PARALLEL_WORK:
-        jobs = 1
+    jobs = parallel_jobs(jobs, len(first), Xb)
     cv_args: dict[str, Any] = {"folds": FOLDS, "seed": seed}
     if balanced:
         cv_args["balanced"] = True
@@ -326,13 +407,141 @@ def rbf_grid_search(
         )
     )
     try:
-        evaluator.run(coarse, done)
-        if grid.refine:
+        evaluator.run(first, done)
+        if grid.start is not None:
+            _climb(grid, scores, evaluator.run, done, recount)
+        elif grid.refine:
             fine = [p for p in grid.refined(best_point(scores)) if p not in scores]
-            total[0] = len(scores) + len(fine)
-            report(Event(stage, len(scores), total[0]))
+            recount(len(fine))
             evaluator.run(fine, done)
     finally:
         evaluator.close()
+    if total[0] != len(scores):
+        report(Event(stage, len(scores), len(scores)))
     c, g = best_point(scores)
     return GridResult(c, g, scores[(c, g)], int(y.size), scores, balanced)
+
+
+def _climb(
+    grid: Grid,
+    scores: dict[tuple[float, float], float],
+    run: Callable[
+        [Iterable[tuple[float, float]], Callable[[tuple[float, float], float], None]], None
+    ],
+    done: Callable[[tuple[float, float], float], None],
+    recount: Callable[[int], None],
+) -> None:
+    """From the scored first points (the start and its neighbours), at each step of
+    ``grid.climb``: score the neighbours of the best point so far until none is better, within
+    ``grid.climb_limit`` points. Which points are scored depends on the scores only."""
+    for step in grid.climb:
+        while len(scores) < grid.climb_limit:
+            best = best_point(scores)
+            todo = [p for p in grid.neighbours(best, step) if p not in scores]
+            todo = todo[: grid.climb_limit - len(scores)]
+            if not todo:
+                break
+            recount(len(todo))
+            run(todo, done)
+            if best_point(scores) == best:
+                break
+
+
+def _reported(n: int) -> bool:
+    """Whether the estimate from the points done is reported after ``n`` points: 1, 2, 4, 8..."""
+    return n >= 1 and n & (n - 1) == 0
+
+
+#: Estimates from the points done start once the search has run this long: a search that
+#: ends sooner needs none, and its first points' times are mostly starting the processes.
+ESTIMATE_AFTER_SECONDS = 5.0
+
+
+def _estimate(stage: str, done: int, total: int, elapsed: float) -> Event:
+    """A progress event; after 1, 2, 4, 8, ... points (once :data:`ESTIMATE_AFTER_SECONDS`
+    have passed), with the stage's predicted seconds from the points done and a line that says
+    what is left."""
+    if not _reported(done) or done >= total or elapsed < ESTIMATE_AFTER_SECONDS:
+        return Event(stage, done, total)
+    predicted = elapsed / done * total
+    return Event(
+        stage,
+        done,
+        total,
+        predicted_seconds=predicted,
+        line=(
+            f"{stage}: {done}/{total} grid points in {duration_text(elapsed)}; about "
+            f"{duration_text(predicted - elapsed)} left at this pace"
+        ),
+    )
+
+
+def duration_text(seconds: float) -> str:
+    """``40 s``, ``3 min``, ``1.5 h``: a prediction's precision, no more."""
+    if seconds < 90:
+        return f"{max(1, round(seconds)):d} s"
+    if seconds < 90 * 60:
+        return f"{round(seconds / 60):d} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def parallel_jobs(jobs: int, points: int, X: sp.csr_matrix) -> int:
+    """The processes a search of ``points`` first points on ``X`` runs in: one where the
+    work is too small for worker processes to pay (:data:`MIN_PARALLEL_WORK`)."""
+    if X.shape[0] * X.nnz < MIN_PARALLEL_WORK:
+        return 1
+    return max(1, min(jobs, points))
+
+
+#: A grid point costs this many times :func:`kcheck.budget.rbf_fit_seconds` for each fold:
+#: the grid's corners (C = 2^15, and gamma far from the data's scale) train far longer than
+#: the single tuned training that cost was measured on. CPU seconds per point over all of
+#: grid.py's grid, in one process on the 2-core machine: 1.6x on heart_scale, 3.2x on
+#: fourclass (the most: 1.2 s at C = 2^15, against 0.02 counted).
+GRID_POINT_FACTOR = 2.0
+
+
+def point_seconds(*, rows: int, nnz: int, n_classes: int, folds: int = FOLDS) -> float:
+    """Counted seconds of one grid point: a ``folds``-fold CV of LIBSVM's own RBF kernel on
+    ``rows`` rows holding ``nnz`` stored values (:func:`kcheck.budget.rbf_fit_seconds` for
+    each fold's training and prediction, times :data:`GRID_POINT_FACTOR`)."""
+    train = rows * (folds - 1) // folds
+    fold = budget.rbf_fit_seconds(
+        rows=train,
+        nnz=nnz * (folds - 1) // folds,
+        predict_rows=rows - train,
+        n_classes=n_classes,
+    )
+    return GRID_POINT_FACTOR * folds * fold
+
+
+def search_seconds(grid: Grid, *, rows: int, nnz: int, n_classes: int, jobs: int = 1) -> float:
+    """Predicted seconds of the search: :attr:`Grid.expected_points` x :func:`point_seconds`
+    (counted on the reference machine), shared by the processes it runs in."""
+    per_point = point_seconds(rows=rows, nnz=nnz, n_classes=n_classes)
+    processes = jobs if rows * nnz >= MIN_PARALLEL_WORK else 1
+    return grid.expected_points * per_point / max(1, min(processes, grid.expected_points))
+
+
+def grid_text(grid: Grid) -> str:
+    """The grid in words: ``110 points (log2 C -5..15, step 2; log2 gamma 3..-15, step 2)``
+    and its refinement, or the climb from a start."""
+    if grid.start is not None:
+        steps = ", ".join(f"{s:g}" for s in grid.climb)
+        return (
+            f"a climb in log2 steps of {steps} (about {grid.expected_points} points, "
+            f"at most {grid.climb_limit})"
+        )
+
+    def axis(values: tuple[float, ...]) -> str:
+        steps = {abs(b - a) for a, b in zip(values, values[1:], strict=False)}
+        step = f", step {steps.pop():g}" if len(steps) == 1 else ""
+        return f"{values[0]:g}..{values[-1]:g}{step}" if len(values) > 1 else f"{values[0]:g}"
+
+    text = (
+        f"{len(grid.coarse)} points (log2 C {axis(grid.log2_C)}; "
+        f"log2 gamma {axis(grid.log2_gamma)})"
+    )
+    if grid.refine:
+        text += f", then up to {grid.max_points - len(grid.coarse)} around the best"
+    return text

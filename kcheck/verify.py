@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from kcheck import engines, tuning
+from kcheck import budget, engines, tuning
 from kcheck.defaults import (
     DEFAULT_METRIC,
     DEFAULT_SCALING,
@@ -44,7 +44,16 @@ from kcheck.prepare import (
     prepare,
     unseen_warnings,
 )
-from kcheck.rbf_search import GRID, Grid, GridResult, rbf_grid_search
+from kcheck.rbf_search import (
+    GRID,
+    Grid,
+    GridResult,
+    duration_text,
+    grid_text,
+    point_seconds,
+    rbf_grid_search,
+    search_seconds,
+)
 from kcheck.result import VerifyResult
 from kcheck.scoring import PointResults, Scoring, oriented, positive_scores, validate_metric
 from kcheck.split import stratified_folds
@@ -119,6 +128,7 @@ def run(config: VerifyConfig, progress: Progress | None = None) -> VerifyResult:
     weight = scoring.class_weight
 
     lin_model, lin = _linear_cv(Xc, yc, config.seed, weight, report)
+    report(announcement(config, len(data.classes), scoring, test, Xc))
     found, rbf = _rbf_cv(Xc, yc, config, scoring, report)
     if scoring.needs_scores:
         report(Event("AUC: decision values by cross-validation"))
@@ -151,6 +161,94 @@ def run(config: VerifyConfig, progress: Progress | None = None) -> VerifyResult:
         warnings=notes + unseen_warnings(test),
         started=t_start,
     )
+
+
+def predicted_seconds(
+    grid: Grid,
+    *,
+    rows: int,
+    nnz: int,
+    n_classes: int,
+    jobs: int = 1,
+    test_rows: int = 0,
+    auc: bool = False,
+    linear: bool = True,
+) -> float:
+    """Predicted seconds of a verify on ``rows`` rows of ``nnz`` stored values, counted on the
+    reference machine (kcheck.budget): the linear model's C search and its CV (unless
+    ``linear`` is False: done already), the grid (:func:`kcheck.rbf_search.search_seconds`),
+    the chosen point's CV again (and once more for AUC's decision values), and with a test
+    file the RBF model trained on all rows and scored."""
+    seconds = 2 * budget.linear_seconds(nnz, n_classes) if linear else 0.0
+    seconds += search_seconds(grid, rows=rows, nnz=nnz, n_classes=n_classes, jobs=jobs)
+    seconds += point_seconds(rows=rows, nnz=nnz, n_classes=n_classes) * (2 if auc else 1)
+    if test_rows:
+        seconds += budget.rbf_fit_seconds(
+            rows=rows, nnz=nnz, predict_rows=test_rows, n_classes=n_classes
+        )
+    return seconds
+
+
+#: The stage of verify's grid search, and of the prediction said before its first point.
+GRID_STAGE = "RBF grid search"
+
+
+def announcement(
+    config: VerifyConfig, n_classes: int, scoring: Scoring, test: TestFile | None, X: Any
+) -> Event:
+    """The grid, rows and folds of the search about to start and the predicted time of the
+    rest of the run (:func:`predicted_seconds`), said before the first grid point."""
+    rows = int(X.shape[0])
+    seconds = predicted_seconds(
+        config.grid,
+        rows=rows,
+        nnz=int(X.nnz),
+        n_classes=n_classes,
+        jobs=config.jobs,
+        test_rows=0 if test is None else test.rows,
+        auc=scoring.needs_scores,
+        linear=False,
+    )
+    where = (
+        "on the cluster"
+        if config.scheduler
+        else f"in {config.jobs} process" + ("es" if config.jobs > 1 else "")
+    )
+    return Event(
+        GRID_STAGE,
+        0,
+        config.grid.expected_points,
+        predicted_seconds=seconds,
+        line=(
+            f"verify: RBF grid of {grid_text(config.grid)}, {FOLDS}-fold CV on {rows:,} rows "
+            f"{where}; predicted about {duration_text(seconds)}"
+        ),
+    )
+
+
+#: The time a suggested ``kcheck verify`` command should take: where the full grid on all
+#: rows is predicted to take longer, the suggestion samples rows (``--max-rows``).
+SUGGESTED_SECONDS = 600.0
+
+
+def rows_within(
+    seconds: float, *, rows: int, nnz: int, n_classes: int, jobs: int = 1, grid: Grid = GRID
+) -> int | None:
+    """The most rows (a ``--max-rows``) whose verify is predicted within ``seconds``; None
+    where all ``rows`` are. The stored values per row stay the file's."""
+
+    def cost(n: int) -> float:
+        return predicted_seconds(
+            grid, rows=n, nnz=int(nnz * n / max(rows, 1)), n_classes=n_classes, jobs=jobs
+        )
+
+    if cost(rows) <= seconds:
+        return None
+    lo, hi = FOLDS, rows  # cost(lo) is a few milliseconds; cost(hi) is over
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if cost(mid) <= seconds else (lo, mid)
+    return lo
 
 
 def _read_inputs(
@@ -252,6 +350,7 @@ def _rbf_cv(
         seed=config.seed,
         jobs=config.jobs,
         progress=report,
+        stage=GRID_STAGE,
         class_weight=scoring.class_weight,
         balanced=scoring.weighted,
         scheduler=config.scheduler,

@@ -538,3 +538,201 @@ def test_the_verdict_is_shown_before_the_model_trains_off_a_terminal(
     rest = capfd.readouterr().err
     assert "verdict: " not in rest and "model: linear" in rest
     assert json.loads(out.read_text())["model"]["kind"] == "linear"
+
+
+# --- where the kernel model's search starts -------------------------------------------------------
+
+
+def test_the_start_is_exact_modes_point_else_rbfsvms_else_the_grid():
+    exact = {"status": "exact", "log2_C": 5.0, "log2_gamma": 0.784111}
+    rbfsvm = {"status": "ok", "log2_C": 7.0, "log2_gamma": -1.5}
+    assert models.tuned_start({"rbf": exact, "rbfsvm": rbfsvm}) == models.Start(
+        "exact", 5.0, 0.784111
+    )
+    assert models.tuned_start({"rbfsvm": rbfsvm}) == models.Start("rbfsvm", 7.0, -1.5)
+    skipped = {"status": "skipped", "log2_C": None, "log2_gamma": None}
+    assert models.tuned_start({"rbfsvm": skipped}) is models.GRID_START
+    assert models.tuned_start({"degree2": {"status": "ok"}}).point is None
+    assert models.GRID_START.source == "grid"
+
+
+def _searched(monkeypatch: pytest.MonkeyPatch, substitute: rbf_search.Grid | None = None) -> list:
+    """The grids the kernel model's search is handed (run as given, or as ``substitute``)."""
+    grids: list[rbf_search.Grid] = []
+    search = models.rbf_grid_search
+
+    def recorded(X, y, grid, **kwargs):
+        grids.append(grid)
+        return search(X, y, substitute or grid, **kwargs)
+
+    monkeypatch.setattr(models, "rbf_grid_search", recorded)
+    return grids
+
+
+def _checked(tmp_path: Path, **options: object):
+    from kcheck.pipeline import CheckConfig, run
+
+    settings: dict[str, object] = {"train": str(DATASETS / "heart_scale"), **options}
+    config = CheckConfig(
+        model_out=str(tmp_path / "m"),
+        model_kind="kernel",
+        **settings,  # type: ignore[arg-type]
+    )
+    return config, run(config)
+
+
+def test_the_kernel_model_starts_at_exact_modes_point(tmp_path, monkeypatch):
+    grids = _searched(monkeypatch)
+    config, report = _checked(tmp_path)
+    rbf = report.json["checkers"]["rbf"]
+    assert rbf["status"] == "exact"
+    models.train_model(report, config)
+    (grid,) = grids
+    assert grid.start == (rbf["log2_C"], round(rbf["log2_gamma"], 6))
+    assert grid.first_points[0] == grid.start and len(grid.first_points) == 5
+    model = report.json["model"]
+    assert model["start"] == "exact" and model["grid_points"] < len(rbf_search.GRID.coarse)
+    assert Path(model["path"]).is_file()
+
+
+@pytest.mark.slow
+def test_the_kernel_model_starts_at_rbfsvms_point_without_exact_mode(tmp_path, monkeypatch):
+    """Above 5,000 rows exact mode does not run under auto, and rbfsvm tunes in its stead."""
+    from kcheck.data import write_libsvm
+
+    rng = np.random.default_rng(5)
+    X = rng.uniform(-1.0, 1.0, size=(5_200, 2))
+    y = np.where((X**2).sum(axis=1) < 0.5, 1.0, -1.0)
+    write_libsvm(str(tmp_path / "disc"), y, sp.csr_matrix(X))
+    # The search runs on one point: the grid it is handed is what is tested.
+    grids = _searched(monkeypatch, rbf_search.Grid((1.0,), (-3.0,)))
+    config, report = _checked(tmp_path, train=str(tmp_path / "disc"))
+    tuned = report.json["checkers"]["rbfsvm"]
+    assert tuned["status"] == "ok" and "rbf" not in report.json["checkers"]
+    models.train_model(report, config)
+    assert grids[0].start == (tuned["log2_C"], round(tuned["log2_gamma"], 6))
+    assert report.json["model"]["start"] == "rbfsvm"
+
+
+def test_the_kernel_model_runs_the_grid_where_nothing_was_tuned(tmp_path, monkeypatch):
+    # The full grid is 134 points; the search runs on one, as the grid handed over is the test.
+    grids = _searched(monkeypatch, rbf_search.Grid((1.0,), (-3.0,)))
+    config, report = _checked(tmp_path, exact="never", checkers=("degree2", "multilinear"))
+    assert "rbf" not in report.json["checkers"] and "rbfsvm" not in report.json["checkers"]
+    models.train_model(report, config)
+    assert grids == [rbf_search.EXPORT_GRID] and grids[0].start is None
+    assert report.json["model"]["start"] == "grid"
+
+
+def test_a_linear_model_has_no_start(exported):
+    assert exported["linear"]["start"] is None
+    assert exported["kernel"]["start"] == "grid"  # export without a start: the grid given
+
+
+# --- the predicted time, said before training -----------------------------------------------------
+
+
+def test_export_predicts_its_time_before_training(tmp_path):
+    y, X, scaler = _scaled("heart_scale")
+    events: list = []
+    models.export(
+        X,
+        y,
+        scaler,
+        "kernel",
+        str(tmp_path / "m"),
+        grid=rbf_search.Grid((1.0,), (-3.0,)),
+        start=models.Start("exact", 1.0, -3.0),
+        progress=events.append,
+    )
+    said = [e for e in events if e.predicted_seconds is not None and not e.done]
+    assert said and events.index(said[0]) == 0
+    assert said[0].stage == models.SEARCH_STAGE
+    assert said[0].text.startswith("kernel model: starting from exact mode's C=2^1 gamma=2^-3: ")
+    assert "5-fold CV on 270 rows" in said[0].text and "predicted about" in said[0].text
+    seconds, _ = models.predicted(X, y, "kernel", grid=rbf_search.Grid((1.0,), (-3.0,)))
+    linear, line = models.predicted(X, y, "linear")
+    assert 0 < linear < seconds and "linear model: C search" in line
+
+
+def test_the_estimate_is_printed_before_the_model_trains_off_a_terminal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """In a log (stderr a pipe): the model's predicted time is on stderr when training
+    starts."""
+    from kcheck.cli.app import main
+
+    seen: list[str] = []
+    train = models._train_and_save
+
+    def watched(*args: object, **kwargs: object) -> object:
+        seen.append(capfd.readouterr().err)
+        return train(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(models, "_train_and_save", watched)
+    with pytest.raises(SystemExit) as ended:
+        main(
+            [
+                "check",
+                str(DATASETS / "heart_scale"),
+                "--model-out",
+                str(tmp_path / "m"),
+                "--model",
+                "kernel",
+                "-o",
+                str(tmp_path / "v.json"),
+            ]
+        )
+    assert ended.value.code == 0
+    assert len(seen) == 1
+    text = " ".join(seen[0].split())  # the line wraps at the log's width
+    assert "kernel model: starting from exact mode's" in text and "predicted about" in text
+    rest = " ".join(capfd.readouterr().err.split())  # the model line wraps at the log's width
+    assert "search started at exact mode's point" in rest
+
+
+# --- a cheaper model than the kernel --------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def disc_check(tmp_path_factory) -> dict:
+    """A check with --explain on a disc: x1^2 + x2^2 < 0.5, which linear + 3 products fits."""
+    from kcheck.data import write_libsvm
+    from kcheck.pipeline import CheckConfig, run
+
+    rng = np.random.default_rng(3)
+    X = rng.uniform(-1.0, 1.0, size=(400, 2))
+    y = np.where((X**2).sum(axis=1) < 0.5, 1.0, -1.0)
+    path = tmp_path_factory.mktemp("disc") / "disc"
+    write_libsvm(str(path), y, sp.csr_matrix(X))
+    return run(CheckConfig(train=str(path), explain=True)).json
+
+
+def test_the_cheaper_model_is_pointed_at_where_products_recover_the_kernels_gain(disc_check):
+    from kcheck.explain import cheaper_model_sentence
+
+    v = disc_check
+    assert v["verdict"] == "kernel"
+    sentence = cheaper_model_sentence(v)
+    assert sentence is not None
+    k = min(
+        r["k"]
+        for r in v["explain"]["recovered"]
+        if r["gap"] >= v["checkers"][v["deciding_checker"]]["gap"] - v["epsilon"] / 2
+    )
+    assert f"--explain --model-out MODEL --model linear+{k}` trains it" in sentence
+    assert sentence.startswith(f"linear + {k} products gains +")
+
+
+def test_no_cheaper_model_where_the_products_fall_short(disc_check):
+    from kcheck.explain import cheaper_model_sentence
+
+    v = json.loads(json.dumps(disc_check))
+    kernel = v["checkers"][v["deciding_checker"]]["gap"]
+    for r in v["explain"]["recovered"]:
+        r["gap"] = kernel - v["epsilon"]  # a whole epsilon short of the kernel's gain
+    assert cheaper_model_sentence(v) is None
+    v["explain"]["recovered"][-1]["gap"] = kernel - v["epsilon"] / 2
+    assert cheaper_model_sentence(v) is not None
+    assert cheaper_model_sentence({**v, "verdict": "linear", "deciding_checker": None}) is None
+    assert cheaper_model_sentence({**v, "explain": None}) is None

@@ -7,6 +7,7 @@ search against LIBSVM's own cross-validation.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import random
 
@@ -16,7 +17,7 @@ from conftest import DATASETS
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kcheck import engines
+from kcheck import engines, rbf_search
 from kcheck.defaults import FOLDS
 from kcheck.errors import KcheckError
 from kcheck.memory import default_memory_limit
@@ -223,3 +224,94 @@ def test_coarse_order_is_independent_of_axis_order(heart) -> None:
     assert a.scores == b.scores
     assert (a.log2_C, a.log2_gamma) == (b.log2_C, b.log2_gamma)
     assert list(itertools.product(TINY.log2_C, TINY.log2_gamma)) == TINY.coarse
+
+
+# --- a search that starts at a tuned point ----------------------------------------------------
+
+
+def test_a_started_grid_scores_the_start_and_its_four_neighbours_first() -> None:
+    g = GRID.starting_at((5.0, 0.784111))
+    assert g.start == (5.0, 0.784111) and not g.refine
+    assert g.first_points == [
+        (5.0, 0.784111),
+        (7.0, 0.784111),
+        (3.0, 0.784111),
+        (5.0, 2.784111),
+        (5.0, -1.215889),
+    ]
+    # grid.py's bounds on C; gamma widened to the start's first neighbours (a check places
+    # gamma by the data: fourclass's 2^5.28 lies beyond grid.py's 2^3).
+    high = GRID.starting_at((15.0, 5.27957))
+    assert high.bounds == ((-5.0, 15.0), (-15.0, 7.27957))
+    assert high.first_points == [(15.0, 5.27957), (13.0, 5.27957), (15.0, 7.27957), (15.0, 3.27957)]
+    assert GRID.first_points == GRID.coarse
+
+
+def test_the_climb_starts_at_the_point_and_ends_at_a_local_best(heart) -> None:
+    X, y = heart
+    grid = GRID.starting_at((1.0, -6.5))
+    seen: list[tuple[int | None, int | None]] = []
+    found = rbf_grid_search(X, y, grid, seed=0, progress=lambda e: seen.append((e.done, e.total)))
+    assert set(list(found.scores)[:5]) == set(grid.first_points)
+    assert 13 <= found.points <= grid.climb_limit < len(GRID.coarse)
+    best = (found.log2_C, found.log2_gamma)
+    assert best == best_point(found.scores)
+    # It stopped because every neighbour of the chosen point at the finest step was scored,
+    # and none beat it (the best of all scores, by the tie rule).
+    assert set(grid.neighbours(best, grid.climb[-1])) <= set(found.scores)
+    assert seen[0] == (0, grid.expected_points)
+    assert seen[-1] == (found.points, found.points)
+
+
+def test_the_climb_stops_at_its_limit(heart) -> None:
+    X, y = heart
+    grid = dataclasses.replace(GRID, climb_limit=7).starting_at((-5.0, 3.0))
+    found = rbf_grid_search(X, y, grid, seed=0)
+    assert found.points == 7
+    assert all(-5.0 <= c <= 15.0 and -15.0 <= g <= 5.0 for c, g in found.scores)
+
+
+@pytest.mark.slow
+def test_the_climb_is_the_same_in_worker_processes(heart, monkeypatch) -> None:
+    X, y = heart
+    grid = GRID.starting_at((3.0, -3.0))
+    serial = rbf_grid_search(X, y, grid, seed=4, jobs=1)
+    monkeypatch.setattr(rbf_search, "MIN_PARALLEL_WORK", 0)
+    parallel = rbf_grid_search(X, y, grid, seed=4, jobs=2)
+    assert serial.scores == parallel.scores
+
+
+def test_estimates_from_the_points_done() -> None:
+    early = rbf_search._estimate("grid", 4, 10, 2.0)
+    assert early.predicted_seconds is None and early.line is None  # under 5 s: none yet
+    e = rbf_search._estimate("grid", 4, 10, 20.0)
+    assert e.predicted_seconds == pytest.approx(50.0)
+    assert e.text == "grid: 4/10 grid points in 20 s; about 30 s left at this pace"
+    assert rbf_search._estimate("grid", 5, 10, 20.0).predicted_seconds is None  # not a power of 2
+    assert rbf_search._estimate("grid", 8, 8, 20.0).predicted_seconds is None  # done
+
+
+def test_the_predicted_time_grows_with_the_points_and_the_rows() -> None:
+    small = rbf_search.search_seconds(GRID, rows=1_000, nnz=10_000, n_classes=2)
+    assert small == pytest.approx(
+        110 * rbf_search.point_seconds(rows=1_000, nnz=10_000, n_classes=2)
+    )
+    assert rbf_search.search_seconds(GRID, rows=2_000, nnz=20_000, n_classes=2) > 3.5 * small
+    climb = rbf_search.search_seconds(
+        GRID.starting_at((1.0, 1.0)), rows=1_000, nnz=10_000, n_classes=2
+    )
+    assert climb < small / 4
+    # Two processes share the points where the work is large enough for them.
+    assert rbf_search.search_seconds(
+        GRID, rows=1_000, nnz=10_000, n_classes=2, jobs=2
+    ) == pytest.approx(small / 2)
+
+
+def test_grid_text() -> None:
+    assert rbf_search.grid_text(GRID) == (
+        "110 points (log2 C -5..15, step 2; log2 gamma 3..-15, step 2)"
+    )
+    assert "then up to 24 around the best" in rbf_search.grid_text(EXPORT_GRID)
+    assert rbf_search.grid_text(GRID.starting_at((1.0, 1.0))).startswith(
+        "a climb in log2 steps of 2, 1, 0.5"
+    )

@@ -194,3 +194,51 @@ def test_a_check_json_with_bad_settings_is_refused(heart_check, tmp_path, field,
     path.write_text(json.dumps(doctored))
     r = kcheck("verify", str(DATASETS / "heart_scale"), "--check-json", str(path), "-j", "1")
     one_error_line(r, str(path), "not a kcheck check verdict")
+
+
+# --- what it will cost, said first ----------------------------------------------------------------
+
+
+def test_the_grid_and_its_predicted_time_are_printed_before_the_first_point(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """In a log (stderr a pipe): the grid, rows, folds and predicted time are on stderr when
+    the grid search starts."""
+    from kcheck import verify as verifying
+    from kcheck.cli.app import main
+    from kcheck.rbf_search import Grid
+
+    seen: list[str] = []
+    search = verifying.rbf_grid_search
+
+    def watched(X, y, grid, **kwargs):  # type: ignore[no-untyped-def]
+        seen.append(capfd.readouterr().err)
+        # The announcement is the test: the search itself runs on two points.
+        return search(X, y, Grid((1.0, 3.0), (-3.0,)), **kwargs)
+
+    monkeypatch.setattr(verifying, "rbf_grid_search", watched)
+    out = tmp_path / "v.json"
+    with pytest.raises(SystemExit) as ended:
+        main(["verify", str(DATASETS / "heart_scale"), "-j", "1", "-o", str(out)])
+    assert ended.value.code == 0
+    assert len(seen) == 1
+    text = " ".join(seen[0].split())  # the line wraps at the log's width
+    assert (
+        "verify: RBF grid of 110 points (log2 C -5..15, step 2; log2 gamma 3..-15, step 2), "
+        "5-fold CV on 270 rows in 1 process; predicted about "
+    ) in text
+    assert json.loads(out.read_text())["rbf"]["grid_points"] == 2
+
+
+def test_the_prediction_and_the_rows_that_fit_ten_minutes() -> None:
+    from kcheck import verify as verifying
+    from kcheck.rbf_search import GRID
+
+    def cost(rows: int) -> float:
+        return verifying.predicted_seconds(GRID, rows=rows, nnz=rows * 14, n_classes=2)
+
+    assert cost(20_000) > 3.9 * cost(10_000) > 0
+    assert verifying.rows_within(600.0, rows=270, nnz=3_780, n_classes=2) is None
+    n = verifying.rows_within(600.0, rows=100_000, nnz=1_400_000, n_classes=2)
+    assert n is not None and 1_000 < n < 100_000
+    assert cost(n) <= 600.0 < cost(n + 1)

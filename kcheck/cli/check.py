@@ -57,10 +57,12 @@ def show_verdict(
         f" ({v['margin']}; epsilon {100 * v['epsilon']:g} points, {v['seconds']:.2f}s)",
     )
     ui.show(verdict, Text(verdict_summary(v, model_out)))
-    from kcheck.explain import explain_sentence
+    from kcheck.explain import cheaper_model_sentence, explain_sentence
 
     if (sentence := explain_sentence(v)) is not None:
         ui.show(Text(sentence))
+    if (cheaper := cheaper_model_sentence(v)) is not None:
+        ui.show(Text(cheaper))
     if v.get("test"):
         t = v["test"]
         acc = t["accuracy"]
@@ -79,9 +81,14 @@ def _show_model(ui: Ui, model: dict[str, Any]) -> None:
         f"{'g' if k == 'gamma' else k}={log2_text(x)}" for k, x in model["params"].items()
     )
     cv = f", CV accuracy {fmt_acc(model['cv_accuracy'])}" if model.get("cv_accuracy") else ""
+    search = {
+        "exact": "; search started at exact mode's point",
+        "rbfsvm": "; search started at rbfsvm's point",
+        "grid": "; search: grid.py's grid",
+    }.get(model.get("start") or "", "")
     ui.show(
         Text(
-            f"model: {model['kind']} ({params}{cv}) saved to {model['path']} and "
+            f"model: {model['kind']} ({params}{cv}{search}) saved to {model['path']} and "
             f"{model['range_path']} in {model['seconds']:.1f}s"
         )
     )
@@ -271,7 +278,9 @@ def check(
         report = ui.run(lambda progress: run(config, progress))
         if config.model_out is not None:
             decided(report.json)
-            ui.run(lambda progress: models.train_model(report, config, progress))
+            from kcheck.cli.verify import announcing
+
+            ui.run(lambda progress: models.train_model(report, config, announcing(ui, progress)))
     verdict = report.json
     verdict["warnings"] = [*verdict.get("warnings", []), *notes]
     if shown:

@@ -24,7 +24,22 @@ from kcheck.cli.options import (
 from kcheck.cli.outputs import emit_json, json_destination, refuse_input_as_output
 from kcheck.cli.render import verify_summary, verify_table
 from kcheck.cli.ui import Ui
-from kcheck.defaults import SCALINGS
+from kcheck.defaults import SCALINGS, Event
+from kcheck.defaults import Progress as Report
+
+
+def announcing(ui: Ui, progress: Report) -> Report:
+    """``progress``, and a line on stderr for each predicted time: on a terminal the one said
+    before a step starts (the progress line's ETA follows the points done), in a log (where
+    progress shows nothing) every estimate too. Nothing with -q."""
+
+    def report(event: Event) -> None:
+        progress(event)  # first: a log closes the stage before with its own line
+        if event.predicted_seconds is not None and (not ui.interactive or not event.done):
+            # Laid out for a log's width as the stage lines are; wrapped by rich on a terminal.
+            (ui.info if ui.interactive else ui.log_line)(event.text)
+
+    return report
 
 
 @click.command(short_help="The expensive reference: an RBF grid search (LIBSVM) next to linear.")
@@ -129,7 +144,7 @@ def verify(
             zero_based=zero_based,
             scheduler=None if session is None else session.address,
         ).validated()
-        result = ui.run(lambda progress: verifying.verify(config, progress))
+        result = ui.run(lambda progress: verifying.verify(config, announcing(ui, progress)))
     except BaseException:
         if session is not None:
             # Ctrl-C: the grid runs in a worker thread; cancel its tasks from here.
