@@ -19,19 +19,14 @@ import numpy as np
 import scipy.sparse as sp
 
 from kcheck.errors import KcheckError
-from kcheck.memory import check_fits, csr_bytes
 from kcheck.prepare import (
-    LOWER,
-    UPPER,
     Prepared,
     TestFile,
-    _scale,
     _validate,
     data_summary,
-    encode_labels,
     require_integer_labels,
+    scaled,
 )
-from kcheck.scaling import fit_scaler
 from kcheck.verdict import label_value
 
 #: How arrays are named in messages (a file is named by its path).
@@ -158,23 +153,7 @@ def prepare_arrays(
     _validate(name, A.shape[0], classes)
     summary = data_summary(name, A, classes, content_hash(A, y_raw))
     summary["path"] = None
-    data_bytes = csr_bytes(A)
-    check_fits(name, data_bytes, memory_limit)
-    scaler = fit_scaler(
-        A, method=scaling, lower=LOWER, upper=UPPER, source=name, memory_limit=memory_limit
-    )
-    A = _scale(scaler, A, memory_limit, name)
-    return Prepared(
-        path=name,
-        X=A,
-        y=encode_labels(y_raw, classes),
-        y_raw=y_raw,
-        classes=classes,
-        scaler=scaler,
-        summary=summary,
-        data_bytes=data_bytes,
-        read_seconds=read_seconds,
-    )
+    return scaled(name, A, y_raw, classes, summary, scaling, memory_limit, read_seconds)
 
 
 class ArrayTest(TestFile):

@@ -139,6 +139,21 @@ def prepare(
                 KcheckWarning,
                 stacklevel=2,
             )
+    return scaled(path, X, y_raw, classes, summary, scaling, memory_limit, read_seconds)
+
+
+def scaled(
+    path: str,
+    X: sp.csr_matrix,
+    y_raw: np.ndarray,
+    classes: np.ndarray,
+    summary: dict[str, Any],
+    scaling: str,
+    memory_limit: int,
+    read_seconds: float,
+) -> Prepared:
+    """Validated rows, refused at once where a check of them cannot fit ``memory_limit``,
+    scaled, with their labels coded: a file's (:func:`prepare`) or arrays' alike."""
     data_bytes = csr_bytes(X)
     check_fits(path, data_bytes, memory_limit)
     scaler = fit_scaler(
