@@ -257,6 +257,17 @@ def past(deadline: float | None) -> bool:
     return deadline is not None and time.perf_counter() >= deadline
 
 
+def time_bound(deadline: float | None, budget_seconds: float) -> tuple[float, str]:
+    """The plan's counted budget, or the time left where ``deadline`` (``--time-limit``)
+    leaves less, and which of the two it is: the one clock allowed to change what a checker
+    computes."""
+    if deadline is not None:
+        left = deadline - time.perf_counter()
+        if left < budget_seconds:
+            return max(left, 0.0), "the time left before the time limit"
+    return budget_seconds, "the budget"
+
+
 def stop_if_past(deadline: float | None, what: str) -> None:
     """Raise TimeLimitReached(``what``) once ``deadline`` has passed; :func:`guarded` turns it
     into a checker skipped for the time limit."""

@@ -46,7 +46,14 @@ import numpy as np
 import scipy.sparse as sp
 
 from kcheck import budget, engines, tuning
-from kcheck.checkers.base import CheckerResult, Context, Dataset, guarded, stop_if_past
+from kcheck.checkers.base import (
+    CheckerResult,
+    Context,
+    Dataset,
+    guarded,
+    stop_if_past,
+    time_bound,
+)
 from kcheck.checkers.rbf_tuning import (
     TUNE_LADDER,
     TUNE_ROWS,
@@ -156,7 +163,7 @@ def decide_run(
     mode: str,
 ) -> RunDecision:
     """:func:`decide` for the rows ``X`` and labels ``y``, within :func:`time_bound`."""
-    budget_seconds, basis = time_bound(options, budget_seconds)
+    budget_seconds, basis = time_bound(options.deadline, budget_seconds)
     return decide(
         int(X.shape[0]),
         int(X.nnz),
@@ -167,16 +174,6 @@ def decide_run(
         mode=mode,
         basis=basis,
     )
-
-
-def time_bound(options: ExactOptions, budget_seconds: float) -> tuple[float, str]:
-    """The budget, or the time left where ``options.deadline`` (``--time-limit``) leaves less,
-    and which of the two it is: the one clock allowed to change what is computed."""
-    if options.deadline is not None:
-        left = options.deadline - time.perf_counter()
-        if left < budget_seconds:
-            return max(left, 0.0), "the time left before the time limit"
-    return budget_seconds, "the budget"
 
 
 def decide(
@@ -550,7 +547,7 @@ def check_all(
         scoring=ctx.scoring,
     )
     n_classes = int(np.unique(np.concatenate([T.y, V.y])).size)
-    allowed, basis = time_bound(opts, ctx.budget_seconds or 0.0)
+    allowed, basis = time_bound(opts.deadline, ctx.budget_seconds or 0.0)
     d = decide(
         T.rows + V.rows,
         int(T.X.nnz + V.X.nnz),

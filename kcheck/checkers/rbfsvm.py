@@ -51,6 +51,7 @@ from kcheck.checkers.base import (
     Sized,
     score,
     stop_if_past,
+    time_bound,
 )
 from kcheck.checkers.rbf_tuning import Search, Tuning
 from kcheck.defaults import Event
@@ -187,11 +188,7 @@ def check(T: Dataset, V: Dataset, ctx: Context) -> CheckerResult:
     """The checker's entry: the plan's counted budget (kcheck.plan), lowered only by the time
     left under ``--time-limit``, then :func:`run`."""
     t0 = time.perf_counter()
-    allowed = ctx.budget_seconds or 0.0
-    left = ctx.seconds_left()
-    if left is not None and left < allowed:
-        # The one clock allowed to change what is computed: the user's --time-limit.
-        allowed = max(left, 0.0)
+    allowed, _ = time_bound(ctx.deadline, ctx.budget_seconds or 0.0)
     p, sized = _sized(_counts(T, V, int(np.unique(T.y).size)), allowed, ctx.memory_limit)
     info: dict[str, object] = {
         "estimated_seconds": p.estimated_seconds,
