@@ -145,7 +145,7 @@ def run(
         exact=exact_json,
         test=None if tested is None else _test_json(tested, scoring),
         warnings=[
-            *decision.notes,
+            *decision.notes(registry.words),
             *_sanity_warnings(results),
             *unseen_warnings(test),
             *read_notes,

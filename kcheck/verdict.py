@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -141,9 +141,12 @@ class CutShort:
     what: Literal["did not run", "was cut short"]
     reason: str | None
 
-    @property
-    def note(self) -> str:
-        return f"{self.name} {self.what} ({self.reason}), so it cannot confirm the linear verdict"
+    def note(self, words: Callable[[str], str] = str) -> str:
+        """The warning, the checker named by ``words`` (kcheck.checkers.registry.words)."""
+        return (
+            f"{words(self.name)} {self.what} ({self.reason}), so it cannot confirm the linear "
+            "verdict"
+        )
 
 
 @dataclass(frozen=True)
@@ -165,12 +168,12 @@ class Decision:
     #: Exact mode's gap where a proxy overruled it.
     overruled: Gap | None = None
 
-    @property
-    def notes(self) -> list[str]:
-        """The warnings the rule gives: checkers cut short, then a proxy's overrule."""
-        out = [c.note for c in self.cut_short]
+    def notes(self, words: Callable[[str], str] = str) -> list[str]:
+        """The warnings the rule gives: checkers cut short, then a proxy's overrule; methods
+        named by ``words`` (the rule knows keys, the registry knows how sentences say them)."""
+        out = [c.note(words) for c in self.cut_short]
         if self.overruled is not None and self.deciding_gap is not None:
-            out.append(_overrule_note(self.overruled, str(self.deciding), self.deciding_gap))
+            out.append(_overrule_note(self.overruled, words(str(self.deciding)), self.deciding_gap))
         return out
 
     def to_json(self) -> dict[str, Any]:

@@ -194,7 +194,7 @@ def test_a_skipped_checker_leaves_a_linear_verdict_borderline(
     cut = run(CheckConfig(train=str(path), exact="never")).json
     assert cut["verdict"] == "linear" and cut["margin"] == "borderline"
     assert cut["warnings"] == [
-        "degree2 did not run (ran out of memory), so it cannot confirm the linear verdict"
+        "degree-2 did not run (ran out of memory), so it cannot confirm the linear verdict"
     ]
 
 

@@ -46,7 +46,11 @@ def test_quiet_silences_stderr(datasets):
 @pytest.mark.slow
 def test_fail_on_gate(datasets):
     tripped = kcheck("check", str(datasets / "fourclass"), "--fail-on", "kernel", "-q")
-    assert tripped.returncode == 1
+    # -q is the silent form: the exit code alone says the gate tripped.
+    assert tripped.returncode == 1 and tripped.stderr == b""
+    loud = kcheck("check", str(datasets / "fourclass"), "--fail-on", "kernel", "--exact", "never")
+    assert loud.returncode == 1
+    assert loud.stderr.decode().splitlines()[-1] == "kcheck: verdict is kernel (--fail-on kernel)"
     passed = kcheck("check", str(datasets / "fourclass"), "--fail-on", "linear", "-q")
     assert passed.returncode == 0
 
@@ -111,6 +115,10 @@ def test_version_and_help():
     assert kcheck("--version").returncode == 0
     r = kcheck("check", "--help")
     assert r.returncode == 0 and b"--fail-on" in r.stdout
+    # Bare kcheck asks what there is: the help, on stdout, and no error.
+    bare = kcheck()
+    assert bare.returncode == 0 and bare.stderr == b"", bare.stderr
+    assert bare.stdout == kcheck("--help").stdout and b"Commands:" in bare.stdout
 
 
 @pytest.mark.slow

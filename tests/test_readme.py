@@ -1,7 +1,11 @@
 """The README's quick start is what CI runs, so the two cannot drift apart."""
 
+import importlib.util
 import re
+import shutil
+import sys
 
+import pytest
 from conftest import ROOT
 
 
@@ -41,3 +45,54 @@ def test_bundled_data_sets_exist_and_stay_small():
         "svmguide1.t",
     }
     assert sum(p.stat().st_size for p in files) < 5 * 2**20
+
+
+def _examples():
+    """scripts/readme_examples.py, which makes the README's example sessions."""
+    spec = importlib.util.spec_from_file_location(
+        "readme_examples", ROOT / "scripts" / "readme_examples.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["readme_examples"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+EXAMPLES = _examples()
+
+
+def test_every_example_session_in_the_readme_is_generated():
+    """Every ```text session that starts with ``$ kcheck`` is one the script makes."""
+    text = (ROOT / "README.md").read_text()
+    made = {e.name for e in EXAMPLES.EXAMPLES}
+    assert set(EXAMPLES.blocks(text)) == made
+    sessions = re.findall(r"```text\n\$ kcheck", text)
+    assert len(sessions) == len(made)
+
+
+@pytest.mark.parametrize(
+    "example",
+    [
+        pytest.param(e, id=e.name, marks=[] if e.quick else [pytest.mark.slow])
+        for e in EXAMPLES.EXAMPLES
+    ],
+)
+def test_readme_example_is_what_kcheck_prints(example, tmp_path):
+    """The README's session against a fresh run: the same words, tables and numbers (times and
+    the spacing they move aside). ``python scripts/readme_examples.py`` regenerates them."""
+    where = EXAMPLES.scratch()
+    try:
+        now = EXAMPLES.run(example, where)
+    finally:
+        shutil.rmtree(where, ignore_errors=True)
+    shown = EXAMPLES.blocks((ROOT / "README.md").read_text())[example.name]
+    assert EXAMPLES.normal(now) == EXAMPLES.normal(shown), now
+
+
+def test_normal_sets_aside_times_but_not_numbers():
+    a = "verdict: kernel (clear; epsilon 2 points, 1.46s)\nlinear  70.37%  C=2^-5   0.01"
+    b = "verdict: kernel (clear; epsilon 2 points,\n12.40s)\nlinear   70.37%  C=2^-5  10.31"
+    assert EXAMPLES.normal(a) == EXAMPLES.normal(b)
+    assert EXAMPLES.normal(a) != EXAMPLES.normal(a.replace("70.37%", "70.38%"))
+    assert EXAMPLES.normal(a) != EXAMPLES.normal(a.replace("C=2^-5", "C=2^-4"))

@@ -156,10 +156,26 @@ def test_batch_table_never_cuts_a_number(fourclass_proxies, linear_proxies):
     for width in WIDTHS:
         text = _text(render.batch_table(lines, set(), width), width)
         flat = " ".join(text.split())
-        assert "…" not in text
         for x in lines[:2]:
             assert render.deciding_gap(x).split()[0] in flat
             assert f"{x['data']['rows']:,}" in flat or width < 80
+        # A name too long for the width is cut from the left, on one row, its file name whole.
+        if "…" in text:
+            (row,) = [r for r in text.splitlines() if "fourclass" in r]
+            assert row.lstrip().startswith("…") and "a-rather" not in row
+
+
+def test_batch_names_at_80_columns_stay_on_one_row_cut_with_an_ellipsis(fourclass_proxies):
+    deep = "/home/someone/projects/data-quality/nightly/2026-11-27/incoming/"
+    lines = [
+        dict(fourclass_proxies, name=deep + "fourclass.svm", status="ok"),
+        dict(fourclass_proxies, name="short.svm", status="ok"),
+    ]
+    text = _text(render.batch_table(lines, set(), 80), 80)
+    body = [r for r in text.splitlines() if ".svm" in r]
+    assert len(body) == 2 and all(len(r) <= 80 for r in text.splitlines()), text
+    assert body[0].lstrip().startswith("…") and "/fourclass.svm" in body[0], text
+    assert body[1].lstrip().startswith("short.svm") and "kernel" in body[0], text
 
 
 def test_progress_counts_have_units_and_one_time_column():

@@ -131,16 +131,16 @@ def test_exact_mode_decides_unless_a_proxy_is_clear_of_epsilon():
     exact = _exact(Gap(0.003, -0.009, 0.015))
     # A proxy's point estimate alone does not overrule exact mode's linear verdict.
     d = rule([_proxy("degree2", Gap(0.05, 0.01, 0.09)), exact], 0.02)
-    assert (d.verdict, d.margin, d.by, d.notes) == ("linear", "clear", "exact", [])
+    assert (d.verdict, d.margin, d.by, d.notes()) == ("linear", "clear", "exact", [])
     # A whole interval at or above epsilon does, with the reason.
     proxies = [_proxy("degree2", Gap(0.116, 0.085, 0.147)), _proxy("ml", Gap(0.03, 0.021, 0.04))]
     d = rule([*proxies, exact], 0.02)
     assert (d.verdict, d.margin, d.deciding, d.by) == ("kernel", "clear", "degree2", "overrule")
-    (why,) = d.notes
+    (why,) = d.notes()
     assert "degree2 gained +11.6 [+8.5, +14.7]" in why and "+0.3" in why
     # Exact mode's own kernel verdict stands, whatever the proxies say.
     d = rule([*proxies, _exact(Gap(0.03, 0.01, 0.05))], 0.02)
-    assert (d.verdict, d.margin, d.deciding, d.by, d.notes) == (
+    assert (d.verdict, d.margin, d.deciding, d.by, d.notes()) == (
         "kernel",
         "borderline",
         "rbf",
@@ -155,14 +155,14 @@ def test_a_checker_cut_short_leaves_a_linear_verdict_borderline_unless_exact_mod
     skipped = _proxy("degree2", None, "skipped", limited_by="memory", reason="ran out of memory")
     d = rule([_proxy("multilinear", below), skipped], 0.02)
     assert (d.verdict, d.margin, d.margin_reason) == ("linear", "borderline", "cut-short")
-    assert d.notes == [
+    assert d.notes() == [
         "degree2 did not run (ran out of memory), so it cannot confirm the linear verdict"
     ]
     assert d.to_json()["cut_short"] == [
         {"checker": "degree2", "what": "did not run", "reason": "ran out of memory"}
     ]
     stopped = _proxy("degree2", below, "subsampled", limited_by="time", reason="time limit")
-    assert rule([stopped], 0.02).notes == [
+    assert rule([stopped], 0.02).notes() == [
         "degree2 was cut short (time limit), so it cannot confirm the linear verdict"
     ]
     # A subsample under its cost budget is no cut: its interval reflects the sample.

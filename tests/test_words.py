@@ -456,7 +456,7 @@ def rule_again(v: dict[str, Any]) -> dict[str, Any]:
         "margin": d.margin,
         "deciding_checker": d.deciding,
         "decision": d.to_json(),
-        "warnings": d.notes,
+        "warnings": d.notes(registry.words),
     }
 
 

@@ -246,7 +246,10 @@ def plan_counts(
             what = "the time left before the time limit"
         return Plan(
             0,
-            (f"only {fit:,} rows of the expansion ({mean_nnz:,.0f} nonzeros a row) fit {what}"),
+            (
+                f"only {fit:,} {'row' if fit == 1 else 'rows'} of the expansion "
+                f"({mean_nnz:,.0f} nonzeros a row) fit {what}"
+            ),
             limited_by,
         )
     return Plan(fit, None, limited_by if fit < rows else None, int(fit * row_cost) + weight_bytes)

@@ -166,8 +166,8 @@ def plan(rows: int, n: int, nnz: int, options: RffOptions) -> Plan:
                 0,
                 0,
                 (
-                    f"only {r:,} rows of {D} random features fit the memory limit of "
-                    f"{_gib(options.memory_limit)}"
+                    f"only {r:,} {'row' if r == 1 else 'rows'} of {D} random features fit the "
+                    f"memory limit of {_gib(options.memory_limit)}"
                 ),
                 "memory",
             )

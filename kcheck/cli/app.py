@@ -46,15 +46,21 @@ class Terminated(BaseException):
     """SIGTERM arrived; handled like Ctrl-C but with exit code 143."""
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(context_settings={"help_option_names": ["-h", "--help"]}, invoke_without_command=True)
 @click.version_option(__version__, "-V", "--version", prog_name="kcheck")
-def cli() -> None:
+@click.pass_context
+def cli(ctx: click.Context) -> None:
     """Is a Gaussian (RBF) kernel classifier clearly better than a linear one for this data?
 
     \b
     Shell completion (bash; zsh and fish likewise with zsh_source, fish_source):
       eval "$(_KCHECK_COMPLETE=bash_source kcheck)"
     """
+    # Bare ``kcheck`` asks what there is: the help on stdout and exit 0, as ``git`` does
+    # (click 8.2's no_args_is_help makes it a usage error, exit 2).
+    if ctx.invoked_subcommand is None:
+        click.echo(ctx.get_help())
+        ctx.exit(0)
 
 
 #: The environment variable of click's shell completion: _KCHECK_COMPLETE=bash_source kcheck.
@@ -135,6 +141,7 @@ def _outcome(argv: list[str] | None) -> int:
     """Run the command; its exit code, with its message (if any) said. KeyboardInterrupt and
     Terminated go through to :func:`main`, also where another exception stands for them."""
     code = EXIT_OK
+    state["quiet"] = False  # until the command's Ui says otherwise
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", KcheckWarning)
         try:
@@ -162,7 +169,9 @@ def _said(e: Exception) -> int:
     """The exit code of ``e``, its one line said; ``e`` raised again if it is not one of
     those (a bug: its traceback)."""
     if isinstance(e, GateTripped):
-        _err(f"kcheck: {e}")
+        # -q is the silent form for a gate: the exit code says it.
+        if not state["quiet"]:
+            _err(f"kcheck: {e}")
         return EXIT_GATE
     if isinstance(e, BatchFailed):
         _err(f"kcheck: {e}")

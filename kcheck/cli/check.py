@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import os
+import shlex
 from collections.abc import Iterator
 from typing import Any
 
@@ -116,6 +118,16 @@ def _check_outputs(
         refuse_input_as_output(
             output, "-o", inputs, [model_out, model_out and model_out + ".range"]
         )
+
+
+def _refuse_directories(*paths: str | None) -> None:
+    """A directory is a batch's input: say so, with the command, instead of "Is a directory"."""
+    for path in paths:
+        if path is not None and path != "-" and os.path.isdir(path):
+            raise KcheckError(
+                f"{path}: is a directory; to check every data set in it: "
+                f"kcheck batch {shlex.quote(path)}"
+            )
 
 
 def _write_junit(path: str, lines: list[dict[str, Any]], opts: dict[str, Any]) -> None:
@@ -245,6 +257,7 @@ def check(
 
     ui = Ui(opts["quiet"])
     fail_on = opts["fail_on"]
+    _refuse_directories(train, test)
     config = check_config(
         train,
         default_jobs(jobs),

@@ -150,19 +150,42 @@ class Column:
     wrap: bool = False
 
 
-def _table(columns: Sequence[Column], rows: Sequence[Sequence[str]], short: bool) -> Table:
+def _table(
+    columns: Sequence[Column], rows: Sequence[Sequence[str]], short: bool, *, least: bool = True
+) -> Table:
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1))
     for col in columns:
         table.add_column(
             col.short if short else col.header,
             justify=col.justify,  # type: ignore[arg-type]
-            no_wrap=not col.wrap,
-            overflow="fold",
-            min_width=WRAP_WIDTH if col.wrap else None,
+            no_wrap=True,
+            overflow="ellipsis",
+            min_width=WRAP_WIDTH if col.wrap and least else None,
         )
     for row in rows:
         table.add_row(*row)
     return table
+
+
+def _cut_names(
+    cols: Sequence[Column], cells: list[list[str]], short: bool, width: int
+) -> list[list[str]]:
+    """Free-text cells (a data set's path) cut from the left to what the numbers leave, so
+    that each row stays one row and the file's own name, at the end, stays in sight."""
+    blank = [["" if col.wrap else c for col, c in zip(cols, row, strict=True)] for row in cells]
+    spare = width - _measure(_table(cols, blank, short, least=False)).maximum
+    room = {
+        i: max(WRAP_WIDTH, len(col.short if short else col.header) + spare)
+        for i, col in enumerate(cols)
+        if col.wrap
+    }
+    return [
+        [
+            "…" + c[len(c) - room[i] + 1 :] if i in room and len(c) > room[i] else c
+            for i, c in enumerate(row)
+        ]
+        for row in cells
+    ]
 
 
 def _measure(table: Table) -> Measurement:
@@ -183,16 +206,16 @@ def fit_table(
     for rank in sorted({c.drop for c in columns if c.drop is not None}):
         keep = [i for i in keep if columns[i].drop != rank]
         layouts.append((keep, True))
-    for kept, short in layouts:
+    # Each layout with names whole, then (short headers, which leave a name more room) with
+    # names cut from the left down to WRAP_WIDTH: a cut name before a dropped column.
+    tries = [(*layouts[0], False)]
+    tries += [(kept, short, cutting) for kept, short in layouts[1:] for cutting in (False, True)]
+    for kept, short, cutting in tries:
         cols = [columns[i] for i in kept]
         cells = [[r[i] for i in kept] for r in rows]
-        # A wrapping column (a name) may fold down to WRAP_WIDTH; every other cell keeps its
-        # full width.
-        folded = [
-            [c[:WRAP_WIDTH] if col.wrap else c for col, c in zip(cols, row, strict=True)]
-            for row in cells
-        ]
-        if _measure(_table(cols, folded, short)).maximum <= width:
+        if cutting:
+            cells = _cut_names(cols, cells, short, width)
+        if _measure(_table(cols, cells, short)).maximum <= width:
             return _table(cols, cells, short)
     lines = []
     for row in rows:

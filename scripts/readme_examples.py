@@ -1,0 +1,219 @@
+"""The README's example sessions, made by running them: the README shows what kcheck prints.
+
+Each example is a list of shell-like steps run in a scratch directory that holds copies of the
+bundled data sets (``fourclass``, ``heart_scale``, ``data/`` with three sets, ``datasets/``).
+What a step shows is its stderr as a terminal keeps it: the stage lines a log gets, which a
+terminal shows as a transient progress line, are left out.
+
+    python scripts/readme_examples.py            # rewrite the README's generated blocks
+    python scripts/readme_examples.py --check    # exit 1 where a block has drifted
+
+A block sits between ``<!-- example: NAME -->`` and ``<!-- /example -->``. tests/test_readme.py
+compares each block with a fresh run, with times and spacing set aside (:func:`normal`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+DATASETS = ROOT / "datasets"
+BATCH_SETS = ("fourclass", "german.numer", "heart_scale")
+
+
+@dataclass(frozen=True)
+class Step:
+    """One command as the README shows it. ``show``: ``stderr`` (the status kcheck prints),
+    or ``file:NAME`` (the first lines of a file it wrote, as ``head -3 NAME`` shows them)."""
+
+    shown: str
+    argv: tuple[str, ...]
+    show: str = "stderr"
+    #: The file its stdout goes to (``> labels``).
+    to: str | None = None
+
+
+@dataclass(frozen=True)
+class Example:
+    name: str
+    columns: int
+    steps: tuple[Step, ...]
+    #: In the fast test tier (seconds, not tens of seconds).
+    quick: bool = False
+
+
+def _kcheck(*args: str) -> tuple[str, ...]:
+    return ("kcheck", *args)
+
+
+_BATCH = _kcheck("batch", "data", "-o", "results.jsonl")
+EXAMPLES = (
+    Example("check-80", 80, (Step("kcheck check fourclass", _kcheck("check", "fourclass")),), True),
+    Example("check-120", 120, (Step("kcheck check fourclass", _kcheck("check", "fourclass")),)),
+    Example(
+        "batch-80",
+        80,
+        (Step("kcheck batch data -o results.jsonl", _BATCH),),
+    ),
+    Example(
+        "batch-120",
+        120,
+        (Step("kcheck batch data -o results.jsonl", _BATCH),),
+    ),
+    Example(
+        "verify",
+        80,
+        (Step("kcheck verify heart_scale -j 2", _kcheck("verify", "heart_scale", "-j", "2")),),
+    ),
+    Example(
+        "model",
+        80,
+        (
+            Step(
+                "kcheck check datasets/fourclass --model-out m",
+                _kcheck("check", "datasets/fourclass", "--model-out", "m"),
+            ),
+            Step(
+                "kcheck predict m datasets/fourclass > labels",
+                _kcheck("predict", "m", "datasets/fourclass"),
+                to="labels",
+            ),
+            Step("head -3 labels", (), show="file:labels"),
+        ),
+    ),
+    Example(
+        "usage-error",
+        200,
+        (
+            Step(
+                "kcheck check data.svm --epsilon 2",
+                _kcheck("check", "data.svm", "--epsilon", "2"),
+            ),
+        ),
+        True,
+    ),
+)
+
+
+def scratch() -> Path:
+    """A directory with the data sets where the examples name them."""
+    d = Path(tempfile.mkdtemp(prefix="kcheck-readme-"))
+    (d / "data").mkdir()
+    (d / "datasets").mkdir()
+    for name in BATCH_SETS:
+        shutil.copy(DATASETS / name, d / name)
+        shutil.copy(DATASETS / name, d / "data" / name)
+        shutil.copy(DATASETS / name, d / "datasets" / name)
+    (d / "data.svm").write_bytes((DATASETS / "heart_scale").read_bytes())
+    return d
+
+
+_DONE = re.compile(r"^kcheck: (.+): done in [\d.]+s$")
+_PREDICTED = re.compile(r" \(about [^)]*predicted\)$")
+
+
+def terminal_view(stderr: str) -> str:
+    """``stderr`` of a run off a terminal as a terminal leaves it: without the stage lines
+    (``kcheck: STAGE`` and ``kcheck: STAGE: done in 1.2s``), which a terminal shows as a
+    progress line that goes away."""
+    lines = stderr.splitlines()
+    stages = {m.group(1) for x in lines if (m := _DONE.match(x))}
+    kept = [
+        x
+        for x in lines
+        if not _DONE.match(x)
+        and not (x.startswith("kcheck: ") and _PREDICTED.sub("", x[8:]) in stages)
+    ]
+    return "\n".join(kept).rstrip() + "\n"
+
+
+def run(example: Example, where: Path) -> str:
+    """The example's session, as the README shows it."""
+    env = {**os.environ, "COLUMNS": str(example.columns), "PYTHONSAFEPATH": "1"}
+    env.pop("KCHECK_TIME_SCALE", None)
+    out = []
+    for step in example.steps:
+        out.append(f"$ {step.shown}\n")
+        if step.show.startswith("file:"):
+            lines = (where / step.show[5:]).read_text().splitlines(keepends=True)
+            out.append("".join(lines[:3]))
+            continue
+        argv = [sys.executable, "-m", "kcheck", *step.argv[1:]]
+        r = subprocess.run(
+            argv, cwd=where, env=env, capture_output=True, text=True, timeout=900, check=False
+        )
+        if step.to is not None:
+            (where / step.to).write_text(r.stdout)
+        out.append(terminal_view(r.stderr))
+    return "".join(out)
+
+
+_TIME = re.compile(r"\b\d+(?:\.\d+)?s\b|\babout [\d.,]+ (?:s|min)\b")
+_SECONDS_CELL = re.compile(r"\s+\d+\.\d\d$")
+
+
+def normal(text: str) -> str:
+    """``text`` with what changes from run to run set aside: times (``1.69s``, a table's last
+    column of seconds), and the spacing and wrapping that their widths move."""
+    lines = [_SECONDS_CELL.sub(" T", _TIME.sub("Ts", x)) for x in text.splitlines()]
+    return " ".join(t for x in lines for t in x.split() if set(t) != {"─"})
+
+
+def blocks(readme: str) -> dict[str, str]:
+    """The generated blocks of the README by name, their text inside the fence."""
+    found = re.findall(
+        r"<!-- example: (\S+) -->\n```text\n(.*?)```\n<!-- /example -->", readme, flags=re.S
+    )
+    return dict(found)
+
+
+def rewrite(readme: str, made: dict[str, str]) -> str:
+    def one(m: re.Match[str]) -> str:
+        name = m.group(1)
+        body = made.get(name, m.group(2))
+        return f"<!-- example: {name} -->\n```text\n{body}```\n<!-- /example -->"
+
+    return re.sub(
+        r"<!-- example: (\S+) -->\n```text\n(.*?)```\n<!-- /example -->", one, readme, flags=re.S
+    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="exit 1 where a block drifted")
+    parser.add_argument("names", nargs="*", help="only these examples")
+    args = parser.parse_args()
+    chosen = [e for e in EXAMPLES if not args.names or e.name in args.names]
+    where = scratch()
+    try:
+        made = {e.name: run(e, where) for e in chosen}
+    finally:
+        shutil.rmtree(where, ignore_errors=True)
+    text = README.read_text()
+    have = blocks(text)
+    missing = [n for n in made if n not in have]
+    if missing:
+        print(f"README.md has no block for {', '.join(missing)}", file=sys.stderr)
+        return 1
+    if args.check:
+        drifted = [n for n, body in made.items() if normal(body) != normal(have[n])]
+        for n in drifted:
+            print(f"README.md: example {n} drifted; now:\n{made[n]}", file=sys.stderr)
+        return 1 if drifted else 0
+    tmp = README.with_name(".README.md.tmp")
+    tmp.write_text(rewrite(text, made))
+    tmp.replace(README)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
