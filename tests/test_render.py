@@ -279,3 +279,29 @@ def test_a_progress_line_never_wraps_and_never_cuts_its_numbers(width):
     # The name gives way, with an ellipsis, only where the line would not fit.
     assert (long in lines[0]) == (width >= 100)
     assert (long in lines[0]) or "…" in lines[0]
+
+
+def test_an_eta_counts_down_from_the_last_count_then_gives_way_to_elapsed_time():
+    """A stage whose next count is late (sector's MultiLinear: "ETA 0:35" for minutes) shows
+    its ETA running down, then elapsed time alone, never a frozen estimate."""
+    from rich.progress import Progress
+
+    from kcheck.cli.ui import TimeColumn, eta
+
+    now = [0.0]
+    progress = Progress(TimeColumn(), get_time=lambda: now[0], console=Console(file=io.StringIO()))
+    task_id = progress.add_task("MultiLinear checker", total=12)
+    task = progress.tasks[0]
+    assert eta(task) is None  # no count yet: no rate to go on
+    for step in range(1, 4):
+        now[0] = 10.0 * step
+        progress.update(task_id, completed=step)
+    first = eta(task)
+    assert first is not None and 80 <= first <= 100  # 9 clusters left at 10 s each
+    now[0] += 30
+    later = eta(task)
+    assert later is not None and abs((first - later) - 30) < 1e-6
+    now[0] += first  # past the estimate without a count
+    assert eta(task) is None
+    text = TimeColumn().render(task).plain
+    assert text.startswith("elapsed ") and "ETA" not in text

@@ -54,9 +54,22 @@ class TimeColumn(ProgressColumn):
 
     def render(self, task: Task) -> Text:
         text = f"elapsed {_clock(task.elapsed or 0.0)}"
-        if task.total is not None and task.completed and task.time_remaining is not None:
-            text += f", ETA {_clock(task.time_remaining)}"
+        left = eta(task)
+        if left is not None:
+            text += f", ETA {_clock(left)}"
         return Text(text, style="progress.elapsed")
+
+
+def eta(task: Task) -> float | None:
+    """Seconds left, from the rate of the counts so far, counted down from the last count: a
+    count that is late stops the ETA at 0 and then drops it (elapsed time alone), rather than
+    showing the same "ETA 0:35" for minutes."""
+    if task.total is None or not task.completed or task.time_remaining is None:
+        return None
+    samples = getattr(task, "_progress", None)
+    since = task.get_time() - samples[-1].timestamp if samples else 0.0
+    left = task.time_remaining - since
+    return left if left > 0 else None
 
 
 #: Cells of a progress line besides the name, the count and the time: the spinner, the
