@@ -242,6 +242,10 @@ def term_text(features: Sequence[int]) -> str:
 
 #: A k whose gain over linear is this share of degree-2's gain "reaches" it.
 RECOVERED_SHARE = 0.9
+#: A term is named in the sentence only with at least this share of the top term's importance:
+#: on a disc with noise features the third term (a noise product) carries a tenth of the
+#: first two, and naming it beside them misleads.
+NAMED_SHARE = 0.25
 
 
 def explain_sentence(v: dict[str, Any]) -> str | None:
@@ -262,7 +266,12 @@ def explain_sentence(v: dict[str, Any]) -> str | None:
     reach = [r for r in rec if gain > 0 and r["val_accuracy"] - lin >= RECOVERED_SHARE * gain]
     pick = reach[0] if reach else best
     k = pick["k"]
-    named = [term_text(t["features"]) for t in terms[: min(k, 3)]]
+    top = terms[0]["importance"]
+    named = [
+        term_text(t["features"])
+        for t in terms[: min(k, 3)]
+        if t is terms[0] or t["importance"] >= NAMED_SHARE * top
+    ]
     words = named[0] if len(named) == 1 else ", ".join(named[:-1]) + " and " + named[-1]
     products = "1 product" if k == 1 else f"{k} products"
     fitted, train = ex["train_rows"], v["split"]["train"]

@@ -220,3 +220,27 @@ def test_a_linear_data_set_gains_nothing() -> None:
     # Degree-2 alone (exact mode off) on 250 points of V: its gap is noise, never clear.
     assert v["checkers"]["degree2"]["gap_ci95"][0] < 0.02
     assert v["margin"] == "borderline" or v["verdict"] == "linear"
+
+
+def test_the_sentence_names_only_terms_that_carry_a_share_of_the_top_one() -> None:
+    """A disc with noise features: x1² and x2² carry the gain; a third term with a tenth of
+    their importance (a product with a noise feature) is not named beside them."""
+    terms = [
+        {"features": [1, 1], "importance": 0.85},
+        {"features": [2, 2], "importance": 0.81},
+        {"features": [1, 3], "importance": 0.086},
+    ]
+    rec = [{"k": k, "val_accuracy": 0.7 if k == 1 else 0.95} for k in explain.KS]
+    v = {
+        "explain": {"available": True, "terms": terms, "recovered": rec, "train_rows": 900},
+        "linear": {"val_accuracy": 0.6},
+        "checkers": {"degree2": {"val_accuracy": 0.96}},
+        "split": {"train": 900},
+    }
+    sentence = explain.explain_sentence(v)
+    assert sentence is not None
+    assert sentence.startswith("most of the nonlinearity is in x1² and x2²: linear + 3 products")
+    assert "x1·x3" not in sentence
+    terms[2]["importance"] = 0.5  # a third term of real weight is named
+    sentence = explain.explain_sentence(v)
+    assert sentence is not None and "x1², x2² and x1·x3" in sentence
