@@ -296,7 +296,8 @@ def off_prediction(plan_json: dict[str, Any]) -> list[str]:
     lines = []
     for step in plan_json.get("steps", []):
         predicted, cpu = step.get("estimated_seconds"), step.get("cpu_seconds")
-        if not step.get("runs") or predicted is None or cpu is None:
+        # A step on 0 rows is a skip its checker reports: nothing ran to compare.
+        if not step.get("runs") or not step.get("rows") or predicted is None or cpu is None:
             continue
         if predicted < OFF_MIN_SECONDS and cpu < OFF_MIN_SECONDS:
             continue

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import io
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -573,3 +574,30 @@ def test_the_command_says_the_forced_skip_and_its_remedy(datasets):
     err = _flat(r.stderr)
     assert _flat(says_the_record(v)) in err
     assert MEMORY in err and "--time-limit" not in err and MORE_DATA not in err
+
+
+def test_the_suggested_verify_carries_a_max_rows_that_fits_about_ten_minutes(interval_proxies):
+    """A borderline verdict suggests ``kcheck verify``; on data whose full grid is predicted
+    over about 10 minutes (a9a's size) the command carries the ``--max-rows`` that fits them,
+    with both predicted times; on small data it is the plain command."""
+    from kcheck import rbf_search
+    from kcheck import verify as verifying
+
+    small = _flat(words.verdict_summary(interval_proxies))
+    path = interval_proxies["data"]["path"]
+    assert f"`kcheck verify {path}` runs the RBF grid search on all rows" in small
+    assert "--max-rows" not in small
+    data = {**interval_proxies["data"], "rows": 32_561, "nnz": 451_592}
+    text = _flat(words.verdict_summary({**interval_proxies, "data": data}))
+    m = re.search(rf"`kcheck verify {path} --max-rows (\d+)` runs the RBF grid search on a", text)
+    assert m is not None, text
+    fit = int(m.group(1))
+    jobs = os.cpu_count() or 1
+
+    def predicted(rows: int) -> float:
+        return verifying.predicted_seconds(
+            rbf_search.GRID, rows=rows, nnz=451_592 * rows // 32_561, n_classes=2, jobs=jobs
+        )
+
+    assert predicted(fit) <= verifying.SUGGESTED_SECONDS < predicted(fit + 1)
+    assert f"about {rbf_search.duration_text(predicted(32_561))})" in text

@@ -8,6 +8,7 @@ A number that decides is printed with the digits that show which side of epsilon
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 from typing import Any
@@ -32,6 +33,37 @@ def _capital(text: str) -> str:
 
 def _command(path: str) -> str:
     return "FILE" if path == "-" else shlex.quote(path)
+
+
+def _verify_step(v: dict[str, Any], data: str, *, confirms: bool = False) -> str:
+    """The ``kcheck verify`` a check suggests: where the full grid is predicted over about 10
+    minutes (kcheck.verify.SUGGESTED_SECONDS) on this machine's cores, with the ``--max-rows``
+    that fits them and both predicted times, so that the next step's cost is known."""
+    from kcheck import rbf_search, verify
+
+    d = v["data"]
+    rows = int(d.get("rows_read") or d["rows"])
+    nnz = int(d["nnz"] * rows / max(int(d["rows"]), 1))
+    classes = max(2, len(d.get("classes") or ()))
+    jobs = os.cpu_count() or 1
+
+    def seconds(n: int) -> str:
+        return rbf_search.duration_text(
+            verify.predicted_seconds(
+                rbf_search.GRID, rows=n, nnz=nnz * n // rows, n_classes=classes, jobs=jobs
+            )
+        )
+
+    fit = verify.rows_within(
+        verify.SUGGESTED_SECONDS, rows=rows, nnz=nnz, n_classes=classes, jobs=jobs
+    )
+    what = "confirms" if confirms else "runs the RBF grid search"
+    if fit is None:
+        return f"`kcheck verify {data}` {what}" + ("" if confirms else " on all rows")
+    return (
+        f"`kcheck verify {data} --max-rows {fit}` {what} on a sample (about {seconds(fit)} "
+        f"predicted; all {rows:,} rows, about {seconds(rows)})"
+    )
 
 
 def decision_record(v: dict[str, Any]) -> dict[str, Any]:
@@ -196,7 +228,7 @@ def verdict_summary(v: dict[str, Any], model_out: str | None = None) -> str:
         else "the model for --model-out is trained now, then "
         f"`kcheck predict {shlex.quote(model_out)} FILE` labels new data with it"
     )
-    verify = f"`kcheck verify {data}` runs the full RBF grid search"
+    verify = _verify_step(v, data)
     d = decision_record(v)
     gaps = {n: c for n, c in v["checkers"].items() if c.get("gap") is not None}
     exact = _exact()
@@ -224,7 +256,7 @@ def verdict_summary(v: dict[str, Any], model_out: str | None = None) -> str:
                 )
         if v["margin"] == "clear":
             win = "the kernel is worth it" if deciding == exact else "an RBF SVM should win"
-            return text + f"; {win} here. Next: {train}; `kcheck verify {data}` confirms."
+            return text + f"; {win} here. Next: {train}; {_verify_step(v, data, confirms=True)}."
         low = side_pts(c["gap_ci95"][0], eps, sign=False)
         return (
             text + f", but the lower end of its interval, {low}, lies below {bar} points, so "
