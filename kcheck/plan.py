@@ -32,11 +32,13 @@ from kcheck.memory import FIXED_BYTES
 
 __all__ = ["BESIDE_MIN_SECONDS", "Options", "Plan", "Step", "checker_steps", "make"]
 
-#: The linear baseline trains in a worker process beside the checkers that do not need its
-#: result where its counted cost is at least this many seconds: below, starting a worker and
-#: copying T and V to it cost more than the overlap saves. rcv1-like data (1.1M values in T,
-#: 2.7 counted seconds; its C search took 14 s here) went from 32 s to 20 s.
-BESIDE_MIN_SECONDS = 2.0
+#: What training the linear baseline in a worker process costs before anything overlaps, in
+#: counted seconds: forking the worker from the fork server and sending it T and V (0.03-0.06 s
+#: on a9a's 5 MB once the server is up, kcheck.workers.warm starts it during the read; 0.5 s
+#: cold). The baseline trains beside the checkers where both it and the checkers that may run
+#: beside it count at least this, so that the overlap is predicted to save more than it costs
+#: (a9a, 0.85 counted seconds of linear work: the check went from 2.1x to 1.4x linear here).
+BESIDE_MIN_SECONDS = 0.5
 
 
 @dataclass(frozen=True)
@@ -267,13 +269,21 @@ def _beside(counts: Counts, options: Options, steps: tuple[Step, ...]) -> bool:
         options.exact == "auto" and counts.all_rows <= registry.EXACT.auto_max_rows
     ):
         return False
-    if budget.linear_seconds(counts.nnz, counts.n_classes) < BESIDE_MIN_SECONDS:
-        return False
-    early = [s for s in steps if s.role in ("proxy", "stand-in") and _early(s)]
+    early = [s for s in steps if s.role in ("proxy", "stand-in") and _early(s) and s.rows > 0]
+    linear = budget.linear_seconds(counts.nnz, counts.n_classes)
+    beside_it = sum(_counted_seconds(s, counts) for s in early)
+    if not early or min(linear, beside_it) < BESIDE_MIN_SECONDS:
+        return False  # the overlap would not pay for the worker
     planned = sum(s.bytes or 0 for s in early)
-    if planned == 0:
-        return False  # nothing would run beside it (degree-2 skipped)
     return _beside_bytes(counts) + planned <= options.memory_limit
+
+
+def _counted_seconds(step: Step, counts: Counts) -> float:
+    """A step's counted seconds; MultiLinear, which counts none, as one linear baseline on T:
+    its clusters' C searches cover T's values once, and k-means' 15 passes cost less."""
+    if step.estimated_seconds is not None:
+        return step.estimated_seconds
+    return budget.linear_seconds(counts.nnz, counts.n_classes)
 
 
 def _beside_bytes(counts: Counts) -> int:

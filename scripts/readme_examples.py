@@ -7,6 +7,11 @@ terminal shows as a transient progress line, are left out.
 
     python scripts/readme_examples.py            # rewrite the README's generated blocks
     python scripts/readme_examples.py --check    # exit 1 where a block has drifted
+    python scripts/readme_examples.py --report   # docs/report.html, and docs/report.png
+
+The report page is ``kcheck report`` over the batch example's results; its screenshot
+(``docs/report.png``, which the README shows) is taken by headless Chromium where it is
+installed. The test compares the page's HTML, not the picture's pixels.
 
 A block sits between ``<!-- example: NAME -->`` and ``<!-- /example -->``. tests/test_readme.py
 compares each block with a fresh run, with times and spacing set aside (:func:`normal`).
@@ -26,6 +31,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
+REPORT_HTML = ROOT / "docs" / "report.html"
+REPORT_PNG = ROOT / "docs" / "report.png"
 DATASETS = ROOT / "datasets"
 BATCH_SETS = ("fourclass", "german.numer", "heart_scale")
 
@@ -168,6 +175,51 @@ def normal(text: str) -> str:
     return " ".join(t for x in lines for t in x.split() if set(t) != {"─"})
 
 
+def report_page(where: Path) -> str:
+    """``kcheck report`` over the batch example's results, made in ``where``."""
+    env = {**os.environ, "PYTHONSAFEPATH": "1"}
+    for argv in (_BATCH[1:] + ("-q",), ("report", "results.jsonl", "-o", "report.html", "-q")):
+        subprocess.run(
+            [sys.executable, "-m", "kcheck", *argv], cwd=where, env=env, check=True, timeout=900
+        )
+    return (where / "report.html").read_text()
+
+
+_SECONDS_TD = re.compile(
+    r'(<tr class="result">(?:<td[^>]*>[^<]*</td>){7})<td class="num" data-key="[^"]*">[^<]*</td>'
+)
+
+
+def normal_html(page: str) -> str:
+    """The report page with each data set's seconds set aside."""
+    return _SECONDS_TD.sub(r"\1<td>T</td>", page)
+
+
+def screenshot(page: Path, png: Path) -> bool:
+    """``page`` as headless Chromium draws it at 1400 px wide; False where there is none."""
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    if browser is None:
+        return False
+    with tempfile.TemporaryDirectory() as profile:
+        subprocess.run(
+            [
+                browser,
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--hide-scrollbars",
+                f"--user-data-dir={profile}",
+                f"--screenshot={png}",
+                "--window-size=1400,600",
+                page.as_uri(),
+            ],
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
+    return True
+
+
 def blocks(readme: str) -> dict[str, str]:
     """The generated blocks of the README by name, their text inside the fence."""
     found = re.findall(
@@ -190,8 +242,28 @@ def rewrite(readme: str, made: dict[str, str]) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="exit 1 where a block drifted")
+    parser.add_argument("--report", action="store_true", help="docs/report.html and .png")
     parser.add_argument("names", nargs="*", help="only these examples")
     args = parser.parse_args()
+    if args.report:
+        where = scratch()
+        try:
+            page = report_page(where)
+        finally:
+            shutil.rmtree(where, ignore_errors=True)
+        if args.check:
+            drifted = normal_html(page) != normal_html(REPORT_HTML.read_text())
+            print("docs/report.html drifted" if drifted else "docs/report.html is current")
+            return 1 if drifted else 0
+        tmp = REPORT_HTML.with_name(".report.html.tmp")
+        tmp.write_text(page)
+        tmp.replace(REPORT_HTML)
+        shot = REPORT_PNG.with_name(".report.tmp.png")
+        if screenshot(REPORT_HTML, shot):
+            shot.replace(REPORT_PNG)
+        else:
+            print("no chromium: docs/report.png left as it was", file=sys.stderr)
+        return 0
     chosen = [e for e in EXAMPLES if not args.names or e.name in args.names]
     where = scratch()
     try:

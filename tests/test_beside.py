@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from kcheck import pipeline, plan, workers
+from kcheck import budget, pipeline, plan, workers
 from kcheck.checkers import registry
 from kcheck.checkers.base import Allowance, Counts
 from kcheck.data import write_libsvm
@@ -35,7 +35,7 @@ def wide_enough(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture
 def started(monkeypatch: pytest.MonkeyPatch) -> list[workers.Background]:
     """Every background baseline the pipeline starts; its cost threshold lowered to this
-    data's (a 30,750-row linear model counts 0.77 s, under BESIDE_MIN_SECONDS)."""
+    data's (a 30,750-row linear model counts 0.77 s)."""
     jobs: list[workers.Background] = []
 
     class Spy(workers.Background):
@@ -137,7 +137,7 @@ def _split(path: Path, **config: Any) -> tuple[Any, Any, Any]:
     return T, V, ctx
 
 
-def test_the_baseline_goes_beside_from_its_threshold_of_counted_linear_work(
+def test_the_baseline_goes_beside_where_it_and_the_checkers_pay_for_the_worker(
     wide_enough: Path, started: list[workers.Background], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from kcheck import budget
@@ -145,11 +145,22 @@ def test_the_baseline_goes_beside_from_its_threshold_of_counted_linear_work(
     T, V, ctx = _split(wide_enough, jobs=2)
     config = CheckConfig(train=str(wide_enough), jobs=2)
     counted = budget.linear_seconds(int(T.X.nnz), 2)
-    assert plan.BESIDE_MIN_SECONDS == 0.0  # lowered by the fixture; the default is 2
+    assert plan.BESIDE_MIN_SECONDS == 0.0  # lowered by the fixture; the default is 0.5
     monkeypatch.setattr(plan, "BESIDE_MIN_SECONDS", counted * 1.01)
     assert _beside(config, T, V, ctx) is False
     monkeypatch.setattr(plan, "BESIDE_MIN_SECONDS", counted)
     assert _beside(config, T, V, ctx) is True
+    # The other side: degree-2 alone on its subsample counts less than the linear model, and
+    # it alone must pay for the worker.
+    alone = CheckConfig(train=str(wide_enough), jobs=2, checkers=("degree2",))
+    steps = plan.make(Counts.of(T, V), pipeline._plan_options(alone, ctx)).steps
+    (d2,) = [s for s in steps if s.name == "degree2"]
+    assert d2.estimated_seconds is not None and 0 < d2.estimated_seconds < counted
+    monkeypatch.setattr(plan, "BESIDE_MIN_SECONDS", d2.estimated_seconds * 1.01)
+    assert _beside(alone, T, V, ctx) is False
+    assert _beside(config, T, V, ctx) is True  # with MultiLinear beside it, it pays
+    monkeypatch.setattr(plan, "BESIDE_MIN_SECONDS", d2.estimated_seconds)
+    assert _beside(alone, T, V, ctx) is True
     assert started == []  # the plan trains nothing
 
 
@@ -174,7 +185,11 @@ def test_no_baseline_beside_a_degree2_that_its_plan_skips(
 
 def test_the_readme_states_the_threshold_the_code_uses() -> None:
     readme = " ".join((Path(__file__).resolve().parent.parent / "README.md").read_text().split())
-    assert f"a linear model of at least {plan.BESIDE_MIN_SECONDS:g} counted seconds" in readme
+    assert (
+        f"the linear model and the checkers beside it each count at least "
+        f"{plan.BESIDE_MIN_SECONDS:g} s of work" in readme
+    )
+    assert f"T over {budget.FLOOR_MAX_NNZ:,} stored values" in readme
 
 
 def _alive(pid: int) -> bool:

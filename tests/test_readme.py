@@ -96,3 +96,26 @@ def test_normal_sets_aside_times_but_not_numbers():
     assert EXAMPLES.normal(a) == EXAMPLES.normal(b)
     assert EXAMPLES.normal(a) != EXAMPLES.normal(a.replace("70.37%", "70.38%"))
     assert EXAMPLES.normal(a) != EXAMPLES.normal(a.replace("C=2^-5", "C=2^-4"))
+
+
+@pytest.mark.slow
+def test_the_report_page_in_docs_is_what_kcheck_report_makes():
+    """docs/report.html (and the screenshot made from it) against a fresh batch and report;
+    ``python scripts/readme_examples.py --report`` regenerates both."""
+    where = EXAMPLES.scratch()
+    try:
+        page = EXAMPLES.report_page(where)
+    finally:
+        shutil.rmtree(where, ignore_errors=True)
+    assert EXAMPLES.normal_html(page) == EXAMPLES.normal_html(EXAMPLES.REPORT_HTML.read_text())
+
+
+def test_normal_html_sets_aside_only_the_seconds():
+    row = (
+        '<tr class="result"><td data-key="a">a</td>'
+        + '<td data-key="x">x</td>' * 6
+        + '<td class="num" data-key="1.67023">1.67</td><td class="num" data-key="0.04">+4.2</td>'
+    )
+    slower = row.replace('"1.67023">1.67', '"12.5">12.50')
+    assert EXAMPLES.normal_html(row) == EXAMPLES.normal_html(slower)
+    assert EXAMPLES.normal_html(row) != EXAMPLES.normal_html(row.replace("+4.2", "+4.3"))
