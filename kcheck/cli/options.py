@@ -300,7 +300,7 @@ _CHECK_OPTIONS: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
         type=CheckerList(),
         default=DEFAULT_CHECKERS,
         show_default=True,
-        help="Checkers to run, a comma-separated subset of degree2, multilinear, rbfsvm, rff "
+        help=f"Checkers to run, a comma-separated subset of {', '.join(CHECKER_NAMES)} "
         "(rbfsvm runs only where exact mode is auto and did not run).",
     ),
     click.option(
