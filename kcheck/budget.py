@@ -80,10 +80,10 @@ def linear_seconds(nnz: int, n_classes: int) -> float:
 def degree2_seconds(expanded_nnz: int, n_classes: int, rows: int) -> float:
     """Counted seconds of degree-2's C search and training on ``expanded_nnz`` values of
     ``rows`` rows."""
-    return DEGREE2_SECONDS_PER_NNZ * _rows_factor(rows) * expanded_nnz * n_models(n_classes)
+    return DEGREE2_SECONDS_PER_NNZ * rows_factor(rows) * expanded_nnz * n_models(n_classes)
 
 
-def _rows_factor(rows: int) -> float:
+def rows_factor(rows: int) -> float:
     """1 up to DEGREE2_ROWS_KNEE rows, then the square root of rows / knee."""
     return max(1.0, math.sqrt(rows / DEGREE2_ROWS_KNEE))
 

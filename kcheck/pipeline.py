@@ -230,25 +230,31 @@ def _methods(
     planned checkers: exact mode's JSON block and every method's result, the baseline's
     first."""
     beside = None
+    pace = _Pace()
     if planned.beside:
         ctx.progress(Event("linear baseline (C search), beside the checkers"))
         options = linear.LinearOptions(seed=config.seed, class_weight=ctx.class_weight)
         beside = Background(linear.run, T, V, options)
     try:
         if beside is None:
+            lin = planned.step("linear")
+            shown = _predicted(ctx.progress, lin.predicted_seconds if lin is not None else None)
             ctx = dataclasses.replace(
-                ctx, baseline=_baseline(config, T, V, ctx.deadline, ctx.progress, ctx.scoring)
+                ctx, baseline=_baseline(config, T, V, ctx.deadline, shown, ctx.scoring)
             )
+            pace.add(lin.predicted_seconds if lin is not None else None, ctx.linear().seconds)
         deciding = planned.step(registry.EXACT.name)
         exact_ctx = dataclasses.replace(
             ctx,
             budget_seconds=deciding.budget_seconds if deciding is not None else None,
             progress=_predicted(
-                ctx.progress, deciding.estimated_seconds if deciding is not None else None
+                ctx.progress, deciding.predicted_seconds if deciding is not None else None, pace
             ),
         )
         exact_json, rbf = registry.EXACT.run_all(T, V, exact_ctx, config.exact)
-        base, checked = _run_checkers(planned.checkers, T, V, ctx, beside=beside)
+        if rbf is not None and deciding is not None:
+            pace.add(deciding.predicted_seconds, rbf.seconds)
+        base, checked = _run_checkers(planned.checkers, T, V, ctx, beside=beside, pace=pace)
     except BaseException:
         if beside is not None:
             beside.cancel()
@@ -329,15 +335,36 @@ def _train_linear(
     return result
 
 
-def _predicted(progress: Progress, seconds: float | None) -> Progress:
-    """``progress``, its events carrying the plan's counted estimate of the step they report
-    on (for a log line and an ETA; what is computed never reads it)."""
+@dataclass
+class _Pace:
+    """This run's seconds over the predictions of its stages done so far: a prediction shown
+    to the user is scaled by it, so a busy or fast machine shows its own times (display only:
+    nothing computed reads it)."""
+
+    predicted: float = 0.0
+    took: float = 0.0
+
+    def add(self, predicted: float | None, took: float | None) -> None:
+        if predicted is not None and took is not None:
+            self.predicted += predicted
+            self.took += took
+
+    def shown(self, seconds: float) -> float:
+        # Stages of a few milliseconds say little about the machine's pace.
+        return seconds * self.took / self.predicted if self.predicted >= 0.2 else seconds
+
+
+def _predicted(progress: Progress, seconds: float | None, pace: _Pace | None = None) -> Progress:
+    """``progress``, its events carrying the plan's prediction for the step they report on
+    (kcheck.costs), scaled by the run's ``pace``: for a log line and an ETA, and what is
+    computed never reads it."""
     if seconds is None:
         return progress
+    shown = seconds if pace is None else pace.shown(seconds)
 
     def report(event: Event) -> None:
         if event.predicted_seconds is None:
-            event = dataclasses.replace(event, predicted_seconds=seconds)
+            event = dataclasses.replace(event, predicted_seconds=shown)
         progress(event)
 
     return report
@@ -350,6 +377,7 @@ def _run_checkers(
     ctx: Context,
     *,
     beside: Background | None = None,
+    pace: _Pace | None = None,
 ) -> tuple[CheckerResult, dict[str, CheckerResult]]:
     """The planned checkers, in the plan's order, each with its allowance (kcheck.plan) and
     guarded: a failure skips it, not the check. Returns the linear baseline and the checkers'
@@ -374,11 +402,13 @@ def _run_checkers(
             ctx,
             floor_seconds=step.floor_seconds,
             budget_seconds=step.budget_seconds,
-            progress=_predicted(ctx.progress, step.estimated_seconds),
+            progress=_predicted(ctx.progress, step.predicted_seconds, pace),
         )
         out[step.name] = guarded(
             step.name, ctx.deadline, functools.partial(spec.run, T, V, allowed)
         )
+        if pace is not None and beside is None:  # beside it, a checker's time is shared
+            pace.add(step.predicted_seconds, out[step.name].seconds)
     return ctx.linear(), out
 
 

@@ -21,11 +21,12 @@ Budgets (counted seconds of the reference machine, kcheck.budget):
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kcheck import budget
+from kcheck import budget, costs
 from kcheck.checkers import exact, registry
 from kcheck.checkers.base import Allowance, CheckerResult, Counts, Sized
 from kcheck.memory import FIXED_BYTES
@@ -72,6 +73,8 @@ class Step:
     floor_seconds: float = 0.0
     #: Bytes it allocates beyond the data (None: it does not say).
     bytes: int | None = None
+    #: What it is predicted to take, for the user (kcheck.costs); decisions never read it.
+    predicted_seconds: float | None = None
 
     def allowance(self, memory_limit: int) -> Allowance:
         return Allowance(memory_limit, self.floor_seconds, self.budget_seconds)
@@ -88,6 +91,7 @@ class Step:
             "reason": self.reason,
             "limited_by": self.limited_by,
             "estimated_seconds": counted(self.estimated_seconds),
+            "predicted_seconds": counted(self.predicted_seconds),
             "budget_seconds": counted(self.budget_seconds),
             "floor_seconds": counted(self.floor_seconds),
         }
@@ -149,12 +153,20 @@ def make(counts: Counts, options: Options) -> Plan:
         for n in options.checkers
         if n not in names
     )
-    steps = (linear, deciding, *checkers, *left_out)
+    steps = tuple(_predicted(s, counts) for s in (linear, deciding, *checkers, *left_out))
     return Plan(
         steps,
         beside=_beside(counts, options, steps),
         small_data=budget.floor_applies(rows=counts.rows, nnz=counts.nnz),
     )
+
+
+def _predicted(step: Step, counts: Counts) -> Step:
+    """``step`` with its prediction for the user (kcheck.costs), where it runs on rows."""
+    if not step.runs or step.rows <= 0:
+        return step
+    seconds = costs.predicted_seconds(step.name, counts, step.rows, step.estimated_seconds)
+    return dataclasses.replace(step, predicted_seconds=seconds)
 
 
 def checker_steps(
@@ -305,7 +317,7 @@ def off_prediction(plan_json: dict[str, Any]) -> list[str]:
     over OFF_HIGH times its counted estimate, as a line for the user."""
     lines = []
     for step in plan_json.get("steps", []):
-        predicted, cpu = step.get("estimated_seconds"), step.get("cpu_seconds")
+        predicted, cpu = step.get("predicted_seconds"), step.get("cpu_seconds")
         # A step on 0 rows is a skip its checker reports: nothing ran to compare.
         if not step.get("runs") or not step.get("rows") or predicted is None or cpu is None:
             continue

@@ -1,0 +1,112 @@
+"""Predicted seconds of each stage of a check, from counts, for the user to read.
+
+kcheck.budget's counted estimates decide what runs; they are coarse on purpose, as a change
+there moves verdicts. The predictions here only inform: the JSON's ``plan`` block shows them
+beside what each stage took (``predicted_seconds``, ``cpu_seconds``), a warning names a stage
+that took under half or over twice its prediction, and the log's stage lines show them. So they
+may follow each solver more closely, and be re-fitted without moving a verdict:
+
+* LIBLINEAR's C search (the baseline, degree-2, MultiLinear's clusters) costs per stored value
+  and one-vs-rest model, more per value on more rows (more Newton steps), and much more where
+  the width far exceeds the rows: separable data drives the search to large C, where the
+  Newton-CG steps multiply (degree-2 on text of 8,000 words: 11.6x its per-value cost on
+  1,700 rows; scripts/results/calibrate.md);
+* k-means' 15 passes cost per stored value and cluster;
+* LIBSVM (exact mode, rbfsvm) keeps kcheck.budget's kernel-entry terms.
+
+Each stage's prediction is its shape (below) times one factor per stage, the median of CPU
+seconds over shape on the judged corpus (``python scripts/calibrate.py --plan``, which writes
+the factors' table in scripts/results/calibrate.md). Counted on the reference machine: the same
+numbers on every machine.
+"""
+
+from __future__ import annotations
+
+import math
+
+from kcheck import budget
+from kcheck.checkers import kmeans as km
+from kcheck.checkers.base import Counts
+
+__all__ = ["FACTORS", "predicted_seconds", "separable_factor", "shape_seconds"]
+
+#: CPU seconds over shape seconds, per stage (median over the judged corpus; see the module's
+#: doc). A stage not here is predicted by its shape alone.
+FACTORS: dict[str, float] = {
+    # Medians over 12-34 stages of the judged corpus (scripts/results/calibrate_plan.md).
+    "linear": 1.3,
+    "degree2": 0.75,
+    "multilinear": 0.9,
+    "rbf": 1.15,
+    "rbfsvm": 0.75,
+}
+#: The separable regime: where the width exceeds the rows by more than 10^SEPARABLE_FROM, each
+#: further power of ten multiplies LIBLINEAR's cost per value by SEPARABLE_SLOPE more
+#: (degree-2 on text-like rows of 44 words: 2.3x, 7.4x and 11.6x at widths of 74, 1,180 and
+#: 18,800 times the rows).
+SEPARABLE_FROM = 1.5
+SEPARABLE_SLOPE = 3.9
+#: k-means: seconds per stored value, cluster and pass (sparse rows against dense centers).
+KMEANS_SECONDS_PER_WORK = 2.0e-9
+
+
+def separable_factor(width: int, rows: int) -> float:
+    """1 where rows are many for the width; above, 1 + SLOPE per power of ten past FROM."""
+    if rows <= 0 or width <= rows:
+        return 1.0
+    return 1.0 + SEPARABLE_SLOPE * max(0.0, math.log10(width / rows) - SEPARABLE_FROM)
+
+
+def _liblinear(nnz: int, width: int, rows: int, models: float) -> float:
+    """LIBLINEAR -s 2 with its -C search on ``rows`` rows of ``nnz`` values, ``width`` wide,
+    ``models`` one-vs-rest models: per value, more on more rows (degree-2's row factor, which
+    the baseline follows too: cod-rna's 44,651 rows took 3.7x the per-value cost of a few
+    thousand), and more in the separable regime."""
+    per_value = budget.LINEAR_SECONDS_PER_NNZ * budget.rows_factor(rows)
+    return per_value * nnz * models * separable_factor(width, rows)
+
+
+def shape_seconds(
+    name: str, counts: Counts, rows: int, estimated: float | None, expanded_nnz: int = 0
+) -> float | None:
+    """A stage's seconds before its factor: ``rows`` the rows it trains on (the plan's),
+    ``estimated`` kcheck.budget's counted seconds where it has them."""
+    if rows <= 0:
+        return None
+    share = rows / max(counts.rows, 1)
+    models = budget.n_models(counts.n_classes)
+    if name == "linear":
+        return _liblinear(counts.nnz, counts.features, counts.rows, models)
+    if name == "degree2":
+        from kcheck.checkers.degree2 import expanded_dimension
+
+        expanded = expanded_nnz or int(counts.expanded_nnz * share)
+        dim = expanded_dimension(counts.features)
+        main = budget.degree2_seconds(expanded, counts.n_classes, rows)
+        main *= separable_factor(dim, rows)
+        # On a subsample, a linear model on the same rows is its reference.
+        ref = (
+            0.0
+            if rows >= counts.rows
+            else _liblinear(int(counts.nnz * share), counts.features, rows, models)
+        )
+        return main + ref
+    if name in ("multilinear", "mixlinear"):
+        k = km.n_clusters(counts.rows)
+        kmeans = KMEANS_SECONDS_PER_WORK * km.N_ITER * k * max(counts.nnz, counts.rows)
+        # A cluster holds a few of many classes: its one-vs-rest models grow with about the
+        # square root of the classes (letter's 26 classes in 46 clusters cost 5x, not 26x).
+        per_cluster = math.sqrt(models) if models > 1 else 1.0
+        trained = _liblinear(counts.nnz, counts.features, max(counts.rows // k, 1), per_cluster)
+        if name == "mixlinear" and estimated is not None:
+            return kmeans + estimated
+        return kmeans + trained
+    return estimated
+
+
+def predicted_seconds(
+    name: str, counts: Counts, rows: int, estimated: float | None, expanded_nnz: int = 0
+) -> float | None:
+    """A stage's predicted seconds (see the module's doc); None where it has no shape."""
+    shape = shape_seconds(name, counts, rows, estimated, expanded_nnz)
+    return None if shape is None else shape * FACTORS.get(name, 1.0)

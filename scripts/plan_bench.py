@@ -1,0 +1,178 @@
+#!/usr/bin/env python3
+"""Each stage's predicted seconds against the CPU seconds it took, over a corpus, in one run.
+
+Usage:
+    python scripts/plan_bench.py CORPUS [--only NAME ...] [-o scripts/results/plan.md]
+                                 [--runs scripts/results/plan_runs.json]
+
+CORPUS is a directory made by ``python scripts/judge.py make`` (its ``cases.json`` lists the
+cases). Each case runs ``kcheck check FILE -q --json -j 1`` in a fresh subprocess (one job, so
+every stage's CPU seconds are this process's and its workers'), and its JSON's ``plan`` block
+gives, per stage, ``estimated_seconds`` (counted on the reference machine, the same on every
+machine) and ``cpu_seconds`` (what it took here). The report lists the ratio CPU / predicted
+for every stage that ran, and flags those of 0.5 s or more outside [0.5, 2]; the whole check's
+seconds against the linear baseline's are beside them. Results are cached per case in
+``--runs`` (a re-run skips the cases done; ``--fresh`` runs them all again).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+from statistics import median
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+LOW, HIGH, MIN_SECONDS = 0.5, 2.0, 0.5
+
+
+def run_case(path: Path) -> dict[str, Any]:
+    """One check's plan steps, the whole check's seconds and the machine's load beside it."""
+    load = os.getloadavg()[0]
+    t0 = time.perf_counter()
+    r = subprocess.run(
+        [sys.executable, "-m", "kcheck", "check", str(path), "-q", "--json", "-j", "1"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONSAFEPATH": "1"},
+        check=False,
+    )
+    wall = time.perf_counter() - t0
+    if r.returncode != 0:
+        return {"error": r.stderr.strip()[-300:], "wall": wall, "load": load}
+    v = json.loads(r.stdout)
+    return {
+        "wall": wall,
+        "load": load,
+        "seconds": v["seconds"],
+        "verdict": f"{v['verdict']} ({v['margin']})",
+        "rows": v["data"]["rows"],
+        "nnz": v["data"]["nnz"],
+        "features": v["data"]["features"],
+        "train_rows": v["split"]["train"],
+        "classes": len(v["data"]["classes"]),
+        "steps": [
+            {
+                k: s.get(k)
+                for k in ("name", "runs", "rows", "estimated_seconds", "seconds", "cpu_seconds")
+            }
+            for s in v["plan"]["steps"]
+        ],
+    }
+
+
+def _ratio(s: dict[str, Any]) -> float | None:
+    p, c = s.get("estimated_seconds"), s.get("cpu_seconds")
+    if p is None or c is None or not s.get("runs") or not s.get("rows"):
+        return None
+    return c / p if p > 0 else float("inf")
+
+
+def flagged(s: dict[str, Any]) -> bool:
+    """A stage of MIN_SECONDS or more (predicted or taken) outside [LOW, HIGH]."""
+    r = _ratio(s)
+    if r is None:
+        return False
+    big = max(s["estimated_seconds"], s["cpu_seconds"]) >= MIN_SECONDS
+    return big and not LOW <= r <= HIGH
+
+
+def report(runs: dict[str, dict[str, Any]], args: argparse.Namespace) -> str:
+    loads = [r["load"] for r in runs.values()]
+    out = [
+        "# Predicted against actual seconds, per stage",
+        "",
+        f"Machine: {platform.machine()}, {os.cpu_count()} cores, Python "
+        f"{platform.python_version()}; {time.strftime('%Y-%m-%d')}; "
+        f"`python scripts/plan_bench.py {args.corpus}`; load average at the cases' starts "
+        f"{min(loads):.2f}-{max(loads):.2f} (median {median(loads):.2f}).",
+        "",
+        "`predicted`: the plan's `estimated_seconds` (counted on the reference machine, from "
+        "counts alone); `cpu`: the stage's CPU seconds here (`cpu_seconds`), with one job. "
+        f"Flagged (**bold**): a stage of {MIN_SECONDS} s or more whose cpu / predicted falls "
+        f"outside [{LOW}, {HIGH}]. `-`: no prediction, or the stage did not run.",
+        "",
+    ]
+    stages: dict[str, list[float]] = {}
+    bad: list[str] = []
+    rows = []
+    for name, r in runs.items():
+        if "error" in r:
+            rows.append(f"| {name} | error: {r['error'][:80]} | | | |")
+            continue
+        cells = []
+        for s in r["steps"]:
+            ratio = _ratio(s)
+            if ratio is None:
+                continue
+            stages.setdefault(s["name"], []).append(ratio)
+            text = f"{s['name']} {s['estimated_seconds']:.2f}/{s['cpu_seconds']:.2f} ({ratio:.2f})"
+            if flagged(s):
+                bad.append(f"{name} {s['name']}")
+                text = f"**{text}**"
+            cells.append(text)
+        linear = next((s for s in r["steps"] if s["name"] == "linear"), {})
+        lin = linear.get("seconds") or 0.0
+        ratio = f"{r['seconds'] / lin:.1f}" if lin else "-"
+        shape = f"{r['rows']:,} x {r['features']:,} ({r['classes']})"
+        rows.append(
+            f"| {name} | {shape} | {r['verdict']} | {r['seconds']:.1f} ({ratio}x linear) | "
+            f"{'; '.join(cells)} |"
+        )
+    out += [
+        "| stage | stages with a prediction | cpu / predicted: min, median, max | flagged |",
+        "|---|---|---|---|",
+    ]
+    for name, ratios in sorted(stages.items()):
+        n_bad = sum(1 for b in bad if b.endswith(" " + name))
+        out.append(
+            f"| {name} | {len(ratios)} | {min(ratios):.2f}, {median(ratios):.2f}, "
+            f"{max(ratios):.2f} | {n_bad} |"
+        )
+    out += [
+        "",
+        f"Flagged: {len(bad)} stage(s)" + (": " + ", ".join(bad) if bad else "") + ".",
+        "",
+        "| case | rows x features (classes) | verdict | check s | stage predicted/cpu (ratio) |",
+        "|---|---|---|---|---|",
+        *rows,
+        "",
+    ]
+    return "\n".join(out)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("corpus", type=Path)
+    ap.add_argument("--only", nargs="*", default=None)
+    ap.add_argument("-o", "--output", type=Path, default=ROOT / "scripts/results/plan.md")
+    ap.add_argument("--runs", type=Path, default=ROOT / "scripts/results/plan_runs.json")
+    ap.add_argument("--fresh", action="store_true", help="run every case again")
+    args = ap.parse_args()
+    cases = json.loads((args.corpus / "cases.json").read_text())
+    runs: dict[str, dict[str, Any]] = {}
+    if args.runs.exists() and not args.fresh:
+        runs = json.loads(args.runs.read_text())
+    for case in cases:
+        name = case["name"]
+        if args.only and name not in args.only:
+            continue
+        if name in runs and not args.only:
+            continue
+        runs[name] = run_case(args.corpus / name)
+        r = runs[name]
+        print(f"{name}: {r.get('seconds', r.get('error'))}", file=sys.stderr, flush=True)
+        args.runs.write_text(json.dumps(runs, indent=1) + "\n")
+    ordered = {c["name"]: runs[c["name"]] for c in cases if c["name"] in runs}
+    args.output.write_text(report(ordered, args))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
