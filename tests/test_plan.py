@@ -207,7 +207,7 @@ def _step(
         "name": name,
         "runs": runs,
         "rows": rows,
-        "estimated_seconds": predicted,
+        "predicted_seconds": predicted,
         "cpu_seconds": cpu,
     }
 

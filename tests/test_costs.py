@@ -1,0 +1,100 @@
+"""kcheck.costs: the predicted seconds a check shows beside what each stage took."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from conftest import DATASETS
+
+from kcheck import budget, costs, plan
+from kcheck.checkers import kmeans as km
+from kcheck.checkers.base import Counts
+from kcheck.pipeline import CheckConfig, _Pace, run
+
+
+def _counts(**kw: int) -> Counts:
+    base = dict(
+        rows=1500,
+        val_rows=500,
+        nnz=15_000,
+        val_nnz=5_000,
+        n_classes=2,
+        features=10,
+        expanded_nnz=100_000,
+        data_bytes=200_000,
+        val_bytes=70_000,
+    )
+    base.update(kw)
+    return Counts(**base)  # type: ignore[arg-type]
+
+
+def test_the_separable_regime_raises_liblinears_cost_per_power_of_ten() -> None:
+    assert costs.separable_factor(10, 1500) == 1.0
+    assert costs.separable_factor(30, 1) == 1.0  # 10^1.48: just short of the knee
+    assert costs.separable_factor(40, 1) > 1.0
+    wide = [costs.separable_factor(w, 1700) for w in (125_750, 2_003_000, 32_012_000)]
+    # Degree-2 on text of 500, 2,000 and 8,000 words measured 2.3x, 7.4x and 11.6x.
+    for got, measured in zip(wide, (2.3, 7.4, 11.6), strict=True):
+        assert got == pytest.approx(measured, rel=0.1)
+    assert wide == sorted(wide)
+
+
+def test_a_stage_grows_with_its_classes_rows_and_width() -> None:
+    c = _counts()
+    lin = costs.predicted_seconds("linear", c, c.rows, None)
+    assert lin is not None and lin > 0
+    more_classes = _counts(n_classes=10)
+    assert costs.predicted_seconds("linear", more_classes, c.rows, None) == pytest.approx(10 * lin)
+    # MultiLinear's clusters hold a few of the classes: about the square root of them.
+    ml = costs.shape_seconds("multilinear", c, c.rows, None)
+    ml10 = costs.shape_seconds("multilinear", more_classes, c.rows, None)
+    assert ml is not None and ml10 is not None
+    kmeans = costs.KMEANS_SECONDS_PER_WORK * km.N_ITER * km.n_clusters(c.rows) * c.nnz
+    assert ml10 - kmeans == pytest.approx((ml - kmeans) * math.sqrt(10))
+    # Past DEGREE2_ROWS_KNEE rows, a value costs more (more Newton steps).
+    many = _counts(rows=40_000, nnz=400_000)
+    per_value = costs.shape_seconds("linear", many, many.rows, None) / many.nnz  # type: ignore[operator]
+    assert per_value == pytest.approx(budget.LINEAR_SECONDS_PER_NNZ * 2.0)
+    # Degree-2 on a subsample adds its reference: a linear model on the same rows.
+    full = costs.shape_seconds("degree2", c, c.rows, None)
+    half = costs.shape_seconds("degree2", c, c.rows // 2, None)
+    assert full is not None and half is not None and half > full / 2
+    assert costs.predicted_seconds("degree2", c, 0, None) is None
+
+
+def test_the_plan_gives_each_step_that_runs_a_prediction_from_counts_alone() -> None:
+    v = run(CheckConfig(train=str(DATASETS / "heart_scale"), exact="auto")).json
+    again = run(CheckConfig(train=str(DATASETS / "heart_scale"), exact="auto", jobs=2)).json
+    for s, t in zip(v["plan"]["steps"], again["plan"]["steps"], strict=True):
+        assert s["predicted_seconds"] == t["predicted_seconds"]
+        assert (s["predicted_seconds"] is None) == (not s["runs"] or s["rows"] == 0)
+    step = {s["name"]: s for s in v["plan"]["steps"]}
+    assert step["linear"]["predicted_seconds"] == pytest.approx(
+        costs.FACTORS["linear"] * budget.linear_seconds(_nnz(v), 2), rel=0.05
+    )
+
+
+def _nnz(v: dict) -> int:
+    """T's stored values, from the JSON: the data's, in T's share of the rows."""
+    return round(v["data"]["nnz"] * v["split"]["train"] / v["data"]["rows"])
+
+
+def test_a_shown_prediction_follows_the_runs_pace_and_not_before_it_says_anything() -> None:
+    pace = _Pace()
+    assert pace.shown(10.0) == 10.0
+    pace.add(0.05, 0.5)  # a few milliseconds predicted: too little to judge the machine by
+    assert pace.shown(10.0) == 10.0
+    pace.add(1.0, 3.0)
+    assert pace.shown(10.0) == pytest.approx(10.0 * 3.5 / 1.05)
+    pace.add(None, 100.0)  # a stage with no prediction says nothing of the pace
+    assert pace.shown(10.0) == pytest.approx(10.0 * 3.5 / 1.05)
+
+
+def test_off_prediction_reads_the_prediction_not_the_budget_count() -> None:
+    step = {"name": "degree2", "runs": True, "rows": 100, "cpu_seconds": 4.0}
+    near = {**step, "estimated_seconds": 0.5, "predicted_seconds": 3.0}
+    assert plan.off_prediction({"steps": [near]}) == []
+    far = {**step, "estimated_seconds": 3.0, "predicted_seconds": 0.5}
+    (line,) = plan.off_prediction({"steps": [far]})
+    assert line.startswith("degree2 took 4.0 CPU seconds against 0.5 predicted (8.0x)")
