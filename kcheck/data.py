@@ -19,12 +19,14 @@ from __future__ import annotations
 
 import bz2
 import contextlib
+import contextvars
 import gzip
 import hashlib
 import io
 import lzma
 import os
 import sys
+import time
 import warnings
 import zlib
 from collections.abc import Callable, Iterator
@@ -44,7 +46,7 @@ from kcheck._parse import (
     keep_scratch_memory,
 )
 from kcheck.atomic import atomic_open
-from kcheck.errors import DataFormatError, KcheckError, KcheckWarning
+from kcheck.errors import DataFormatError, KcheckError, KcheckWarning, TimeLimitReached
 from kcheck.memory import line_too_long, max_line_bytes, size_text
 from kcheck.reference_parser import slow_chunk as _slow_chunk
 from kcheck.reservoir import StratifiedReservoir
@@ -151,6 +153,23 @@ class _LineTooLong(Exception):
     """A line outgrew the cap; the caller knows its number."""
 
 
+#: The time.perf_counter() value after which a read stops with TimeLimitReached: a check's
+#: --time-limit covers its read (a 5 MB gzip that expands to 2 GB took 44 s of a 5 s limit).
+_DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar(
+    "kcheck_read_deadline", default=None
+)
+
+
+@contextlib.contextmanager
+def read_until(deadline: float | None) -> Iterator[None]:
+    """Every read in this block stops at ``deadline`` (None: never), between two chunks."""
+    token = _DEADLINE.set(deadline)
+    try:
+        yield
+    finally:
+        _DEADLINE.reset(token)
+
+
 def _line_chunks(f: BinaryIO, name: str, max_line: int, digest: Any = None) -> Iterator[bytes]:
     """Successive pieces of about _CHUNK bytes, each ending at a line end (except the last).
 
@@ -163,7 +182,10 @@ def _line_chunks(f: BinaryIO, name: str, max_line: int, digest: Any = None) -> I
     pending_bytes = 0
     first = True
     cr_only = False
+    deadline = _DEADLINE.get()
     while True:
+        if deadline is not None and time.perf_counter() > deadline:
+            raise TimeLimitReached(f"reading {name}")
         try:
             block = f.read(_CHUNK)
         except _CODEC_ERRORS as e:

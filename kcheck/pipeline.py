@@ -29,6 +29,7 @@ from kcheck.checkers.base import (
     guarded,
 )
 from kcheck.config import CHECKERS, DEFAULT_CHECKERS, MAX_TIME_LIMIT, CheckConfig
+from kcheck.data import read_until
 from kcheck.defaults import (
     EXACT_MODES,
     SCALINGS,
@@ -127,7 +128,14 @@ def run(
     if config.jobs >= 2 and _may_want_workers(config, prepared):
         warm()
 
-    data, test, read_notes = _read(config, memory_limit, report, prepared, test_data)
+    try:
+        with read_until(deadline):
+            data, test, read_notes = _read(config, memory_limit, report, prepared, test_data)
+    except TimeLimitReached:
+        raise KcheckError(
+            f"{config.train}: the time limit (--time-limit {config.time_limit:g}) passed while "
+            "reading the data, so nothing was decided"
+        ) from None
     split = stratified_split(data.y, seed=config.seed)
     T = Dataset(data.X[split[0]], data.y[split[0]])
     V = Dataset(data.X[split[1]], data.y[split[1]])
