@@ -3,6 +3,7 @@ margins (kcheck/budget.py and how the pipeline uses it)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -329,3 +330,20 @@ def test_a_clear_proxy_overrules_an_undertuned_exact_comparison(
 
     alone = decide({"rbf": Gap(rbf["gap"], *rbf["gap_ci95"])}, v["epsilon"])
     assert alone.verdict == "linear"
+
+
+def test_a_degree2_the_cost_budget_skips_says_so_under_a_time_limit_too() -> None:
+    """Both the cost budget and the time left fit too few rows: the count is the reason (a
+    larger --time-limit would not help), as without the limit."""
+    costly = degree2.Degree2Options(max_cost_nnz=10 * 31_625, memory_limit=2**30)
+    rows, features, nnz, expanded = 1200, 250, 300_000, 1200 * 31_625
+    alone = degree2.plan_counts(rows, features, nnz, expanded, 2, costly)
+    timed = dataclasses.replace(costly, time_budget=0.001, seconds_per_nnz=1e-6)
+    under = degree2.plan_counts(rows, features, nnz, expanded, 2, timed)
+    assert alone.rows == under.rows == 0
+    assert alone.limited_by == under.limited_by == "cost"
+    assert alone.reason == under.reason and "cost budget" in (under.reason or "")
+    # Where the cost budget alone fits enough rows, the time left is the reason.
+    roomy = dataclasses.replace(timed, max_cost_nnz=10**9)
+    cut = degree2.plan_counts(rows, features, nnz, expanded, 2, roomy)
+    assert cut.rows == 0 and cut.limited_by == "time" and "time limit" in (cut.reason or "")

@@ -237,7 +237,14 @@ def plan_counts(
         limits["time"] = int(options.time_budget / max(seconds_per_row, 1e-12))
     limited_by = min(limits, key=lambda k: limits[k])
     fit = min(rows, limits[limited_by])
-    if fit < min(options.min_rows, rows):
+    least = min(options.min_rows, rows)
+    counted = [k for k in ("memory", "cost") if limits[k] < least]
+    if fit < least and counted:
+        # A count alone skips it: that is the reason, whatever time is left (the time limit
+        # is then not why, and a larger one would not help).
+        limited_by = min(counted, key=lambda k: limits[k])
+        fit = limits[limited_by]
+    if fit < least:
         if limited_by == "memory":
             what = f"the memory limit of {_gib(options.memory_limit)}"
         elif limited_by == "cost":
