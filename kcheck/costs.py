@@ -10,13 +10,13 @@ may follow each solver more closely, and be re-fitted without moving a verdict:
   and one-vs-rest model, more per value on more rows (more Newton steps), and much more where
   the width far exceeds the rows: separable data drives the search to large C, where the
   Newton-CG steps multiply (degree-2 on text of 8,000 words: 11.6x its per-value cost on
-  1,700 rows; scripts/results/calibrate.md);
+  1,700 rows; scripts/calibrate_separable.py);
 * k-means' 15 passes cost per stored value and cluster;
 * LIBSVM (exact mode, rbfsvm) keeps kcheck.budget's kernel-entry terms.
 
 Each stage's prediction is its shape (below) times one factor per stage, the median of CPU
-seconds over shape on the judged corpus (``python scripts/calibrate.py --plan``, which writes
-the factors' table in scripts/results/calibrate.md). Counted on the reference machine: the same
+seconds over shape on the judged corpus (``python scripts/calibrate_plan.py``, which writes
+the factors' table in scripts/results/calibrate_plan.md). Counted on the reference machine: the same
 numbers on every machine.
 """
 
