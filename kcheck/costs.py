@@ -27,6 +27,7 @@ import math
 from kcheck import budget
 from kcheck.checkers import kmeans as km
 from kcheck.checkers.base import Counts
+from kcheck.checkers.degree2 import expanded_dimension
 
 __all__ = ["FACTORS", "predicted_seconds", "separable_factor", "shape_seconds"]
 
@@ -78,8 +79,6 @@ def shape_seconds(
     if name == "linear":
         return _liblinear(counts.nnz, counts.features, counts.rows, models)
     if name == "degree2":
-        from kcheck.checkers.degree2 import expanded_dimension
-
         expanded = expanded_nnz or int(counts.expanded_nnz * share)
         dim = expanded_dimension(counts.features)
         main = budget.degree2_seconds(expanded, counts.n_classes, rows)

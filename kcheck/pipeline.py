@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import os
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -54,7 +53,7 @@ from kcheck.scoring import Scoring, oriented
 from kcheck.second_fold import SecondFold, second_split
 from kcheck.split import stratified_split
 from kcheck.verdict import Decision, Gap, Outcome, remeasure, rule
-from kcheck.workers import Background, run_until, warm
+from kcheck.workers import Background, run_until
 
 __all__ = [
     "CHECKERS",
@@ -90,22 +89,6 @@ class CheckReport:
         return self.prepared.scaler
 
 
-#: Input of at least this many bytes (a file, compressed or not) may hold data large enough
-#: for worker processes (the baseline beside the checkers above 300,000 stored values in T:
-#: a9a's 2.3 MB, its 450,000 values in 0.4 MB of bz2): their fork server is started during the
-#: read. Smaller input starts it, where it wants it, when it does.
-WARM_MIN_BYTES = 256 * 1024
-
-
-def _may_want_workers(config: CheckConfig, prepared: Prepared | None) -> bool:
-    if prepared is not None:
-        return int(prepared.X.nnz) * 8 >= WARM_MIN_BYTES
-    try:
-        return os.stat(config.train).st_size >= WARM_MIN_BYTES
-    except (OSError, ValueError):
-        return False  # stdin, or a path the read will name in its error
-
-
 def run(
     config: CheckConfig,
     progress: Progress | None = None,
@@ -125,8 +108,6 @@ def run(
     # An infinite (or absurdly long) limit is no limit: a deadline of inf overflows timeouts.
     limited = config.time_limit is not None and config.time_limit < MAX_TIME_LIMIT
     deadline = t_start + config.time_limit if limited and config.time_limit else None
-    if config.jobs >= 2 and _may_want_workers(config, prepared):
-        warm()
 
     try:
         with read_until(deadline):

@@ -34,11 +34,11 @@ from kcheck.memory import FIXED_BYTES
 __all__ = ["BESIDE_MIN_SECONDS", "Options", "Plan", "Step", "checker_steps", "make"]
 
 #: What training the linear baseline in a worker process costs before anything overlaps, in
-#: counted seconds: forking the worker from the fork server and sending it T and V (0.03-0.06 s
-#: on a9a's 5 MB once the server is up, kcheck.workers.warm starts it during the read; 0.5 s
-#: cold). The baseline trains beside the checkers where both it and the checkers that may run
-#: beside it count at least this, so that the overlap is predicted to save more than it costs
-#: (a9a, 0.85 counted seconds of linear work: the check went from 2.1x to 1.4x linear here).
+#: counted seconds: starting the worker (the fork server's imports, about 0.5 s the first
+#: time) and sending it T and V (0.03-0.06 s for a9a's 5 MB). The baseline trains beside the
+#: checkers where both it and the checkers that may run beside it count at least this, so that
+#: the overlap is predicted to save more than it costs (a9a, 0.85 counted seconds of linear
+#: work: the check went from 2.1x to 1.45x linear here).
 BESIDE_MIN_SECONDS = 0.5
 
 

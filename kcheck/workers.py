@@ -46,27 +46,6 @@ _POOLS: weakref.WeakSet[ProcessPoolExecutor] = weakref.WeakSet()
 _closing = False
 
 
-def warm(preload: Sequence[str] = ("kcheck.engines",)) -> threading.Thread:
-    """Start the fork server in a thread, so that its imports (about half a second) overlap
-    the caller's own work, the read of the data: the first worker then starts in
-    milliseconds. Only when things run changes, never what is computed; a server that cannot
-    start here fails again, with its message, where a worker is wanted."""
-
-    def start() -> None:
-        from multiprocessing import forkserver
-
-        if "forkserver" not in multiprocessing.get_all_start_methods():
-            return
-        with contextlib.suppress(Exception), _LOCK, _sigint_blocked():
-            if not _closing:
-                _context(preload)
-                forkserver.ensure_running()
-
-    thread = threading.Thread(target=start, name="kcheck-warm-fork-server", daemon=True)
-    thread.start()
-    return thread
-
-
 class RunEnding(BaseException):
     """Raised by ``submit`` once :func:`end_all_pools` has run: the process is about to exit."""
 

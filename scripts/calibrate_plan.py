@@ -94,7 +94,7 @@ def main() -> int:
         "",
     ]
     args.output.write_text("\n".join(out))
-    print("\n".join(out[:12 + len(ratios)]))
+    print("\n".join(out[: 12 + len(ratios)]))
     return 0
 
 

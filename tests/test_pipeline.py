@@ -195,10 +195,16 @@ def test_progress_is_reported(datasets):
 
 
 def test_time_limit_skips_unfinished_checkers(datasets):
-    # A limit that has passed before the baseline starts: nothing can be compared, and the
-    # check says so.
-    with pytest.raises(KcheckError, match="before the linear baseline finished"):
+    # A limit that has passed before the read ends (it covers the read): nothing can be
+    # compared, and the check says so.
+    with pytest.raises(KcheckError, match="passed while reading the data"):
         run(CheckConfig(train=str(datasets / "svmguide1"), time_limit=1e-9))
+    # Data given as arrays is read already: then the baseline is where the limit bites.
+    from kcheck.prepare import prepare
+
+    data = prepare(str(datasets / "svmguide1"), scaling="maxabs", memory_limit=2**30)
+    with pytest.raises(KcheckError, match="before the linear baseline finished"):
+        run(CheckConfig(train=str(datasets / "svmguide1"), time_limit=1e-9), prepared=data)
 
 
 @pytest.mark.slow

@@ -96,6 +96,9 @@ def test_normal_sets_aside_times_but_not_numbers():
     assert EXAMPLES.normal(a) == EXAMPLES.normal(b)
     assert EXAMPLES.normal(a) != EXAMPLES.normal(a.replace("70.37%", "70.38%"))
     assert EXAMPLES.normal(a) != EXAMPLES.normal(a.replace("C=2^-5", "C=2^-4"))
+    off = "\nwarning: rbf took 1.4 CPU seconds against 3.0 predicted (0.5x): the cost model is off"
+    assert EXAMPLES.normal(a + off) == EXAMPLES.normal(a)
+    assert EXAMPLES.normal(a + "\nwarning: degree-2 did not run") != EXAMPLES.normal(a)
 
 
 @pytest.mark.slow
