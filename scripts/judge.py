@@ -17,10 +17,13 @@ Everything is seeded, so the files are the same on every run. The cases:
   files; the ``.t`` file is the held-out set (at most 20,000 rows of it, stratified and seeded),
   and poker, which has none, holds out a stratified quarter of its rows;
 * scikit-learn's bundled digits, breast cancer, wine and iris, in binary and multiclass tasks;
-* generated sets: noisy linear controls (dense, sparse, binary, multiclass), xor, parity,
-  nested spheres, checkerboards, sinusoidal and wavy boundaries, linear rules plus a small
-  nonlinear term, and label = sign of a sparse random quadratic form (pairwise interactions)
-  in 20-80 dense, binary or mixed features, from 100 to 100,000 rows.
+* generated sets: noisy linear controls (dense, sparse, binary, multiclass, and a wide sparse
+  text-like set of 8,400 features), xor, parity, nested spheres, checkerboards, sinusoidal and
+  wavy boundaries (one noise-free with 4 periods, where the RBF needs a large C), linear rules
+  plus a small nonlinear term, label = sign of a sparse random quadratic form (pairwise
+  interactions) in 20-80 dense, binary or mixed features, and an image-like 10-class set
+  (mixtures of Gaussian clusters in 16 latent dims, mapped to 720 features) where the RBF gains
+  a few points, from 100 to 100,000 rows.
 
 ``reference`` computes the real comparison for each case, independently of kcheck's code
 (scikit-learn's ``SVC`` is LIBSVM, ``LinearSVC`` is LIBLINEAR): a tuned RBF SVM against the tuned
@@ -169,6 +172,26 @@ def blobs(k: int, d: int, spread: float) -> Callable[[np.random.Generator, int],
         y = rng.integers(0, k, n)
         X = means[y] + rng.standard_normal((n, d)) @ A
         return X, y + 1
+
+    return make
+
+
+def mixture(
+    k: int, d: int, latent: int, per_class: int, spread: float, noise: float
+) -> Callable[[np.random.Generator, int], Arrays]:
+    """Image-like classes: in a latent space of ``latent`` dims, each of k classes is a mixture
+    of ``per_class`` unit Gaussian clusters (centres spread * N(0, I)), so the classes are not
+    linearly separable but locally simple; rows are mapped to d features by a random linear map,
+    tanh, plus noise * N(0, 1) per feature, rounded to 3 decimals (like quantised pixels; it
+    also halves the file and hides the last-bit differences of BLAS threading)."""
+
+    def make(rng: np.random.Generator, n: int) -> Arrays:
+        centres = spread * rng.standard_normal((k, per_class, latent))
+        y = rng.integers(0, k, n)
+        Z = centres[y, rng.integers(0, per_class, n)] + rng.standard_normal((n, latent))
+        W = rng.standard_normal((latent, d)) / math.sqrt(latent)
+        H = np.tanh(Z @ W + 0.5 * rng.standard_normal(d))
+        return np.round(H + noise * rng.standard_normal((n, d)), 3), y + 1
 
     return make
 
@@ -548,6 +571,31 @@ GENERATED = [
         1200,
         8,
         "4 Gaussian classes with a shared covariance (linear Bayes boundary)",
+    ),
+    _g(
+        "text_d8400_n7800",
+        linear_sparse(8400, 52, 0.3),
+        7800,
+        41,
+        "linear control, sparse text-like: 8,400 features, about 50 stored values a row, "
+        "labels from a noisy linear rule",
+    ),
+    # a gain of a few points in many dimensions, and a fine boundary that needs a large C
+    _g(
+        "mix10_d720_n10000",
+        mixture(10, 720, 16, 3, 1.1, 0.3),
+        10000,
+        42,
+        "image-like, 10 classes, each a mixture of 3 Gaussian clusters in 16 latent dims, "
+        "mapped to 720 features by a random linear map, tanh and noise",
+    ),
+    _g(
+        "sinus4_n4000",
+        sinusoid(4.0, 0.4, 0, 0.0),
+        4000,
+        43,
+        "noise-free sinusoidal boundary (4 periods, amplitude 0.4) in 2 features, no label "
+        "flips: the RBF needs a large C",
     ),
 ]
 
