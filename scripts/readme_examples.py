@@ -170,14 +170,20 @@ _SECONDS_CELL = re.compile(r"\s+\d+\.\d\d$")
 
 #: A warning that a stage's CPU seconds fell outside half or twice its prediction: it follows
 #: the machine's speed and load (kcheck.plan.off_prediction), not the data.
-_OFF_PREDICTION = re.compile(r"^warning: .* predicted \([\d.]+x\): the cost model is off")
+_OFF_PREDICTION = re.compile(r"^warning: \S+ took [\d.]+ CPU seconds against [\d.]+ predicted")
 
 
 def normal(text: str) -> str:
     """``text`` with what changes from run to run set aside: times (``1.69s``, a table's last
     column of seconds), the spacing and wrapping that their widths move, and warnings that a
     stage took more or less than predicted on this machine."""
-    kept = [x for x in text.splitlines() if not _OFF_PREDICTION.match(x)]
+    kept: list[str] = []
+    dropping = False
+    for x in text.splitlines():
+        # The warning, and the lines a log's width folded it onto ("  " first).
+        dropping = bool(_OFF_PREDICTION.match(x)) or (dropping and x.startswith("  "))
+        if not dropping:
+            kept.append(x)
     lines = [_SECONDS_CELL.sub(" T", _TIME.sub("Ts", x)) for x in kept]
     return " ".join(t for x in lines for t in x.split() if set(t) != {"─"})
 

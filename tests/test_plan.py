@@ -260,3 +260,22 @@ def test_the_command_warns_of_a_stage_off_its_prediction_unless_quiet(
     err = capfd.readouterr().err
     assert (f"warning: {line}" in err) is not quiet
     assert line not in out.read_text()  # the JSON stays the same on every machine
+
+
+def test_a_warning_in_a_log_is_laid_out_for_the_logs_width(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Off a terminal, a warning wraps at the log's width like a stage line, its words whole."""
+    from kcheck.cli.app import main
+
+    line = "degree2 took 85.0 CPU seconds against 10.0 predicted (8.5x): the cost model is off"
+    monkeypatch.setattr(plan, "off_prediction", lambda p: [line] if p.get("steps") else [])
+    monkeypatch.setenv("COLUMNS", "60")
+    out = tmp_path / "v.json"
+    with pytest.raises(SystemExit) as ended:
+        main(["check", str(DATASETS / "heart_scale"), "--exact", "never", "-o", str(out)])
+    assert ended.value.code == 0
+    err = capfd.readouterr().err.splitlines()
+    start = next(i for i, x in enumerate(err) if x.startswith("warning: degree2 took"))
+    assert all(len(x) <= 60 for x in err[start : start + 3])
+    assert " ".join(x.strip() for x in err[start : start + 2]) == f"warning: {line}"

@@ -98,6 +98,8 @@ def test_normal_sets_aside_times_but_not_numbers():
     assert EXAMPLES.normal(a) != EXAMPLES.normal(a.replace("C=2^-5", "C=2^-4"))
     off = "\nwarning: rbf took 1.4 CPU seconds against 3.0 predicted (0.5x): the cost model is off"
     assert EXAMPLES.normal(a + off) == EXAMPLES.normal(a)
+    folded = off.replace(" the cost model is off", "\n  the cost model is off")
+    assert EXAMPLES.normal(a + folded + "\nmodel: kernel") == EXAMPLES.normal(a + "\nmodel: kernel")
     assert EXAMPLES.normal(a + "\nwarning: degree-2 did not run") != EXAMPLES.normal(a)
 
 

@@ -170,7 +170,12 @@ class Ui:
         self.note(message)
 
     def warn(self, message: str) -> None:
-        self.note(f"warning: {message}", style="yellow")
+        """On a terminal, wrapped at word boundaries; in a log, laid out for the log's width
+        like a stage line (a warning ran to 150-190 characters where the table wraps at 100)."""
+        if self.console.is_terminal:
+            self.note(f"warning: {message}", style="yellow")
+        else:
+            self.log_line(f"warning: {message}")
 
     def run(self, fn: Callable[[Report], T]) -> T:
         """Run ``fn(progress)`` in a worker thread, so Ctrl-C is seen at once.
