@@ -67,9 +67,7 @@ def _liblinear(nnz: int, width: int, rows: int, models: float) -> float:
     return per_value * nnz * models * separable_factor(width, rows)
 
 
-def shape_seconds(
-    name: str, counts: Counts, rows: int, estimated: float | None, expanded_nnz: int = 0
-) -> float | None:
+def shape_seconds(name: str, counts: Counts, rows: int, estimated: float | None) -> float | None:
     """A stage's seconds before its factor: ``rows`` the rows it trains on (the plan's),
     ``estimated`` kcheck.budget's counted seconds where it has them."""
     if rows <= 0:
@@ -79,7 +77,7 @@ def shape_seconds(
     if name == "linear":
         return _liblinear(counts.nnz, counts.features, counts.rows, models)
     if name == "degree2":
-        expanded = expanded_nnz or int(counts.expanded_nnz * share)
+        expanded = int(counts.expanded_nnz * share)
         dim = expanded_dimension(counts.features)
         main = budget.degree2_seconds(expanded, counts.n_classes, rows)
         main *= separable_factor(dim, rows)
@@ -104,8 +102,8 @@ def shape_seconds(
 
 
 def predicted_seconds(
-    name: str, counts: Counts, rows: int, estimated: float | None, expanded_nnz: int = 0
+    name: str, counts: Counts, rows: int, estimated: float | None
 ) -> float | None:
     """A stage's predicted seconds (see the module's doc); None where it has no shape."""
-    shape = shape_seconds(name, counts, rows, estimated, expanded_nnz)
+    shape = shape_seconds(name, counts, rows, estimated)
     return None if shape is None else shape * FACTORS.get(name, 1.0)

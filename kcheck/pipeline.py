@@ -227,11 +227,12 @@ def _methods(
     try:
         if beside is None:
             lin = planned.step("linear")
-            shown = _predicted(ctx.progress, lin.predicted_seconds if lin is not None else None)
+            predicted = lin.predicted_seconds if lin is not None else None
+            shown = _predicted(ctx.progress, predicted)
             ctx = dataclasses.replace(
                 ctx, baseline=_baseline(config, T, V, ctx.deadline, shown, ctx.scoring)
             )
-            pace.add(lin.predicted_seconds if lin is not None else None, ctx.linear().seconds)
+            pace.add(predicted, ctx.linear().seconds)
         deciding = planned.step(registry.EXACT.name)
         exact_ctx = dataclasses.replace(
             ctx,

@@ -314,7 +314,7 @@ OFF_LOW, OFF_HIGH, OFF_MIN_SECONDS = 0.5, 2.0, 0.5
 
 def off_prediction(plan_json: dict[str, Any]) -> list[str]:
     """Each step of a finished check's ``plan`` block whose CPU seconds were under OFF_LOW or
-    over OFF_HIGH times its counted estimate, as a line for the user."""
+    over OFF_HIGH times its prediction (``predicted_seconds``), as a line for the user."""
     lines = []
     for step in plan_json.get("steps", []):
         predicted, cpu = step.get("predicted_seconds"), step.get("cpu_seconds")
