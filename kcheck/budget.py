@@ -7,14 +7,18 @@ made the same file's verdict JSON differ from run to run. The estimates are numb
 reference machine (2 cores, `scripts/calibrate.py`); a faster or busier machine changes how
 long a check takes, not what it computes.
 
-Budgets:
+The one budget rule (:func:`methods_seconds`): every method beside the linear baseline (exact
+mode, the checkers) shares ``max(FLOOR_SECONDS, LINEAR_FACTOR x the baseline's counted cost)``,
+taken in the order they run, each spending what the ones before it left. No row or stored-value
+threshold decides what runs: a method runs where its counted cost fits what is left, and the
+memory limit bounds each.
 
-* **Floor.** Small data gets about ``FLOOR_SECONDS`` of counted work for the checks that need
-  it (the exact comparison, or else degree-2 in full), whatever the linear model costs: with
-  budgets relative to a 0.1 s linear model alone, a 1,000-row dense set skipped both and the
-  verdict missed a 6-point kernel gain.
-* **Relative.** Above the floor, each budget is a multiple of the linear baseline's counted
-  cost, so the ratios on large data stay where they were.
+* **Floor.** With budgets relative to a 0.1 s linear model alone, a 1,000-row dense set skipped
+  both exact mode and degree-2 and the verdict missed a 6-point kernel gain: every check may
+  spend ``FLOOR_SECONDS``.
+* **Relative.** Above it, twice the baseline: with the baseline that is about three baselines'
+  work in all, and on two cores, with the baseline training beside the checkers, about 1.5 of
+  its times.
 """
 
 from __future__ import annotations
@@ -25,18 +29,10 @@ from kcheck.memory import size_text
 
 __all__ = ["size_text"]
 
-#: Seconds of counted work that small data may always spend on exact mode or degree-2.
+#: Counted seconds that every check's methods may spend together, whatever the linear model costs.
 FLOOR_SECONDS = 10.0
-#: The floor applies only where T holds at most this many stored values: above, the relative
-#: budget alone decides, as it did before the floor existed (a9a's T holds 339k values and its
-#: full expansion takes 20-30 s), so large data keeps its time ratios.
-FLOOR_MAX_NNZ = 300_000
-#: The RBF kernels' floor (exact mode, the rbfsvm checker) also needs T within this many rows:
-#: their cost grows with the square of the rows, and it was calibrated up to 9,000 rows.
-FLOOR_MAX_ROWS = 10_000
-#: The RBF kernels' relative budget (exact mode, the rbfsvm checker): this many times the
-#: linear baseline's counted cost.
-RBF_LINEAR_FACTOR = 3.0
+#: ... or this many times the linear baseline's counted cost, where more.
+LINEAR_FACTOR = 2.0
 #: Degree-2's cost per expanded value grows with T's rows above this many: LIBLINEAR's C
 #: search needs more Newton steps there (measured per value: ijcnn1 2.4 us at 5,000 rows and
 #: 4.9 at 20,000; a9a 5.0 at 10,000 and 5.6 at 24,421; scripts/results/calibrate.md), about
@@ -77,10 +73,28 @@ def linear_seconds(nnz: int, n_classes: int) -> float:
     return LINEAR_SECONDS_PER_NNZ * nnz * n_models(n_classes)
 
 
-def degree2_seconds(expanded_nnz: int, n_classes: int, rows: int) -> float:
+def degree2_seconds(expanded_nnz: int, n_classes: int, rows: int, dimension: int = 0) -> float:
     """Counted seconds of degree-2's C search and training on ``expanded_nnz`` values of
-    ``rows`` rows."""
-    return DEGREE2_SECONDS_PER_NNZ * rows_factor(rows) * expanded_nnz * n_models(n_classes)
+    ``rows`` rows, ``dimension`` expanded features wide (0: not wide enough to matter)."""
+    per_value = DEGREE2_SECONDS_PER_NNZ * rows_factor(rows) * separable_factor(dimension, rows)
+    return per_value * expanded_nnz * n_models(n_classes)
+
+
+#: The separable regime: where the width exceeds the rows by more than 10^SEPARABLE_FROM, each
+#: further power of ten multiplies LIBLINEAR's cost per value by SEPARABLE_SLOPE more: the C
+#: search is driven to large C, where the Newton-CG steps multiply (degree-2 on text-like rows of
+#: 44 words: 2.3x, 7.4x and 11.6x at widths of 74, 1,180 and 18,800 times the rows;
+#: scripts/calibrate_separable.py). Without it degree-2 on 7,800 rows of 8,400 words was
+#: counted 10 s and took 84.
+SEPARABLE_FROM = 1.5
+SEPARABLE_SLOPE = 3.9
+
+
+def separable_factor(width: int, rows: int) -> float:
+    """1 where rows are many for the width; above, 1 + SLOPE per power of ten past FROM."""
+    if rows <= 0 or width <= rows:
+        return 1.0
+    return 1.0 + SEPARABLE_SLOPE * max(0.0, math.log10(width / rows) - SEPARABLE_FROM)
 
 
 def rows_factor(rows: int) -> float:
@@ -88,37 +102,25 @@ def rows_factor(rows: int) -> float:
     return max(1.0, math.sqrt(rows / DEGREE2_ROWS_KNEE))
 
 
-def floor_applies(*, rows: int, nnz: int) -> bool:
-    """Whether T is small enough for the RBF kernels' floor (exact mode, rbfsvm): above a few
-    hundred thousand stored values only the relative budgets decide (madelon's T holds 750,000
-    dense values; its linear baseline alone takes 7 s), and above FLOOR_MAX_ROWS rows their
-    quadratic cost is beyond what the floor could pay anyway: degree-2's floor, bounded in
-    rows too."""
-    return rows <= FLOOR_MAX_ROWS and degree2_floor_applies(nnz=nnz)
+def methods_seconds(*, nnz: int, n_classes: int) -> float:
+    """The one budget: counted seconds that exact mode and the checkers may spend together on a
+    check whose T holds ``nnz`` stored values (see the module's doc)."""
+    return max(FLOOR_SECONDS, LINEAR_FACTOR * linear_seconds(nnz, n_classes))
 
 
-def rbf_budget_seconds(*, nnz: int, n_classes: int, floor_seconds: float) -> float:
-    """Counted seconds the RBF kernels may spend: RBF_LINEAR_FACTOR times the linear baseline's
-    counted cost on ``nnz`` values (T and V), or ``floor_seconds`` where more (0: no floor)."""
-    return max(floor_seconds, RBF_LINEAR_FACTOR * linear_seconds(nnz, n_classes))
+def floor_sets_budget(*, nnz: int, n_classes: int) -> bool:
+    """Whether the floor, not the linear model, sets :func:`methods_seconds`: a check there costs
+    little enough that a second fold (kcheck.verdict.remeasure) may spend the floor again."""
+    return LINEAR_FACTOR * linear_seconds(nnz, n_classes) <= FLOOR_SECONDS
 
 
-def degree2_floor_applies(*, nnz: int) -> bool:
-    """Whether degree-2 may spend the floor: the same bound on stored values as the RBF
-    kernels', but no bound on rows, as its cost counts them (:func:`degree2_seconds`). With a
-    10,000-row bound, 20,000 rows of covtype-like data (T: 15,000 rows, 180,000 values) fitted
-    1,111 rows of the relative budget's 100,000 expanded values, too few to see the products
-    that the full expansion (1.35M values) finds at +15 points."""
-    return nnz <= FLOOR_MAX_NNZ
-
-
-def degree2_floor_values(*, rows: int, nnz: int, n_classes: int, floor_seconds: float) -> int:
-    """Expanded values (per model) that the floor lets degree-2 use on T of ``rows`` rows and
-    ``nnz`` stored values, else 0. Counted at the cost per value of all of T's rows, which a
-    subsample of them does not exceed."""
-    if not degree2_floor_applies(nnz=nnz) or floor_seconds <= 0:
+def degree2_values_within(seconds: float, *, rows: int, n_classes: int, dimension: int = 0) -> int:
+    """Expanded values (per model) that ``seconds`` of counted work let degree-2 use on T of
+    ``rows`` rows, ``dimension`` expanded features wide. Counted at the cost per value of all
+    of T's rows, which a subsample of them does not exceed."""
+    if seconds <= 0:
         return 0
-    return int(round(floor_seconds / degree2_seconds(1, n_classes, rows)))
+    return int(round(seconds / degree2_seconds(1, n_classes, rows, dimension)))
 
 
 def _pairs_factor(n_classes: int) -> float:

@@ -29,6 +29,9 @@ from kcheck.checkers import kmeans as km
 from kcheck.checkers.base import Counts
 from kcheck.checkers.degree2 import expanded_dimension
 
+#: Where it is counted (kcheck.budget): degree-2's counted seconds follow it too.
+separable_factor = budget.separable_factor
+
 __all__ = ["FACTORS", "predicted_seconds", "separable_factor", "shape_seconds"]
 
 #: CPU seconds over shape seconds, per stage (median over the judged corpus; see the module's
@@ -41,21 +44,8 @@ FACTORS: dict[str, float] = {
     "rbf": 1.15,
     "rbfsvm": 0.75,
 }
-#: The separable regime: where the width exceeds the rows by more than 10^SEPARABLE_FROM, each
-#: further power of ten multiplies LIBLINEAR's cost per value by SEPARABLE_SLOPE more
-#: (degree-2 on text-like rows of 44 words: 2.3x, 7.4x and 11.6x at widths of 74, 1,180 and
-#: 18,800 times the rows).
-SEPARABLE_FROM = 1.5
-SEPARABLE_SLOPE = 3.9
 #: k-means: seconds per stored value, cluster and pass (sparse rows against dense centers).
 KMEANS_SECONDS_PER_WORK = 2.0e-9
-
-
-def separable_factor(width: int, rows: int) -> float:
-    """1 where rows are many for the width; above, 1 + SLOPE per power of ten past FROM."""
-    if rows <= 0 or width <= rows:
-        return 1.0
-    return 1.0 + SEPARABLE_SLOPE * max(0.0, math.log10(width / rows) - SEPARABLE_FROM)
 
 
 def _liblinear(nnz: int, width: int, rows: int, models: float) -> float:
@@ -79,8 +69,7 @@ def shape_seconds(name: str, counts: Counts, rows: int, estimated: float | None)
     if name == "degree2":
         expanded = int(counts.expanded_nnz * share)
         dim = expanded_dimension(counts.features)
-        main = budget.degree2_seconds(expanded, counts.n_classes, rows)
-        main *= separable_factor(dim, rows)
+        main = budget.degree2_seconds(expanded, counts.n_classes, rows, dim)
         # On a subsample, a linear model on the same rows is its reference.
         ref = (
             0.0

@@ -4,19 +4,17 @@ counts before any model trains.
 :func:`make` reads numbers of T and V (:class:`~kcheck.checkers.base.Counts`) and the options,
 never a clock or a trained model, so the same file plans the same work on every machine and
 the plan can be tested without training anything. The pipeline then only executes it: each
-checker receives its :class:`~kcheck.checkers.base.Allowance` (memory, the floor of counted
-work, its counted budget) through its context and never computes one. Only ``--time-limit``
+checker receives its :class:`~kcheck.checkers.base.Allowance` (memory, the check's whole
+budget, what is left of it) through its context and never computes one. Only ``--time-limit``
 may cut what the plan gives, at run time, to the time left.
 
-Budgets (counted seconds of the reference machine, kcheck.budget):
-
-* the linear baseline has none: everything is compared with it;
-* the RBF kernels (exact mode, and rbfsvm standing in for it) get RBF_LINEAR_FACTOR times the
-  baseline's counted cost, or the floor of counted work where T is small and that is more;
-  the stand-in gets nothing above small data's bounds;
-* the floor is for the whole check: each method gets what the ones before it (exact mode
-  first, then the checkers in registry order) left of it;
-* degree-2's cost budget is in expanded values (kcheck.checkers.degree2).
+The one budget (kcheck.budget.methods_seconds, counted seconds of the reference machine): every
+method beside the linear baseline shares ``max(FLOOR_SECONDS, LINEAR_FACTOR x the baseline's
+counted cost)``, in the order they run (exact mode first, then the checkers in registry order),
+each planned within what the ones before it left and charged what it is counted to spend. No
+row or stored-value threshold decides what runs: a method that does not fit what is left, or
+the memory limit, reports itself skipped with the reason. The linear baseline has no budget:
+everything is compared with it.
 """
 
 from __future__ import annotations
@@ -59,7 +57,8 @@ class Options:
 @dataclass(frozen=True)
 class Step:
     """One method's part: its role, whether it runs, the rows it trains on (0: it reports
-    itself skipped, with ``reason``), what cut them, and its counted seconds and budget."""
+    itself skipped, with ``reason``), what cut them, its counted seconds, and what was left of
+    the check's budget when it was planned."""
 
     name: str
     role: str
@@ -69,7 +68,8 @@ class Step:
     limited_by: str | None = None
     estimated_seconds: float | None = None
     budget_seconds: float | None = None
-    #: What is left of small data's floor of counted work when it starts.
+    #: The check's whole budget (kcheck.budget.methods_seconds); ``budget_seconds`` is what the
+    #: steps before it left of it.
     floor_seconds: float = 0.0
     #: Bytes it allocates beyond the data (None: it does not say).
     bytes: int | None = None
@@ -142,11 +142,12 @@ def make(counts: Counts, options: Options) -> Plan:
         counts.rows,
         estimated_seconds=budget.linear_seconds(counts.nnz, counts.n_classes),
     )
-    deciding = _exact(counts, options)
-    floor = budget.FLOOR_SECONDS - (deciding.estimated_seconds or 0.0 if deciding.runs else 0.0)
+    whole = budget.methods_seconds(nnz=counts.nnz, n_classes=counts.n_classes)
+    deciding = _exact(counts, options, whole)
+    left = whole - (deciding.estimated_seconds or 0.0 if deciding.runs else 0.0)
     stands_in = options.exact == "auto" and not deciding.runs
     names = tuple(n for n in options.checkers if registry.role(n) != "stand-in" or stands_in)
-    checkers = checker_steps(counts, names, max(floor, 0.0), options.memory_limit)
+    checkers = checker_steps(counts, names, max(left, 0.0), options.memory_limit, whole)
     reason = "exact mode runs" if deciding.runs else "exact mode is off"
     left_out = tuple(
         Step(n, registry.role(n), False, 0, f"{reason}: it stands in for exact mode only")
@@ -157,7 +158,7 @@ def make(counts: Counts, options: Options) -> Plan:
     return Plan(
         steps,
         beside=_beside(counts, options, steps),
-        small_data=budget.floor_applies(rows=counts.rows, nnz=counts.nnz),
+        small_data=budget.floor_sets_budget(nnz=counts.nnz, n_classes=counts.n_classes),
     )
 
 
@@ -170,17 +171,23 @@ def _predicted(step: Step, counts: Counts) -> Step:
 
 
 def checker_steps(
-    counts: Counts, names: tuple[str, ...], floor_seconds: float, memory_limit: int
+    counts: Counts,
+    names: tuple[str, ...],
+    left_seconds: float,
+    memory_limit: int,
+    whole_seconds: float | None = None,
 ) -> tuple[Step, ...]:
     """The steps of the checkers ``names``, in registry order, each sized by its own entry
-    (``CheckerSpec.size``) within what the ones before it left of the floor. A second fold
-    plans its checkers with this too."""
+    (``CheckerSpec.size``) within what the ones before it left of ``left_seconds`` (counted),
+    and charged its counted seconds. ``whole_seconds``, the check's whole budget, is recorded
+    beside (``left_seconds`` where not given). A second fold plans its checkers with this too."""
     steps = []
-    floor = floor_seconds
+    left = left_seconds
+    whole = left_seconds if whole_seconds is None else whole_seconds
     for name, spec in registry.CHECKERS.items():
         if name not in names:
             continue
-        allowed = Allowance(memory_limit, floor, _budget(spec.role, counts, floor))
+        allowed = Allowance(memory_limit, whole, left)
         sized = spec.size(counts, allowed) if spec.size is not None else Sized(counts.rows)
         steps.append(
             Step(
@@ -191,43 +198,34 @@ def checker_steps(
                 sized.reason,
                 sized.limited_by,
                 sized.estimated_seconds,
-                allowed.budget_seconds,
-                floor,
+                left,
+                whole,
                 sized.bytes,
             )
         )
-        floor = max(floor - sized.counted_seconds, 0.0)
+        left = max(left - _charged(name, sized, counts), 0.0)
     return tuple(steps)
 
 
-def _budget(role: str, counts: Counts, floor_seconds: float) -> float | None:
-    """The counted budget of a role: the RBF kernels' for the method that stands in for exact
-    mode (on small data only), none for a proxy (degree-2's is in expanded values)."""
-    if role != "stand-in":
-        return None
-    if not budget.floor_applies(rows=counts.rows, nnz=counts.nnz):
-        return 0.0
-    return budget.rbf_budget_seconds(
-        nnz=counts.all_nnz, n_classes=counts.n_classes, floor_seconds=floor_seconds
-    )
+def _charged(name: str, sized: Sized, counts: Counts) -> float:
+    """What a sized checker takes of the budget: its counted seconds, or for one that counts
+    none where it runs (MultiLinear: k-means' passes and a C search per cluster), its shape in
+    kcheck.costs, which follows the same per-value costs."""
+    if sized.rows <= 0 or sized.counted_seconds > 0 or sized.estimated_seconds is not None:
+        return sized.counted_seconds
+    return costs.shape_seconds(name, counts, sized.rows, None) or 0.0
 
 
-def _exact(counts: Counts, options: Options) -> Step:
+def _exact(counts: Counts, options: Options, whole: float) -> Step:
     """Exact mode's step: :func:`kcheck.checkers.exact.decide` on all rows (T and V), within
-    RBF_LINEAR_FACTOR times the baseline's counted cost, or the floor where T is small."""
-    small = budget.floor_applies(rows=counts.rows, nnz=counts.nnz)
-    allowed = budget.rbf_budget_seconds(
-        nnz=counts.all_nnz,
-        n_classes=counts.n_classes,
-        floor_seconds=budget.FLOOR_SECONDS if small else 0.0,
-    )
+    the whole of the check's budget (it runs first)."""
     opts = exact.ExactOptions()
     d = exact.decide(
         counts.all_rows,
         counts.all_nnz,
         counts.all_classes or counts.n_classes,
         opts,
-        budget_seconds=allowed,
+        budget_seconds=whole,
         memory_limit=options.memory_limit,
         mode=options.exact,
     )
@@ -247,8 +245,8 @@ def _exact(counts: Counts, options: Options) -> Step:
         counts.all_rows if d.run else 0,
         d.reason,
         estimated_seconds=spent if spent is not None else d.estimated_seconds,
-        budget_seconds=allowed,
-        floor_seconds=budget.FLOOR_SECONDS if small else 0.0,
+        budget_seconds=whole,
+        floor_seconds=whole,
     )
 
 
@@ -268,18 +266,13 @@ def _beside(counts: Counts, options: Options, steps: tuple[Step, ...]) -> bool:
     ``--jobs 1``. Only where it can change no plan:
 
     * no ``--time-limit`` (the checkers' time budgets would then depend on the overlap);
-    * T above degree-2's floor (no floor of counted work is handed from one checker to
-      the next) and exact mode unable to run (it would want the cores);
+    * exact mode not running (it would want the cores);
     * the worker's copy of T and V, LIBLINEAR's nodes, and what the early checkers plan to
       allocate, fit the checkers' memory budget together.
     """
     if options.jobs < 2 or options.time_limit:
         return False
-    if budget.degree2_floor_applies(nnz=counts.nnz):
-        return False  # degree-2's floor (it has no row bound) covers the RBF kernels' floor
-    if options.exact == "always" or (
-        options.exact == "auto" and counts.all_rows <= registry.EXACT.auto_max_rows
-    ):
+    if options.exact == "always" or any(s.role == "deciding" and s.runs for s in steps):
         return False
     early = [s for s in steps if s.role in ("proxy", "stand-in") and _early(s) and s.rows > 0]
     linear = budget.linear_seconds(counts.nnz, counts.n_classes)

@@ -4,7 +4,7 @@
 Usage:
     python scripts/calibrate_rbfsvm.py FILE [FILE ...] [-o scripts/results/calibrate_rbfsvm.md]
 
-For each LIBSVM file (T at most budget.FLOOR_MAX_ROWS rows, where the checker may run): scale
+For each LIBSVM file (T of at most about 10,000 rows, where the checker's cost fits): scale
 by max |x|, split 3:1 with seed 0, and run the checker's search and training with the most
 tuning rows (2,000). Reported: the wall time of the whole checker next to
 :func:`kcheck.checkers.rbfsvm.estimated_seconds`, and of its trainings (one per gamma on two

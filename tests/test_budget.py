@@ -48,24 +48,21 @@ def test_counted_costs_are_monotone_and_model_counts() -> None:
     assert budget.degree2_seconds(3_000_000, 2, 40_000) == pytest.approx(18.0)
     assert budget.degree2_seconds(3_000_000, 2, 500) == pytest.approx(9.0)
     floor = budget.FLOOR_SECONDS
-    assert (
-        budget.degree2_floor_values(rows=750, nnz=45_000, n_classes=2, floor_seconds=floor)
-        == 3_333_333
+    assert budget.degree2_values_within(floor, rows=750, n_classes=2) == 3_333_333
+    assert budget.degree2_values_within(floor, rows=750, n_classes=4) == 833_333
+    # Poker's T (18,750 rows): at the cost per value of its rows.
+    assert budget.degree2_values_within(floor, rows=18_750, n_classes=2) == round(
+        floor / (3.0e-6 * (18_750 / 10_000) ** 0.5)
     )
-    assert (
-        budget.degree2_floor_values(rows=750, nnz=45_000, n_classes=4, floor_seconds=floor)
-        == 833_333
+    assert budget.degree2_values_within(0.0, rows=750, n_classes=2) == 0
+    # The one budget: the floor, or twice the baseline where more.
+    assert budget.methods_seconds(nnz=45_000, n_classes=2) == floor
+    assert budget.floor_sets_budget(nnz=45_000, n_classes=2)
+    big = 10_000_000
+    assert budget.methods_seconds(nnz=big, n_classes=2) == pytest.approx(
+        budget.LINEAR_FACTOR * budget.linear_seconds(big, 2)
     )
-    # Poker's T (18,750 rows): the floor applies to degree-2, at the cost per value of its rows;
-    # the RBF kernels' floor does not.
-    assert budget.degree2_floor_values(
-        rows=18_750, nnz=187_500, n_classes=2, floor_seconds=floor
-    ) == round(floor / (3.0e-6 * (18_750 / 10_000) ** 0.5))
-    assert not budget.floor_applies(rows=18_750, nnz=187_500)
-    assert (
-        budget.degree2_floor_values(rows=5_000, nnz=400_000, n_classes=2, floor_seconds=floor) == 0
-    )
-    assert budget.degree2_floor_values(rows=750, nnz=45_000, n_classes=2, floor_seconds=0.0) == 0
+    assert not budget.floor_sets_budget(nnz=big, n_classes=2)
     small = budget.exact_seconds(
         rows=500, nnz=5000, n_classes=2, tune_rows=500, grid_points=28, gammas=4, repeats=2, folds=5
     )
@@ -97,64 +94,43 @@ def test_the_floor_runs_degree2_in_full_on_small_dense_data(interaction_file: Pa
     assert v["deciding_checker"] == "degree2"
 
 
-def test_without_the_floor_the_same_data_skips_degree2(interaction_file: Path) -> None:
-    """What the floor changes: with floor_seconds 0 (as where exact mode ran) only the relative
-    budget applies, and too few rows fit it."""
+def test_without_a_budget_left_the_same_data_skips_degree2(interaction_file: Path) -> None:
+    """What the budget left changes: with 0.1 counted seconds left (as where other methods
+    spent the rest) too few rows fit; with the floor, all of them."""
     from kcheck.checkers.base import Dataset
     from kcheck.data import read_libsvm
 
     y, X = read_libsvm(str(interaction_file))
     T = Dataset(X[:750], y[:750])
-    opts = degree2.Degree2Options(max_cost_nnz=max(T.X.nnz // 3, degree2.MIN_COST_NNZ))
+    opts = degree2.Degree2Options(budget_seconds=0.1)
     assert degree2.plan_rows(T, 2, opts).rows == 0
-    floored = degree2.Degree2Options(
-        max_cost_nnz=opts.max_cost_nnz, floor_seconds=budget.FLOOR_SECONDS
-    )
+    floored = degree2.Degree2Options(budget_seconds=budget.FLOOR_SECONDS)
     assert degree2.plan_rows(T, 2, floored).rows == 750
-    # Where the full expansion is over the floor, a subsample of the floor's size runs.
+    # Where the full expansion is over the budget, a subsample of the budget's size runs.
     T2 = Dataset(sp.vstack([T.X] * 6, format="csr"), np.tile(T.y, 6))
     plan = degree2.plan_rows(T2, 2, floored)
     per_row = 40 + 40 * 41 // 2
-    assert (
-        plan.rows
-        == budget.degree2_floor_values(
-            rows=4500, nnz=T2.X.nnz, n_classes=2, floor_seconds=budget.FLOOR_SECONDS
-        )
-        // per_row
-    )
+    within = budget.degree2_values_within(budget.FLOOR_SECONDS, rows=4500, n_classes=2)
+    assert plan.rows == within // per_row
     assert 1000 <= plan.rows < 4500 and plan.limited_by == "cost"
-    # Above FLOOR_MAX_NNZ stored values the floor never applies (large data keeps its ratios).
-    wide = Dataset(sp.hstack([T.X] * 12, format="csr"), T.y)
-    assert wide.X.nnz > budget.FLOOR_MAX_NNZ
-    huge_floor = degree2.Degree2Options(max_cost_nnz=wide.X.nnz // 3, floor_seconds=1e9)
-    assert degree2.plan_rows(wide, 2, huge_floor).rows < 750
 
 
 @pytest.mark.slow
-def test_degree2_gets_the_floor_above_ten_thousand_rows(tmp_path: Path) -> None:
-    """Degree-2's floor has no row bound (its counted cost grows with the rows instead): on
-    14,000 rows of 10 dense features (T: 10,500 rows, 105,000 values) the relative budget alone
-    fits 1,538 rows of the 682,500-value expansion, the floor all of it. Before, T above 10,000
+def test_degree2_gets_the_budget_above_ten_thousand_rows(tmp_path: Path) -> None:
+    """No row count decides: on 14,000 rows of 10 dense features (T: 10,500 rows, 105,000
+    values) the budget pays degree-2's whole 682,500-value expansion. Before, T above 10,000
     rows had no floor, and 20,000 rows of covtype-like data kept 1,111 rows and missed a
-    +15-point gain. The RBF kernels' floor keeps its row bound."""
+    +15-point gain."""
     from kcheck.checkers.base import Dataset
 
     y, X = interactions(rows=14_000, features=10, seed=1)
     T = Dataset(sp.csr_matrix(X[:10_500]), y[:10_500])
-    assert T.rows > budget.FLOOR_MAX_ROWS and T.X.nnz <= budget.FLOOR_MAX_NNZ
-    assert not budget.floor_applies(rows=T.rows, nnz=T.X.nnz)
-    relative = degree2.Degree2Options(max_cost_nnz=degree2.MIN_COST_NNZ)
-    assert degree2.plan_rows(T, 2, relative).rows == degree2.MIN_COST_NNZ // 65
-    floored = degree2.Degree2Options(
-        max_cost_nnz=degree2.MIN_COST_NNZ, floor_seconds=budget.FLOOR_SECONDS
-    )
+    floored = degree2.Degree2Options(budget_seconds=budget.FLOOR_SECONDS)
     assert degree2.plan_rows(T, 2, floored).rows == T.rows
-    # A floor of 1 s buys fewer values on these rows than on 10,000 (the cost per value grows).
-    one = budget.degree2_floor_values(rows=T.rows, nnz=T.X.nnz, n_classes=2, floor_seconds=1.0)
-    assert one < budget.degree2_floor_values(
-        rows=10_000, nnz=T.X.nnz, n_classes=2, floor_seconds=1.0
-    )
-    sub = degree2.Degree2Options(max_cost_nnz=degree2.MIN_COST_NNZ, floor_seconds=1.0)
+    # A budget of 1 s buys fewer values on these rows than on 10,000 (the cost per value grows).
+    one = budget.degree2_values_within(1.0, rows=T.rows, n_classes=2)
+    assert one < budget.degree2_values_within(1.0, rows=10_000, n_classes=2)
+    sub = degree2.Degree2Options(budget_seconds=1.0)
     assert degree2.plan_rows(T, 2, sub).rows == one // 65
 
     path = tmp_path / "pairs14k.svm"
@@ -162,7 +138,7 @@ def test_degree2_gets_the_floor_above_ten_thousand_rows(tmp_path: Path) -> None:
     v = run(CheckConfig(train=str(path), checkers=("degree2", "rbfsvm"))).json
     d2 = v["checkers"]["degree2"]
     assert d2["status"] == "ok" and d2["fraction"] == 1.0, d2
-    assert not v["exact"]["ran"] and v["checkers"]["rbfsvm"]["status"] == "skipped"
+    assert not v["exact"]["ran"]
     assert v["verdict"] == "kernel" and v["margin"] == "clear"
 
 
@@ -241,13 +217,10 @@ def test_same_json_under_load_with_any_jobs_and_free_memory(datasets: Path, name
     assert squeezed == quiet
 
 
-def test_exact_mode_gets_the_floor_only_on_small_data() -> None:
-    """Above FLOOR_MAX_NNZ stored values in T (madelon's 750,000 dense values) exact mode keeps
-    only its relative budget, so the floor cannot add a minute to a check whose linear model
-    already takes several seconds; below, the floor is the budget."""
-    from kcheck.checkers import exact
-    from kcheck.checkers.base import Dataset
-
+def test_exact_mode_gets_the_one_budget_at_every_size() -> None:
+    """Madelon-like T (750,000 dense values) no longer loses exact mode to a stored-value
+    threshold: its budget is the check's, the floor where the linear model is cheap and twice
+    the baseline above."""
     rng = np.random.default_rng(0)
 
     def split(rows: int, features: int) -> tuple[Dataset, Dataset]:
@@ -257,13 +230,14 @@ def test_exact_mode_gets_the_floor_only_on_small_data() -> None:
         return Dataset(X[:t], y[:t]), Dataset(X[t:], y[t:])
 
     T, V = split(800, 40)
-    assert budget.floor_applies(rows=T.rows, nnz=T.X.nnz)
     assert _exact_budget(T, V) == budget.FLOOR_SECONDS
     T, V = split(1600, 300)
-    assert T.X.nnz > budget.FLOOR_MAX_NNZ and not budget.floor_applies(rows=T.rows, nnz=T.X.nnz)
-    relative = exact.LINEAR_FACTOR * budget.linear_seconds(T.X.nnz + V.X.nnz, 2)
-    assert relative < budget.FLOOR_SECONDS
-    assert _exact_budget(T, V) == pytest.approx(relative)
+    assert _exact_budget(T, V) == budget.methods_seconds(nnz=T.X.nnz, n_classes=2)
+    T, V = split(1600, 2000)  # 2.4M values: the baseline sets the budget
+    assert _exact_budget(T, V) == pytest.approx(
+        budget.LINEAR_FACTOR * budget.linear_seconds(T.X.nnz, 2)
+    )
+    assert _exact_budget(T, V) > budget.FLOOR_SECONDS
 
 
 def _exact_budget(T: Dataset, V: Dataset) -> float | None:

@@ -234,7 +234,7 @@ def test_shift_finds_a_product_of_features_on_an_offset(monkeypatch):
 
     lin, _ = tuning.fit_linear(T.X, T.y, seed=0)
     base = score(lin, V).correct
-    opts = degree2.Degree2Options(floor_seconds=10.0)
+    opts = degree2.Degree2Options(budget_seconds=10.0)
     shifted = degree2.run(T, V, opts)
     assert shifted.status == "ok" and shifted.info["shifted_features"] == 8
     gap = paired_gap(shifted.correct, base)

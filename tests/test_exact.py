@@ -126,12 +126,17 @@ def test_always_and_never_ignore_the_estimate():
         exact.decide_run(X, y, opts, budget_seconds=1.0, memory_limit=GIB, mode="sometimes")
 
 
-def test_too_many_rows_or_too_little_memory_refuse():
-    X, y = circles(exact.MAX_ROWS + 1)
+def test_too_costly_or_too_little_memory_refuse():
+    X, y = circles(6_000)
+    d = exact.decide_run(
+        X, y, exact.ExactOptions(), budget_seconds=10.0, memory_limit=64 * GIB, mode="auto"
+    )
+    assert not d.run and d.reason.startswith("its counted cost is over")
+    # No row count decides: a budget that pays for 6,000 rows runs them.
     d = exact.decide_run(
         X, y, exact.ExactOptions(), budget_seconds=1e9, memory_limit=64 * GIB, mode="auto"
     )
-    assert not d.run and d.reason.startswith("too large")
+    assert d.run
     X, y = circles(500)
     tiny = exact.matrix_bytes(500) - 1
     for mode in ("auto", "always"):

@@ -4,7 +4,7 @@ A refactor must not change what kcheck says. Each case runs the whole check (``-
 ``always`` and the default ``auto``, a fixed ``--memory-limit`` and one job, so that nothing
 machine-dependent enters) and compares the JSON without its ``*seconds`` fields to
 ``tests/golden/NAME.json``. Two more cases cover what only larger data does: rbfsvm standing in
-for exact mode (6,000 rows, over exact mode's 5,000), and the baseline trained beside the
+for exact mode (6,000 rows, where exact mode's counted cost is over the check's budget), and the baseline trained beside the
 checkers with ``-j 2`` (its JSON must be that of one job).
 
 A deliberate change of behaviour regenerates them:
@@ -59,8 +59,8 @@ def _wavy(path: Path) -> None:
 
 
 def _wide(path: Path) -> None:
-    """24,000 rows of 50 dense features (1.2M values): T is above the floor and the linear
-    baseline counts 2 seconds or more, so with two jobs it trains beside the checkers."""
+    """24,000 rows of 50 dense features (1.2M values): the linear baseline counts 2 seconds or
+    more, so with two jobs it trains beside the checkers."""
     rng = np.random.default_rng(14)
     X = np.round(rng.normal(size=(24_000, 50)), 3)
     y = np.where(X[:, :10].sum(axis=1) + X[:, 10] * X[:, 11] > 0, 1.0, -1.0)

@@ -45,15 +45,20 @@ def make(c: Counts, **options: object) -> plan.Plan:
     return plan.make(c, plan.Options(checkers=DEFAULT, memory_limit=8 * GIB, **options))  # type: ignore[arg-type]
 
 
-def test_small_data_runs_exact_mode_and_the_proxies_get_what_it_left_of_the_floor() -> None:
+def test_small_data_runs_exact_mode_and_the_checkers_get_what_it_left_of_the_budget() -> None:
     p = make(counts(600))
+    whole = budget.methods_seconds(nnz=600 * 10, n_classes=2)
+    assert whole == budget.FLOOR_SECONDS  # a cheap linear model: the floor sets the budget
     rbf = p.step(exact.NAME)
     assert rbf is not None and rbf.runs and rbf.role == "deciding" and rbf.rows == 800
-    assert rbf.budget_seconds == budget.FLOOR_SECONDS and rbf.estimated_seconds is not None
-    assert 0 < rbf.estimated_seconds <= budget.FLOOR_SECONDS
-    left = budget.FLOOR_SECONDS - rbf.estimated_seconds
+    assert rbf.budget_seconds == whole and rbf.estimated_seconds is not None
+    assert 0 < rbf.estimated_seconds <= whole
+    left = whole - rbf.estimated_seconds
     assert [s.name for s in p.checkers] == ["multilinear", "degree2"]
-    assert all(s.floor_seconds == pytest.approx(left) for s in p.checkers)
+    ml, d2 = p.checkers
+    assert ml.budget_seconds == pytest.approx(left) and ml.floor_seconds == whole
+    # MultiLinear is charged its shape, degree-2 gets the rest.
+    assert d2.budget_seconds is not None and 0 < d2.budget_seconds < left
     # The stand-in does not run where exact mode runs, and the plan says why.
     svm = p.step("rbfsvm")
     assert svm is not None and not svm.runs and svm.rows == 0 and svm.role == "stand-in"
@@ -61,20 +66,32 @@ def test_small_data_runs_exact_mode_and_the_proxies_get_what_it_left_of_the_floo
     assert p.small_data and not p.beside
 
 
-def test_above_exact_modes_rows_the_stand_in_runs_on_what_degree2_left() -> None:
+def test_where_exact_mode_does_not_fit_the_stand_in_runs_on_what_degree2_left() -> None:
     c = counts(4_500, width=5, per_row=5)
     p = make(c)
     rbf = p.step(exact.NAME)
     assert rbf is not None and not rbf.runs and rbf.reason is not None
-    assert rbf.reason.startswith("too large: 6,000 rows")
-    d2, svm = p.step("degree2"), p.step("rbfsvm")
-    assert d2 is not None and svm is not None and svm.runs and svm.rows == c.rows
-    assert d2.floor_seconds == budget.FLOOR_SECONDS  # exact mode spent none of it
+    # No row count decides: its counted cost is over the budget.
+    assert rbf.reason.startswith("its counted cost is over")
+    assert rbf.estimated_seconds is not None and rbf.estimated_seconds > budget.FLOOR_SECONDS
+    ml, d2, svm = p.step("multilinear"), p.step("degree2"), p.step("rbfsvm")
+    assert ml is not None and d2 is not None and svm is not None and svm.runs
+    assert svm.rows == c.rows
+    assert ml.budget_seconds == budget.FLOOR_SECONDS  # exact mode spent none of it
     spent = budget.degree2_seconds(c.expanded_nnz, 2, c.rows)
     assert d2.estimated_seconds == pytest.approx(spent)
-    assert svm.floor_seconds == pytest.approx(budget.FLOOR_SECONDS - spent)
-    assert svm.budget_seconds == pytest.approx(budget.FLOOR_SECONDS - spent)
+    assert d2.budget_seconds is not None
+    assert svm.budget_seconds == pytest.approx(d2.budget_seconds - spent)
     assert svm.estimated_seconds is not None and svm.estimated_seconds <= svm.budget_seconds
+
+
+def test_exact_mode_runs_on_any_rows_its_cost_fits() -> None:
+    """The same 2,000 rows of 500 dense values: exact mode runs (its kernels cost rows^2, not
+    values); no stored-value threshold skips it."""
+    c = counts(1_500, width=500, per_row=500)
+    rbf = make(c).step(exact.NAME)
+    assert rbf is not None and rbf.runs and rbf.rows == 2_000
+    assert rbf.estimated_seconds is not None and rbf.estimated_seconds <= budget.FLOOR_SECONDS
 
 
 def test_exact_never_plans_no_rbf_svm_at_all() -> None:
@@ -85,23 +102,36 @@ def test_exact_never_plans_no_rbf_svm_at_all() -> None:
     assert "rbfsvm" not in [s.name for s in p.checkers]
 
 
-def test_above_small_datas_bounds_the_stand_in_has_no_budget_and_degree2_subsamples() -> None:
-    c = counts(40_000, width=20, per_row=10)
+def test_on_large_data_the_budget_is_twice_the_baseline_and_degree2_subsamples() -> None:
+    c = counts(400_000, width=20, per_row=10)
     p = make(c)
-    svm, d2 = p.step("rbfsvm"), p.step("degree2")
+    linear = budget.linear_seconds(c.nnz, 2)
+    assert budget.methods_seconds(nnz=c.nnz, n_classes=2) == budget.LINEAR_FACTOR * linear
     assert not p.small_data
-    assert svm is not None and svm.runs and svm.budget_seconds == 0.0 and svm.rows == 0
-    assert svm.reason is not None and "small data" in svm.reason
+    ml, svm, d2 = p.step("multilinear"), p.step("rbfsvm"), p.step("degree2")
+    assert ml is not None and ml.budget_seconds == pytest.approx(budget.LINEAR_FACTOR * linear)
     assert d2 is not None and 0 < d2.rows < c.rows and d2.limited_by == "cost"
+    assert svm is not None and svm.runs and svm.rows == 0 and svm.limited_by == "cost"
+    assert svm.reason is not None and "over the budget" in svm.reason
 
 
-def test_the_baseline_goes_beside_only_with_two_jobs_on_large_data() -> None:
+def test_wide_sparse_data_is_counted_in_the_separable_regime() -> None:
+    """Degree-2 on text-like rows (8,000 words, 50 a row) costs ten times its values: the plan
+    counts that and skips it, where counting values alone ran it for minutes."""
+    c = counts(6_000, width=8_000, per_row=50)
+    d2 = make(c).step("degree2")
+    assert d2 is not None and d2.rows == 0 and d2.limited_by == "cost"
+    dim = degree2.expanded_dimension(8_000)
+    assert budget.degree2_seconds(1000, 2, 6_000, dim) > 9 * budget.degree2_seconds(1000, 2, 6_000)
+
+
+def test_the_baseline_goes_beside_only_with_two_jobs_where_both_pay() -> None:
     c = counts(200_000, width=40, per_row=40)  # 8M values: 20 counted seconds of baseline
     assert make(c, jobs=2).beside
     assert not make(c, jobs=1).beside
     assert not make(c, jobs=2, time_limit=True).beside
     assert not make(c, jobs=2, exact="always").beside
-    assert not make(counts(6_000), jobs=2).beside  # within degree-2's floor
+    assert not make(counts(6_000), jobs=2).beside  # the baseline is too cheap to move
     # Beside, the checkers that do not read the baseline run first.
     beside = make(c, jobs=2)
     assert [s.name for s in beside.checkers][:2] == ["multilinear", "degree2"]
@@ -132,14 +162,16 @@ def test_a_plan_reads_no_clock_and_trains_nothing(monkeypatch: pytest.MonkeyPatc
 def test_every_plan_is_consistent(
     rows: int, per_row: int, classes: int, exact_mode: str, memory: int
 ) -> None:
-    """Whatever the counts: the floor only shrinks from step to step, a step that trains no
-    rows says why, the stand-in runs only where exact mode is auto and does not, and the JSON
-    names every method once."""
+    """Whatever the counts: what is left of the one budget only shrinks from step to step, a
+    step that trains no rows says why, the stand-in runs only where exact mode is auto and
+    does not, and the JSON names every method once."""
     c = counts(rows, width=max(per_row, 1), per_row=per_row, classes=classes)
     p = plan.make(c, plan.Options(checkers=DEFAULT, exact=exact_mode, memory_limit=memory))
-    floors = [s.floor_seconds for s in p.checkers]
-    assert floors == sorted(floors, reverse=True)
-    assert all(0.0 <= f <= budget.FLOOR_SECONDS for f in floors)
+    whole = budget.methods_seconds(nnz=c.nnz, n_classes=classes)
+    left = [s.budget_seconds or 0.0 for s in p.checkers]
+    assert left == sorted(left, reverse=True)
+    assert all(0.0 <= f <= whole for f in left)
+    assert all(s.floor_seconds == whole for s in p.checkers)
     for s in p.steps:
         if s.rows == 0:
             assert s.reason

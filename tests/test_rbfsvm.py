@@ -55,7 +55,7 @@ def wavy_check(wavy_file: Path):  # type: ignore[no-untyped-def]
 @pytest.mark.slow
 def test_it_finds_the_gain_that_degree2_misses(wavy_check) -> None:  # type: ignore[no-untyped-def]
     v = wavy_check.json
-    assert v["exact"]["ran"] is False and "too large" in v["exact"]["reason"]
+    assert v["exact"]["ran"] is False and "counted cost is over" in v["exact"]["reason"]
     svm = v["checkers"]["rbfsvm"]
     assert svm["status"] == "ok", svm["reason"]
     assert svm["rows"] == v["split"]["train"]
@@ -68,15 +68,17 @@ def test_it_finds_the_gain_that_degree2_misses(wavy_check) -> None:  # type: ign
     assert svm["gamma"] == pytest.approx(2.0 ** svm["log2_gamma"], rel=1e-5)
 
 
-def test_it_gets_what_degree2_left_of_the_floor(wavy_check) -> None:  # type: ignore[no-untyped-def]
-    """The floor is for the whole check: degree-2 ran first, and rbfsvm's budget is the floor
-    less degree-2's counted cost (the relative budget is smaller on these 0.1 s models)."""
-    T, V = wavy_check.T, wavy_check.V
+def test_it_gets_what_degree2_left_of_the_budget(wavy_check) -> None:  # type: ignore[no-untyped-def]
+    """The budget is for the whole check: MultiLinear and degree-2 ran first, and rbfsvm's
+    budget is the floor (these 0.1 s linear models set none higher) less their charges."""
+    T = wavy_check.T
+    plan_steps = {s["name"]: s for s in wavy_check.json["plan"]["steps"]}
     svm = wavy_check.json["checkers"]["rbfsvm"]
     spent = budget.degree2_seconds(int(degree2.row_expanded_nnz(T.X).sum()), 2, T.rows)
-    relative = rbfsvm.LINEAR_FACTOR * budget.linear_seconds(T.X.nnz + V.X.nnz, 2)
-    assert 0 < spent and relative < budget.FLOOR_SECONDS - spent
-    assert svm["budget_seconds"] == pytest.approx(budget.FLOOR_SECONDS - spent, abs=1e-3)
+    assert budget.methods_seconds(nnz=T.X.nnz, n_classes=2) == budget.FLOOR_SECONDS
+    d2_left = plan_steps["degree2"]["budget_seconds"]
+    assert 0 < spent < d2_left < budget.FLOOR_SECONDS
+    assert svm["budget_seconds"] == pytest.approx(d2_left - spent, abs=2e-3)
     assert svm["estimated_seconds"] <= svm["budget_seconds"]
 
 
@@ -99,13 +101,18 @@ def test_the_plan_takes_the_most_tuning_rows_the_budget_affords() -> None:
     assert rbfsvm.plan(small_T, small_V, 2, 1e9).tune_rows == small_T.rows
 
 
-def test_above_small_datas_bounds_it_has_no_budget() -> None:
+def test_no_row_count_skips_it_only_its_cost() -> None:
+    """14,000 rows of few features: once, T above 10,000 rows gave it no budget at all; now
+    what is left of the one budget decides, and the reason names the counted cost."""
     T, V = _split(*linear_rule(14_000))
-    assert T.rows > budget.FLOOR_MAX_ROWS
     (step,) = plan.checker_steps(Counts.of(T, V), ("rbfsvm",), budget.FLOOR_SECONDS, 2**33)
-    assert step.budget_seconds == 0.0 and step.rows == 0
-    p = rbfsvm.plan(T, V, 2, 0.0)
-    assert p.tune_rows is None and p.reason is not None and "small data" in p.reason
+    assert step.budget_seconds == budget.FLOOR_SECONDS
+    p = rbfsvm.plan(T, V, 2, budget.FLOOR_SECONDS)
+    assert (p.tune_rows is None) == (step.rows == 0)
+    if p.tune_rows is None:
+        assert p.reason is not None and "over the budget" in p.reason
+    roomy = rbfsvm.plan(T, V, 2, 1e6)
+    assert roomy.tune_rows is not None
 
 
 @pytest.mark.slow

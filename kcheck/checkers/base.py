@@ -86,8 +86,9 @@ class Counts:
 
 @dataclass(frozen=True)
 class Allowance:
-    """What the plan gives one checker: the memory it may allocate beyond the data, the floor
-    of counted seconds small data may spend, and its counted budget (None: it has none)."""
+    """What the plan gives one checker: the memory it may allocate beyond the data, the check's
+    whole budget in counted seconds (kcheck.budget.methods_seconds), and what the methods
+    before it left of it, its own budget (None: it has none)."""
 
     memory_limit: int
     floor_seconds: float = 0.0
@@ -105,7 +106,7 @@ class Sized:
     reason: str | None = None
     limited_by: str | None = None
     bytes: int | None = None
-    #: What it will spend of small data's floor (0 where it is skipped) ...
+    #: What it will spend of the check's budget (0 where it is skipped) ...
     counted_seconds: float = 0.0
     #: ... and its estimate, run or not (None: it has none).
     estimated_seconds: float | None = None
@@ -182,9 +183,9 @@ class Context:
 
     ``memory_limit`` is what a checker may allocate on top of the data already in memory.
     ``deadline`` is a ``time.perf_counter()`` value (``--time-limit``), or None.
-    ``floor_seconds`` is the counted work small data may spend whatever the relative budget
-    (kcheck.budget), and ``budget_seconds`` the counted work the plan gives the checker that
-    receives this context (None: it has no counted budget); both come from kcheck.plan, which
+    ``floor_seconds`` is the check's whole budget of counted work (kcheck.budget), and
+    ``budget_seconds`` what the methods before this checker left of it, which it may spend
+    (None: it has no counted budget); both come from kcheck.plan, which
     decides them once from counts, and a checker only reads them. ``baseline`` is None while the
     linear baseline still runs beside the checkers that do not need it (registry's
     ``needs_baseline``); :meth:`linear` is how a checker reads it.

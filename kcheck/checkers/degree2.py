@@ -50,11 +50,6 @@ DEFAULT_MAX_NNZ = 60_000_000
 #: 2.0, madelon's 20 useful features 1.4, dna 1.2, german.numer 0.9, poker 10 (the outlier:
 #: at large C its Newton solves take many iterations). 3 covers all but the outlier.
 TIME_PER_NNZ_RATIO = 3.0
-#: Degree-2's cost budget in expanded stored values: COST_FACTOR x the stored values of T (so
-#: that, at TIME_PER_NNZ_RATIO, it costs about as much as the linear baseline), but at least
-#: MIN_COST_NNZ. A count rather than a clock keeps the JSON the same from run to run.
-COST_FACTOR = 1.0 / TIME_PER_NNZ_RATIO
-MIN_COST_NNZ = 100_000
 #: An expansion this small runs in full whatever the budget: it takes well under a second, and
 #: on small data the linear baseline's time is too short to scale a budget from.
 FREE_NNZ = 300_000
@@ -161,7 +156,8 @@ def _expand_rows(
 
 @dataclass(frozen=True)
 class Degree2Options:
-    """``max_cost_nnz`` caps the expanded nonzeros by cost, deterministically (a count, not a
+    """``budget_seconds`` (counted, kcheck.budget: what the plan left of the check's budget) and
+    ``max_cost_nnz`` cap the expanded nonzeros by cost, deterministically (a count, not a
     clock). ``time_budget`` (seconds) with ``seconds_per_nnz`` (the linear baseline's measured
     seconds per stored value of T) caps it by the time left under ``--time-limit``."""
 
@@ -172,9 +168,7 @@ class Degree2Options:
     max_cost_nnz: int | None = None
     time_budget: float | None = None
     seconds_per_nnz: float | None = None
-    #: Counted seconds (kcheck.budget) that small data (at most budget.FLOOR_MAX_NNZ stored
-    #: values in T) may spend whatever the cost budget: what exact mode left of the floor.
-    floor_seconds: float = 0.0
+    budget_seconds: float | None = None
     #: Class weights of the metric (``-wi``), for the model and its subsample's reference.
     class_weight: engines.ClassWeight | None = None
 
@@ -220,17 +214,17 @@ def plan_counts(
         "cost": rows,
         "time": rows,
     }
-    # One-vs-rest trains n_w models, so a small expansion is small in all of them together.
-    # On small data the floor of counted work raises the cost budget: the full expansion runs
-    # where it fits, a subsample of the floor's size where it does not.
-    total = expanded
-    floor = budget.degree2_floor_values(
-        rows=rows, nnz=nnz, n_classes=n_classes, floor_seconds=options.floor_seconds
-    )
-    small = total * n_w <= FREE_NNZ or total <= floor
-    cost_budget = None
-    if options.max_cost_nnz is not None and not small:
-        cost_budget = max(options.max_cost_nnz, floor)
+    # One-vs-rest trains n_w models, so a small expansion is small in all of them together, and
+    # runs in full whatever the budget.
+    caps = [options.max_cost_nnz] if options.max_cost_nnz is not None else []
+    if options.budget_seconds is not None:
+        caps.append(
+            budget.degree2_values_within(
+                options.budget_seconds, rows=rows, n_classes=n_classes, dimension=dim
+            )
+        )
+    cost_budget = min(caps) if caps else None
+    if cost_budget is not None and expanded * n_w > FREE_NNZ and expanded > cost_budget:
         limits["cost"] = int(cost_budget // mean_nnz)
     if options.time_budget is not None and options.seconds_per_nnz is not None:
         seconds_per_row = TIME_PER_NNZ_RATIO * options.seconds_per_nnz * mean_nnz
@@ -310,7 +304,9 @@ def run(T: Dataset, V: Dataset, options: Degree2Options) -> CheckerResult:
     PT = expand(shift.apply(XT))
     info["shifted_features"] = int(shift.columns.size)
     model, cv = tuning.fit_linear(PT, yT, seed=options.seed, class_weight=options.class_weight)
-    counted = budget.degree2_seconds(int(PT.nnz), n_classes, int(PT.shape[0]))
+    counted = budget.degree2_seconds(
+        int(PT.nnz), n_classes, int(PT.shape[0]), expanded_dimension(int(T.X.shape[1]))
+    )
     del PT
 
     # Not a closure: it pickles, so the checker can run in a worker process.
@@ -450,7 +446,7 @@ class Shift:
 
 def _options(T: Dataset, ctx: Context) -> Degree2Options:
     return dataclasses.replace(
-        _allowed(int(T.X.nnz), Allowance(ctx.memory_limit, ctx.floor_seconds)),
+        _allowed(Allowance(ctx.memory_limit, budget_seconds=ctx.budget_seconds)),
         seed=ctx.seed,
         time_budget=ctx.seconds_left(),
         # A clock, read only under --time-limit (the baseline then ran before the checkers).
@@ -459,21 +455,17 @@ def _options(T: Dataset, ctx: Context) -> Degree2Options:
     )
 
 
-def _allowed(nnz: int, allowed: Allowance) -> Degree2Options:
-    """The options of what the plan allows: the memory, the floor, and a cost budget of
-    COST_FACTOR x T's ``nnz`` stored values."""
-    return Degree2Options(
-        memory_limit=allowed.memory_limit,
-        max_cost_nnz=int(max(COST_FACTOR * nnz, MIN_COST_NNZ)),
-        floor_seconds=allowed.floor_seconds,
-    )
+def _allowed(allowed: Allowance) -> Degree2Options:
+    """The options of what the plan allows: the memory, and what is left of the check's
+    budget in counted seconds."""
+    return Degree2Options(memory_limit=allowed.memory_limit, budget_seconds=allowed.budget_seconds)
 
 
 def size(counts: Counts, allowed: Allowance) -> Sized:
     """What :func:`check` will do, from counts (kcheck.plan asks before anything trains): its
     rows (:func:`plan_counts`), what it allocates beyond the data (the expanded rows, CSR and
     LIBLINEAR's copy, the weight vectors and one prediction chunk's temporaries) and its
-    counted seconds, which small data's floor pays."""
+    counted seconds, which the check's budget pays."""
     n = counts.n_classes
     p = plan_counts(
         counts.rows,
@@ -481,7 +473,7 @@ def size(counts: Counts, allowed: Allowance) -> Sized:
         counts.nnz,
         counts.expanded_nnz,
         n,
-        _allowed(counts.nnz, allowed),
+        _allowed(allowed),
     )
     if p.rows == 0:
         return Sized(0, p.reason, p.limited_by, 0)
@@ -490,15 +482,14 @@ def size(counts: Counts, allowed: Allowance) -> Sized:
         if p.rows == counts.rows
         else round(p.rows * counts.expanded_nnz / counts.rows)
     )
-    counted = budget.degree2_seconds(expanded, n, p.rows)
+    counted = budget.degree2_seconds(expanded, n, p.rows, expanded_dimension(counts.features))
     return Sized(
         p.rows, p.reason, p.limited_by, p.bytes + 12 * 8 * EXPAND_CHUNK_NNZ, counted, counted
     )
 
 
 def check(T: Dataset, V: Dataset, ctx: Context) -> CheckerResult:
-    """The checker as the pipeline runs it: a cost budget relative to T's stored values, the
-    floor of counted work on small data, and (under ``--time-limit``) the time left, in a
-    worker process that the deadline can stop."""
+    """The checker as the pipeline runs it: what the plan left of the check's budget and
+    (under ``--time-limit``) the time left, in a worker process that the deadline can stop."""
     ctx.progress(Event("degree-2 checker"))
     return run_until(ctx.deadline, run, T, V, _options(T, ctx))

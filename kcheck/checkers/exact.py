@@ -73,11 +73,6 @@ from kcheck.split import stratified_folds
 from kcheck.verdict import settled
 
 NAME = "rbf"
-#: Exact mode's relative budget: this many times the linear baseline's counted cost.
-LINEAR_FACTOR = budget.RBF_LINEAR_FACTOR
-
-#: ``auto`` never considers more rows than this: the distance matrix is rows^2 doubles.
-MAX_ROWS = 5_000
 #: Repeats stop early only after this many.
 MIN_REPEATS = 2
 #: The progress stage's name.
@@ -191,16 +186,15 @@ def decide(
     values, and why; from counts only, so the plan (kcheck.plan) decides it before training.
 
     ``never`` and ``always`` decide alone (``always`` still refuses what cannot fit the memory
-    limit). ``auto`` runs when the data has at most MAX_ROWS rows and :func:`counted_seconds`
-    is within ``budget_seconds`` (``basis`` names it in the reason). Where it runs, the
-    search's rows are the most that budget affords (:func:`tune_rows_within`).
+    limit). ``auto`` runs where :func:`counted_seconds` is within ``budget_seconds``, the
+    check's budget (kcheck.budget.methods_seconds; ``basis`` names it in the reason): no row
+    count decides. Where it runs, the search's rows are the most that budget affords
+    (:func:`tune_rows_within`).
     """
     if mode not in EXACT_MODES:
         raise ValueError(f"exact mode must be one of {', '.join(EXACT_MODES)}, got {mode!r}")
     if mode == "never":
         return RunDecision(False, "exact mode is off")
-    if mode == "auto" and rows > MAX_ROWS:
-        return RunDecision(False, f"too large: {rows:,} rows (auto considers at most {MAX_ROWS:,})")
     need = matrix_bytes(rows)
     if need > memory_limit:
         return RunDecision(

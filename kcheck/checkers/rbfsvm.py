@@ -6,8 +6,8 @@ of five features with a linear trend plus waves, degree-2 and MultiLinear found 
 points where the RBF SVM gains +8.2. With few features, though, one LIBSVM training on T takes
 about a second. So, where its counted cost fits the budget:
 
-Only on small data (T within the floor's bounds, kcheck.budget.floor_applies), so the time
-ratios on large data stay as they were:
+Where its counted cost fits what the methods before it left of the check's budget
+(kcheck.budget.methods_seconds), so the time ratios on large data stay as they were:
 
 1. exact mode's grid search (:func:`kcheck.checkers.rbf_tuning.search_grid`) on a stratified
    sample of T of 600 to 2,000 rows, the most the budget affords: for each gamma, its best C;
@@ -59,8 +59,6 @@ from kcheck.rbf_search import best_point
 from kcheck.split import stratified_split
 
 NAME = "rbfsvm"
-#: Its relative budget, as exact mode's: this many times the linear baseline's counted cost.
-LINEAR_FACTOR = budget.RBF_LINEAR_FACTOR
 #: The share of T held out to choose gamma (the rest trains each candidate).
 SELECT_FRACTION = 1.0 / 3.0
 #: Bytes of LIBSVM's copy of one stored value of T (an index and a double, 16) and of each
@@ -149,13 +147,7 @@ def plan_counts(c: Counts, budget_seconds: float) -> Plan:
         if t >= c.rows:
             break
     reason = None
-    if chosen is None and budget_seconds <= 0:
-        reason = (
-            f"the training split is above the RBF SVM's bounds on small data "
-            f"({budget.FLOOR_MAX_ROWS:,} rows, {budget.FLOOR_MAX_NNZ:,} stored values); the "
-            "proxies stand in for it"
-        )
-    elif chosen is None:
+    if chosen is None:
         reason = (
             f"its counted cost ({estimate:.1f} s) is over the budget ({budget_seconds:.1f} s); "
             "the proxies stand in for it"

@@ -82,8 +82,6 @@ class DecidingSpec:
     words: str
     colour: str
     blank: str = "-"
-    #: ``auto`` never runs it on more rows (T and V together) than this.
-    auto_max_rows: int = 0
     role: Role = "deciding"
 
 
@@ -160,10 +158,9 @@ EXACT = DecidingSpec(
     exact.NAME,
     exact.check_all,
     (Param("C", "C"), Param("g", "gamma")),
-    "the real RBF SVM against the linear model, by repeated CV on all rows (small data)",
+    "the real RBF SVM against the linear model, by repeated CV on all rows (where it fits)",
     words="the RBF SVM",
     colour="#d62728",
-    auto_max_rows=exact.MAX_ROWS,
 )
 #: Names ``--checkers`` accepts, in the order the help lists them (kcheck.defaults keeps them
 #: for the command line; tests/test_registry.py checks that the two agree).
