@@ -158,9 +158,12 @@ def exact_seconds(
     gammas: int,
     repeats: int,
     folds: int,
+    nested_folds: int = 0,
 ) -> float:
     """Counted seconds of the exact comparison (kcheck.checkers.exact.run): the search builds
-    one precomputed problem per gamma and runs a CV at each of ``grid_points``."""
+    one precomputed problem per gamma and runs a CV at each of ``grid_points``. Nested
+    (``nested_folds`` > 0), each training fold of each repeat runs the search again, by
+    ``nested_folds``-fold CV, and the linear model's C search."""
     pairs = _pairs_factor(n_classes)
     train_share = (folds - 1) / folds
     tuning = rbf_tuning_seconds(
@@ -175,6 +178,17 @@ def exact_seconds(
         (KERNEL_SECONDS_PER_ENTRY * pairs + BUILD_SECONDS_PER_ENTRY) * fold_entries
         + linear_seconds(int(nnz * train_share), n_classes) / 10.0
     )
+    if nested_folds > 0:
+        per_repeat += folds * (
+            rbf_tuning_seconds(
+                tune_rows=int(train_share * rows),
+                n_classes=n_classes,
+                grid_points=grid_points,
+                gammas=gammas,
+                folds=nested_folds,
+            )
+            + linear_seconds(int(nnz * train_share), n_classes)
+        )
     return (
         linear_seconds(nnz, n_classes)
         + DISTANCE_SECONDS_PER_WORK * rows * max(nnz, rows)

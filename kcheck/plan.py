@@ -236,7 +236,7 @@ def _exact(counts: Counts, options: Options, whole: float) -> Step:
             counts.all_rows,
             counts.all_nnz,
             counts.all_classes or counts.n_classes,
-            exact.ExactOptions(tune_rows=tune),
+            exact.ExactOptions(tune_rows=tune, nest=d.nest),
         )
     return Step(
         registry.EXACT.name,

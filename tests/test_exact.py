@@ -358,3 +358,62 @@ def test_deadline_stops_the_comparison():
     past = time.perf_counter() - 1.0
     with pytest.raises(TimeLimitReached):
         exact.run(X, y, exact.ExactOptions(**SMALL, deadline=past))
+
+
+# --- nested where the search's sample is all the rows ---------------------------------------------
+
+
+def test_tiny_data_is_nested_where_the_nested_comparison_fits_the_budget():
+    """270 rows: the search's sample is all of them, and the nested comparison fits the 10 s
+    budget, so it is nested; 1,000 rows fit only the plain one, which runs as before."""
+    X, y = circles(270)
+    d = exact.decide_run(
+        X, y, exact.ExactOptions(), budget_seconds=10.0, memory_limit=GIB, mode="auto"
+    )
+    assert d.run and d.nest and d.tune_rows is not None and d.tune_rows >= 270
+    nested = exact.ExactOptions(tune_rows=d.tune_rows, nest=True)
+    plain = exact.ExactOptions(tune_rows=d.tune_rows)
+    assert nested.nested(270) and not plain.nested(270)
+    # Its counted cost has the searches inside the folds, and the decision says so.
+    cost = exact.estimated_seconds(X, 2, nested)
+    assert cost > 3 * exact.estimated_seconds(X, 2, plain)
+    assert d.estimated_seconds == pytest.approx(cost, abs=1e-3)
+    X, y = circles(1000)
+    d = exact.decide_run(
+        X, y, exact.ExactOptions(), budget_seconds=10.0, memory_limit=GIB, mode="auto"
+    )
+    assert d.run and not d.nest
+    # A sample smaller than the rows is never nested, whatever the flag says.
+    assert not exact.ExactOptions(tune_rows=600, nest=True).nested(1000)
+
+
+def test_nested_comparison_tunes_both_models_inside_every_training_fold(monkeypatch):
+    X, y = circles(120, seed=3)
+    searches: list[int] = []
+    real_search = exact.search_grid
+
+    def counted_search(D, yy, *args, **kwargs):  # type: ignore[no-untyped-def]
+        searches.append(int(yy.size))
+        return real_search(D, yy, *args, **kwargs)
+
+    linear_Cs: list[float | None] = []
+    real_fit = tuning.fit_linear
+
+    def counted_fit(*args, **kwargs):  # type: ignore[no-untyped-def]
+        linear_Cs.append(kwargs.get("C"))
+        return real_fit(*args, **kwargs)
+
+    monkeypatch.setattr(exact, "search_grid", counted_search)
+    monkeypatch.setattr(tuning, "fit_linear", counted_fit)
+    opts = exact.ExactOptions(tune_rows=600, nest=True, repeats=2)
+    res = exact.run(X, y, opts)
+    assert res.status == "exact" and res.info["nested"] is True
+    # One search on all 120 rows (the point reported), then one per training fold: 2 x 5.
+    assert searches[0] == 120 and len(searches) == 1 + 2 * 5
+    assert all(90 <= n <= 100 for n in searches[1:])
+    # The linear model's C is searched again in every training fold (C=None), not fixed.
+    assert linear_Cs[0] is None and linear_Cs[1:].count(None) == 2 * 5
+    plain = exact.run(X, y, exact.ExactOptions(tune_rows=600, repeats=2))
+    assert plain.info["nested"] is False
+    # Both are per-row results of the same fold assignments.
+    assert res.correct.shape == plain.correct.shape == (120,)

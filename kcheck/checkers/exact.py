@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -75,6 +76,9 @@ from kcheck.verdict import settled
 NAME = "rbf"
 #: Repeats stop early only after this many.
 MIN_REPEATS = 2
+#: Folds of the nested search (inside each training fold): 3, as the judged reference's, at
+#: under half the cost of 5; the plain search keeps ``Tuning.folds``.
+INNER_FOLDS = 3
 #: The progress stage's name.
 STAGE = "exact RBF comparison"
 
@@ -108,9 +112,21 @@ class ExactOptions(Tuning):
     repeats: int | None = None
     epsilon: float = 0.02
     tune_rows: int = TUNE_ROWS
+    #: Nested where the search's sample is all the rows: (C, gamma) and the linear model's C
+    #: are chosen again inside each training fold (:func:`decide` sets it where it fits).
+    nest: bool = False
+    #: Folds of the search inside each training fold, where the comparison is nested.
+    inner_folds: int = INNER_FOLDS
 
     def max_repeats(self, rows: int) -> int:
         return self.repeats if self.repeats is not None else default_repeats(rows)
+
+    def nested(self, rows: int) -> bool:
+        """Whether the comparison of ``rows`` rows is nested: asked for, and the search's
+        sample is all of them. Tuned on the rows it is then scored on, the two-parameter RBF
+        is favoured over the one-parameter linear model: a 124-row set whose RBF gains +0.6
+        [-0.2, +1.3] points was called kernel at every seed."""
+        return self.nest and self.tune_rows >= rows
 
 
 # --- cost ----------------------------------------------------------------------------------------
@@ -132,6 +148,7 @@ def counted_seconds(rows: int, nnz: int, n_classes: int, options: ExactOptions) 
         gammas=len(options.resolved_gamma_factor()),
         repeats=options.max_repeats(rows),
         folds=options.folds,
+        nested_folds=options.inner_folds if options.nested(rows) else 0,
     )
 
 
@@ -146,6 +163,8 @@ class RunDecision:
     budget_seconds: float | None = None
     #: Rows the (C, gamma) search runs on (:func:`tune_rows_within`); None: the options' own.
     tune_rows: int | None = None
+    #: Whether the comparison is nested (:meth:`ExactOptions.nested`).
+    nest: bool = False
 
 
 def decide_run(
@@ -203,9 +222,14 @@ def decide(
             f"over the memory limit of {budget.size_text(memory_limit)}",
         )
     tune = _tune_rows_within(rows, nnz, n_classes, options, budget_seconds)
+    chosen = dataclasses.replace(options, tune_rows=tune)
+    # Nested where the search's sample is all the rows and the nested comparison fits too.
+    nest = dataclasses.replace(chosen, nest=True)
+    if nest.nested(rows) and counted_seconds(rows, nnz, n_classes, nest) <= budget_seconds:
+        chosen = nest
     if mode == "always":
-        return RunDecision(True, "exact mode requested", tune_rows=tune)
-    estimate = counted_seconds(rows, nnz, n_classes, dataclasses.replace(options, tune_rows=tune))
+        return RunDecision(True, "exact mode requested", tune_rows=tune, nest=chosen.nest)
+    estimate = counted_seconds(rows, nnz, n_classes, chosen)
     within = estimate <= budget_seconds
     return RunDecision(
         within,
@@ -213,6 +237,7 @@ def decide(
         round(estimate, 3),
         round(budget_seconds, 3),
         tune if within else None,
+        chosen.nest and within,
     )
 
 
@@ -261,6 +286,22 @@ class _Fold:
     lin_scores: np.ndarray | None
 
 
+@dataclass(frozen=True)
+class _Inner:
+    """The nested search: (C, gamma) on a training fold's squared distances, by
+    ``options.inner_folds``-fold CV over the same grid (gamma relative to all rows' median
+    distance, which reads no label)."""
+
+    median: float
+    options: ExactOptions
+    check_time: Callable[[], None]
+
+    def tune(self, D: np.ndarray, y: np.ndarray) -> _Chosen:
+        grid = dataclasses.replace(self.options, folds=self.options.inner_folds)
+        found = search_grid(D, y, self.median, grid, lambda _: None, self.check_time)
+        return _Chosen(float(2.0**found.log2_C), float(2.0**found.log2_gamma), 0.0)
+
+
 def _repeat(
     X: sp.csr_matrix,
     y: np.ndarray,
@@ -270,8 +311,10 @@ def _repeat(
     seed: int,
     repeat: int,
     class_weight: engines.ClassWeight | None = None,
+    inner: _Inner | None = None,
 ) -> _Fold:
-    """Per-row results of the RBF and the linear model in one k-fold assignment."""
+    """Per-row results of the RBF and the linear model in one k-fold assignment; ``inner``:
+    nested, both models tuned again on each training fold (``K`` then holds the distances)."""
     fold = stratified_folds(y, folds, seed, repeat)
     rbf = np.zeros(y.size, dtype=bool)
     lin = np.zeros(y.size, dtype=bool)
@@ -283,14 +326,22 @@ def _repeat(
         if test.size == 0:
             continue
         train = np.flatnonzero(fold != k)
-        problem = engines.KernelProblem.from_kernel(K[np.ix_(train, train)], y[train], class_weight)
-        labels, values = engines.fit_predict_kernel(problem, chosen.C, K[np.ix_(test, train)])
+        on_fold = chosen if inner is None else inner.tune(K[np.ix_(train, train)], y[train])
+        K_train, K_test = K[np.ix_(train, train)], K[np.ix_(test, train)]
+        if inner is not None:  # distances: the kernel at this fold's gamma
+            K_train, K_test = kernel(K_train, on_fold.gamma), kernel(K_test, on_fold.gamma)
+        problem = engines.KernelProblem.from_kernel(K_train, y[train], class_weight)
+        labels, values = engines.fit_predict_kernel(problem, on_fold.C, K_test)
         rbf[test] = labels == y[test]
         if rbf_scores is not None:
             rbf_scores[test] = values if values is not None else 0.0
-        del problem
+        del problem, K_train, K_test
         lin_model, _ = tuning.fit_linear(
-            X[train], y[train], seed=seed, C=chosen.linear_C, class_weight=class_weight
+            X[train],
+            y[train],
+            seed=seed,
+            C=None if inner is not None else chosen.linear_C,
+            class_weight=class_weight,
         )
         predicted, dec = lin_model.predict_scored(X[test])
         lin[test] = predicted == y[test]
@@ -374,7 +425,8 @@ def _tune(
     X: sp.csr_matrix, y: np.ndarray, options: ExactOptions, steps: _Steps
 ) -> tuple[_Tuned, np.ndarray]:
     """C of the linear model, then (C, gamma) of the RBF on the tuning rows; with the RBF
-    kernel of all rows at that gamma, so that the distances are freed before the repeats."""
+    kernel of all rows at that gamma, so that the distances are freed before the repeats (the
+    distances themselves where the comparison is nested)."""
     weight = options.scoring.class_weight
     linear_model, linear_cv = tuning.fit_linear(X, y, seed=options.seed, class_weight=weight)
     steps.check_time()
@@ -382,7 +434,9 @@ def _tune(
     median = median_sq_distance(D)
     search, tune_rows = _search_sample(D, y, median, options, steps)
     chosen = _Chosen(float(2.0**search.log2_C), float(2.0**search.log2_gamma), linear_model.C)
-    return _Tuned(chosen, search, tune_rows, median, linear_cv), kernel(D, chosen.gamma)
+    tuned = _Tuned(chosen, search, tune_rows, median, linear_cv)
+    # Nested, each fold makes its own kernel from the distances.
+    return tuned, D if options.nested(int(y.size)) else kernel(D, chosen.gamma)
 
 
 def _search_sample(
@@ -409,8 +463,9 @@ def _repeat_until_settled(
     runs: list[_Fold] = []
     max_repeats = options.max_repeats(int(y.size))
     weight = options.scoring.class_weight
+    inner = _Inner(tuned.median, options, steps.check_time) if options.nested(int(y.size)) else None
     for r in range(max_repeats):
-        runs.append(_repeat(X, y, K, tuned.chosen, options.folds, options.seed, r, weight))
+        runs.append(_repeat(X, y, K, tuned.chosen, options.folds, options.seed, r, weight, inner))
         steps.tick(len(tuned.search.scores) + r + 1)
         steps.check_time()
         if options.repeats is None and r + 1 >= MIN_REPEATS and r + 1 < max_repeats:
@@ -450,6 +505,7 @@ def _result(
         "log2_gamma": round(search.log2_gamma, 6),
         "linear_C": chosen.linear_C,
         "folds": options.folds,
+        "nested": options.nested(int(y.size)),
         "repeats": len(runs),
         "stopped_early": stopped_early,
         "rows": int(y.size),
@@ -566,7 +622,7 @@ def check_all(
     Xa = sp.vstack([T.X, V.X], format="csr")
     ya = np.concatenate([T.y, V.y])
     if d.tune_rows is not None:
-        opts = dataclasses.replace(opts, tune_rows=d.tune_rows)
+        opts = dataclasses.replace(opts, tune_rows=d.tune_rows, nest=d.nest)
     result = guarded(NAME, ctx.deadline, lambda: run(Xa, ya, opts, ctx.progress))
     # What it spent of the floor of counted work, for the proxies after it (also ``always``).
     result.counted_seconds = estimated_seconds(Xa, int(np.unique(ya).size), opts)
