@@ -116,8 +116,9 @@ def floor_sets_budget(*, nnz: int, n_classes: int) -> bool:
 
 def degree2_values_within(seconds: float, *, rows: int, n_classes: int, dimension: int = 0) -> int:
     """Expanded values (per model) that ``seconds`` of counted work let degree-2 use on T of
-    ``rows`` rows, ``dimension`` expanded features wide. Counted at the cost per value of all
-    of T's rows, which a subsample of them does not exceed."""
+    ``rows`` rows, ``dimension`` expanded features wide, at the cost per value of all of T's
+    rows. A subsample costs less per value, except in the separable regime, where fewer rows
+    are more separable (kcheck.checkers.degree2 counts a subsample's own rows there)."""
     if seconds <= 0:
         return 0
     return int(round(seconds / degree2_seconds(1, n_classes, rows, dimension)))

@@ -266,7 +266,9 @@ def _beside(counts: Counts, options: Options, steps: tuple[Step, ...]) -> bool:
     ``--jobs 1``. Only where it can change no plan:
 
     * no ``--time-limit`` (the checkers' time budgets would then depend on the overlap);
-    * exact mode not running (it would want the cores);
+    * exact mode not running (it would want the cores), nor asked for;
+    * the baseline and the checkers beside it each counting BESIDE_MIN_SECONDS or more, so
+      that the overlap pays for the worker;
     * the worker's copy of T and V, LIBLINEAR's nodes, and what the early checkers plan to
       allocate, fit the checkers' memory budget together.
     """
@@ -284,11 +286,11 @@ def _beside(counts: Counts, options: Options, steps: tuple[Step, ...]) -> bool:
 
 
 def _counted_seconds(step: Step, counts: Counts) -> float:
-    """A step's counted seconds; MultiLinear, which counts none, as one linear baseline on T:
-    its clusters' C searches cover T's values once, and k-means' 15 passes cost less."""
+    """A step's counted seconds; MultiLinear's, which it does not count itself, as the plan
+    charges them (:func:`_charged`)."""
     if step.estimated_seconds is not None:
         return step.estimated_seconds
-    return budget.linear_seconds(counts.nnz, counts.n_classes)
+    return costs.shape_seconds(step.name, counts, step.rows, None) or 0.0
 
 
 def _beside_bytes(counts: Counts) -> int:

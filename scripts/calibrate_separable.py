@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Degree-2's cost per expanded value as the width outgrows the rows: kcheck.costs' separable
+"""Degree-2's cost per expanded value as the width outgrows the rows: kcheck.budget's separable
 regime (SEPARABLE_FROM, SEPARABLE_SLOPE).
 
 Usage:
@@ -9,7 +9,7 @@ Text-like rows (Zipf-popular words, about PER_ROW a row, labels from a noisy lin
 WORDS features are expanded as degree-2 expands them, and LIBLINEAR's C search and training
 (kcheck.tuning.fit_linear) run on the expansion, in this process. Printed: the expanded
 values, the width, the CPU seconds, kcheck.budget's counted seconds (per value only) and their
-ratio, beside kcheck.costs.separable_factor for the same width and rows. Defaults: 1,700 rows
+ratio, beside kcheck.budget.separable_factor for the same width and rows. Defaults: 1,700 rows
 (the subsample degree-2 ran on sparse text of 7,770 rows) of 500, 2,000 and 8,000 words.
 """
 

@@ -1153,6 +1153,7 @@ def kcheck_command(given: str | None) -> str:
 
 def run_check(cmd: str, path: Path, seed: int, timeout: float, jobs: int | None) -> dict[str, Any]:
     t0 = time.time()
+    load = os.getloadavg()[0]
     args = [cmd, "check", str(path), "--json", "--seed", str(seed)]
     if jobs:
         args += ["--jobs", str(jobs)]
@@ -1169,6 +1170,7 @@ def run_check(cmd: str, path: Path, seed: int, timeout: float, jobs: int | None)
     except json.JSONDecodeError as e:
         return {"error": f"unreadable JSON: {e}", "wall": wall}
     out["wall"] = wall
+    out["load"] = load
     return out
 
 

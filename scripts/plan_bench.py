@@ -4,6 +4,7 @@
 Usage:
     python scripts/plan_bench.py CORPUS [--only NAME ...] [-o scripts/results/plan.md]
                                  [--runs scripts/results/plan_runs.json]
+                                 [--from-judge CORPUS/judge_runs.json]
 
 CORPUS is a directory made by ``python scripts/judge.py make`` (its ``cases.json`` lists the
 cases). Each case runs ``kcheck check FILE -q --json -j 1`` in a fresh subprocess (one job, so
@@ -46,7 +47,23 @@ def run_case(path: Path) -> dict[str, Any]:
     wall = time.perf_counter() - t0
     if r.returncode != 0:
         return {"error": r.stderr.strip()[-300:], "wall": wall, "load": load}
-    v = json.loads(r.stdout)
+    return summary(json.loads(r.stdout), wall, load)
+
+
+def from_judge(path: Path, seed: int) -> dict[str, dict[str, Any]]:
+    """The runs of ``scripts/judge.py judge`` (its OUTDIR/judge_runs.json) at ``seed``, as this
+    script's: the same ``kcheck check FILE --json --seed S --jobs 1``, so one run of the judged
+    corpus gives both reports (the load where the judge recorded it)."""
+    out: dict[str, dict[str, Any]] = {}
+    for key, v in json.loads(path.read_text()).items():
+        _, name, s, _ = key.split("|")
+        if int(s) == seed and "plan" in v:
+            out[name] = summary(v, v.get("wall", v["seconds"]), v.get("load"))
+    return out
+
+
+def summary(v: dict[str, Any], wall: float, load: float | None) -> dict[str, Any]:
+    """What the report reads of one check's JSON."""
     return {
         "wall": wall,
         "load": load,
@@ -117,14 +134,24 @@ def flagged(s: dict[str, Any]) -> bool:
 
 
 def report(runs: dict[str, dict[str, Any]], args: argparse.Namespace) -> str:
-    loads = [r["load"] for r in runs.values()]
+    loads = [r["load"] for r in runs.values() if r.get("load") is not None]
+    how = f"`python scripts/plan_bench.py {args.corpus}`"
+    if args.from_judge is not None:
+        how = (
+            f"`python scripts/plan_bench.py {args.corpus} --from-judge {args.from_judge}` "
+            "(the judged corpus's runs at seed 0)"
+        )
+    load = (
+        f"load average at the cases' starts {min(loads):.2f}-{max(loads):.2f} "
+        f"(median {median(loads):.2f})"
+        if loads
+        else "load not recorded (other work shared the 2 cores)"
+    )
     out = [
         "# Predicted against actual seconds, per stage",
         "",
         f"Machine: {platform.machine()}, {os.cpu_count()} cores, Python "
-        f"{platform.python_version()}; {time.strftime('%Y-%m-%d')}; "
-        f"`python scripts/plan_bench.py {args.corpus}`; load average at the cases' starts "
-        f"{min(loads):.2f}-{max(loads):.2f} (median {median(loads):.2f}).",
+        f"{platform.python_version()}; {time.strftime('%Y-%m-%d')}; {how}; {load}.",
         "",
         "`predicted`: the plan's `predicted_seconds` (kcheck/costs.py, counted on the reference "
         "machine from counts alone; for runs made before the plan carried it, the same function "
@@ -189,10 +216,18 @@ def main() -> int:
     ap.add_argument("-o", "--output", type=Path, default=ROOT / "scripts/results/plan.md")
     ap.add_argument("--runs", type=Path, default=ROOT / "scripts/results/plan_runs.json")
     ap.add_argument("--fresh", action="store_true", help="run every case again")
+    ap.add_argument(
+        "--from-judge",
+        type=Path,
+        default=None,
+        help="take the runs from scripts/judge.py's OUTDIR/judge_runs.json (seed 0) instead",
+    )
     args = ap.parse_args()
     cases = json.loads((args.corpus / "cases.json").read_text())
     runs: dict[str, dict[str, Any]] = {}
-    if args.runs.exists() and not args.fresh:
+    if args.from_judge is not None:
+        runs = from_judge(args.from_judge, 0)
+    elif args.runs.exists() and not args.fresh:
         runs = json.loads(args.runs.read_text())
     for case in cases:
         name = case["name"]

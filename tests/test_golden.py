@@ -4,8 +4,8 @@ A refactor must not change what kcheck says. Each case runs the whole check (``-
 ``always`` and the default ``auto``, a fixed ``--memory-limit`` and one job, so that nothing
 machine-dependent enters) and compares the JSON without its ``*seconds`` fields to
 ``tests/golden/NAME.json``. Two more cases cover what only larger data does: rbfsvm standing in
-for exact mode (6,000 rows, where exact mode's counted cost is over the check's budget), and the baseline trained beside the
-checkers with ``-j 2`` (its JSON must be that of one job).
+for exact mode (6,000 rows, where exact mode's counted cost is over the check's budget), and
+the baseline trained beside the checkers with ``-j 2`` (its JSON must be that of one job).
 
 A deliberate change of behaviour regenerates them:
 

@@ -311,3 +311,14 @@ def test_a_warning_in_a_log_is_laid_out_for_the_logs_width(
     start = next(i for i, x in enumerate(err) if x.startswith("warning: degree2 took"))
     assert all(len(x) <= 60 for x in err[start : start + 3])
     assert " ".join(x.strip() for x in err[start : start + 2]) == f"warning: {line}"
+
+
+def test_a_separable_subsample_is_charged_no_more_than_it_was_given() -> None:
+    """Text-like rows (8,400 words, 44 a row): a subsample is more separable than all of T,
+    so it costs more per value; the rows planned are those whose own count fits."""
+    c = counts(20_000, width=8_400, per_row=44)
+    for seconds in (20.0, 60.0, 200.0):
+        (d2,) = plan.checker_steps(c, ("degree2",), seconds, 8 * GIB)
+        assert d2.estimated_seconds is None or d2.estimated_seconds <= seconds * 1.001
+        if d2.rows:
+            assert d2.estimated_seconds is not None and d2.estimated_seconds > 0.5 * seconds

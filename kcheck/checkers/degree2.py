@@ -225,7 +225,9 @@ def plan_counts(
         )
     cost_budget = min(caps) if caps else None
     if cost_budget is not None and expanded * n_w > FREE_NNZ and expanded > cost_budget:
-        limits["cost"] = int(cost_budget // mean_nnz)
+        limits["cost"] = _separable_rows(
+            int(cost_budget // mean_nnz), mean_nnz, n_classes, dim, options.budget_seconds
+        )
     if options.time_budget is not None and options.seconds_per_nnz is not None:
         seconds_per_row = TIME_PER_NNZ_RATIO * options.seconds_per_nnz * mean_nnz
         limits["time"] = int(options.time_budget / max(seconds_per_row, 1e-12))
@@ -254,6 +256,22 @@ def plan_counts(
             limited_by,
         )
     return Plan(fit, None, limited_by if fit < rows else None, int(fit * row_cost) + weight_bytes)
+
+
+def _separable_rows(
+    fit: int, mean_nnz: float, n_classes: int, dim: int, seconds: float | None
+) -> int:
+    """``fit`` rows, fewer where their own count is over ``seconds``: in the separable regime
+    a subsample costs more per value than all of T (its rows are fewer for the same width),
+    so the rows that T's cost per value affords may not fit. Shrinks to a fixed point."""
+    if seconds is None:
+        return fit
+    for _ in range(16):
+        spent = budget.degree2_seconds(int(fit * mean_nnz), n_classes, fit, dim)
+        if fit <= 0 or spent <= seconds:
+            break
+        fit = int(fit * seconds / spent)
+    return fit
 
 
 _LIMITS = {

@@ -624,7 +624,7 @@ def check_all(
     if d.tune_rows is not None:
         opts = dataclasses.replace(opts, tune_rows=d.tune_rows, nest=d.nest)
     result = guarded(NAME, ctx.deadline, lambda: run(Xa, ya, opts, ctx.progress))
-    # What it spent of the floor of counted work, for the proxies after it (also ``always``).
+    # What it spent of the check's budget, as the plan counted it (also ``always``).
     result.counted_seconds = estimated_seconds(Xa, int(np.unique(ya).size), opts)
     if result.status != "exact":
         out.update(ran=False, reason=f"{d.reason}; then {result.reason}")

@@ -424,7 +424,8 @@ def check(T: Dataset, V: Dataset, ctx: Context) -> CheckerResult:
 def size(counts: Counts, allowed: Allowance) -> Sized:
     """All of T; MultiLinear's memory plus the gate's copy of T (wide data) and its rows x K
     blocks; counted seconds: MultiLinear's (about one linear baseline) and one fixed-C
-    training on T per round. Not paid from small data's floor, as MultiLinear's is not."""
+    training on T per round. Charged nothing of the check's budget: it is opt-in and plans
+    last, so nothing after it would be left less."""
     base = ml.size(counts, allowed)
     k = km.n_clusters(counts.rows)
     extra = counts.data_bytes + 3 * 8 * k * min(counts.rows, km.BLOCK_ROWS)

@@ -4,10 +4,8 @@ Exact mode cross-validates on all rows, repeatedly, on precomputed kernels: past
 rows that is minutes. The proxies do not see every boundary an RBF SVM learns: on 12,000 rows
 of five features with a linear trend plus waves, degree-2 and MultiLinear found +0.2 and +1.7
 points where the RBF SVM gains +8.2. With few features, though, one LIBSVM training on T takes
-about a second. So, where its counted cost fits the budget:
-
-Where its counted cost fits what the methods before it left of the check's budget
-(kcheck.budget.methods_seconds), so the time ratios on large data stay as they were:
+about a second. So, where its counted cost fits what the methods before it left of the
+check's budget (kcheck.budget.methods_seconds):
 
 1. exact mode's grid search (:func:`kcheck.checkers.rbf_tuning.search_grid`) on a stratified
    sample of T of 600 to 2,000 rows, the most the budget affords: for each gamma, its best C;
