@@ -233,13 +233,15 @@ def main() -> int:
         name = case["name"]
         if args.only and name not in args.only:
             continue
-        if name in runs and not args.only:
-            continue
+        if (name in runs and not args.only) or args.from_judge is not None:
+            continue  # done, or the judge's runs are all there is
         runs[name] = run_case(args.corpus / name)
         r = runs[name]
         print(f"{name}: {r.get('seconds', r.get('error'))}", file=sys.stderr, flush=True)
         args.runs.write_text(json.dumps(runs, indent=1) + "\n")
-    if fill_predictions(runs, args.corpus):
+    if args.from_judge is not None:
+        args.runs.write_text(json.dumps(runs, indent=1) + "\n")
+    elif fill_predictions(runs, args.corpus):
         args.runs.write_text(json.dumps(runs, indent=1) + "\n")
     ordered = {c["name"]: runs[c["name"]] for c in cases if c["name"] in runs}
     args.output.write_text(report(ordered, args))
