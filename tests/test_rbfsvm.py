@@ -40,7 +40,7 @@ def linear_rule(rows: int, features: int = 3, seed: int = 0) -> tuple[np.ndarray
 
 @pytest.fixture(scope="module")
 def wavy_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    # 6,000 rows: over exact mode's 5,000, so exact mode does not run.
+    # 6,000 rows: exact mode's counted cost is over the check's budget, so it does not run.
     y, X = wavy(6000)
     path = tmp_path_factory.mktemp("rbfsvm") / "wavy.svm"
     write_libsvm(str(path), y, X)
@@ -196,3 +196,59 @@ def test_the_counted_fits_include_the_larger_C() -> None:
     final = budget.rbf_fit_seconds(rows=T.rows, nnz=int(T.X.nnz), predict_rows=V.rows, n_classes=2)
     gammas = len(rbf_tuning.LOG2_GAMMA_FACTOR)
     assert rbfsvm.fit_seconds(T, V, 2) == pytest.approx((gammas + 1) * part + final)
+
+
+# --- on a sample of T where all of it does not fit ------------------------------------------------
+
+
+def test_where_all_of_t_does_not_fit_it_plans_the_largest_sample_that_does() -> None:
+    T, V = _split(*wavy(16_000, seed=2))
+    c = Counts.of(T, V)
+    whole = rbfsvm.plan_counts(c, 1e6)
+    assert whole.tune_rows is not None and whole.rows is None  # all of T fits a large budget
+    # A budget that the whole of T's training is over, but a sample fits.
+    budget_seconds = rbfsvm.counted_seconds(c, rbf_tuning.TUNE_ROWS) / 4
+    p = rbfsvm.plan_counts(c, budget_seconds)
+    assert p.tune_rows is not None and p.rows is not None
+    assert rbfsvm.MIN_SAMPLE_ROWS <= p.rows < T.rows
+    assert p.estimated_seconds <= budget_seconds + 1e-3  # rounded to 3 decimals
+    # The most rows: one row more would be over the budget (bisection on counts).
+    more = rbfsvm.sampled(c, p.rows + 1)
+    over = rbfsvm.counted_seconds(more, rbf_tuning.TUNE_ROWS) + budget.linear_seconds(more.nnz, 2)
+    assert over > budget_seconds
+    # Below what 1,000 rows need, it is skipped for cost, with the reason.
+    tiny = rbfsvm.plan_counts(c, 0.01)
+    assert tiny.tune_rows is None and tiny.reason is not None and "over the budget" in tiny.reason
+    (step,) = plan.checker_steps(c, ("rbfsvm",), budget_seconds, 2**33)
+    assert step.rows == p.rows and step.limited_by == "cost"
+
+
+def test_on_a_sample_its_gap_is_against_a_linear_model_on_the_same_sample() -> None:
+    from kcheck.checkers.base import Context
+    from kcheck.checkers.linear import LinearOptions
+    from kcheck.checkers.linear import run as linear_run
+
+    T, V = _split(*wavy(9_000, seed=4))
+    c = Counts.of(T, V)
+    budget_seconds = rbfsvm.counted_seconds(c, rbf_tuning.TUNE_ROWS) / 2
+    p = rbfsvm.plan_counts(c, budget_seconds)
+    assert p.rows is not None and p.rows < T.rows
+    ctx = Context(
+        seed=0,
+        jobs=1,
+        epsilon=0.02,
+        memory_limit=2**30,
+        deadline=None,
+        baseline=linear_run(T, V, LinearOptions(seed=0)),
+        budget_seconds=budget_seconds,
+    )
+    res = rbfsvm.check(T, V, ctx)
+    assert res.status == "subsampled", res.reason
+    assert res.info["rows"] == p.rows and res.info["limited_by"] == "cost"
+    assert res.info["fraction"] == pytest.approx(p.rows / T.rows)
+    ref = res.info["reference"]
+    assert ref["rows"] == p.rows and res.reference_correct is not None
+    assert ref["val_accuracy"] == pytest.approx(float(res.reference_correct.mean()))
+    # The waves: the RBF SVM on the sample beats the linear model on the same sample.
+    assert res.val_accuracy - ref["val_accuracy"] > 0.02
+    assert res.reason is not None and f"{p.rows:,} of {T.rows:,} rows" in res.reason
