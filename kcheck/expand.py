@@ -17,20 +17,26 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
+import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 
-from kcheck.atomic import write_text
-from kcheck.data import read_libsvm, write_libsvm
+from kcheck.atomic import atomic_open, write_text
+
+# _text_blocks: write_libsvm's text, here a chunk of rows at a time.
+from kcheck.data import LibsvmBlocks, _text_blocks, dropped_warning
 from kcheck.defaults import DEFAULT_SCALING
-from kcheck.errors import DataFormatError, KcheckError
+from kcheck.errors import DataFormatError, KcheckError, KcheckWarning
 from kcheck.explain import append_products
 from kcheck.ownformat import CHECK_JSON_BYTES, brief, byte_cap, is_int, read_json
 from kcheck.prepare import LOWER, UPPER
-from kcheck.scaling import Scaler, fit_scaler, read_range_file
+from kcheck.scale import fit_file, plan, row_chunks, rows_of
+from kcheck.scaling import Scaler, read_range_file
 
 __all__ = [
     "SPEC_SUFFIX",
@@ -207,7 +213,7 @@ def scaler_for(
     memory_limit: int | None = None,
 ) -> Scaler:
     """The scaling of the training data: a range file (``-r``), or fitted on it (``--fit-scaling``)
-    as ``kcheck check`` fits it."""
+    as ``kcheck check`` fits it, in one pass that holds the width, not the file."""
     if (range_path is None) == (fit_path is None):
         raise KcheckError(
             "give -r RANGE (the check's --model-out writes MODEL.range) or --fit-scaling TRAIN"
@@ -215,8 +221,14 @@ def scaler_for(
     if range_path is not None:
         return read_range_file(range_path, memory_limit=memory_limit)
     assert fit_path is not None
-    _, X = read_libsvm(fit_path, zero_based=zero_based, memory_limit=memory_limit)
-    return fit_scaler(X, method=scaling, lower=LOWER, upper=UPPER, source=fit_path)
+    return fit_file(
+        fit_path,
+        method=scaling,
+        lower=LOWER,
+        upper=UPPER,
+        zero_based=zero_based,
+        memory_limit=memory_limit,
+    )
 
 
 def expand_file(
@@ -229,15 +241,47 @@ def expand_file(
     memory_limit: int | None = None,
 ) -> int:
     """Scale ``path`` with ``scaler``, append the products and write LIBSVM data (1-based, as
-    LIBLINEAR reads it) to ``out`` (``-``: stdout), atomically. Returns the rows written."""
-    y, X = read_libsvm(
-        path, n_features=spec.width, zero_based=zero_based, memory_limit=memory_limit
+    LIBLINEAR reads it) to ``out`` (``-``: stdout), atomically. Returns the rows written.
+
+    The file streams: a chunk of rows is scaled, expanded and written at a time, so memory is
+    the per-feature arrays and one chunk (:func:`kcheck.scale.plan`), refused before the file
+    is read when even one row cannot fit ``memory_limit``.
+    """
+    width = max(scaler.n_features, spec.width)
+    per_row = scaler.n_dense + len(spec.terms)
+    budget = plan(path, memory_limit, width, per_row, what="expanding it")
+    blocks = LibsvmBlocks(
+        path,
+        n_features=spec.width,
+        zero_based=zero_based,
+        memory_limit=memory_limit,
+        block_bytes=budget.block_bytes,
     )
-    P = spec.apply(scaler.transform(X))
-    if P.nnz and not np.isfinite(P.data).all():
-        raise KcheckError(f"{path}: a product overflows (values beyond the range file's)")
-    write_libsvm(out, y, P)
-    return int(P.shape[0])
+
+    def text() -> Iterator[str]:
+        for y, X in blocks:
+            for start, stop in row_chunks(X, per_row, budget.chunk_values):
+                P = spec.apply(scaler.transform(rows_of(X, start, stop)))
+                if P.nnz and not np.isfinite(P.data).all():
+                    raise KcheckError(
+                        f"{path}: a product overflows (values beyond the range file's)"
+                    )
+                P.sum_duplicates()  # canonical: sorted, as the writer needs
+                P.eliminate_zeros()  # a product that underflows to 0 is not written
+                yield from _text_blocks(y[start:stop], P)
+
+    if out == "-":
+        for block in text():
+            sys.stdout.write(block)
+        sys.stdout.flush()
+    else:
+        with atomic_open(out, "w", "the file", encoding="ascii", newline="\n") as f:
+            for block in text():
+                f.write(block)
+    if blocks.dropped:
+        warning = dropped_warning(blocks.name, blocks.dropped, spec.width)
+        warnings.warn(warning, KcheckWarning, stacklevel=2)
+    return blocks.rows
 
 
 def spec_path(model_path: str) -> str:

@@ -167,6 +167,11 @@ class Scaler:
         """Width of the scaled output; wider input is cut, narrower input padded."""
         return int(self.feature_min.shape[0])
 
+    @property
+    def n_dense(self) -> int:
+        """Columns where zero maps to a non-zero value: every scaled row stores them."""
+        return int(self._dense_columns.size)
+
     @cached_property
     def _kept(self) -> np.ndarray:
         return np.asarray(self.feature_min != self.feature_max)
@@ -178,16 +183,30 @@ class Scaler:
 
     @cached_property
     def _zero_image(self) -> np.ndarray:
-        """What a zero (stored or implicit) becomes, per column."""
-        return self._scale_values(np.zeros(self.n_features), np.arange(self.n_features))
+        """What a zero (stored or implicit) becomes, per column; in chunks of columns, so that
+        the temporaries stay small on a wide range file."""
+        n = self.n_features
+        out = np.empty(n)
+        for start in range(0, n, _CHUNK):
+            stop = min(n, start + _CHUNK)
+            out[start:stop] = self._scale_values(np.zeros(stop - start), slice(start, stop))
+        return out
 
     @cached_property
     def _dense_columns(self) -> np.ndarray:
         """Columns where zero maps to non-zero: these are necessarily dense in the output."""
         return np.flatnonzero(self._zero_image != 0)
 
-    def _scale_values(self, values: np.ndarray, cols: np.ndarray) -> np.ndarray:
-        """Scale stored values of columns ``cols`` (all < n_features); returns a new array."""
+    @cached_property
+    def _in_dense(self) -> np.ndarray:
+        """Per column, whether it is one of :attr:`_dense_columns`."""
+        mask = np.zeros(self.n_features, dtype=bool)
+        mask[self._dense_columns] = True
+        return mask
+
+    def _scale_values(self, values: np.ndarray, cols: np.ndarray | slice) -> np.ndarray:
+        """Scale stored values of columns ``cols`` (all < n_features, or a slice of them);
+        returns a new array."""
         if self.method == "maxabs":
             out = values / self._divisor[cols]
         else:
@@ -244,15 +263,13 @@ class Scaler:
         and the two disjoint patterns are merged by a sparse addition (x + 0 is exact).
         """
         rows, n = A.shape
-        in_dense = np.zeros(n, dtype=bool)
-        in_dense[dense] = True
-        pos = np.full(n, -1, dtype=np.intp)
-        pos[dense] = np.arange(dense.size)
-        stored_dense = in_dense[A.indices]
+        stored_dense = self._in_dense[A.indices]
         row_of = np.repeat(np.arange(rows), np.diff(A.indptr))
         block = np.empty((rows, dense.size))
         block[:] = self._zero_image[dense]
-        block[row_of[stored_dense], pos[A.indices[stored_dense]]] = A.data[stored_dense]
+        # dense is sorted: a stored column's place in the block is its rank in dense.
+        pos = np.searchsorted(dense, A.indices[stored_dense])
+        block[row_of[stored_dense], pos] = A.data[stored_dense]
         block_csr = sp.csr_matrix(
             (block.ravel(), np.tile(dense, rows), np.arange(rows + 1) * dense.size),
             shape=(rows, n),
@@ -284,7 +301,7 @@ class Scaler:
         if X.dtype != np.float64:
             X.data = X.data.astype(np.float64)
         X.sum_duplicates()
-        _check_finite(X.data)
+        check_finite(X.data)
         self._scale_data_inplace(X)
         X.eliminate_zeros()
         if X.shape[1] != self.n_features:
@@ -300,8 +317,7 @@ class Scaler:
         data, cols, rows = A.data, A.indices, A.shape[0]
         n = self.n_features
         dense = self._dense_columns
-        in_dense = np.zeros(n, dtype=bool)
-        in_dense[dense] = True
+        in_dense = self._in_dense
         count = rows * dense.size
         for start in range(0, data.size, _CHUNK):
             c = cols[start : start + _CHUNK]
@@ -315,7 +331,7 @@ class Scaler:
         return int(count)
 
 
-def _check_finite(data: np.ndarray) -> None:
+def check_finite(data: np.ndarray) -> None:
     for start in range(0, data.size, _CHUNK):
         if not np.isfinite(data[start : start + _CHUNK]).all():
             raise KcheckError("feature values must be finite (found inf or nan)")
@@ -351,7 +367,7 @@ def canonical_csr(X: Any) -> sp.csr_matrix:
             shape=A.shape,
         )
         A.sum_duplicates()
-    _check_finite(A.data)
+    check_finite(A.data)
     return A
 
 
@@ -359,7 +375,7 @@ def dense_2d(X: Any) -> np.ndarray:
     arr = np.asarray(X, dtype=np.float64)
     if arr.ndim != 2:
         raise ValueError(f"expected a 2-D matrix, got shape {arr.shape}")
-    _check_finite(arr.ravel())
+    check_finite(arr.ravel())
     return arr
 
 
@@ -372,7 +388,7 @@ def _owned_csr(X: Any, n: int) -> sp.csr_matrix:
             shape=src.shape,
         )
         A.sum_duplicates()
-        _check_finite(A.data)
+        check_finite(A.data)
     else:
         A = sp.csr_matrix(dense_2d(X))
     rows = A.shape[0]

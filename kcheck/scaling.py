@@ -12,8 +12,9 @@ Two schemes, both stored as svm-scale range files so that ``svm-scale -r`` repro
 
 A constant feature (min == max, implicit zeros included) or an absent one maps to 0 and is
 dropped, as svm-scale does. Such features are stored as ``min == max == 0``, which is how a
-range file that omits them reads back. Scaling is fitted on training data only; the fitted
-:class:`Scaler` and its arithmetic are in :mod:`kcheck.scaler`.
+range file that omits them reads back. Scaling is fitted on training data only, on a matrix
+(:func:`fit_scaler`) or block by block as a file streams (:class:`ColumnRanges`, to the same
+bits); the fitted :class:`Scaler` and its arithmetic are in :mod:`kcheck.scaler`.
 
 Labels can be scaled too (svm-scale's ``-y``, a :class:`LabelScaling`), stored in the range
 file's ``y`` section. :func:`scaled_text` prints scaled data the way svm-scale does, so that
@@ -39,6 +40,7 @@ from kcheck.scaler import (
     LabelScaling,
     Scaler,
     canonical_csr,
+    check_finite,
     check_options,
     dense_2d,
     select_entries,
@@ -47,6 +49,7 @@ from kcheck.scaler import (
 __all__ = [
     "METHODS",
     "RANGE_SUFFIX",
+    "ColumnRanges",
     "LabelScaling",
     "Scaler",
     "densify_warning",
@@ -69,7 +72,7 @@ def fit_label_scaling(y: Any, lower: float, upper: float) -> LabelScaling:
     y = np.asarray(y, dtype=np.float64)
     if y.size == 0:
         raise KcheckError("-y needs at least one row to find the label range")
-    return LabelScaling(lower, upper, float(y.min()), float(y.max()))
+    return LabelScaling(lower, upper, float(y.min()) + 0.0, float(y.max()) + 0.0)
 
 
 def densify_warning(nnz_before: int, nnz_after: int) -> str | None:
@@ -178,6 +181,21 @@ def fit_scaler(
 
 def _fit(X: Any, method: str, lower: float, upper: float) -> Scaler:
     fmin, fmax = _column_min_max(X)
+    return _scaler_of(fmin, fmax, method, lower, upper)
+
+
+def _scaler_of(
+    fmin: np.ndarray, fmax: np.ndarray, method: str, lower: float, upper: float
+) -> Scaler:
+    """The fitted scaling of columns with these min and max (implicit zeros included).
+
+    A min or max of zero is +0.0 whatever the sign of the zeros it came from: numpy's
+    reductions pick among tied zeros in an order of their own, so the sign would depend on
+    how the rows were cut into blocks (svm-scale keeps the last one's; the range file's text
+    is all it changes).
+    """
+    fmin += 0.0  # -0.0 + 0.0 is +0.0
+    fmax += 0.0
     const = fmin == fmax
     if method == "maxabs":
         m = np.maximum(np.abs(fmin), np.abs(fmax))
@@ -186,6 +204,102 @@ def _fit(X: Any, method: str, lower: float, upper: float) -> Scaler:
     fmin[const] = 0.0
     fmax[const] = 0.0
     return Scaler(method, lower, upper, fmin, fmax)
+
+
+class ColumnRanges:
+    """svm-scale's first pass: each column's min and max, fed block by block, so that a file
+    is fitted while it streams (memory: the width, never the file).
+
+    Blocks of rows come in file order (:meth:`add`); :meth:`scaler` then equals
+    :func:`fit_scaler` on all the rows at once, to the bit, wherever the blocks are cut.
+    The arrays grow with the largest index seen, each growth checked against ``memory_limit``
+    (:func:`kcheck.memory.check_width`, naming ``source``) before it is allocated. The labels'
+    min and max are kept too, for ``-y``.
+    """
+
+    def __init__(self, source: str, memory_limit: int | None = None) -> None:
+        self.source = source
+        self.memory_limit = memory_limit
+        self.rows = 0
+        self.nnz = 0
+        self.width = 0
+        self.y_min = math.inf
+        self.y_max = -math.inf
+        self._min = np.empty(0)
+        self._max = np.empty(0)
+        self._count = np.empty(0, dtype=np.int64)
+
+    def add(self, y: np.ndarray, X: sp.csr_matrix) -> None:
+        """Rows ``(y, X)``, a canonical CSR block (as :class:`kcheck.data.LibsvmBlocks` yields)."""
+        rows = int(X.shape[0])
+        if rows == 0:
+            return
+        yv = np.asarray(y, dtype=np.float64)
+        self.y_min = float(np.minimum(self.y_min, yv.min()))
+        self.y_max = float(np.maximum(self.y_max, yv.max()))
+        self.rows += rows
+        cols, data = X.indices, X.data
+        if cols.size == 0:
+            return
+        check_finite(data)
+        self.nnz += int(cols.size)
+        self._grow(int(cols.max()) + 1)
+        # The block's columns in order, each column's values in row order: the fold of
+        # _column_min_max over CSC, one block at a time.
+        order = np.argsort(cols, kind="stable")
+        c = cols[order]
+        starts = np.flatnonzero(np.concatenate(([True], c[1:] != c[:-1])))
+        present = c[starts]
+        v = data[order]
+        del order, c
+        self._min[present] = np.minimum(self._min[present], np.minimum.reduceat(v, starts))
+        self._max[present] = np.maximum(self._max[present], np.maximum.reduceat(v, starts))
+        self._count[present] += np.diff(np.append(starts, v.size))
+
+    def _grow(self, width: int) -> None:
+        if width <= self.width:
+            return
+        check_width(self.source, width, self.memory_limit)
+        if width > self._min.size:
+            size = min(max(width, self._min.size + self._min.size // 2), MAX_INDEX + 1)
+            self._min = _grown(self._min, size, np.inf)
+            self._max = _grown(self._max, size, -np.inf)
+            self._count = _grown(self._count, size, 0)
+        self.width = width
+
+    def scaler(self, method: str = "minmax", lower: float = -1.0, upper: float = 1.0) -> Scaler:
+        """The fitted scaling, as :func:`fit_scaler` fits it on the rows added.
+
+        This ends the accumulation: its arrays become the result's (no copy of the width).
+        """
+        check_options(method, lower, upper)
+        n = self.width
+        fmin, fmax, counts = self._min[:n], self._max[:n], self._count[:n]
+        self._min = self._max = np.empty(0)
+        self._count = np.empty(0, dtype=np.int64)
+        self.width = 0
+        partial = counts < self.rows
+        del counts
+        # Absent columns (+-inf still) are partial: min(inf, 0) and max(-inf, 0) are 0.
+        np.minimum(fmin, 0.0, out=fmin, where=partial)
+        np.maximum(fmax, 0.0, out=fmax, where=partial)
+        del partial
+        try:
+            return _scaler_of(fmin, fmax, method, lower, upper)
+        except KcheckError as e:
+            raise KcheckError(f"{self.source}: {e}") from None
+
+    def label_scaling(self, lower: float, upper: float) -> LabelScaling:
+        """svm-scale's ``-y``, as :func:`fit_label_scaling` fits it on the labels added."""
+        if self.rows == 0:
+            raise KcheckError("-y needs at least one row to find the label range")
+        return LabelScaling(lower, upper, self.y_min + 0.0, self.y_max + 0.0)
+
+
+def _grown(arr: np.ndarray, size: int, fill: float) -> np.ndarray:
+    out = np.full(size, fill, dtype=arr.dtype)
+    out[: arr.size] = arr
+    return out
 
 
 def _g17(value: float) -> str:

@@ -13,6 +13,7 @@ from hypothesis.extra import numpy as hnp
 
 from kcheck.errors import DataFormatError, KcheckError
 from kcheck.scaling import (
+    ColumnRanges,
     LabelScaling,
     Scaler,
     densify_warning,
@@ -423,6 +424,32 @@ def test_nnz_after_predicts_transform_on_other_data(
 
 
 # ------------------------------------------------------------ range files
+
+
+@pytest.mark.parametrize("method", ["minmax", "maxabs"])
+def test_fitting_block_by_block_is_fitting_at_once(method: str) -> None:
+    """kcheck scale's first pass (ColumnRanges, fed blocks of rows as the file streams) fits
+    what fit_scaler fits on the whole matrix, to the bit, wherever the blocks are cut; also
+    with explicit zeros of both signs, where a min or max of zero is +0.0 either way."""
+    rng = np.random.default_rng(3)
+    for _ in range(300):
+        rows, cols = int(rng.integers(1, 40)), int(rng.integers(1, 30))
+        values = rng.choice([0.0, -0.0, 1.0, -1.0, 2.5, -3.0, 5e-324], size=(rows, cols))
+        r, c = np.nonzero(rng.random((rows, cols)) < rng.random())
+        X = sp.csr_matrix((values[r, c], (r, c)), shape=(rows, int(c.max()) + 1 if c.size else 0))
+        X.sort_indices()
+        y = rng.choice([-1.0, 1.0, 2.0], size=rows)
+        ranges = ColumnRanges("data")
+        cuts = sorted({0, rows, *rng.integers(0, rows + 1, size=3).tolist()})
+        for a, b in zip(cuts, cuts[1:], strict=False):
+            ranges.add(y[a:b], X[a:b])
+        assert (ranges.rows, ranges.nnz, ranges.width) == (rows, X.nnz, X.shape[1])
+        got, want = ranges.scaler(method), fit_scaler(X, method=method)
+        for g, w in ((got.feature_min, want.feature_min), (got.feature_max, want.feature_max)):
+            assert np.array_equal(g, w) and np.array_equal(np.signbit(g), np.signbit(w))
+        assert ranges.label_scaling(0.0, 1.0) == fit_label_scaling(y, 0.0, 1.0)
+    stored = sp.csr_matrix((np.array([-0.0, -1.0]), np.array([0, 0]), np.array([0, 1, 2])))
+    assert not np.signbit(fit_scaler(stored).feature_max).any()  # not -0 in a range file
 
 
 def test_range_file_format_is_svm_scale_s(tmp_path: os.PathLike[str]) -> None:

@@ -183,6 +183,16 @@ def quiet_option() -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     return click.option("-q", "--quiet", is_flag=True, help="Nothing on stderr except errors.")
 
 
+def memory_limit_option(what: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """``--memory-limit``: the memory budget of a command that reads data, as check's."""
+    return click.option(
+        "--memory-limit",
+        type=Size(),
+        default=None,
+        help=f"Memory budget, e.g. 2G [default: half the physical memory]; {what}",
+    )
+
+
 def output_option(
     what: str, *, default: str | None = None, required: bool = False
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:

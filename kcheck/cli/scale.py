@@ -10,7 +10,7 @@ from typing import IO, TYPE_CHECKING
 import click
 
 from kcheck.atomic import atomic_paths
-from kcheck.cli.options import output_option, quiet_option
+from kcheck.cli.options import memory_limit_option, output_option, quiet_option
 from kcheck.cli.outputs import refuse_input_as_output
 from kcheck.cli.ui import Ui
 from kcheck.errors import KcheckError
@@ -61,6 +61,10 @@ if TYPE_CHECKING:
 )
 @click.option("--zero-based", is_flag=True, help="Feature indices in FILE start at 0.")
 @output_option("Write to FILE (atomically) instead of stdout.")
+@memory_limit_option(
+    "FILE is scaled in chunks of rows within it, and a run whose per-feature arrays "
+    "cannot fit is refused before it starts."
+)
 @quiet_option()
 def scale(
     file: str,
@@ -73,13 +77,16 @@ def scale(
     full_precision: bool,
     zero_based: bool,
     output: str | None,
+    memory_limit: int | None,
     quiet: bool,
 ) -> None:
     """Scale FILE like svm-scale (min-max to [-1, 1] by default); data to stdout or -o.
 
     The output is svm-scale's to the byte (values with %g, 6 significant digits), and so are
     the range files of -s; --full-precision keeps every digit instead. -r applies a range
-    file with svm-scale's arithmetic, whichever tool wrote it.
+    file with svm-scale's arithmetic, whichever tool wrote it. As svm-scale, it reads FILE
+    twice (once to fit or check, once to write), so memory is the features' arrays and a
+    chunk of rows, not the file; standard input or a pipe is kept in memory instead.
     """
     from kcheck import scale as core
 
@@ -99,6 +106,7 @@ def scale(
         restore_range=restore_range,
         full_precision=full_precision,
         zero_based=zero_based,
+        memory_limit=memory_limit,
     )
     _write(core.scaled(config, warn=None if quiet else _warn), output, save_range)
 
