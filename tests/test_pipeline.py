@@ -35,18 +35,17 @@ def test_exact_mode_decides_where_it_runs(datasets):
     assert rbf["gap_ci95"][0] > 0.1 and rbf["rows"] == 862
 
 
-def test_exact_mode_auto_skips_large_data_without_stacking(datasets, monkeypatch):
+def test_exact_mode_auto_skips_what_its_budget_cannot_pay_without_stacking(datasets, monkeypatch):
+    from kcheck import budget
     from kcheck.checkers import exact
 
-    monkeypatch.setattr(exact, "MAX_ROWS", 100)
+    monkeypatch.setattr(budget, "FLOOR_SECONDS", 0.01)
+    monkeypatch.setattr(exact, "run", lambda *a, **k: pytest.fail("exact mode ran"))
     v = run(CheckConfig(train=str(datasets / "fourclass"))).json
-    assert v["exact"] == {
-        "mode": "auto",
-        "ran": False,
-        "reason": "too large: 862 rows (auto considers at most 100)",
-        "estimated_seconds": None,
-        "budget_seconds": None,
-    }
+    block = v["exact"]
+    assert block["ran"] is False and block["reason"] == "its counted cost is over the budget"
+    assert block["estimated_seconds"] > block["budget_seconds"]
+    assert "rbf" not in v["checkers"]
 
 
 @pytest.mark.slow

@@ -80,8 +80,9 @@ def interval_proxies() -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def interval_exact() -> dict[str, Any]:
-    """linear (borderline) from exact mode's interval: heart_scale with --exact always."""
-    return _check(DATASETS / "heart_scale", exact="always")
+    """linear (borderline) from exact mode's interval: heart_scale with --exact always at seed
+    1 (at seed 0 the nested comparison's interval ends just short of epsilon: clear)."""
+    return _check(DATASETS / "heart_scale", exact="always", seed=1)
 
 
 @pytest.fixture(scope="module")
