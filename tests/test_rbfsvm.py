@@ -116,9 +116,13 @@ def test_no_row_count_skips_it_only_its_cost() -> None:
 
 
 @pytest.mark.slow
-def test_a_skip_for_cost_leaves_a_clear_linear_verdict_clear(tmp_path: Path) -> None:
-    """Above small data's bounds its absence is the normal case, as exact mode's is: it does
-    not make a linear verdict borderline. A skipped degree-2 still would."""
+def test_a_skip_for_cost_leaves_a_clear_linear_verdict_clear(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where the budget pays for no RBF SVM (here a floor of 0.05 s), its absence is the
+    normal case, as exact mode's is: it does not make a linear verdict borderline. A skipped
+    degree-2 still would (its expansion of 3 features is small enough to run whatever)."""
+    monkeypatch.setattr(budget, "FLOOR_SECONDS", 0.05)
     y, X = linear_rule(14_000)
     path = tmp_path / "linear14k.svm"
     write_libsvm(str(path), y, X)
