@@ -322,3 +322,13 @@ def test_a_separable_subsample_is_charged_no_more_than_it_was_given() -> None:
         assert d2.estimated_seconds is None or d2.estimated_seconds <= seconds * 1.001
         if d2.rows:
             assert d2.estimated_seconds is not None and d2.estimated_seconds > 0.5 * seconds
+
+
+def test_the_readme_states_the_budget_rule_the_plan_uses() -> None:
+    """The README's cost sentence names the rule's two constants as the code has them."""
+    readme = " ".join((Path(__file__).resolve().parent.parent / "README.md").read_text().split())
+    rule = f"max({budget.FLOOR_SECONDS:g} s, {budget.LINEAR_FACTOR:g}x"
+    assert readme.count(rule) >= 2, rule  # "What a check costs" and "How it decides"
+    c = counts(3_000)
+    whole = budget.methods_seconds(nnz=c.nnz, n_classes=2)
+    assert whole == max(budget.FLOOR_SECONDS, budget.LINEAR_FACTOR * budget.linear_seconds(c.nnz, 2))
