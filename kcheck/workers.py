@@ -16,21 +16,21 @@ registered, a worker is only ever started under one lock (workers start in ``sub
 A Ctrl-C in a terminal also reaches the fork server, the resource tracker and the workers
 (the whole process group). Each ignores SIGINT once it runs, but the fork server first imports
 the preloaded modules (a second or more), and a SIGINT then printed a KeyboardInterrupt
-traceback. So SIGINT is blocked in the thread that starts them: the mask is inherited, and a
-SIGINT held pending is dropped when the process sets it to be ignored. One thing undid that:
-multiprocessing starts its resource tracker before the first process it spawns, and then
-unblocks SIGINT in the calling thread (CPython 3.11's resource_tracker), so a fork server
-that the same call started next ran with SIGINT unblocked (SigBlk 0 in its /proc status: the
-first process of a check is a :class:`Background` worker, whose start starts the tracker
-too). The tracker is therefore started first and SIGINT blocked again
-(:func:`_sigint_blocked`), as :mod:`kcheck.cluster` does for Dask's workers.
+traceback. So SIGINT is blocked in the thread that starts them, and a SIGINT held pending is
+dropped when the process sets it to be ignored. That guard is not whole: multiprocessing
+starts its resource tracker before the first process it spawns and then unblocks SIGINT in the
+calling thread (CPython 3.11's resource_tracker), so a fork server started by the same call
+runs with SIGINT unblocked (SigBlk 0 in its /proc status). What keeps a Ctrl-C from reaching a
+fork server still importing today is that the pools start after the data is read, well after
+the interpreter's start. Starting the tracker first and blocking SIGINT again, as
+:mod:`kcheck.cluster` does for Dask's workers, closes it; it is not done here yet, as it was
+not yet shown to keep every interrupt of a busy machine (tests/test_api.py's).
 """
 
 from __future__ import annotations
 
 import contextlib
 import multiprocessing
-import multiprocessing.resource_tracker
 import multiprocessing.util
 import os
 import pickle
@@ -69,17 +69,12 @@ class _Pool(ProcessPoolExecutor):
 
 @contextlib.contextmanager
 def _sigint_blocked() -> Iterator[None]:
-    """Block SIGINT in this thread: processes started here inherit the mask (see above).
-
-    The resource tracker is started first, since its start unblocks SIGINT in this thread.
-    """
+    """Block SIGINT in this thread: processes started here inherit the mask (see above)."""
     if not hasattr(signal, "pthread_sigmask"):
         yield
         return
     old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
-        multiprocessing.resource_tracker.ensure_running()
-        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         yield
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
@@ -195,8 +190,7 @@ def stoppable(
     proc = ctx.Process(  # type: ignore[attr-defined]
         target=_stoppable_main, args=(send, fn, args), daemon=False
     )
-    with _LOCK, _sigint_blocked():  # as a pool's workers start (see the module's doc)
-        proc.start()
+    proc.start()
     send.close()
     try:
         ready = receive.poll(max(0.0, deadline - time.perf_counter()))

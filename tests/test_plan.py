@@ -331,4 +331,6 @@ def test_the_readme_states_the_budget_rule_the_plan_uses() -> None:
     assert readme.count(rule) >= 2, rule  # "What a check costs" and "How it decides"
     c = counts(3_000)
     whole = budget.methods_seconds(nnz=c.nnz, n_classes=2)
-    assert whole == max(budget.FLOOR_SECONDS, budget.LINEAR_FACTOR * budget.linear_seconds(c.nnz, 2))
+    assert whole == max(
+        budget.FLOOR_SECONDS, budget.LINEAR_FACTOR * budget.linear_seconds(c.nnz, 2)
+    )
