@@ -346,8 +346,10 @@ def verdict_footnote(v: dict[str, Any]) -> str:
         text += (
             f". {exact}, CV: an RBF SVM against linear in {rbf.get('folds', 5)}-fold "
             f"cross-validation on all {plural(rbf.get('rows', 0), 'row')} "
-            f"({plural(rbf.get('repeats', 1), 'repeat')}; linear's accuracy was "
-            f"{fmt_acc(rbf.get('linear_accuracy'))} there)"
+            f"({plural(rbf.get('repeats', 1), 'repeat')}"
+            # Nested: no row was scored by a model tuned on it.
+            + ("; both tuned again inside each fold" if rbf.get("nested") else "")
+            + f"; linear's accuracy was {fmt_acc(rbf.get('linear_accuracy'))} there)"
         )
     return text
 
