@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from conftest import DATASETS, ROOT
-from runner import cpu_seconds, wait_for
+from runner import wait_for
 from test_schema import assert_valid
 
 import kcheck
@@ -433,8 +433,16 @@ if __name__ == "__main__":
     X = rng.standard_normal((40_000, 40))
     y = np.where((X[:, :3] ** 2).sum(1) > 3, 1, -1)
     print("ready", flush=True)
+    said = []
+
+    def progress(event):
+        # Mid-check: degree-2 starts after MultiLinear, with the baseline's worker beside it.
+        if not said and event.stage.startswith("degree-2"):
+            said.append(event.stage)
+            print("degree-2", flush=True)
+
     try:
-        kcheck.check(X, y, jobs=2)
+        kcheck.check(X, y, jobs=2, progress=progress)
         print("finished", flush=True)
     except KeyboardInterrupt:
         print("interrupted", flush=True)
@@ -478,9 +486,11 @@ def test_ctrl_c_raises_keyboard_interrupt_and_ends_the_workers(tmp_path: Path) -
     )
     assert proc.stdout is not None
     assert proc.stdout.readline().strip() == "ready"
-    # Well into the work, with the baseline beside the checkers in a worker process.
+    # Well into the work, with the baseline beside the checkers in a worker process: the
+    # script says when degree-2 starts, so the signal cannot come after the check's end (on a
+    # busy machine, waiting for the parent's CPU seconds once sent it after "finished").
+    assert proc.stdout.readline().strip() == "degree-2"
     wait_for(lambda: _workers(proc.pid) or proc.poll() is not None, "a worker process")
-    wait_for(lambda: cpu_seconds(proc.pid) > 1.0 or proc.poll() is not None, "the check's work")
     assert proc.poll() is None, "the check finished before it could be interrupted"
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=600)
