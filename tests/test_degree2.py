@@ -96,9 +96,14 @@ def test_plan_subsamples_to_fit_memory(rng):
     T = Dataset(sp.csr_matrix(D), np.tile([1.0, -1.0], 2000))
     per_row = 40 + 40 * 41 // 2
     weights = degree2.WEIGHT_VECTORS * 8 * (degree2.expanded_dimension(40) + 1)
-    limit = weights + 2500 * (per_row * degree2.BYTES_PER_NNZ + degree2.BYTES_PER_ROW)
+    row_bytes = per_row * degree2.BYTES_PER_NNZ + degree2.BYTES_PER_ROW
+    # 2,500 rows and a chunk of a quarter of what the weights leave: the rows take the rest.
+    limit = weights + 2500 * row_bytes * 4 // 3 + 4 * degree2.CHUNK_BYTES_PER_NNZ
     plan = degree2.plan_rows(T, 2, degree2.Degree2Options(memory_limit=limit))
     assert plan.reason is None and plan.rows == 2500 and plan.limited_by == "memory"
+    # The expansion's chunk comes out of the same limit, so the whole plan stays within it.
+    assert plan.chunk_nnz == (limit - weights) // 4 // degree2.CHUNK_BYTES_PER_NNZ
+    assert plan.bytes <= limit
     plan = degree2.plan_rows(T, 2, degree2.Degree2Options(memory_limit=weights + 10))
     assert plan.rows == 0 and "memory limit" in plan.reason
 

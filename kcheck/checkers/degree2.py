@@ -43,6 +43,11 @@ WEIGHT_VECTORS = 8 + engines.N_FOLDS
 #: Expanded values built at once (by :func:`expand` and for prediction): the expansion's
 #: temporaries are about 11 int64 arrays of this length (180 MB), on top of the output chunk.
 EXPAND_CHUNK_NNZ = 2_000_000
+#: Bytes a chunk takes per expanded value: the temporaries, the output's value and index and
+#: the decision values' share (a 2,000,000-value chunk of 20 dense features added 158 MB).
+CHUNK_BYTES_PER_NNZ = 96
+#: The smallest chunk, whatever the limit: below it the per-chunk overhead dominates.
+MIN_CHUNK_NNZ = 50_000
 #: Hard cap on the expanded nonzeros (about 1.7 GB with LIBLINEAR's copy), whatever the budget.
 DEFAULT_MAX_NNZ = 60_000_000
 #: Seconds per expanded nonzero of degree-2's C search and training, relative to the linear
@@ -178,9 +183,18 @@ class Plan:
     rows: int
     reason: str | None = None
     limited_by: str | None = None  # "memory" | "cost" | "time" | None (all rows)
-    #: What the rows' expansion and the weight vectors take (0 where it is skipped); derived
-    #: from the rows, so plans compare by rows, reason and limit.
+    #: What the rows' expansion, the weight vectors and one chunk's temporaries take (0 where
+    #: it is skipped); derived from the rows, so plans compare by rows, reason and limit.
     bytes: int = field(default=0, compare=False)
+    #: Expanded values built at once (:func:`chunk_nnz`).
+    chunk_nnz: int = field(default=EXPAND_CHUNK_NNZ, compare=False)
+
+
+def chunk_nnz(memory_limit: int) -> int:
+    """Expanded values built at once within ``memory_limit``: a quarter of it, at most
+    EXPAND_CHUNK_NNZ. A fixed chunk of 2,000,000 values took 190 MB of temporaries, so under
+    a limit of 200 MB a check's degree-2 predictions alone overran it."""
+    return max(MIN_CHUNK_NNZ, min(EXPAND_CHUNK_NNZ, memory_limit // 4 // CHUNK_BYTES_PER_NNZ))
 
 
 def plan_rows(T: Dataset, n_classes: int, options: Degree2Options) -> Plan:
@@ -206,7 +220,9 @@ def plan_counts(
             ),
             "memory",
         )
-    budget_bytes = options.memory_limit - weight_bytes
+    chunk = chunk_nnz(options.memory_limit - weight_bytes)
+    chunk_bytes = chunk * CHUNK_BYTES_PER_NNZ
+    budget_bytes = max(0, options.memory_limit - weight_bytes - chunk_bytes)
     mean_nnz = max(expanded / rows if rows else 0.0, 1.0)
     row_cost = mean_nnz * BYTES_PER_NNZ + BYTES_PER_ROW
     limits = {
@@ -255,7 +271,13 @@ def plan_counts(
             ),
             limited_by,
         )
-    return Plan(fit, None, limited_by if fit < rows else None, int(fit * row_cost) + weight_bytes)
+    return Plan(
+        fit,
+        None,
+        limited_by if fit < rows else None,
+        int(fit * row_cost) + weight_bytes + chunk_bytes,
+        chunk,
+    )
 
 
 def _separable_rows(
@@ -319,7 +341,7 @@ def run(T: Dataset, V: Dataset, options: Degree2Options) -> CheckerResult:
     else:
         XT, yT = T.X, T.y
     shift = Shift.of(XT)
-    PT = expand(shift.apply(XT))
+    PT = expand(shift.apply(XT), chunk_nnz=plan.chunk_nnz)
     info["shifted_features"] = int(shift.columns.size)
     model, cv = tuning.fit_linear(PT, yT, seed=options.seed, class_weight=options.class_weight)
     counted = budget.degree2_seconds(
@@ -328,7 +350,7 @@ def run(T: Dataset, V: Dataset, options: Degree2Options) -> CheckerResult:
     del PT
 
     # Not a closure: it pickles, so the checker can run in a worker process.
-    expanded = ExpandedModel(model, shift=shift)
+    expanded = ExpandedModel(model, chunk_nnz=plan.chunk_nnz, shift=shift)
     s = score(expanded, V)
     fraction = XT.shape[0] / T.rows
     info.update({"C": model.C, "fraction": fraction, "rows": int(XT.shape[0])})
@@ -501,9 +523,7 @@ def size(counts: Counts, allowed: Allowance) -> Sized:
         else round(p.rows * counts.expanded_nnz / counts.rows)
     )
     counted = budget.degree2_seconds(expanded, n, p.rows, expanded_dimension(counts.features))
-    return Sized(
-        p.rows, p.reason, p.limited_by, p.bytes + 12 * 8 * EXPAND_CHUNK_NNZ, counted, counted
-    )
+    return Sized(p.rows, p.reason, p.limited_by, p.bytes, counted, counted)
 
 
 def check(T: Dataset, V: Dataset, ctx: Context) -> CheckerResult:
