@@ -331,8 +331,9 @@ def _stream(
             assert max_csr_bytes is not None
             if max_csr_bytes <= 0:
                 raise KcheckError(
-                    f"{name}: the memory limit leaves no room for the data (a check needs "
-                    "about 3x the data's size in memory plus 64 MB; see --memory-limit)"
+                    f"{name}: the memory limit leaves no room for the data (a check "
+                    "needs about 3x the data's size in memory plus 64 MB, a verify 4x; see "
+                    "--memory-limit)"
                 ) from None
             if sample_rows is not None:
                 raise KcheckError(
@@ -471,7 +472,7 @@ def sample_libsvm(
     if max_rows is None and not budget:
         raise KcheckError(
             f"{name}: the memory limit leaves no room for the data (a check needs "
-            "about 3x the data's size in memory plus 64 MB; see --memory-limit)"
+            "about 3x the data's size in memory plus 64 MB, a verify 4x; see --memory-limit)"
         )
     reservoir = StratifiedReservoir(max_rows, seed, budget)
     _stream(

@@ -273,14 +273,18 @@ _svm.libsvm.svm_set_print_string_function(_svm.ctypes_print_null)
 
 
 def _svm_parameter(
-    C: float, gamma: float | None, probability: bool = False, weights: str = ""
+    C: float,
+    gamma: float | None,
+    probability: bool = False,
+    weights: str = "",
+    cache_mb: float = SVM_CACHE_MB,
 ) -> _svm.svm_parameter:
     """C-SVC with the RBF kernel (``-t 2``), or without ``gamma`` a precomputed one (``-t 4``).
     Parsing -q also installs the null print function, which is process-wide."""
     kernel = "-t 4" if gamma is None else "-t 2"
     g = "" if gamma is None else f" -g {gamma!r}"
     b = " -b 1" if probability else ""
-    return _svm.svm_parameter(f"-s 0 {kernel} -c {C!r}{g} -m {SVM_CACHE_MB}{b}{weights} -q")
+    return _svm.svm_parameter(f"-s 0 {kernel} -c {C!r}{g} -m {cache_mb!r}{b}{weights} -q")
 
 
 @dataclass
@@ -295,6 +299,9 @@ class SvmProblem:
     y: np.ndarray
     #: ``-wi`` options for every training on this problem (class weights of the metric).
     weights: str = ""
+    #: LIBSVM's kernel cache of every training on this problem, in MB (``-m``): smaller under
+    #: a memory limit (kcheck.rbf_search.search_memory), slower but the same models.
+    cache_mb: float = SVM_CACHE_MB
 
     @property
     def n_rows(self) -> int:
@@ -302,10 +309,14 @@ class SvmProblem:
 
     @classmethod
     def from_data(
-        cls, X: sp.spmatrix | np.ndarray, y: np.ndarray, class_weight: ClassWeight | None = None
+        cls,
+        X: sp.spmatrix | np.ndarray,
+        y: np.ndarray,
+        class_weight: ClassWeight | None = None,
+        cache_mb: float = SVM_CACHE_MB,
     ) -> SvmProblem:
         Xb, yb = binding_data(X, y)
-        return cls(_svm.svm_problem(yb, Xb), Xb, yb, weight_options(class_weight, yb))
+        return cls(_svm.svm_problem(yb, Xb), Xb, yb, weight_options(class_weight, yb), cache_mb)
 
 
 def _check_svm(problem: SvmProblem | KernelProblem, param: _svm.svm_parameter) -> None:
@@ -352,7 +363,7 @@ def cv_rbf_predictions(
     problem: SvmProblem, C: float, gamma: float, *, folds: int, seed: int
 ) -> np.ndarray:
     """Each row's label as predicted in :func:`cv_rbf`'s CV (same folds for the same seed)."""
-    param = _svm_parameter(C, gamma, weights=problem.weights)
+    param = _svm_parameter(C, gamma, weights=problem.weights, cache_mb=problem.cache_mb)
     return _svm_cv_predictions(problem, param, folds, seed)
 
 
@@ -480,7 +491,7 @@ def train_rbf(
     ``probability`` is ``svm-train -b 1``: LIBSVM also fits the probability model, with a
     5-fold CV whose folds come from ``rand()``, seeded here with ``seed``.
     """
-    param = _svm_parameter(C, gamma, probability, problem.weights)
+    param = _svm_parameter(C, gamma, probability, problem.weights, problem.cache_mb)
     _check_svm(problem, param)
     one_omp_thread()
     if probability:

@@ -85,21 +85,33 @@ def csr_bytes(X: object) -> int:
     return int(sum(getattr(X, a).nbytes for a in ("data", "indices", "indptr")))
 
 
-def check_fits(source: str, data_bytes: int, memory_limit: int) -> None:
-    """Refuse at once a check that cannot keep to the memory limit, rather than fail later."""
-    need = CHECK_BYTES_PER_CSR_BYTE * data_bytes + FIXED_BYTES
+#: ... and what ``kcheck verify`` holds: the rows, their scaled copy, LIBSVM's copy of them
+#: (16 bytes a value against the CSR's 12) and its solver's per-row arrays, before the kernel
+#: cache, which takes what is left (kcheck.rbf_search.search_memory).
+VERIFY_BYTES_PER_CSR_BYTE = 4
+
+
+def check_fits(
+    source: str,
+    data_bytes: int,
+    memory_limit: int,
+    per_csr_byte: int = CHECK_BYTES_PER_CSR_BYTE,
+    what: str = "a check",
+) -> None:
+    """Refuse at once a run that cannot keep to the memory limit, rather than fail later."""
+    need = per_csr_byte * data_bytes + FIXED_BYTES
     if need > memory_limit:
         raise KcheckError(
-            f"{source}: a check of this data needs about {size_text(need)} "
-            f"({CHECK_BYTES_PER_CSR_BYTE}x its {size_text(data_bytes)} in memory plus "
+            f"{source}: {what} of this data needs about {size_text(need)} "
+            f"({per_csr_byte}x its {size_text(data_bytes)} in memory plus "
             f"{size_text(FIXED_BYTES)}), over the memory limit of {size_text(memory_limit)}"
         )
 
 
-def max_data_bytes(memory_limit: int) -> int:
+def max_data_bytes(memory_limit: int, per_csr_byte: int = CHECK_BYTES_PER_CSR_BYTE) -> int:
     """The largest CSR that :func:`check_fits` accepts under ``memory_limit``: the reader stops
     there, so that a file too large for the limit is refused before it is read whole."""
-    return (memory_limit - FIXED_BYTES) // CHECK_BYTES_PER_CSR_BYTE
+    return (memory_limit - FIXED_BYTES) // per_csr_byte
 
 
 def checker_budget(memory_limit: int, data_bytes: int) -> int:

@@ -22,7 +22,13 @@ import scipy.sparse as sp
 from kcheck.data import LibsvmBlocks, Sample, dropped_warning, read_libsvm, sample_libsvm
 from kcheck.defaults import MAX_ROWS, MIN_ROWS, MIN_ROWS_PER_CLASS
 from kcheck.errors import KcheckError, KcheckWarning
-from kcheck.memory import check_fits, csr_bytes, max_data_bytes, size_text
+from kcheck.memory import (
+    CHECK_BYTES_PER_CSR_BYTE,
+    check_fits,
+    csr_bytes,
+    max_data_bytes,
+    size_text,
+)
 from kcheck.reservoir import METHOD
 from kcheck.scaling import Scaler, fit_scaler
 from kcheck.verdict import json_number, label_value
@@ -92,6 +98,8 @@ def prepare(
     integer_labels: bool = False,
     max_rows: int | str | None = None,
     seed: int = 0,
+    per_csr_byte: int = CHECK_BYTES_PER_CSR_BYTE,
+    what: str = "a check",
 ) -> Prepared:
     """Read ``path`` within ``memory_limit``, validate it for classification, and scale it.
 
@@ -99,7 +107,8 @@ def prepare(
     rather than after the whole run. ``max_rows`` (a number, or ``"auto"``: what the memory
     limit holds) keeps a stratified sample of that many rows while the file streams
     (:func:`kcheck.data.sample_libsvm`, drawn with ``seed``); everything after, the scaling
-    included, sees the sample only.
+    included, sees the sample only. ``per_csr_byte`` and ``what``: the run's memory per byte of
+    the rows (kcheck.memory.check_fits), for a command other than a check.
     """
     t0 = time.perf_counter()
     digest = hashlib.sha256()
@@ -110,7 +119,7 @@ def prepare(
             zero_based=zero_based,
             memory_limit=memory_limit,
             digest=digest,
-            max_csr_bytes=max_data_bytes(memory_limit),
+            max_csr_bytes=max_data_bytes(memory_limit, per_csr_byte),
         )
     else:
         sample = sample_libsvm(
@@ -120,7 +129,7 @@ def prepare(
             zero_based=zero_based,
             memory_limit=memory_limit,
             digest=digest,
-            max_csr_bytes=max_data_bytes(memory_limit),
+            max_csr_bytes=max_data_bytes(memory_limit, per_csr_byte),
         )
         y_raw, X = sample.y, sample.X
     read_seconds = time.perf_counter() - t0
@@ -139,7 +148,9 @@ def prepare(
                 KcheckWarning,
                 stacklevel=2,
             )
-    return scaled(path, X, y_raw, classes, summary, scaling, memory_limit, read_seconds)
+    return scaled(
+        path, X, y_raw, classes, summary, scaling, memory_limit, read_seconds, per_csr_byte, what
+    )
 
 
 def scaled(
@@ -151,11 +162,13 @@ def scaled(
     scaling: str,
     memory_limit: int,
     read_seconds: float,
+    per_csr_byte: int = CHECK_BYTES_PER_CSR_BYTE,
+    what: str = "a check",
 ) -> Prepared:
     """Validated rows, refused at once where a check of them cannot fit ``memory_limit``,
     scaled, with their labels coded: a file's (:func:`prepare`) or arrays' alike."""
     data_bytes = csr_bytes(X)
-    check_fits(path, data_bytes, memory_limit)
+    check_fits(path, data_bytes, memory_limit, per_csr_byte, what)
     scaler = fit_scaler(
         X, method=scaling, lower=LOWER, upper=UPPER, source=path, memory_limit=memory_limit
     )

@@ -25,6 +25,7 @@ from kcheck import budget, engines
 from kcheck.cluster import Session
 from kcheck.defaults import FOLDS, Event, Progress, no_progress
 from kcheck.errors import KcheckError
+from kcheck.memory import size_text
 from kcheck.metrics import balanced_accuracy
 from kcheck.workers import process_pool
 
@@ -184,10 +185,13 @@ _WORKER: dict[str, Any] = {}
 
 
 def _init_worker(
-    X: sp.csr_matrix, y: np.ndarray, class_weight: engines.ClassWeight | None = None
+    X: sp.csr_matrix,
+    y: np.ndarray,
+    class_weight: engines.ClassWeight | None = None,
+    cache_mb: float = engines.SVM_CACHE_MB,
 ) -> None:
     """Build the LIBSVM problem once per worker process; every grid point reuses it."""
-    _WORKER["problem"] = engines.SvmProblem.from_data(X, y, class_weight)
+    _WORKER["problem"] = engines.SvmProblem.from_data(X, y, class_weight, cache_mb)
 
 
 def _cv_point(
@@ -246,6 +250,7 @@ class _Evaluator:
         cv_args: dict[str, Any],
         jobs: int,
         class_weight: engines.ClassWeight | None = None,
+        cache_mb: float = engines.SVM_CACHE_MB,
     ) -> None:
         self.cv_args = cv_args
         self.jobs = jobs
@@ -255,10 +260,10 @@ class _Evaluator:
                 jobs,
                 ["kcheck.engines", "kcheck.rbf_search"],
                 _init_worker,
-                (X, y, class_weight),
+                (X, y, class_weight, cache_mb),
             )
         else:
-            self.problem = engines.SvmProblem.from_data(X, y, class_weight)
+            self.problem = engines.SvmProblem.from_data(X, y, class_weight, cache_mb)
 
     def run(
         self,
@@ -356,6 +361,7 @@ def rbf_grid_search(
     scheduler: str | None = None,
     class_weight: engines.ClassWeight | None = None,
     balanced: bool = False,
+    memory: SearchMemory | None = None,
 ) -> GridResult:
     """5-fold CV of C-SVC with the RBF kernel at every grid point; returns the best point.
 
@@ -363,7 +369,8 @@ def rbf_grid_search(
     their CV balanced accuracy instead of the rows they predict right.
 
     With ``scheduler`` (``tcp://host:port`` or ``local:N``), the points run on a Dask cluster
-    instead of ``jobs`` local processes; the result is the same.
+    instead of ``jobs`` local processes; the result is the same. ``memory``
+    (:func:`search_memory`) bounds the local processes and their kernel caches.
 
     Progress counts the points; after 1, 2, 4, 8, ... of them (from :data:`ESTIMATE_AFTER_SECONDS`
     on) its event carries the stage's predicted seconds from the points done (elapsed / done x
@@ -395,12 +402,16 @@ def rbf_grid_search(
 
     Xb = engines.as_binding_csr(X)
     jobs = parallel_jobs(jobs, len(first), Xb)
+    cache_mb: float = engines.SVM_CACHE_MB
+    if memory is not None:
+        jobs = min(jobs, memory.jobs)
+        cache_mb = memory.cache_mb if jobs > 1 else memory.alone_mb
     cv_args: dict[str, Any] = {"folds": FOLDS, "seed": seed}
     if balanced:
         cv_args["balanced"] = True
     yb = np.asarray(y, np.float64)
     evaluator: _Evaluator | _ClusterEvaluator = (
-        _Evaluator(Xb, yb, cv_args=cv_args, jobs=jobs, class_weight=class_weight)
+        _Evaluator(Xb, yb, cv_args=cv_args, jobs=jobs, class_weight=class_weight, cache_mb=cache_mb)
         if scheduler is None
         else _ClusterEvaluator(
             Xb, yb, cv_args=cv_args, scheduler=scheduler, class_weight=class_weight
@@ -483,6 +494,56 @@ def duration_text(seconds: float) -> str:
     if seconds < 90 * 60:
         return f"{round(seconds / 60):d} min"
     return f"{seconds / 3600:.1f} h"
+
+
+#: A grid worker's own memory beyond what it shares with the process it forked from (its
+#: heap and the modules it imports after the fork), measured about 20-30 MB.
+WORKER_BYTES = 32 * 2**20
+#: LIBSVM's copy of a stored value (an index and a double) and of each row's terminator.
+NODE_BYTES = 16
+#: LIBSVM's solver arrays per training row (gradients, alphas, status, the cache's heads).
+SOLVER_BYTES_PER_ROW = 96
+#: The least kernel cache a search runs with, in MB: LIBSVM keeps at least two columns.
+MIN_CACHE_MB = 1.0
+
+
+@dataclass(frozen=True)
+class SearchMemory:
+    """What a grid search may use under a memory limit: ``jobs`` worker processes with
+    ``cache_mb`` of kernel cache each, or, in this process alone, ``alone_mb``."""
+
+    jobs: int
+    cache_mb: float
+    alone_mb: float
+
+
+def search_memory(
+    source: str, X: sp.csr_matrix, memory_limit: int, held_bytes: int, jobs: int
+) -> SearchMemory:
+    """The workers and kernel caches of a search on ``X`` that fit ``memory_limit`` beside the
+    ``held_bytes`` this process holds already. LIBSVM's cache (200 MB a process by default)
+    only buys speed, so it shrinks first; then workers go; where even this process alone
+    cannot hold LIBSVM's copy of the rows, the run is refused with the figures."""
+    rows, nnz = int(X.shape[0]), int(X.nnz)
+    problem = NODE_BYTES * (nnz + rows) + SOLVER_BYTES_PER_ROW * rows
+    data = int(X.data.nbytes + X.indices.nbytes + X.indptr.nbytes)
+    left = memory_limit - held_bytes
+    least = problem + int(MIN_CACHE_MB * 2**20)
+    if least > left:
+        raise KcheckError(
+            f"{source}: the RBF grid search needs about {size_text(held_bytes + least)} "
+            f"(LIBSVM's copy of {rows:,} rows, {size_text(problem)}, beside the "
+            f"{size_text(held_bytes)} already held), over the memory limit of "
+            f"{size_text(memory_limit)}; a smaller --max-rows or a larger --memory-limit "
+            "would fit"
+        )
+    alone_mb = min(float(engines.SVM_CACHE_MB), (left - problem) / 2**20)
+    per_worker = WORKER_BYTES + data + problem
+    n = max(1, min(jobs, left // (per_worker + int(MIN_CACHE_MB * 2**20))))
+    cache_mb = min(float(engines.SVM_CACHE_MB), (left / n - per_worker) / 2**20)
+    if n == 1 or cache_mb < MIN_CACHE_MB:
+        return SearchMemory(1, alone_mb, alone_mb)
+    return SearchMemory(n, cache_mb, alone_mb)
 
 
 def parallel_jobs(jobs: int, points: int, X: sp.csr_matrix) -> int:

@@ -33,7 +33,7 @@ from kcheck.defaults import (
     no_progress,
 )
 from kcheck.errors import DataFormatError, KcheckError, recorded_warnings
-from kcheck.memory import default_memory_limit
+from kcheck.memory import FIXED_BYTES, VERIFY_BYTES_PER_CSR_BYTE, csr_bytes, default_memory_limit
 from kcheck.ownformat import CHECK_JSON_BYTES, brief, byte_cap, epsilon_problem, is_int, read_json
 from kcheck.prepare import (
     Prepared,
@@ -48,10 +48,12 @@ from kcheck.rbf_search import (
     GRID,
     Grid,
     GridResult,
+    SearchMemory,
     duration_text,
     grid_text,
     point_seconds,
     rbf_grid_search,
+    search_memory,
     search_seconds,
 )
 from kcheck.result import VerifyResult
@@ -121,6 +123,14 @@ def run(config: VerifyConfig, progress: Progress | None = None) -> VerifyResult:
     with recorded_warnings() as notes:
         data, test = _read_inputs(config, check, report)
     Xc, yc = engines.as_binding_csr(data.X), data.y
+    # The rows as read and as scaled, and the reader's and the run's fixed share, are held.
+    memory = search_memory(
+        config.train,
+        Xc,
+        config.memory_limit or default_memory_limit(),
+        2 * csr_bytes(Xc) + FIXED_BYTES,
+        config.jobs,
+    )
     try:
         scoring = Scoring.for_training(config.metric, yc, encode_labels(data.classes, data.classes))
     except KcheckError as e:
@@ -129,16 +139,24 @@ def run(config: VerifyConfig, progress: Progress | None = None) -> VerifyResult:
 
     lin_model, lin = _linear_cv(Xc, yc, config.seed, weight, report)
     report(announcement(config, len(data.classes), scoring, test, Xc))
-    found, rbf = _rbf_cv(Xc, yc, config, scoring, report)
+    found, rbf = _rbf_cv(Xc, yc, config, scoring, report, memory)
     if scoring.needs_scores:
         report(Event("AUC: decision values by cross-validation"))
         t0 = time.perf_counter()
-        lin.points, rbf.points = _cv_scores(Xc, yc, lin_model.C, found, config.seed, weight)
+        lin.points, rbf.points = _cv_scores(
+            Xc, yc, lin_model.C, found, config.seed, weight, memory.alone_mb
+        )
         rbf.seconds += time.perf_counter() - t0
 
     if test is not None:
         lin.score_on(test, scoring, "linear model", lambda: lin_model, report)
-        rbf.score_on(test, scoring, "RBF model", lambda: _train_rbf(Xc, yc, found, weight), report)
+        rbf.score_on(
+            test,
+            scoring,
+            "RBF model",
+            lambda: _train_rbf(Xc, yc, found, weight, memory.alone_mb),
+            report,
+        )
     gap = scoring.gap(yc, rbf.points, lin.points)
     return VerifyResult(
         decision=decide({"rbf": gap}, epsilon),
@@ -266,6 +284,8 @@ def _read_inputs(
         zero_based=config.zero_based,
         max_rows=config.max_rows,
         seed=config.seed,
+        per_csr_byte=VERIFY_BYTES_PER_CSR_BYTE,
+        what="a verify",
     )
     if check is not None and check["data"]["sha256"] != data.sha256:
         raise KcheckError(
@@ -337,7 +357,12 @@ def _linear_cv(
 
 
 def _rbf_cv(
-    X: Any, y: np.ndarray, config: VerifyConfig, scoring: Scoring, report: Progress
+    X: Any,
+    y: np.ndarray,
+    config: VerifyConfig,
+    scoring: Scoring,
+    report: Progress,
+    memory: SearchMemory,
 ) -> tuple[GridResult, _Side]:
     """The RBF model's (C, gamma) from the grid search and its CV results per row, on the
     same rows and folds' seed as the linear model's."""
@@ -354,9 +379,10 @@ def _rbf_cv(
         class_weight=scoring.class_weight,
         balanced=scoring.weighted,
         scheduler=config.scheduler,
+        memory=memory,
     )
     correct = engines.cv_rbf_correct(
-        engines.SvmProblem.from_data(X, y, scoring.class_weight),
+        engines.SvmProblem.from_data(X, y, scoring.class_weight, memory.alone_mb),
         found.C,
         found.gamma,
         folds=FOLDS,
@@ -475,10 +501,15 @@ def _test_scores(
 
 
 def _train_rbf(
-    X: Any, y: np.ndarray, found: GridResult, weight: engines.ClassWeight | None
+    X: Any,
+    y: np.ndarray,
+    found: GridResult,
+    weight: engines.ClassWeight | None,
+    cache_mb: float = engines.SVM_CACHE_MB,
 ) -> engines.RbfModel:
     """The RBF model at the grid search's (C, gamma), trained on these rows."""
-    return engines.train_rbf(engines.SvmProblem.from_data(X, y, weight), found.C, found.gamma)
+    problem = engines.SvmProblem.from_data(X, y, weight, cache_mb)
+    return engines.train_rbf(problem, found.C, found.gamma)
 
 
 def _cv_scores(
@@ -488,6 +519,7 @@ def _cv_scores(
     found: GridResult,
     seed: int,
     weight: engines.ClassWeight | None,
+    cache_mb: float = engines.SVM_CACHE_MB,
 ) -> tuple[PointResults, PointResults]:
     """Per-row results with decision values, for AUC: both models at their chosen parameters,
     trained without each row's fold (stratified, seeded) and scored on it; LIBSVM's and
@@ -500,7 +532,7 @@ def _cv_scores(
         if test.size == 0:
             continue
         lin, _ = tuning.fit_linear(X[train], y[train], seed=seed, C=linear_C, class_weight=weight)
-        rbf = _train_rbf(X[train], y[train], found, weight)
+        rbf = _train_rbf(X[train], y[train], found, weight, cache_mb)
         for key, model in (("lin", lin), ("rbf", rbf)):
             predicted, dec = model.predict_scored(X[test])
             results[key][0][test] = predicted == y[test]

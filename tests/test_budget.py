@@ -309,7 +309,7 @@ def test_a_clear_proxy_overrules_an_undertuned_exact_comparison(
 def test_a_degree2_the_cost_budget_skips_says_so_under_a_time_limit_too() -> None:
     """Both the cost budget and the time left fit too few rows: the count is the reason (a
     larger --time-limit would not help), as without the limit."""
-    costly = degree2.Degree2Options(max_cost_nnz=10 * 31_625, memory_limit=2**30)
+    costly = degree2.Degree2Options(max_cost_nnz=10 * 31_625, memory_limit=2 * 2**30)
     rows, features, nnz, expanded = 1200, 250, 300_000, 1200 * 31_625
     alone = degree2.plan_counts(rows, features, nnz, expanded, 2, costly)
     timed = dataclasses.replace(costly, time_budget=0.001, seconds_per_nnz=1e-6)

@@ -315,3 +315,47 @@ def test_grid_text() -> None:
     assert rbf_search.grid_text(GRID.starting_at((1.0, 1.0))).startswith(
         "a climb in log2 steps of 2, 1, 0.5"
     )
+
+
+# --- the search under a memory limit ---------------------------------------------------------
+
+
+def test_a_small_kernel_cache_gives_the_same_search(heart) -> None:
+    """LIBSVM's cache only buys speed: a 1 MB cache (what a tight limit leaves) scores every
+    point as the default's 200 MB does, in this process and in workers alike."""
+    X, y = heart
+    default = rbf_grid_search(X, y, TINY, seed=3)
+    for jobs in (1, 2):
+        memory = rbf_search.SearchMemory(jobs, rbf_search.MIN_CACHE_MB, rbf_search.MIN_CACHE_MB)
+        small = rbf_grid_search(X, y, TINY, seed=3, jobs=jobs, memory=memory)
+        assert small.scores == default.scores
+    problem = engines.SvmProblem.from_data(X, y, cache_mb=1.0)
+    assert problem.cache_mb == 1.0
+    assert engines.cv_rbf(problem, 2.0, 0.125, folds=FOLDS, seed=3) == engines.cv_rbf(
+        engines.SvmProblem.from_data(X, y), 2.0, 0.125, folds=FOLDS, seed=3
+    )
+
+
+def test_search_memory_shrinks_the_cache_then_the_workers_then_refuses(heart) -> None:
+    X, _ = heart
+    MiB = 2**20
+    problem = rbf_search.NODE_BYTES * (X.nnz + X.shape[0]) + 96 * X.shape[0]
+    roomy = rbf_search.search_memory("f", X, 8 * 2**30, 0, 4)
+    assert (roomy.jobs, roomy.cache_mb, roomy.alone_mb) == (4, 200.0, 200.0)
+    # Two workers with 50 MB of cache each: what is left is shared, and each cache shrinks.
+    held = 10 * MiB
+    data = X.data.nbytes + X.indices.nbytes + X.indptr.nbytes
+    limit = held + 2 * (rbf_search.WORKER_BYTES + data + problem + 50 * MiB)
+    two = rbf_search.search_memory("f", X, limit, held, 2)
+    assert two.jobs == 2 and two.cache_mb == pytest.approx(50.0)
+    # Alone (the CV at the chosen point, the model on all rows), it may use all that is left.
+    assert two.alone_mb == pytest.approx(min(200.0, (limit - held - problem) / MiB))
+    # Room for one worker's cache only: the search runs in this process, its cache what is left.
+    one = rbf_search.search_memory("f", X, held + problem + 5 * MiB, held, 4)
+    assert (one.jobs, one.cache_mb) == (1, pytest.approx(5.0))
+    # Not even LIBSVM's copy of the rows fits: refused, with the figures and what to do.
+    with pytest.raises(KcheckError) as e:
+        rbf_search.search_memory("f.svm", X, held + problem // 2, held, 2)
+    text = str(e.value)
+    assert text.startswith("f.svm: the RBF grid search needs about")
+    assert "a smaller --max-rows or a larger --memory-limit" in text

@@ -242,3 +242,19 @@ def test_the_prediction_and_the_rows_that_fit_ten_minutes() -> None:
     n = verifying.rows_within(600.0, rows=100_000, nnz=1_400_000, n_classes=2)
     assert n is not None and 1_000 < n < 100_000
     assert cost(n) <= 600.0 < cost(n + 1)
+
+
+def test_verify_takes_a_memory_limit_and_refuses_one_it_cannot_keep(tmp_path: Path) -> None:
+    """--max-rows auto's help promises rows as many as --memory-limit holds; verify has the
+    option, and a limit the rows cannot fit is one line, exit 2, with the figure."""
+    # Below the fixed share: refused before a row is kept.
+    r = kcheck("verify", str(DATASETS / "heart_scale"), "--memory-limit", "60M", "-q")
+    assert r.returncode == 2, r.stderr
+    (line,) = r.stderr.splitlines()
+    assert "the memory limit leaves no room for the data" in line and "a verify 4x" in line
+    # The rows fit, LIBSVM's copy of them beside them does not: refused before the grid.
+    r = kcheck("verify", str(DATASETS / "heart_scale"), "--memory-limit", "65M", "-q")
+    assert r.returncode == 2, r.stderr
+    (line,) = r.stderr.splitlines()
+    assert "the RBF grid search needs about" in line and "65.0 MiB" in line, line
+    assert "Traceback" not in r.stderr

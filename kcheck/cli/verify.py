@@ -16,6 +16,7 @@ from kcheck.cli.options import (
     MaxRows,
     cluster_from,
     jobs_option,
+    memory_limit_option,
     metric_option,
     output_option,
     quiet_option,
@@ -92,6 +93,10 @@ def announcing(ui: Ui, progress: Report) -> Report:
     help="A saved 'kcheck check' JSON verdict on TRAIN: exit 1 unless this confirms it.",
 )
 @click.option("--zero-based", is_flag=True, help="Feature indices in the files start at 0.")
+@memory_limit_option(
+    "the read, the grid's worker processes and LIBSVM's kernel caches keep to it (a smaller "
+    "cache is slower, the result the same)."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON result on stdout.")
 @output_option("Write the JSON result to FILE (atomically); - is stdout.")
 @quiet_option()
@@ -107,6 +112,7 @@ def verify(
     metric: str | None,
     check_json: str | None,
     zero_based: bool,
+    memory_limit: int | None,
     as_json: bool,
     output: str | None,
     quiet: bool,
@@ -142,6 +148,7 @@ def verify(
             metric=metric,
             check_json=check_json,
             zero_based=zero_based,
+            memory_limit=memory_limit,
             scheduler=None if session is None else session.address,
         ).validated()
         result = ui.run(lambda progress: verifying.verify(config, announcing(ui, progress)))
