@@ -61,6 +61,16 @@ DISTANCE_SECONDS_PER_WORK = 1.0e-9
 #: (scripts/results/calibrate_rbfsvm.md); the whole checker took 0.65-1.11 of its counted
 #: seconds there, 1.1-1.2 on small T, and 2.1 on parity3 (C = 2^11, noisy labels).
 RBF_SECONDS_PER_WORK = 2.5e-9
+#: ... times up to 1 + SPARSE_MERGE_EXTRA on sparse rows (:func:`sparse_merge_factor`): LIBSVM's
+#: dot product merges two rows' index lists, and where their indices rarely coincide nearly
+#: every step is a mispredicted branch. Per kernel evaluation and (stored values of a row + 1):
+#: 1.7-5.0 ns on dense rows, 11-15 on rows holding 1/36 to 1/345 of the features (text_d8400,
+#: lin_sparse20k, lin_sparse1k, sector). Without it the checker took 4.6x and 4.9x its counted
+#: seconds on text_d8400 and lin_sparse20k, with it 1.0x on the same rows. a9a (1/9 of its
+#: features) measures 8 ns but stays at 1: its models keep about half the rows as support
+#: vectors, where the count assumes all (scripts/results/calibrate_rbfsvm.md).
+SPARSE_MERGE_EXTRA = 4.0
+SPARSE_MERGE_FROM = 10.0
 
 
 def n_models(n_classes: int) -> int:
@@ -140,13 +150,26 @@ def rbf_tuning_seconds(
     return grid_points * folds * cv + gammas * BUILD_SECONDS_PER_ENTRY * entries
 
 
-def rbf_fit_seconds(*, rows: int, nnz: int, predict_rows: int, n_classes: int) -> float:
+def rbf_fit_seconds(
+    *, rows: int, nnz: int, predict_rows: int, n_classes: int, features: int = 0
+) -> float:
     """Counted seconds of one LIBSVM training on ``rows`` rows (its own kernel, from node
     lists) and predicting ``predict_rows`` more: kernel evaluations, each as costly as a row's
-    stored values, of every row against every other (an upper bound on the support vectors)."""
+    stored values, of every row against every other (an upper bound on the support vectors),
+    and more on rows sparse in ``features`` (:func:`sparse_merge_factor`; 0: not counted)."""
     per_row = nnz / max(rows, 1) + 1.0
     work = float(rows) * (rows + predict_rows) * per_row
-    return RBF_SECONDS_PER_WORK * _pairs_factor(n_classes) * work
+    merge = sparse_merge_factor(features, nnz, rows)
+    return RBF_SECONDS_PER_WORK * _pairs_factor(n_classes) * merge * work
+
+
+def sparse_merge_factor(features: int, nnz: int, rows: int) -> float:
+    """1 where a row's stored values are at least 1 / SPARSE_MERGE_FROM of the ``features``;
+    sparser, 1 + SPARSE_MERGE_EXTRA x the powers of ten below that, at most one."""
+    if features <= 0 or nnz <= 0 or rows <= 0:
+        return 1.0
+    spread = math.log10(features * rows / nnz / SPARSE_MERGE_FROM)
+    return 1.0 + SPARSE_MERGE_EXTRA * min(1.0, max(0.0, spread))
 
 
 def exact_seconds(

@@ -1,18 +1,24 @@
 #!/usr/bin/env python3
-"""Measure the rbfsvm checker's cost against its counted estimate (kcheck/budget.py).
+"""Measure the rbfsvm checker's CPU seconds against its counted estimate (kcheck/budget.py).
 
 Usage:
-    python scripts/calibrate_rbfsvm.py FILE [FILE ...] [-o scripts/results/calibrate_rbfsvm.md]
+    python scripts/calibrate_rbfsvm.py FILE [FILE ...] [--rows N] [-o OUT.md]
+    python scripts/calibrate_rbfsvm.py --kernel-cost FILE [FILE ...]
 
-For each LIBSVM file (T of at most about 10,000 rows, where the checker's cost fits): scale
-by max |x|, split 3:1 with seed 0, and run the checker's search and training with the most
-tuning rows (2,000). Reported: the wall time of the whole checker next to
-:func:`kcheck.checkers.rbfsvm.estimated_seconds`, and of its trainings (one per gamma on two
-thirds of T, scored on the rest, one more at the larger C, and the final one on T, scored on
-V: the whole time less that of the search run again alone) per unit of counted work (rows
-trained x rows trained and predicted x stored values a row), the figure behind
-``budget.RBF_SECONDS_PER_WORK``.
-Nothing here changes what kcheck computes.
+For each LIBSVM training file: read, scale and split (seed 0) as a check does, plan the check
+with the default checkers (kcheck.plan.make) and run :func:`kcheck.checkers.rbfsvm.check` with
+the budget the plan leaves it, so that it trains on the rows the plan gives it (``--rows N``:
+on a stratified sample of N rows of T instead, with the fewest tuning rows, whatever the
+budget). Reported: the counted
+seconds (the plan's estimate; ``predicted`` is kcheck.costs' prediction from it), the CPU
+seconds (this process and its children), of which the grid search on the tuning sample and the
+LIBSVM trainings; the rest is mostly the trainings' predictions. Per training: rows, support
+vectors and LIBSVM's iterations (from its own output, which kcheck otherwise silences).
+
+``--kernel-cost``: LIBSVM's cost of one RBF kernel evaluation on each file's rows: a model
+trained at C = 2^-8 on 1,500 rows (nearly every row a support vector) predicts 1,500 more;
+CPU seconds / (rows predicted x support vectors), per evaluation and per (stored values of a
+row + 1), the unit of ``budget.RBF_SECONDS_PER_WORK``. Nothing here changes what kcheck computes.
 """
 
 from __future__ import annotations
@@ -20,78 +26,187 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+from libsvm import svm as _svm
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from kcheck import budget, engines  # noqa: E402
-from kcheck.checkers import exact, linear, rbfsvm  # noqa: E402
-from kcheck.checkers.base import Context, Dataset  # noqa: E402
-from kcheck.data import read_libsvm  # noqa: E402
-from kcheck.scaling import fit_scaler  # noqa: E402
+from kcheck import budget, costs, engines, plan  # noqa: E402
+from kcheck.checkers import rbf_tuning, rbfsvm  # noqa: E402
+from kcheck.checkers.base import Context, Counts, Dataset, cpu_seconds  # noqa: E402
+from kcheck.defaults import DEFAULT_CHECKERS  # noqa: E402
+from kcheck.memory import default_memory_limit  # noqa: E402
+from kcheck.prepare import prepare  # noqa: E402
 from kcheck.split import stratified_split, stratified_subsample  # noqa: E402
 
+_output: list[str] = []
 
-def measure(path: Path) -> str:
-    y, raw = read_libsvm(str(path))
-    X = fit_scaler(raw, method="maxabs").transform(raw)
-    tr, va = stratified_split(y, seed=0)
-    T, V = Dataset(X[tr], y[tr]), Dataset(X[va], y[va])
-    k = int(np.unique(T.y).size)
-    base = linear.run(T, V, linear.LinearOptions(seed=0))
-    ctx = Context(seed=0, jobs=1, epsilon=0.02, memory_limit=8 << 30, deadline=None, baseline=base)
-    tune = min(2_000, T.rows)
-    estimate = rbfsvm.estimated_seconds(T, V, k, tune)
-    t0 = time.perf_counter()
-    r = rbfsvm.run(T, V, exact.ExactOptions(seed=0), tune, ctx)
-    whole = time.perf_counter() - t0
-    # The search alone, on the same sample, to leave the trainings' share of the time.
-    sample = np.sort(stratified_subsample(T.y, tune, seed=0)) if T.rows > tune else None
-    Xs, ys = (T.X, T.y) if sample is None else (T.X[sample], T.y[sample])
-    t0 = time.perf_counter()
-    D = engines.squared_distances(Xs)
-    exact.search_grid(
-        D, ys, exact.median_sq_distance(D), exact.ExactOptions(seed=0), lambda d: None, lambda: None
+
+@_svm.PRINT_STRING_FUN  # type: ignore[untyped-decorator]
+def _capture(text: bytes) -> None:
+    _output.append(text.decode())
+
+
+def _verbose_parameter(
+    C: float,
+    gamma: float | None,
+    probability: bool = False,
+    weights: str = "",
+    cache_mb: float = engines.SVM_CACHE_MB,
+) -> Any:
+    """engines._svm_parameter without -q, LIBSVM's output going to :data:`_output`."""
+    g = "" if gamma is None else f" -g {gamma!r}"
+    kernel = "-t 4" if gamma is None else "-t 2"
+    b = " -b 1" if probability else ""
+    p = _svm.svm_parameter(f"-s 0 {kernel} -c {C!r}{g} -m {cache_mb!r}{b}{weights}")
+    _svm.libsvm.svm_set_print_string_function(_capture)
+    return p
+
+
+class _Trainings:
+    """Wraps engines.train_rbf: CPU seconds, rows, support vectors, iterations of each call."""
+
+    def __init__(self) -> None:
+        self.calls: list[dict[str, Any]] = []
+        self._train = engines.train_rbf
+
+    def __call__(self, problem: Any, C: float, gamma: float, **kw: Any) -> Any:
+        _output.clear()
+        c0 = cpu_seconds()
+        m = self._train(problem, C, gamma, **kw)
+        took = cpu_seconds() - c0
+        iters = sum(
+            int(line.split("=")[1]) for line in "".join(_output).splitlines() if "#iter" in line
+        )
+        self.calls.append(
+            {"rows": problem.n_rows, "C": C, "sv": m.n_sv, "iters": iters, "cpu": took}
+        )
+        return m
+
+
+def split(path: Path) -> tuple[Dataset, Dataset]:
+    data = prepare(str(path), scaling="maxabs", memory_limit=default_memory_limit())
+    tr, va = stratified_split(data.y, seed=0)
+    return Dataset(data.X[tr], data.y[tr]), Dataset(data.X[va], data.y[va])
+
+
+def measure(path: Path, rows: int | None) -> str:
+    T, V = split(path)
+    counts = Counts.of(T, V)
+    step = plan.make(counts, plan.Options(checkers=DEFAULT_CHECKERS)).step(rbfsvm.NAME)
+    assert step is not None
+    allowed = step.budget_seconds or 0.0
+    if rows is not None and rows < T.rows:
+        keep = stratified_subsample(T.y, rows, seed=0)
+        T = Dataset(T.X[keep], T.y[keep])
+        counts = Counts.of(T, V)
+        # The ladder's first rung of tuning rows, as on a sample the plan chose.
+        allowed = rbfsvm.counted_seconds(counts, rbf_tuning.TUNE_ROWS) + 1e-6
+    ctx = Context(
+        seed=0,
+        jobs=1,
+        epsilon=0.02,
+        memory_limit=8 << 30,
+        deadline=None,
+        baseline=None,
+        floor_seconds=step.floor_seconds,
+        budget_seconds=allowed,
     )
-    search = time.perf_counter() - t0
-    fits = max(whole - search, 0.0)
-    fit_estimate = rbfsvm.fit_seconds(T, V, k)
-    per_work = fits / fit_estimate * budget.RBF_SECONDS_PER_WORK
+    trainings = _Trainings()
+    search = {"cpu": 0.0}
+    search_sample = rbfsvm._search_sample
+
+    def timed_search(*a: Any, **k: Any) -> Any:
+        c0 = cpu_seconds()
+        out = search_sample(*a, **k)
+        search["cpu"] += cpu_seconds() - c0
+        return out
+
+    engines.train_rbf = trainings
+    rbfsvm._search_sample = timed_search
+    try:
+        c0 = cpu_seconds()
+        r = rbfsvm.check(T, V, ctx)
+        cpu = cpu_seconds() - c0
+    finally:
+        engines.train_rbf = trainings._train
+        rbfsvm._search_sample = search_sample
+    if r.status == "skipped":
+        return f"| {path.name} | {counts.rows:,} | skipped: {r.reason} |"
+    trained = int(r.info["rows"])
+    sc = rbfsvm.sampled(counts, trained)
+    counted = float(r.counted_seconds or 0.0)
+    predicted = costs.predicted_seconds(rbfsvm.NAME, counts, trained, counted) or 0.0
+    fits = sum(c["cpu"] for c in trainings.calls)
+    per_row = max(c["iters"] / c["rows"] for c in trainings.calls)
+    sv = max(c["sv"] / c["rows"] for c in trainings.calls)
+    top_C = max(c["C"] for c in trainings.calls)
+    merge = budget.sparse_merge_factor(sc.features, sc.nnz, sc.rows)
     return (
-        f"| {path.name} | {T.rows:,} x {X.shape[1]:,} ({k}) | {tune:,} | "
-        f"2^{r.info['log2_C']:g} | {r.info['support_vectors']:,} | {estimate:.2f} | {whole:.2f} | "
-        f"{whole / estimate:.2f} | {fit_estimate:.2f} | {fits:.2f} | {per_work * 1e9:.2f} |"
+        f"| {path.name} | {counts.rows:,} x {counts.features:,} ({counts.n_classes}) | "
+        f"{trained:,} | {r.info['tune_rows']:,} | {merge:.2f} | 2^{np.log2(top_C):g} | "
+        f"{sv:.2f} | {per_row:.0f} | {counted:.2f} | {predicted:.2f} | {cpu:.2f} | "
+        f"{cpu / counted:.2f} | {cpu / predicted:.2f} | {search['cpu']:.2f} | {fits:.2f} |"
+    )
+
+
+def kernel_cost(path: Path) -> str:
+    data = prepare(str(path), scaling="maxabs", memory_limit=default_memory_limit())
+    n = data.X.shape[0]
+    m = min(1_500, n // 2)
+    idx = np.random.default_rng(0).permutation(stratified_subsample(data.y, 2 * m, seed=0))
+    a, b = np.sort(idx[:m]), np.sort(idx[m:])
+    Xa = engines.as_binding_csr(data.X[a])
+    sq = np.asarray(Xa.multiply(Xa).sum(axis=1)).ravel()
+    gamma = 1.0 / max(2.0 * float(np.median(sq)), 1e-9)
+    model = engines.train_rbf(
+        engines.SvmProblem.from_data(Xa, np.asarray(data.y[a], dtype=np.float64), None),
+        2.0**-8,
+        gamma,
+    )
+    c0 = cpu_seconds()
+    model.predict(data.X[b])
+    ns = (cpu_seconds() - c0) / (b.size * model.n_sv) * 1e9
+    k = data.X.nnz / n
+    F = data.X.shape[1]
+    return (
+        f"| {path.name} | {k:.1f} | {F:,} | {k / F:.4f} | "
+        f"{budget.sparse_merge_factor(F, data.X.nnz, n):.2f} | {ns:.0f} | {ns / (k + 1):.1f} |"
     )
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("files", nargs="+", type=Path)
+    ap.add_argument("--rows", type=int, default=None, help="train on N rows of T")
+    ap.add_argument("--kernel-cost", action="store_true", help="cost per kernel evaluation")
     ap.add_argument("-o", "--output", type=Path, default=None)
     a = ap.parse_args()
     load = os.getloadavg()[0]
-    lines = [
-        "# rbfsvm: counted against measured seconds",
-        "",
-        f"Run with `python scripts/calibrate_rbfsvm.py FILES`; load average {load:.1f} at the "
-        f"start; budget.RBF_SECONDS_PER_WORK = {budget.RBF_SECONDS_PER_WORK * 1e9:g} ns.",
-        "",
-        "| set | T (classes) | tune rows | C | SVs | counted s | measured s | ratio | "
-        "fit counted s | fit measured s | fit ns / work |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for path in a.files:
-        lines.append(measure(path))
-        print(lines[-1], flush=True)
-    text = "\n".join(lines) + "\n"
-    if a.output is not None:
-        a.output.write_text(text)
+    if a.kernel_cost:
+        head = [
+            "| set | values a row | features | density | merge factor | ns / evaluation | "
+            "ns / (values + 1) |",
+            "|---|---|---|---|---|---|---|",
+        ]
     else:
-        sys.stdout.write(text)
+        engines._svm_parameter = _verbose_parameter
+        head = [
+            "| set | T (classes) | rows trained | tune rows | merge factor | top C | "
+            "most SVs / rows | most iterations / row | counted s | predicted s | CPU s | "
+            "CPU / counted | CPU / predicted | search CPU s | trainings CPU s |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        ]
+    lines = [f"load average {load:.1f} at the start", "", *head]
+    for path in a.files:
+        lines.append(kernel_cost(path) if a.kernel_cost else measure(path, a.rows))
+        print(lines[-1], flush=True)
+    if a.output is not None:
+        a.output.write_text("\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":

@@ -256,3 +256,48 @@ def test_on_a_sample_its_gap_is_against_a_linear_model_on_the_same_sample() -> N
     # The waves: the RBF SVM on the sample beats the linear model on the same sample.
     assert res.val_accuracy - ref["val_accuracy"] > 0.02
     assert res.reason is not None and f"{p.rows:,} of {T.rows:,} rows" in res.reason
+
+
+def test_its_kernel_cache_is_what_the_memory_allowance_leaves() -> None:
+    """LIBSVM's 200 MB cache is outside the plan's count: under a tight allowance it shrinks
+    to what is left beside LIBSVM's copy of T (at least 1 MB), and the models stay the same."""
+    assert rbfsvm.cache_mb(8 * 2**30, 100_000, 5_000) == 200.0
+    copy = rbfsvm.NODE_BYTES * (100_000 + 5_000) + rbfsvm.SOLVER_BYTES_PER_ROW * 5_000
+    assert rbfsvm.cache_mb(copy + 30 * 2**20, 100_000, 5_000) == pytest.approx(30.0)
+    assert rbfsvm.cache_mb(copy, 100_000, 5_000) == 1.0
+
+
+@pytest.mark.parametrize("dense", [True, False], ids=["dense", "sparse"])
+def test_the_least_allowance_the_plan_accepts_gives_the_same_result(dense: bool) -> None:
+    from kcheck.checkers.base import Context
+    from kcheck.checkers.linear import LinearOptions
+    from kcheck.checkers.linear import run as linear_run
+
+    y, X = wavy(1_600, seed=2)
+    if not dense:
+        X = sp.csr_matrix(np.where(np.abs(X) < 0.3, 0.0, X))
+    T, V = _split(y, X)
+
+    def run(memory_limit: int) -> tuple[float, float, float]:
+        ctx = Context(
+            seed=0,
+            jobs=1,
+            epsilon=0.02,
+            memory_limit=memory_limit,
+            deadline=None,
+            baseline=linear_run(T, V, LinearOptions(seed=0)),
+            budget_seconds=1e6,
+        )
+        r = rbfsvm.check(T, V, ctx)
+        assert r.status == "ok", r.reason
+        return r.val_accuracy, r.info["C"], r.info["gamma"]
+
+    roomy = run(2**30)
+    # The least the plan accepts: the search's kernel matrices and LIBSVM's copy of T. The
+    # cache then gets what the matrices leave once freed: far below its 200 MB default.
+    c = Counts.of(T, V)
+    tune = rbfsvm.plan_counts(c, 1e6).tune_rows
+    assert tune is not None
+    least = rbfsvm.memory_bytes(c, tune)
+    assert rbfsvm.cache_mb(least, int(T.X.nnz), T.rows) < 100.0
+    assert run(least) == roomy

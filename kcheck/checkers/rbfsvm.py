@@ -125,9 +125,26 @@ def _fit_seconds(c: Counts) -> float:
         nnz=int(c.nnz * (1.0 - held_out / max(c.rows, 1))),
         predict_rows=held_out,
         n_classes=c.n_classes,
+        features=c.features,
     ) + budget.rbf_fit_seconds(
-        rows=c.rows, nnz=c.nnz, predict_rows=c.val_rows, n_classes=c.n_classes
+        rows=c.rows,
+        nnz=c.nnz,
+        predict_rows=c.val_rows,
+        n_classes=c.n_classes,
+        features=c.features,
     )
+
+
+#: LIBSVM's solver arrays per training row (gradients, alphas, status, the cache's heads).
+SOLVER_BYTES_PER_ROW = 96
+
+
+def cache_mb(memory_limit: int, nnz: int, rows: int) -> float:
+    """LIBSVM's kernel cache (MB) for the trainings on T: what ``memory_limit`` leaves beside
+    LIBSVM's copy of T and its solver, at most engines.SVM_CACHE_MB and at least 1. The cache
+    buys speed only (the same models), and its 200 MB default is outside the plan's count."""
+    left = memory_limit - NODE_BYTES * (nnz + rows) - SOLVER_BYTES_PER_ROW * rows
+    return max(1.0, min(float(engines.SVM_CACHE_MB), left / 2**20))
 
 
 def memory_bytes(c: Counts, tune_rows: int) -> int:
@@ -299,10 +316,11 @@ def run(T: Dataset, V: Dataset, options: Tuning, tune_rows: int, ctx: Context) -
             NAME, f"{T.rows} rows are too few for {options.folds}-fold cross-validation"
         )
     search, tune_rows = _search_sample(Xb, yb, tune_rows, options, steps)
-    held = _Held(Xb, yb, options, steps)
+    cache = cache_mb(ctx.memory_limit, int(Xb.nnz), T.rows)
+    held = _Held(Xb, yb, options, steps, cache)
     best = held.choose(_best_C_per_gamma(search))
     C, gamma = float(2.0 ** best[0]), float(2.0 ** best[1])
-    problem = engines.SvmProblem.from_data(Xb, yb, options.scoring.class_weight)
+    problem = engines.SvmProblem.from_data(Xb, yb, options.scoring.class_weight, cache)
     model = engines.train_rbf(problem, C, gamma)
     steps.tick(steps.total)
     steps.check_time()
@@ -367,9 +385,13 @@ class _Held:
     """Candidates trained on a stratified two thirds of T and scored on the other third: gamma
     needs T's rows, where the sample's scores were flat."""
 
-    def __init__(self, X: sp.csr_matrix, y: np.ndarray, options: Tuning, steps: _Steps) -> None:
+    def __init__(
+        self, X: sp.csr_matrix, y: np.ndarray, options: Tuning, steps: _Steps, cache: float
+    ) -> None:
         fit, held = stratified_split(y, seed=options.seed, validation_fraction=SELECT_FRACTION)
-        self.problem = engines.SvmProblem.from_data(X[fit], y[fit], options.scoring.class_weight)
+        self.problem = engines.SvmProblem.from_data(
+            X[fit], y[fit], options.scoring.class_weight, cache
+        )
         self.X, self.y = X[held], y[held]
         self.rows = int(held.size)
         self.options, self.steps = options, steps
