@@ -164,6 +164,22 @@ def test_resume_over_a_partial_file_linked_to_dev_zero(tmp_path: Path) -> None:
     one_error_line(r.code, r.stderr, "r.jsonl.partial", "too large for a batch's results")
 
 
+@pytest.mark.slow
+def test_resume_over_a_results_file_larger_than_the_limit_allows(tmp_path: Path) -> None:
+    """One 300 MB output line once made --resume under --memory-limit 500M peak at 656 MB:
+    the results are read within a 32nd of the limit, so a 4 MB line is over 100M's cap."""
+    data = tmp_path / "d"
+    data.mkdir()
+    shutil.copy(HEART, data / "heart_scale")
+    out = tmp_path / "r.jsonl"
+    out.write_text(json.dumps({**batch_line(), "junk": "a" * 4_000_000}) + "\n")
+    before = out.read_bytes()
+    r = kcheck("batch", data, "-o", out, "--resume", "--memory-limit", "100M", "-q")
+    one_error_line(r.code, r.stderr, "r.jsonl", "too large for a batch's results")
+    assert "3.1 MiB" in r.stderr
+    assert out.read_bytes() == before
+
+
 def test_a_files_from_list_is_read_within_bounds(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
