@@ -158,7 +158,8 @@ CHECKS: dict[str, tuple[tuple[str | Path, ...], Callable[[Json], bool]]] = {
         ),
     ),
     "memory limit subsamples degree2, --test": (
-        (S, "--memory-limit", "65M", "--exact", "never", "--test", ST),
+        # 1,953 of 2,317 rows: what 1.4 MiB leaves beside the expansion's chunk.
+        (S, "--memory-limit", "65.5M", "--exact", "never", "--test", ST),
         lambda v: (
             v["checkers"]["degree2"]["status"] == "subsampled"
             and v["checkers"]["degree2"]["limited_by"] == "memory"

@@ -24,10 +24,11 @@ from kcheck.checkers.base import (
     Counts,
     Dataset,
     Sized,
+    sample_reference,
     score,
+    stratified_sample,
 )
 from kcheck.defaults import Event
-from kcheck.split import stratified_subsample
 from kcheck.workers import run_until
 
 SQRT2 = math.sqrt(2.0)
@@ -46,8 +47,9 @@ EXPAND_CHUNK_NNZ = 2_000_000
 #: Bytes a chunk takes per expanded value: the temporaries, the output's value and index and
 #: the decision values' share (a 2,000,000-value chunk of 20 dense features added 158 MB).
 CHUNK_BYTES_PER_NNZ = 96
-#: The smallest chunk, whatever the limit: below it the per-chunk overhead dominates.
-MIN_CHUNK_NNZ = 50_000
+#: The smallest chunk, whatever the limit (400 KB of temporaries): below it the per-chunk
+#: overhead dominates.
+MIN_CHUNK_NNZ = 4_096
 #: Hard cap on the expanded nonzeros (about 1.7 GB with LIBLINEAR's copy), whatever the budget.
 DEFAULT_MAX_NNZ = 60_000_000
 #: Seconds per expanded nonzero of degree-2's C search and training, relative to the linear
@@ -323,21 +325,11 @@ def run(T: Dataset, V: Dataset, options: Degree2Options) -> CheckerResult:
         res = CheckerResult.skipped("degree2", plan.reason, time.perf_counter() - t0)
         res.info.update(info)
         return res
-    reference_correct = reference_scores = None
+    reference = None
     if plan.rows < T.rows:
-        keep = stratified_subsample(T.y, plan.rows, seed=options.seed)
-        XT, yT = T.X[keep], T.y[keep]
-        ref, ref_cv = tuning.fit_linear(
-            XT, yT, seed=options.seed, class_weight=options.class_weight
-        )
-        ref_scored = score(ref, V)
-        reference_correct = ref_scored.correct
-        reference_scores = ref_scored.scores
-        info["reference"] = {
-            "rows": int(XT.shape[0]),
-            "val_accuracy": ref_scored.accuracy,
-            "C": ref.C,
-        }
+        S = stratified_sample(T, plan.rows, seed=options.seed)
+        reference = sample_reference(S, V, seed=options.seed, class_weight=options.class_weight)
+        XT, yT = S.X, S.y
     else:
         XT, yT = T.X, T.y
     shift = Shift.of(XT)
@@ -358,7 +350,7 @@ def run(T: Dataset, V: Dataset, options: Degree2Options) -> CheckerResult:
     if plan.limited_by:
         info["limited_by"] = plan.limited_by
         reason = f"{XT.shape[0]:,} of {T.rows:,} rows fit {_LIMITS[plan.limited_by]}"
-    return CheckerResult(
+    result = CheckerResult(
         name="degree2",
         status="ok" if fraction == 1.0 else "subsampled",
         reason=reason,
@@ -370,11 +362,10 @@ def run(T: Dataset, V: Dataset, options: Degree2Options) -> CheckerResult:
         info=info,
         predict=expanded.predict,
         cv_accuracy=cv,
-        reference_correct=reference_correct,
-        reference_scores=reference_scores,
         model=model,
         counted_seconds=counted,
     )
+    return result if reference is None else reference.fill(result)
 
 
 @dataclass

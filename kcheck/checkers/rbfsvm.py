@@ -39,7 +39,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from kcheck import budget, engines, tuning
+from kcheck import budget, engines
 from kcheck.checkers import rbf_tuning
 from kcheck.checkers.base import (
     Allowance,
@@ -48,14 +48,16 @@ from kcheck.checkers.base import (
     Counts,
     Dataset,
     Sized,
+    sample_reference,
     score,
     stop_if_past,
+    stratified_sample,
     time_bound,
 )
 from kcheck.checkers.rbf_tuning import Search, Tuning
 from kcheck.defaults import Event
 from kcheck.rbf_search import best_point
-from kcheck.split import stratified_split, stratified_subsample
+from kcheck.split import stratified_split
 
 NAME = "rbfsvm"
 #: The fewest rows of T it trains on where all of T does not fit the budget (degree-2's
@@ -283,25 +285,15 @@ def _on_sample(
     """:func:`run` on a stratified sample of ``rows`` rows of T, with a linear model tuned and
     trained on the same sample as the gap's reference (as degree-2's subsample has): an RBF
     SVM on a tenth of T against a linear model on all of it would measure the rows it lacks."""
-    keep = stratified_subsample(T.y, rows, seed=options.seed)
-    S = Dataset(T.X[keep], T.y[keep])
+    S = stratified_sample(T, rows, seed=options.seed)
     result = run(S, V, options, tune_rows, ctx)
     if result.status == "skipped":
         return result
-    ref, _ = tuning.fit_linear(
-        S.X, S.y, seed=options.seed, class_weight=options.scoring.class_weight
-    )
-    scored = score(ref, V)
     result.status = "subsampled"
     result.reason = f"{S.rows:,} of {T.rows:,} rows fit the cost budget"
-    result.reference_correct = scored.correct
-    result.reference_scores = scored.scores
-    result.info.update(
-        fraction=S.rows / T.rows,
-        limited_by="cost",
-        reference={"rows": S.rows, "val_accuracy": scored.accuracy, "C": ref.C},
-    )
-    return result
+    result.info.update(fraction=S.rows / T.rows, limited_by="cost")
+    reference = sample_reference(S, V, seed=options.seed, class_weight=options.scoring.class_weight)
+    return reference.fill(result)
 
 
 def run(T: Dataset, V: Dataset, options: Tuning, tune_rows: int, ctx: Context) -> CheckerResult:
