@@ -202,7 +202,7 @@ def _cv_point(
 
 def _cluster_point(
     token: str,
-    data: tuple[sp.csr_matrix, np.ndarray, engines.ClassWeight | None],
+    data: tuple[sp.csr_matrix, np.ndarray, engines.ClassWeight | None, float],
     log2_C: float,
     log2_gamma: float,
     cv_args: dict[str, Any],
@@ -308,11 +308,12 @@ class _ClusterEvaluator:
         cv_args: dict[str, Any],
         scheduler: str,
         class_weight: engines.ClassWeight | None = None,
+        cache_mb: float = engines.SVM_CACHE_MB,
     ) -> None:
         self.cv_args = cv_args
         self.session = Session(scheduler)
         try:
-            self.data = self.session.scatter((X, y, class_weight))
+            self.data = self.session.scatter((X, y, class_weight, cache_mb))
         except BaseException:
             self.session.close()
             raise
@@ -370,7 +371,9 @@ def rbf_grid_search(
 
     With ``scheduler`` (``tcp://host:port`` or ``local:N``), the points run on a Dask cluster
     instead of ``jobs`` local processes; the result is the same. ``memory``
-    (:func:`search_memory`) bounds the local processes and their kernel caches.
+    (:func:`search_memory`) bounds the local processes and every process's kernel cache (a
+    cluster's workers take the cache of ``memory.jobs`` workers; their memory is the
+    cluster's own).
 
     Progress counts the points; after 1, 2, 4, 8, ... of them (from :data:`ESTIMATE_AFTER_SECONDS`
     on) its event carries the stage's predicted seconds from the points done (elapsed / done x
@@ -414,7 +417,12 @@ def rbf_grid_search(
         _Evaluator(Xb, yb, cv_args=cv_args, jobs=jobs, class_weight=class_weight, cache_mb=cache_mb)
         if scheduler is None
         else _ClusterEvaluator(
-            Xb, yb, cv_args=cv_args, scheduler=scheduler, class_weight=class_weight
+            Xb,
+            yb,
+            cv_args=cv_args,
+            scheduler=scheduler,
+            class_weight=class_weight,
+            cache_mb=cache_mb,
         )
     )
     try:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import re
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -32,10 +33,11 @@ from kcheck.defaults import (
     check_common,
     no_progress,
 )
-from kcheck.errors import DataFormatError, KcheckError, recorded_warnings
+from kcheck.errors import DataFormatError, KcheckError, KcheckWarning, recorded_warnings
 from kcheck.memory import FIXED_BYTES, VERIFY_BYTES_PER_CSR_BYTE, csr_bytes, default_memory_limit
 from kcheck.ownformat import CHECK_JSON_BYTES, brief, byte_cap, epsilon_problem, is_int, read_json
 from kcheck.prepare import (
+    AUTO_ROWS,
     Prepared,
     TestFile,
     encode_labels,
@@ -58,7 +60,7 @@ from kcheck.rbf_search import (
 )
 from kcheck.result import VerifyResult
 from kcheck.scoring import PointResults, Scoring, oriented, positive_scores, validate_metric
-from kcheck.split import stratified_folds
+from kcheck.split import stratified_folds, stratified_subsample
 from kcheck.verdict import READABLE_CHECK_SCHEMAS, decide
 
 
@@ -123,14 +125,11 @@ def run(config: VerifyConfig, progress: Progress | None = None) -> VerifyResult:
     with recorded_warnings() as notes:
         data, test = _read_inputs(config, check, report)
     Xc, yc = engines.as_binding_csr(data.X), data.y
-    # The rows as read and as scaled, and the reader's and the run's fixed share, are held.
-    memory = search_memory(
-        config.train,
-        Xc,
-        config.memory_limit or default_memory_limit(),
-        2 * csr_bytes(Xc) + FIXED_BYTES,
-        config.jobs,
-    )
+    if config.max_rows == AUTO_ROWS:
+        with recorded_warnings() as more:
+            Xc, yc = _rows_the_search_holds(config, Xc, yc)
+        notes += more
+    memory = _search_memory(config, Xc)
     try:
         scoring = Scoring.for_training(config.metric, yc, encode_labels(data.classes, data.classes))
     except KcheckError as e:
@@ -138,7 +137,9 @@ def run(config: VerifyConfig, progress: Progress | None = None) -> VerifyResult:
     weight = scoring.class_weight
 
     lin_model, lin = _linear_cv(Xc, yc, config.seed, weight, report)
-    report(announcement(config, len(data.classes), scoring, test, Xc))
+    # The processes the search will run in: those the memory limit leaves.
+    shown = dataclasses.replace(config, jobs=min(config.jobs, memory.jobs))
+    report(announcement(shown, len(data.classes), scoring, test, Xc))
     found, rbf = _rbf_cv(Xc, yc, config, scoring, report, memory)
     if scoring.needs_scores:
         report(Event("AUC: decision values by cross-validation"))
@@ -164,7 +165,7 @@ def run(config: VerifyConfig, progress: Progress | None = None) -> VerifyResult:
         epsilon=epsilon,
         seed=config.seed,
         folds=FOLDS,
-        data={**data.summary, "cv_rows": data.rows},
+        data={**data.summary, "cv_rows": int(yc.size)},
         scaler=data.scaler,
         linear=lin.json(scoring, yc, C=lin_model.C),
         rbf=rbf.json(scoring, yc, C=found.C, gamma=found.gamma, grid_points=found.points),
@@ -179,6 +180,53 @@ def run(config: VerifyConfig, progress: Progress | None = None) -> VerifyResult:
         warnings=notes + unseen_warnings(test),
         started=t_start,
     )
+
+
+def _search_memory(config: VerifyConfig, X: Any) -> SearchMemory:
+    """:func:`kcheck.rbf_search.search_memory` beside the rows as read and as scaled and the
+    run's fixed share, which this process holds."""
+    return search_memory(
+        config.train,
+        X,
+        config.memory_limit or default_memory_limit(),
+        2 * csr_bytes(X) + FIXED_BYTES,
+        config.jobs,
+    )
+
+
+def _rows_the_search_holds(config: VerifyConfig, X: Any, y: np.ndarray) -> tuple[Any, np.ndarray]:
+    """``--max-rows auto``: the rows read, or where LIBSVM's copy of them would not fit beside
+    them (rows of few values cost it more than their CSR bytes: fourclass's 5x), the most of
+    a stratified sample of them that does, with a warning."""
+    try:
+        _search_memory(config, X)
+        return X, y
+    except KcheckError:
+        pass
+    lo, hi = 0, int(y.size)  # fits(lo) (nothing); not fits(hi)
+
+    def fits(n: int) -> bool:
+        keep = stratified_subsample(y, n, seed=config.seed or 0)
+        try:
+            _search_memory(config, X[keep])
+        except KcheckError:
+            return False
+        return True
+
+    while hi - lo > max(1, hi // 1000):
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+    if lo < FOLDS:
+        _search_memory(config, X)  # the refusal, with its figures
+    keep = stratified_subsample(y, lo, seed=config.seed or 0)
+    warnings.warn(
+        f"{config.train}: LIBSVM's copy of all {y.size:,} rows read would not fit the memory "
+        f"limit beside them; the grid search used a stratified sample of {keep.size:,} "
+        "(--max-rows auto)",
+        KcheckWarning,
+        stacklevel=2,
+    )
+    return X[keep], y[keep]
 
 
 def predicted_seconds(

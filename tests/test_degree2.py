@@ -160,6 +160,8 @@ def test_run_reports_subsample(rng):
     assert res.reference_correct is not None and res.reference_correct.mean() == pytest.approx(
         ref["val_accuracy"]
     )
+    # The JSON keeps the block's order (the writer does not sort): the reference comes second.
+    assert list(res.info)[:3] == ["dimension", "reference", "shifted_features"]
 
 
 # --- the shift of features stored in every row ---------------------------------------------------

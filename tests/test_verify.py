@@ -3,6 +3,7 @@ exit code says whether the reference confirms it (0), does not (1), or cannot be
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import lzma
 import re
@@ -258,3 +259,40 @@ def test_verify_takes_a_memory_limit_and_refuses_one_it_cannot_keep(tmp_path: Pa
     (line,) = r.stderr.splitlines()
     assert "the RBF grid search needs about" in line and "65.0 MiB" in line, line
     assert "Traceback" not in r.stderr
+
+
+def test_auto_rows_keep_what_libsvms_copy_leaves_room_for() -> None:
+    """--max-rows auto reads the rows the limit holds by their CSR bytes; rows of two values
+    cost LIBSVM about 5x that, so verify keeps the largest stratified sample whose copy fits,
+    and says so, instead of refusing the sample it chose."""
+    import warnings
+
+    import numpy as np
+    import scipy.sparse as sp
+
+    from kcheck import engines
+    from kcheck.errors import KcheckError, KcheckWarning
+    from kcheck.memory import FIXED_BYTES, csr_bytes
+    from kcheck.rbf_search import search_memory
+    from kcheck.verify import VerifyConfig, _rows_the_search_holds
+
+    rng = np.random.default_rng(0)
+    X = engines.as_binding_csr(sp.csr_matrix(rng.uniform(0.1, 1.0, size=(40_000, 2))))
+    y = np.where(rng.uniform(size=40_000) < 0.3, 1.0, -1.0)
+    limit = FIXED_BYTES + 4 * csr_bytes(X)  # what auto's read allows for these rows
+    config = VerifyConfig(train="f.svm", max_rows="auto", memory_limit=limit, seed=0)
+    with pytest.raises(KcheckError):
+        search_memory("f.svm", X, limit, 2 * csr_bytes(X) + FIXED_BYTES, 1)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        Xs, ys = _rows_the_search_holds(config, X, y)
+    assert 1_000 < ys.size < 40_000
+    assert abs(ys.mean() - y.mean()) < 0.01  # stratified
+    search_memory("f.svm", Xs, limit, 2 * csr_bytes(Xs) + FIXED_BYTES, 1)  # fits
+    (w,) = [x for x in seen if issubclass(x.category, KcheckWarning)]
+    assert f"stratified sample of {ys.size:,}" in str(w.message)
+    # Rows that fit are kept whole, without a word.
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        Xa, ya = _rows_the_search_holds(dataclasses.replace(config, memory_limit=2**30), X, y)
+    assert ya.size == 40_000 and not seen

@@ -41,8 +41,9 @@ BYTES_PER_ROW = 8 + 32 + 8
 #: Dense vectors of the expanded width that LIBLINEAR keeps (weights, Newton-CG work vectors,
 #: one warm-start vector per CV fold), per one-vs-rest model.
 WEIGHT_VECTORS = 8 + engines.N_FOLDS
-#: Expanded values built at once (by :func:`expand` and for prediction): the expansion's
-#: temporaries are about 11 int64 arrays of this length (180 MB), on top of the output chunk.
+#: Expanded values built at once (by :func:`expand` and for prediction) at most; under a
+#: memory limit, fewer (:func:`chunk_nnz`). The expansion's temporaries are about 11 int64
+#: arrays of this length (180 MB), on top of the output chunk.
 EXPAND_CHUNK_NNZ = 2_000_000
 #: Bytes a chunk takes per expanded value: the temporaries, the output's value and index and
 #: the decision values' share (a 2,000,000-value chunk of 20 dense features added 158 MB).
@@ -193,9 +194,9 @@ class Plan:
 
 
 def chunk_nnz(memory_limit: int) -> int:
-    """Expanded values built at once within ``memory_limit``: a quarter of it, at most
-    EXPAND_CHUNK_NNZ. A fixed chunk of 2,000,000 values took 190 MB of temporaries, so under
-    a limit of 200 MB a check's degree-2 predictions alone overran it."""
+    """Expanded values built at once within ``memory_limit``: a quarter of it, between
+    MIN_CHUNK_NNZ and EXPAND_CHUNK_NNZ. A fixed chunk of 2,000,000 values takes 190 MB of
+    temporaries, so under a limit of 200 MB a check's degree-2 predictions alone overran it."""
     return max(MIN_CHUNK_NNZ, min(EXPAND_CHUNK_NNZ, memory_limit // 4 // CHUNK_BYTES_PER_NNZ))
 
 
@@ -222,10 +223,12 @@ def plan_counts(
             ),
             "memory",
         )
-    chunk = chunk_nnz(options.memory_limit - weight_bytes)
-    chunk_bytes = chunk * CHUNK_BYTES_PER_NNZ
-    budget_bytes = max(0, options.memory_limit - weight_bytes - chunk_bytes)
     mean_nnz = max(expanded / rows if rows else 0.0, 1.0)
+    chunk = chunk_nnz(options.memory_limit - weight_bytes)
+    # expand() builds at least one row at a time, and never more than the whole expansion.
+    built = min(max(chunk, math.ceil(mean_nnz)), max(expanded, 1))
+    chunk_bytes = built * CHUNK_BYTES_PER_NNZ
+    budget_bytes = max(0, options.memory_limit - weight_bytes - chunk_bytes)
     row_cost = mean_nnz * BYTES_PER_NNZ + BYTES_PER_ROW
     limits = {
         "memory": min(int(budget_bytes // row_cost), int(options.max_nnz // mean_nnz)),
@@ -329,6 +332,7 @@ def run(T: Dataset, V: Dataset, options: Degree2Options) -> CheckerResult:
     if plan.rows < T.rows:
         S = stratified_sample(T, plan.rows, seed=options.seed)
         reference = sample_reference(S, V, seed=options.seed, class_weight=options.class_weight)
+        info["reference"] = reference.info  # second in the JSON's block, as it always was
         XT, yT = S.X, S.y
     else:
         XT, yT = T.X, T.y

@@ -94,8 +94,9 @@ def announcing(ui: Ui, progress: Report) -> Report:
 )
 @click.option("--zero-based", is_flag=True, help="Feature indices in the files start at 0.")
 @memory_limit_option(
-    "the read, the grid's worker processes and LIBSVM's kernel caches keep to it (a smaller "
-    "cache is slower, the result the same)."
+    "the read, the grid's worker processes (local:N's too) and LIBSVM's kernel caches keep to "
+    "it (a smaller cache is slower, the result the same); a remote cluster's workers keep "
+    "their own."
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON result on stdout.")
 @output_option("Write the JSON result to FILE (atomically); - is stdout.")
@@ -126,7 +127,7 @@ def verify(
     from kcheck import verify as verifying
 
     ui = Ui(quiet)
-    scheduler = cluster_from(scheduler, jobs is not None)
+    scheduler = cluster_from(scheduler, jobs is not None, memory_limit)
     output, to_stdout = json_destination(output, as_json)
     if output is not None:
         refuse_input_as_output(output, "-o", [train, test, check_json])
@@ -135,7 +136,7 @@ def verify(
         from kcheck.cluster import Session
 
         # Reach the cluster (or start local:N) before any work: a bad address fails at once.
-        session = Session(scheduler)
+        session = Session(scheduler, memory_limit)
     try:
         config = verifying.VerifyConfig(
             train=train,
