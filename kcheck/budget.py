@@ -78,9 +78,13 @@ def n_models(n_classes: int) -> int:
     return 1 if n_classes <= 2 else n_classes
 
 
-def linear_seconds(nnz: int, n_classes: int) -> float:
-    """Counted seconds of the linear baseline (C search and training) on ``nnz`` values."""
-    return LINEAR_SECONDS_PER_NNZ * nnz * n_models(n_classes)
+def linear_seconds(nnz: int, n_classes: int, rows: int = 0) -> float:
+    """Counted seconds of the linear baseline (C search and training) on ``nnz`` values of
+    ``rows`` rows (0: not counted), more per value on more rows, as degree-2's (:func:`rows_factor`;
+    cod-rna's 44,651 rows of T took 3.7x the per-value cost of a few thousand). Without it the
+    budget of 581,012 covtype-like rows was a sixth of the baseline's real cost, and degree-2,
+    charged after MultiLinear, got 0.4% of T, too few rows to see the data's sine and product."""
+    return LINEAR_SECONDS_PER_NNZ * nnz * n_models(n_classes) * rows_factor(rows)
 
 
 def degree2_seconds(expanded_nnz: int, n_classes: int, rows: int, dimension: int = 0) -> float:
@@ -112,16 +116,16 @@ def rows_factor(rows: int) -> float:
     return max(1.0, math.sqrt(rows / DEGREE2_ROWS_KNEE))
 
 
-def methods_seconds(*, nnz: int, n_classes: int) -> float:
+def methods_seconds(*, nnz: int, n_classes: int, rows: int = 0) -> float:
     """The one budget: counted seconds that exact mode and the checkers may spend together on a
-    check whose T holds ``nnz`` stored values (see the module's doc)."""
-    return max(FLOOR_SECONDS, LINEAR_FACTOR * linear_seconds(nnz, n_classes))
+    check whose T holds ``nnz`` stored values in ``rows`` rows (see the module's doc)."""
+    return max(FLOOR_SECONDS, LINEAR_FACTOR * linear_seconds(nnz, n_classes, rows))
 
 
-def floor_sets_budget(*, nnz: int, n_classes: int) -> bool:
+def floor_sets_budget(*, nnz: int, n_classes: int, rows: int = 0) -> bool:
     """Whether the floor, not the linear model, sets :func:`methods_seconds`: a check there costs
     little enough that a second fold (kcheck.verdict.remeasure) may spend the floor again."""
-    return LINEAR_FACTOR * linear_seconds(nnz, n_classes) <= FLOOR_SECONDS
+    return LINEAR_FACTOR * linear_seconds(nnz, n_classes, rows) <= FLOOR_SECONDS
 
 
 def degree2_values_within(seconds: float, *, rows: int, n_classes: int, dimension: int = 0) -> int:

@@ -316,7 +316,7 @@ def _train_linear(
     With a time limit, in a worker process that is killed at the deadline: LIBLINEAR's C
     search cannot be interrupted, and it took 50 s on 1,000 classes.
     """
-    predicted = budget.linear_seconds(int(T.X.nnz), int(np.unique(T.y).size))
+    predicted = budget.linear_seconds(int(T.X.nnz), int(np.unique(T.y).size), T.rows)
     report(Event("linear baseline (C search)", predicted_seconds=predicted))
     options = linear.LinearOptions(seed=config.seed, class_weight=scoring.class_weight)
     c0 = cpu_seconds()

@@ -140,9 +140,9 @@ def make(counts: Counts, options: Options) -> Plan:
         "baseline",
         True,
         counts.rows,
-        estimated_seconds=budget.linear_seconds(counts.nnz, counts.n_classes),
+        estimated_seconds=budget.linear_seconds(counts.nnz, counts.n_classes, counts.rows),
     )
-    whole = budget.methods_seconds(nnz=counts.nnz, n_classes=counts.n_classes)
+    whole = budget.methods_seconds(nnz=counts.nnz, n_classes=counts.n_classes, rows=counts.rows)
     deciding = _exact(counts, options, whole)
     left = whole - (deciding.estimated_seconds or 0.0 if deciding.runs else 0.0)
     stands_in = options.exact == "auto" and not deciding.runs
@@ -158,7 +158,9 @@ def make(counts: Counts, options: Options) -> Plan:
     return Plan(
         steps,
         beside=_beside(counts, options, steps),
-        small_data=budget.floor_sets_budget(nnz=counts.nnz, n_classes=counts.n_classes),
+        small_data=budget.floor_sets_budget(
+            nnz=counts.nnz, n_classes=counts.n_classes, rows=counts.rows
+        ),
     )
 
 
@@ -277,7 +279,7 @@ def _beside(counts: Counts, options: Options, steps: tuple[Step, ...]) -> bool:
     if options.exact == "always" or any(s.role == "deciding" and s.runs for s in steps):
         return False
     early = [s for s in steps if s.role in ("proxy", "stand-in") and _early(s) and s.rows > 0]
-    linear = budget.linear_seconds(counts.nnz, counts.n_classes)
+    linear = budget.linear_seconds(counts.nnz, counts.n_classes, counts.rows)
     beside_it = sum(_counted_seconds(s, counts) for s in early)
     if not early or min(linear, beside_it) < BESIDE_MIN_SECONDS:
         return False  # the overlap would not pay for the worker

@@ -145,7 +145,7 @@ def test_the_baseline_goes_beside_where_it_and_the_checkers_pay_for_the_worker(
 
     T, V, ctx = _split(wide_enough, jobs=2)
     config = CheckConfig(train=str(wide_enough), jobs=2)
-    counted = budget.linear_seconds(int(T.X.nnz), 2)
+    counted = budget.linear_seconds(int(T.X.nnz), 2, T.rows)
     assert plan.BESIDE_MIN_SECONDS == 0.0  # lowered by the fixture; the default is 0.5
     monkeypatch.setattr(plan, "BESIDE_MIN_SECONDS", counted * 1.01)
     assert _beside(config, T, V, ctx) is False
