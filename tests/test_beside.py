@@ -64,9 +64,9 @@ def test_the_baseline_beside_the_checkers_gives_the_json_of_one_job(
 def test_no_baseline_beside_where_its_worker_would_not_fit_the_memory_limit(
     wide_enough: Path, started: list[workers.Background]
 ) -> None:
-    # 300 MB leaves the checkers about 230 MB: enough for degree-2's plan (its prediction
-    # chunk's temporaries are most of it), not for that and the worker's interpreter too.
-    limit = 300 * 2**20
+    # 230 MB leaves the checkers about 160 MB: enough for degree-2's plan (its rows and a
+    # chunk of a quarter of that), not for that and the worker's interpreter too.
+    limit = 230 * 2**20
     two = run(CheckConfig(train=str(wide_enough), jobs=2, memory_limit=limit)).json
     assert started == []
     one = run(CheckConfig(train=str(wide_enough), jobs=1, memory_limit=limit)).json
