@@ -55,7 +55,9 @@ __all__ = [
     "N_FOLDS",
     "SOLVER",
     "SVM_CACHE_MB",
+    "SVM_MIN_CACHE_MB",
     "SVM_NODE_BYTES",
+    "SVM_SOLVER_BYTES_PER_ROW",
     "ClassWeight",
     "KernelProblem",
     "LinearModel",
@@ -63,6 +65,7 @@ __all__ = [
     "RbfModel",
     "SvmProblem",
     "as_binding_csr",
+    "cache_mb_within",
     "cv_kernel",
     "cv_kernel_predictions",
     "cv_linear_correct",
@@ -71,6 +74,7 @@ __all__ = [
     "cv_rbf_predictions",
     "fit_predict_kernel",
     "fold_problem",
+    "svm_copy_bytes",
     "indices_sorted",
     "load_liblinear",
     "load_libsvm",
@@ -267,6 +271,11 @@ def train_linear(
 
 #: LIBSVM's kernel cache per call, in MB (its default is 100); only speed depends on it.
 SVM_CACHE_MB = 200
+#: The least kernel cache a training runs with under a memory limit, in MB (LIBSVM keeps at
+#: least two columns whatever it is given).
+SVM_MIN_CACHE_MB = 1.0
+#: LIBSVM's solver arrays per training row (gradients, alphas, status, the cache's heads).
+SVM_SOLVER_BYTES_PER_ROW = 96
 _KERNELS = ("linear", "polynomial", "rbf", "sigmoid", "precomputed")
 
 _svm.libsvm.svm_set_print_string_function(_svm.ctypes_print_null)
@@ -572,8 +581,20 @@ def fit_predict_kernel(
 # --- model files: the C loaders, on a copy that kcheck.model_load has checked -------------------
 
 #: Bytes of one of LIBSVM's nodes (an int index and a double value), the unit of a loaded
-#: model's support-vector block.
+#: model's support-vector block and of a problem's copy of the rows.
 SVM_NODE_BYTES = ctypes.sizeof(_svm.svm_node)
+
+
+def svm_copy_bytes(nnz: int, rows: int) -> int:
+    """What a LIBSVM training on ``rows`` rows of ``nnz`` stored values holds beside its kernel
+    cache: a node per value and per row's terminator, and the solver's per-row arrays."""
+    return SVM_NODE_BYTES * (nnz + rows) + SVM_SOLVER_BYTES_PER_ROW * rows
+
+
+def cache_mb_within(free_bytes: float) -> float:
+    """The kernel cache (MB) that ``free_bytes`` leave: at most SVM_CACHE_MB, at least
+    SVM_MIN_CACHE_MB (the cache buys speed only; the models are the same)."""
+    return max(SVM_MIN_CACHE_MB, min(float(SVM_CACHE_MB), free_bytes / 2**20))
 
 
 def _load(load: Any, copy: str, path: str, library: str) -> Any:

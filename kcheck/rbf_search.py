@@ -25,7 +25,7 @@ from kcheck import budget, engines
 from kcheck.cluster import Session
 from kcheck.defaults import FOLDS, Event, Progress, no_progress
 from kcheck.errors import KcheckError
-from kcheck.memory import size_text
+from kcheck.memory import csr_bytes, size_text
 from kcheck.metrics import balanced_accuracy
 from kcheck.workers import process_pool
 
@@ -507,12 +507,6 @@ def duration_text(seconds: float) -> str:
 #: A grid worker's own memory beyond what it shares with the process it forked from (its
 #: heap and the modules it imports after the fork), measured about 20-30 MB.
 WORKER_BYTES = 32 * 2**20
-#: LIBSVM's copy of a stored value (an index and a double) and of each row's terminator.
-NODE_BYTES = 16
-#: LIBSVM's solver arrays per training row (gradients, alphas, status, the cache's heads).
-SOLVER_BYTES_PER_ROW = 96
-#: The least kernel cache a search runs with, in MB: LIBSVM keeps at least two columns.
-MIN_CACHE_MB = 1.0
 
 
 @dataclass(frozen=True)
@@ -533,10 +527,11 @@ def search_memory(
     only buys speed, so it shrinks first; then workers go; where even this process alone
     cannot hold LIBSVM's copy of the rows, the run is refused with the figures."""
     rows, nnz = int(X.shape[0]), int(X.nnz)
-    problem = NODE_BYTES * (nnz + rows) + SOLVER_BYTES_PER_ROW * rows
-    data = int(X.data.nbytes + X.indices.nbytes + X.indptr.nbytes)
+    problem = engines.svm_copy_bytes(nnz, rows)
+    data = csr_bytes(X)
     left = memory_limit - held_bytes
-    least = problem + int(MIN_CACHE_MB * 2**20)
+    least_cache = int(engines.SVM_MIN_CACHE_MB * 2**20)
+    least = problem + least_cache
     if least > left:
         raise KcheckError(
             f"{source}: the RBF grid search needs about {size_text(held_bytes + least)} "
@@ -545,11 +540,11 @@ def search_memory(
             f"{size_text(memory_limit)}; a smaller --max-rows or a larger --memory-limit "
             "would fit"
         )
-    alone_mb = min(float(engines.SVM_CACHE_MB), (left - problem) / 2**20)
+    alone_mb = engines.cache_mb_within(left - problem)
     per_worker = WORKER_BYTES + data + problem
-    n = max(1, min(jobs, left // (per_worker + int(MIN_CACHE_MB * 2**20))))
+    n = max(1, min(jobs, left // (per_worker + least_cache)))
     cache_mb = min(float(engines.SVM_CACHE_MB), (left / n - per_worker) / 2**20)
-    if n == 1 or cache_mb < MIN_CACHE_MB:
+    if n == 1 or cache_mb < engines.SVM_MIN_CACHE_MB:
         return SearchMemory(1, alone_mb, alone_mb)
     return SearchMemory(n, cache_mb, alone_mb)
 

@@ -334,7 +334,8 @@ def test_a_small_kernel_cache_gives_the_same_search(monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(rbf_search, "MIN_PARALLEL_WORK", 0)  # workers even on small data
     for jobs in (1, 2):
         assert rbf_search.parallel_jobs(jobs, len(TINY.first_points), X) == jobs
-        memory = rbf_search.SearchMemory(jobs, rbf_search.MIN_CACHE_MB, rbf_search.MIN_CACHE_MB)
+        least = engines.SVM_MIN_CACHE_MB
+        memory = rbf_search.SearchMemory(jobs, least, least)
         small = rbf_grid_search(X, y, TINY, seed=3, jobs=jobs, memory=memory)
         assert small.scores == default.scores
     problem = engines.SvmProblem.from_data(X, y, cache_mb=1.0)
@@ -347,7 +348,8 @@ def test_a_small_kernel_cache_gives_the_same_search(monkeypatch: pytest.MonkeyPa
 def test_search_memory_shrinks_the_cache_then_the_workers_then_refuses(heart) -> None:
     X, _ = heart
     MiB = 2**20
-    problem = rbf_search.NODE_BYTES * (X.nnz + X.shape[0]) + 96 * X.shape[0]
+    problem = 16 * (X.nnz + X.shape[0]) + 96 * X.shape[0]  # nodes and solver arrays
+    assert engines.svm_copy_bytes(X.nnz, X.shape[0]) == problem
     roomy = rbf_search.search_memory("f", X, 8 * 2**30, 0, 4)
     assert (roomy.jobs, roomy.cache_mb, roomy.alone_mb) == (4, 200.0, 200.0)
     # Two workers with 50 MB of cache each: what is left is shared, and each cache shrinks.

@@ -67,7 +67,7 @@ MIN_SAMPLE_ROWS = 1_000
 SELECT_FRACTION = 1.0 / 3.0
 #: Bytes of LIBSVM's copy of one stored value of T (an index and a double, 16) and of each
 #: row's terminating node.
-NODE_BYTES = 16
+NODE_BYTES = engines.SVM_NODE_BYTES
 
 
 @dataclass(frozen=True)
@@ -137,16 +137,11 @@ def _fit_seconds(c: Counts) -> float:
     )
 
 
-#: LIBSVM's solver arrays per training row (gradients, alphas, status, the cache's heads).
-SOLVER_BYTES_PER_ROW = 96
-
-
 def cache_mb(memory_limit: int, nnz: int, rows: int) -> float:
     """LIBSVM's kernel cache (MB) for the trainings on T: what ``memory_limit`` leaves beside
-    LIBSVM's copy of T and its solver, at most engines.SVM_CACHE_MB and at least 1. The cache
-    buys speed only (the same models), and its 200 MB default is outside the plan's count."""
-    left = memory_limit - NODE_BYTES * (nnz + rows) - SOLVER_BYTES_PER_ROW * rows
-    return max(1.0, min(float(engines.SVM_CACHE_MB), left / 2**20))
+    LIBSVM's copy of T and its solver (engines.cache_mb_within). Its 200 MB default is
+    outside the plan's count."""
+    return engines.cache_mb_within(memory_limit - engines.svm_copy_bytes(nnz, rows))
 
 
 def memory_bytes(c: Counts, tune_rows: int) -> int:
