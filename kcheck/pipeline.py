@@ -244,7 +244,9 @@ def _methods(
         exact_json, rbf = registry.EXACT.run_all(T, V, exact_ctx, config.exact)
         if rbf is not None and deciding is not None:
             pace.add(deciding.predicted_seconds, rbf.seconds)
-        base, checked = _run_checkers(planned.checkers, T, V, ctx, beside=beside, pace=pace)
+        base, checked = _run_checkers(
+            planned.checkers, T, V, ctx, beside=beside, pace=pace, detached=planned.detached
+        )
     except BaseException:
         if beside is not None:
             beside.cancel()
@@ -368,11 +370,13 @@ def _run_checkers(
     *,
     beside: Background | None = None,
     pace: _Pace | None = None,
+    detached: tuple[str, ...] = (),
 ) -> tuple[CheckerResult, dict[str, CheckerResult]]:
     """The planned checkers, in the plan's order, each with its allowance (kcheck.plan) and
     guarded: a failure skips it, not the check. Returns the linear baseline and the checkers'
     results. With the baseline training ``beside`` them, its result is awaited by the first
-    checker that reads it."""
+    checker that reads it, and the ``detached`` checkers run in worker processes of their own,
+    started first and awaited last."""
     if beside is not None:
         waited: list[CheckerResult] = []
 
@@ -383,23 +387,64 @@ def _run_checkers(
             return waited[0]
 
         ctx = dataclasses.replace(ctx, await_baseline=wait_for_baseline)
+    apart = detached if beside is not None else ()
+    started: dict[str, Background] = {}
     out: dict[str, CheckerResult] = {}
-    for step in steps:
-        spec = registry.CHECKERS[step.name]
-        if ctx.baseline is None and spec.needs_baseline:
-            ctx = dataclasses.replace(ctx, baseline=ctx.linear())
-        allowed = dataclasses.replace(
-            ctx,
-            floor_seconds=step.floor_seconds,
-            budget_seconds=step.budget_seconds,
-            progress=_predicted(ctx.progress, step.predicted_seconds, pace),
-        )
-        out[step.name] = guarded(
-            step.name, ctx.deadline, functools.partial(spec.run, T, V, allowed)
-        )
-        if pace is not None and beside is None:  # beside it, a checker's time is shared
-            pace.add(step.predicted_seconds, out[step.name].seconds)
-    return ctx.linear(), out
+    try:
+        for step in steps:
+            if step.name in apart:
+                started[step.name] = _start_detached(step, T, V, ctx)
+        for step in steps:
+            if step.name in started:
+                continue
+            spec = registry.CHECKERS[step.name]
+            if ctx.baseline is None and spec.needs_baseline:
+                ctx = dataclasses.replace(ctx, baseline=ctx.linear())
+            allowed = dataclasses.replace(
+                ctx,
+                floor_seconds=step.floor_seconds,
+                budget_seconds=step.budget_seconds,
+                progress=_predicted(ctx.progress, step.predicted_seconds, pace),
+            )
+            out[step.name] = guarded(
+                step.name, ctx.deadline, functools.partial(spec.run, T, V, allowed)
+            )
+            if pace is not None and beside is None:  # beside it, a checker's time is shared
+                pace.add(step.predicted_seconds, out[step.name].seconds)
+        for name, job in started.items():
+            ctx.progress(Event(f"waiting for the {_stage(name)} in its worker"))
+            out[name] = job.result()
+    except BaseException:
+        for job in started.values():
+            job.cancel()
+        raise
+    return ctx.linear(), {step.name: out[step.name] for step in steps}
+
+
+def _start_detached(step: plan.Step, T: Dataset, V: Dataset, ctx: Context) -> Background:
+    """A checker in a worker process of its own (kcheck.plan's ``detached``), with its
+    allowance; its progress stays there, and its worker runs nothing in parallel."""
+    ctx.progress(Event(f"{_stage(step.name)}, in a worker process beside the others"))
+    allowed = dataclasses.replace(
+        ctx,
+        jobs=1,
+        floor_seconds=step.floor_seconds,
+        budget_seconds=step.budget_seconds,
+        progress=no_progress,
+        await_baseline=None,
+    )
+    return Background(_guarded_run, step.name, T, V, allowed)
+
+
+def _guarded_run(name: str, T: Dataset, V: Dataset, ctx: Context) -> CheckerResult:
+    """A detached checker as it runs in its worker: guarded there, so that its CPU seconds
+    are the worker's."""
+    return guarded(name, ctx.deadline, functools.partial(registry.CHECKERS[name].run, T, V, ctx))
+
+
+def _stage(name: str) -> str:
+    """How progress names a checker's stage: ``degree-2 checker``."""
+    return {"degree2": "degree-2 checker", "rbfsvm": "RBF SVM checker"}.get(name, f"{name} checker")
 
 
 def _decide(

@@ -54,8 +54,12 @@ def test_the_baseline_beside_the_checkers_gives_the_json_of_one_job(
     one = run(CheckConfig(train=str(wide_enough), jobs=1)).json
     assert started == []
     two = run(CheckConfig(train=str(wide_enough), jobs=2)).json
-    assert len(started) == 1
+    # The baseline's worker, and degree-2's own (kcheck.plan's ``detached``).
+    assert len(started) == 2
     assert one["checkers"]["degree2"]["status"] == "subsampled"
+    # Degree-2's CPU seconds are its worker's, not this process's wait for it.
+    steps = {s["name"]: s for s in two["plan"]["steps"]}
+    assert steps["degree2"]["cpu_seconds"] > 0.5 * steps["degree2"]["seconds"]
     assert one["verdict"] == "kernel" and one["deciding_checker"] == "degree2"
     assert without_timing(two) == without_timing(one)
 
@@ -72,7 +76,7 @@ def test_no_baseline_beside_where_its_worker_would_not_fit_the_memory_limit(
     one = run(CheckConfig(train=str(wide_enough), jobs=1, memory_limit=limit)).json
     assert without_timing(two) == without_timing(one)
     roomy = run(CheckConfig(train=str(wide_enough), jobs=2, memory_limit=2**30)).json
-    assert len(started) == 1
+    assert len(started) == 2  # the baseline's worker and degree-2's
     # Exact mode's reason names the memory limit, so the same limit with one job.
     roomy_one = run(CheckConfig(train=str(wide_enough), jobs=1, memory_limit=2**30)).json
     assert without_timing(roomy) == without_timing(roomy_one)
@@ -100,16 +104,20 @@ def test_no_baseline_beside_where_it_could_change_a_plan_or_saves_nothing(
 def test_an_early_checkers_failure_ends_the_baseline_worker(
     wide_enough: Path, started: list[workers.Background], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    spec = registry.CHECKERS["degree2"]
+    """Ctrl-C while MultiLinear runs here ends the baseline's worker and degree-2's."""
+    spec = registry.CHECKERS["multilinear"]
 
     def interrupted(*args: object) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setitem(registry.CHECKERS, "degree2", dataclasses.replace(spec, run=interrupted))
+    monkeypatch.setitem(
+        registry.CHECKERS, "multilinear", dataclasses.replace(spec, run=interrupted)
+    )
     with pytest.raises(KeyboardInterrupt):
         run(CheckConfig(train=str(wide_enough), jobs=2))
-    assert len(started) == 1
-    assert started[0].pid is not None and not _alive(started[0].pid)
+    assert len(started) == 2
+    for job in started:
+        assert job.pid is not None and not _alive(job.pid)
 
 
 def _beside(config: CheckConfig, T: Any, V: Any, ctx: Any) -> bool:

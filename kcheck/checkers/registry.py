@@ -57,6 +57,12 @@ class CheckerSpec:
     #: beside it (kcheck.pipeline, on large data with ``--jobs`` of 2 or more); one that reads
     #: it later (MultiLinear's fallback C, for its smallest clusters) then waits for it there.
     needs_baseline: bool = False
+    #: Whether it may run in a worker process of its own, beside the baseline's and beside the
+    #: checkers in this process (kcheck.plan's ``detached``): it never reads the baseline, and
+    #: its result, models included, pickles. MultiLinear reads the baseline's C for its
+    #: smallest clusters, so it stays here; rbfsvm's LIBSVM model holds C pointers that do
+    #: not pickle.
+    in_worker: bool = False
     #: What it will do with what the plan allows it (kcheck.plan): its rows, what cut them,
     #: the bytes it allocates beyond the data and its counted seconds, from counts only. None:
     #: all of T, no counted cost, and no word on memory, so it never runs beside the
@@ -108,6 +114,7 @@ CHECKERS: dict[str, CheckerSpec] = {
             "a linear model on the explicit degree-2 polynomial expansion",
             words="degree-2",
             colour="#1f77b4",
+            in_worker=True,
             size=degree2.size,
         ),
         # Where exact mode did not run and the real RBF SVM is cheap: mid-size data of few

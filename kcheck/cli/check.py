@@ -213,7 +213,7 @@ Exit codes:
 )
 @jobs_option(
     "Worker processes for MultiLinear's clusters, and on large data for the linear baseline "
-    "beside the checkers"
+    "and degree-2 beside them"
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON verdict on stdout.")
 @output_option("Write the JSON verdict to FILE (atomically); - is stdout.")
