@@ -102,7 +102,7 @@ def test_exact_never_plans_no_rbf_svm_at_all() -> None:
     assert "rbfsvm" not in [s.name for s in p.checkers]
 
 
-def test_on_large_data_the_budget_is_twice_the_baseline_and_degree2_subsamples() -> None:
+def test_on_large_data_the_budget_is_the_baselines_count_and_degree2_subsamples() -> None:
     c = counts(400_000, width=20, per_row=10)
     p = make(c)
     # T's 400,000 rows cost more per value than a few thousand (budget.rows_factor).
@@ -140,6 +140,35 @@ def test_the_baseline_goes_beside_only_with_two_jobs_where_both_pay() -> None:
     # Beside, the checkers that do not read the baseline run first.
     beside = make(c, jobs=2)
     assert [s.name for s in beside.checkers][:2] == ["multilinear", "degree2"]
+
+
+def test_degree2_runs_in_a_worker_of_its_own_only_where_its_copy_of_the_data_fits() -> None:
+    """Beside the baseline, degree-2 goes to a worker process of its own, so that it and
+    MultiLinear share the cores with the baseline instead of taking turns; only where the memory
+    limit holds another copy of T and V, and never without the baseline beside."""
+    c = counts(200_000, width=40, per_row=40)
+    roomy = make(c, jobs=2)
+    assert roomy.beside and roomy.detached == ("degree2",)
+    assert make(c, jobs=1).detached == ()
+    assert make(c, jobs=2, time_limit=True).detached == ()
+    # MultiLinear reads the baseline's C, rbfsvm's model does not pickle: both stay here.
+    assert all(not registry.CHECKERS[n].in_worker for n in ("multilinear", "rbfsvm"))
+    # The least limit with the baseline beside leaves no room for degree-2's own copy of the
+    # data; one copy more does. (The counts plan the same steps at both limits.)
+    early = sum(
+        s.bytes or 0 for s in roomy.steps if s.role != "baseline" and s.rows > 0 and plan._early(s)
+    )
+    least = plan._beside_bytes(c) + early
+    tight = plan.make(c, plan.Options(checkers=DEFAULT, jobs=2, memory_limit=least))
+    wide = plan.make(
+        c, plan.Options(checkers=DEFAULT, jobs=2, memory_limit=least + plan._beside_bytes(c))
+    )
+    assert tight.checkers == wide.checkers == roomy.checkers
+    assert tight.beside and tight.detached == ()
+    assert wide.beside and wide.detached == ("degree2",)
+    # With nothing else to run in this process it would only wait: degree-2 stays here.
+    alone = plan.make(c, plan.Options(checkers=("degree2",), jobs=2, memory_limit=8 * GIB))
+    assert alone.detached == ()
 
 
 def test_a_plan_reads_no_clock_and_trains_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
