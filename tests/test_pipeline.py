@@ -336,13 +336,14 @@ def test_a_clear_verdict_and_exact_mode_get_no_second_fold(datasets):
 def test_a_second_fold_only_where_the_floor_sets_the_budget():
     """The pipeline asks the rule (kcheck.verdict.remeasure) whether the floor, not the linear
     model, set the check's budget: only there may a second fold spend it again. No row
-    count decides: 20,000 rows of 10 values may; 2M values in T may not."""
+    count decides: 20,000 rows of 10 values may; 4M values in T may not."""
     from kcheck import budget
 
     assert budget.floor_sets_budget(nnz=300, n_classes=2)
     assert budget.floor_sets_budget(nnz=200_000, n_classes=2)
-    assert not budget.floor_sets_budget(nnz=2_100_000, n_classes=2)
-    assert not budget.floor_sets_budget(nnz=300_000, n_classes=10)
+    assert budget.floor_sets_budget(nnz=2_100_000, n_classes=2)
+    assert not budget.floor_sets_budget(nnz=4_100_000, n_classes=2)
+    assert not budget.floor_sets_budget(nnz=500_000, n_classes=10)
 
 
 @pytest.mark.slow
