@@ -221,7 +221,7 @@ def _methods(
     beside = None
     pace = _Pace()
     if planned.beside:
-        ctx.progress(Event("linear baseline (C search), beside the checkers"))
+        ctx.progress(Event("starting the linear baseline (C search) in a worker process"))
         options = linear.LinearOptions(seed=config.seed, class_weight=ctx.class_weight)
         beside = Background(linear.run, T, V, options)
     try:
@@ -382,7 +382,7 @@ def _run_checkers(
 
         def wait_for_baseline() -> CheckerResult:
             if not waited:
-                ctx.progress(Event("linear baseline (C search)"))
+                ctx.progress(Event("waiting for the linear baseline (C search) in its worker"))
                 waited.append(beside.result())
             return waited[0]
 
@@ -424,7 +424,7 @@ def _run_checkers(
 def _start_detached(step: plan.Step, T: Dataset, V: Dataset, ctx: Context) -> Background:
     """A checker in a worker process of its own (kcheck.plan's ``detached``), with its
     allowance; its progress stays there, and its worker runs nothing in parallel."""
-    ctx.progress(Event(f"{_stage(step.name)}, in a worker process beside the others"))
+    ctx.progress(Event(f"starting the {_stage(step.name)} in a worker process"))
     allowed = dataclasses.replace(
         ctx,
         jobs=1,

@@ -151,7 +151,8 @@ def test_check_json_of_larger_data_is_unchanged(name: str, jobs: int, generated:
         assert report.json["checkers"]["rbfsvm"]["status"] == "ok"
         assert report.json["exact"]["ran"] is False
     else:
-        assert "linear baseline (C search), beside the checkers" in stages
+        assert "starting the linear baseline (C search) in a worker process" in stages
+        assert "waiting for the linear baseline (C search) in its worker" in stages
     got = _relative(without_timing(report.json), generated)
     _compare(got, GOLDEN / f"{name}.exact-auto.json")
 
