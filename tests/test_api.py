@@ -436,10 +436,11 @@ if __name__ == "__main__":
     said = []
 
     def progress(event):
-        # Mid-check: degree-2 starts after MultiLinear, with the baseline's worker beside it.
-        if not said and event.stage.startswith("degree-2"):
+        # Mid-check: MultiLinear's first cluster is done, with the baseline and degree-2 each
+        # training in a worker process beside it.
+        if not said and event.stage.startswith("MultiLinear") and (event.done or 0) >= 1:
             said.append(event.stage)
-            print("degree-2", flush=True)
+            print("mid-check", flush=True)
 
     try:
         kcheck.check(X, y, jobs=2, progress=progress)
@@ -486,10 +487,10 @@ def test_ctrl_c_raises_keyboard_interrupt_and_ends_the_workers(tmp_path: Path) -
     )
     assert proc.stdout is not None
     assert proc.stdout.readline().strip() == "ready"
-    # Well into the work, with the baseline beside the checkers in a worker process: the
-    # script says when degree-2 starts, so the signal cannot come after the check's end (on a
-    # busy machine, waiting for the parent's CPU seconds once sent it after "finished").
-    assert proc.stdout.readline().strip() == "degree-2"
+    # Well into the work, with the baseline and degree-2 in worker processes: the script says
+    # when MultiLinear's first cluster is done, so the signal cannot come after the check's end
+    # (on a busy machine, waiting for the parent's CPU seconds once sent it after "finished").
+    assert proc.stdout.readline().strip() == "mid-check"
     wait_for(lambda: _workers(proc.pid) or proc.poll() is not None, "a worker process")
     assert proc.poll() is None, "the check finished before it could be interrupted"
     proc.send_signal(signal.SIGINT)
