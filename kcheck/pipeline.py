@@ -387,12 +387,11 @@ def _run_checkers(
             return waited[0]
 
         ctx = dataclasses.replace(ctx, await_baseline=wait_for_baseline)
-    apart = detached if beside is not None else ()
     started: dict[str, Background] = {}
     out: dict[str, CheckerResult] = {}
     try:
         for step in steps:
-            if step.name in apart:
+            if step.name in detached:
                 started[step.name] = _start_detached(step, T, V, ctx)
         for step in steps:
             if step.name in started:
@@ -443,8 +442,8 @@ def _guarded_run(name: str, T: Dataset, V: Dataset, ctx: Context) -> CheckerResu
 
 
 def _stage(name: str) -> str:
-    """How progress names a checker's stage: ``degree-2 checker``."""
-    return {"degree2": "degree-2 checker", "rbfsvm": "RBF SVM checker"}.get(name, f"{name} checker")
+    """How progress names a detached checker's stage: ``degree-2 checker``."""
+    return f"{registry.words(name)} checker"
 
 
 def _decide(

@@ -263,6 +263,11 @@ def _early(step: Step) -> bool:
     return not registry.CHECKERS[step.name].needs_baseline and step.bytes is not None
 
 
+def _early_steps(steps: tuple[Step, ...]) -> list[Step]:
+    """The checkers that train on rows and may start before the baseline has finished."""
+    return [s for s in steps if s.role in ("proxy", "stand-in") and _early(s) and s.rows > 0]
+
+
 def _beside(counts: Counts, options: Options, steps: tuple[Step, ...]) -> bool:
     """Whether the linear baseline trains in a worker process beside the checkers.
 
@@ -283,7 +288,7 @@ def _beside(counts: Counts, options: Options, steps: tuple[Step, ...]) -> bool:
         return False
     if options.exact == "always" or any(s.role == "deciding" and s.runs for s in steps):
         return False
-    early = [s for s in steps if s.role in ("proxy", "stand-in") and _early(s) and s.rows > 0]
+    early = _early_steps(steps)
     linear = budget.linear_seconds(counts.nnz, counts.n_classes, counts.rows)
     beside_it = sum(_counted_seconds(s, counts) for s in early)
     if not early or min(linear, beside_it) < BESIDE_MIN_SECONDS:
@@ -303,18 +308,18 @@ def _detached(counts: Counts, options: Options, steps: tuple[Step, ...]) -> tupl
     copy of T and V fits the memory limit beside the baseline's and what the early checkers
     plan to allocate. Like ``beside``, it arranges when things run, never what is computed.
     """
-    early = [s for s in steps if s.role in ("proxy", "stand-in") and _early(s) and s.rows > 0]
-    planned = sum(s.bytes or 0 for s in early)
-    used = _beside_bytes(counts) + planned
+    early = _early_steps(steps)
+    copy = _beside_bytes(counts)
+    used = copy + sum(s.bytes or 0 for s in early)
     detached: list[str] = []
     for s in early:
         if not registry.CHECKERS[s.name].in_worker:
             continue
         if _counted_seconds(s, counts) < BESIDE_MIN_SECONDS:
             continue
-        if used + _beside_bytes(counts) > options.memory_limit:
+        if used + copy > options.memory_limit:
             break
-        used += _beside_bytes(counts)
+        used += copy
         detached.append(s.name)
     here = [
         s
