@@ -196,10 +196,14 @@ def big_file(path: Path) -> tuple[int, float]:
 
 CHILD = textwrap.dedent(
     """
-    import resource, sys
+    import sys
     from kcheck.data import sample_libsvm
     s = sample_libsvm(sys.argv[1], 20_000, seed=0)
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    # VmHWM is this process's own high-water mark: ru_maxrss would carry the forking test
+    # runner's resident set across fork and exec, which grows over a long serial run.
+    with open("/proc/self/status") as status:
+        hwm_kb = next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
+    peak = hwm_kb * 1024
     print(s.rows_read, s.X.shape[0], int((s.y == 1).sum()), peak)
     """
 )
