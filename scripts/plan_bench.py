@@ -31,6 +31,9 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 LOW, HIGH, MIN_SECONDS = 0.5, 2.0, 0.5
+#: The whole check's bound: max(FLOOR, TIMES x the baseline's seconds), FLOOR being the
+#: budget's floor (kcheck.budget.FLOOR_SECONDS).
+FLOOR, TIMES = 10.0, 3.0
 
 
 def run_case(path: Path) -> dict[str, Any]:
@@ -163,6 +166,8 @@ def report(runs: dict[str, dict[str, Any]], args: argparse.Namespace) -> str:
     ]
     stages: dict[str, list[float]] = {}
     bad: list[str] = []
+    over: list[str] = []
+    checks: list[float] = []
     rows = []
     for name, r in runs.items():
         if "error" in r:
@@ -182,6 +187,11 @@ def report(runs: dict[str, dict[str, Any]], args: argparse.Namespace) -> str:
         linear = next((s for s in r["steps"] if s["name"] == "linear"), {})
         lin = linear.get("seconds") or 0.0
         ratio = f"{r['seconds'] / lin:.1f}" if lin else "-"
+        checks.append(r["seconds"])
+        bound = max(FLOOR, TIMES * lin)
+        if r["seconds"] > bound:
+            over.append(f"{name} {r['seconds']:.1f} s > {bound:.1f}")
+            ratio += f", **over max({FLOOR:g}, {TIMES:g}x linear)**"
         shape = f"{r['rows']:,} x {r['features']:,} ({r['classes']})"
         rows.append(
             f"| {name} | {shape} | {r['verdict']} | {r['seconds']:.1f} ({ratio}x linear) | "
@@ -200,6 +210,11 @@ def report(runs: dict[str, dict[str, Any]], args: argparse.Namespace) -> str:
     out += [
         "",
         f"Flagged: {len(bad)} stage(s)" + (": " + ", ".join(bad) if bad else "") + ".",
+        "",
+        f"Whole check (the JSON's `seconds`) against max({FLOOR:g} s, {TIMES:g}x the baseline "
+        f"stage's seconds in the same check): {len(checks) - len(over)} of {len(checks)} "
+        f"within; median check {median(checks) if checks else 0:.1f} s."
+        + (" Over: " + "; ".join(over) + "." if over else ""),
         "",
         "| case | rows x features (classes) | verdict | check s | stage predicted/cpu (ratio) |",
         "|---|---|---|---|---|",
