@@ -14,12 +14,6 @@ machine) and ``cpu_seconds`` (what it took here). The report lists the ratio CPU
 for every stage that ran, and flags those of 0.5 s or more outside [0.5, 2]; the whole check's
 seconds against the linear baseline's are beside them. Results are cached per case in
 ``--runs`` (a re-run skips the cases done; ``--fresh`` runs them all again).
-
-The predictions are seconds of the reference machine, so a slower machine moves every ratio
-alike. Where the corpus holds a9a, the report times a probe first: LIBLINEAR's C search and
-training on a9a's T (seed 0), which took ``PROBE_REFERENCE_CPU`` CPU seconds on the reference
-machine (scripts/results/calibrate.md), and gives each ratio divided by this machine's factor
-beside the raw one.
 """
 
 from __future__ import annotations
@@ -40,38 +34,6 @@ LOW, HIGH, MIN_SECONDS = 0.5, 2.0, 0.5
 #: The whole check's bound: max(FLOOR, TIMES x the baseline's seconds), FLOOR being the
 #: budget's floor (kcheck.budget.FLOOR_SECONDS).
 FLOOR, TIMES = 10.0, 3.0
-#: CPU seconds of the probe (LIBLINEAR -s 2 -B 1 with its -C search on a9a's T) on the reference
-#: machine: scripts/results/calibrate.md, a9a at 24,421 rows.
-PROBE_REFERENCE_CPU = 0.78
-
-
-def machine_factor(corpus: Path) -> float | None:
-    """This machine's CPU seconds over the reference machine's on the probe (the least of three
-    runs); None where the corpus has no a9a."""
-    path = corpus / "a9a"
-    if not path.exists():
-        return None
-    code = (
-        "import sys, time\n"
-        "from kcheck import engines, tuning\n"
-        "from kcheck.data import read_libsvm\n"
-        "from kcheck.scaling import fit_scaler\n"
-        "from kcheck.split import stratified_split\n"
-        "y, X = read_libsvm(sys.argv[1])\n"
-        "X = fit_scaler(X, method='maxabs').transform(X)\n"
-        "tr, _ = stratified_split(y, seed=0)\n"
-        "yT, XT = y[tr], engines.as_binding_csr(X[tr])\n"
-        "best = float('inf')\n"
-        "for _ in range(3):\n"
-        "    c0 = time.process_time()\n"
-        "    tuning.fit_linear(XT, yT, seed=0)\n"
-        "    best = min(best, time.process_time() - c0)\n"
-        "print(best)\n"
-    )
-    r = subprocess.run(
-        [sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True
-    )
-    return float(r.stdout.strip()) / PROBE_REFERENCE_CPU
 
 
 def run_case(path: Path) -> dict[str, Any]:
@@ -165,19 +127,16 @@ def _ratio(s: dict[str, Any]) -> float | None:
     return c / p if p > 0 else float("inf")
 
 
-def flagged(s: dict[str, Any], factor: float = 1.0) -> bool:
-    """A stage of MIN_SECONDS or more (predicted, or taken in reference seconds) whose ratio,
-    divided by the machine's ``factor``, falls outside [LOW, HIGH]."""
+def flagged(s: dict[str, Any]) -> bool:
+    """A stage of MIN_SECONDS or more (predicted or taken) outside [LOW, HIGH]."""
     r = _ratio(s)
     if r is None:
         return False
-    big = max(s["predicted_seconds"], s["cpu_seconds"] / factor) >= MIN_SECONDS
-    return big and not LOW <= r / factor <= HIGH
+    big = max(s["predicted_seconds"], s["cpu_seconds"]) >= MIN_SECONDS
+    return big and not LOW <= r <= HIGH
 
 
-def report(
-    runs: dict[str, dict[str, Any]], args: argparse.Namespace, factor: float | None = None
-) -> str:
+def report(runs: dict[str, dict[str, Any]], args: argparse.Namespace) -> str:
     loads = [r["load"] for r in runs.values() if r.get("load") is not None]
     how = f"`python scripts/plan_bench.py {args.corpus}`"
     if args.from_judge is not None:
@@ -205,20 +164,8 @@ def report(
         f"outside [{LOW}, {HIGH}]. `-`: no prediction, or the stage did not run.",
         "",
     ]
-    if factor is not None:
-        out += [
-            f"This machine's factor: **{factor:.2f}** (the probe, LIBLINEAR's C search and "
-            f"training on a9a's T, took {factor:.2f}x its {PROBE_REFERENCE_CPU} CPU seconds on "
-            f"the reference machine, timed just before this report at a load of "
-            f"{os.getloadavg()[0]:.1f}; the machine's speed moves with its load, so the factor "
-            "fits runs made under the same load). Flags and the "
-            "`/ factor` column divide each ratio by it; the raw ratios are in the table.",
-            "",
-        ]
-    f = factor or 1.0
     stages: dict[str, list[float]] = {}
     bad: list[str] = []
-    raw_bad = 0
     over: list[str] = []
     checks: list[float] = []
     rows = []
@@ -233,42 +180,36 @@ def report(
                 continue
             stages.setdefault(s["name"], []).append(ratio)
             text = f"{s['name']} {s['predicted_seconds']:.2f}/{s['cpu_seconds']:.2f} ({ratio:.2f})"
-            raw_bad += flagged(s)
-            if flagged(s, f):
+            if flagged(s):
                 bad.append(f"{name} {s['name']}")
                 text = f"**{text}**"
             cells.append(text)
-        linear: dict[str, Any] = next((s for s in r["steps"] if s["name"] == "linear"), {})
-        lin = float(linear.get("seconds") or 0.0)
-        times = f"{r['seconds'] / lin:.1f}x linear" if lin else "-"
+        linear = next((s for s in r["steps"] if s["name"] == "linear"), {})
+        lin = linear.get("seconds") or 0.0
+        ratio = f"{r['seconds'] / lin:.1f}" if lin else "-"
         checks.append(r["seconds"])
         bound = max(FLOOR, TIMES * lin)
         if r["seconds"] > bound:
             over.append(f"{name} {r['seconds']:.1f} s > {bound:.1f}")
-            times += f"; **over max({FLOOR:g} s, {TIMES:g}x linear)**"
+            ratio += f", **over max({FLOOR:g}, {TIMES:g}x linear)**"
         shape = f"{r['rows']:,} x {r['features']:,} ({r['classes']})"
         rows.append(
-            f"| {name} | {shape} | {r['verdict']} | {r['seconds']:.1f} ({times}) | "
+            f"| {name} | {shape} | {r['verdict']} | {r['seconds']:.1f} ({ratio}x linear) | "
             f"{'; '.join(cells)} |"
         )
     out += [
-        "| stage | stages with a prediction | cpu / predicted: min, median, max | "
-        "the same / factor | flagged |",
-        "|---|---|---|---|---|",
+        "| stage | stages with a prediction | cpu / predicted: min, median, max | flagged |",
+        "|---|---|---|---|",
     ]
     for name, ratios in sorted(stages.items()):
         n_bad = sum(1 for b in bad if b.endswith(" " + name))
         out.append(
             f"| {name} | {len(ratios)} | {min(ratios):.2f}, {median(ratios):.2f}, "
-            f"{max(ratios):.2f} | {min(ratios) / f:.2f}, {median(ratios) / f:.2f}, "
-            f"{max(ratios) / f:.2f} | {n_bad} |"
+            f"{max(ratios):.2f} | {n_bad} |"
         )
     out += [
         "",
-        f"Flagged: {len(bad)} stage(s)"
-        + (f" after the machine's factor ({raw_bad} on the raw ratios)" if factor else "")
-        + (": " + ", ".join(bad) if bad else "")
-        + ".",
+        f"Flagged: {len(bad)} stage(s)" + (": " + ", ".join(bad) if bad else "") + ".",
         "",
         f"Whole check (the JSON's `seconds`) against max({FLOOR:g} s, {TIMES:g}x the baseline "
         f"stage's seconds in the same check): {len(checks) - len(over)} of {len(checks)} "
@@ -296,9 +237,6 @@ def main() -> int:
         default=None,
         help="take the runs from scripts/judge.py's OUTDIR/judge_runs.json (seed 0) instead",
     )
-    ap.add_argument(
-        "--no-probe", action="store_true", help="do not time the machine's reference probe"
-    )
     args = ap.parse_args()
     cases = json.loads((args.corpus / "cases.json").read_text())
     runs: dict[str, dict[str, Any]] = {}
@@ -321,8 +259,7 @@ def main() -> int:
     elif fill_predictions(runs, args.corpus):
         args.runs.write_text(json.dumps(runs, indent=1) + "\n")
     ordered = {c["name"]: runs[c["name"]] for c in cases if c["name"] in runs}
-    factor = None if args.no_probe else machine_factor(args.corpus)
-    args.output.write_text(report(ordered, args, factor))
+    args.output.write_text(report(ordered, args))
     return 0
 
 
