@@ -184,17 +184,17 @@ def report(runs: dict[str, dict[str, Any]], args: argparse.Namespace) -> str:
                 bad.append(f"{name} {s['name']}")
                 text = f"**{text}**"
             cells.append(text)
-        linear = next((s for s in r["steps"] if s["name"] == "linear"), {})
-        lin = linear.get("seconds") or 0.0
-        ratio = f"{r['seconds'] / lin:.1f}" if lin else "-"
+        linear: dict[str, Any] = next((s for s in r["steps"] if s["name"] == "linear"), {})
+        lin = float(linear.get("seconds") or 0.0)
+        times = f"{r['seconds'] / lin:.1f}x linear" if lin else "-"
         checks.append(r["seconds"])
         bound = max(FLOOR, TIMES * lin)
         if r["seconds"] > bound:
             over.append(f"{name} {r['seconds']:.1f} s > {bound:.1f}")
-            ratio += f", **over max({FLOOR:g}, {TIMES:g}x linear)**"
+            times += f"; **over max({FLOOR:g} s, {TIMES:g}x linear)**"
         shape = f"{r['rows']:,} x {r['features']:,} ({r['classes']})"
         rows.append(
-            f"| {name} | {shape} | {r['verdict']} | {r['seconds']:.1f} ({ratio}x linear) | "
+            f"| {name} | {shape} | {r['verdict']} | {r['seconds']:.1f} ({times}) | "
             f"{'; '.join(cells)} |"
         )
     out += [
