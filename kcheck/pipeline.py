@@ -383,7 +383,10 @@ def _run_checkers(
         def wait_for_baseline() -> CheckerResult:
             if not waited:
                 ctx.progress(Event("waiting for the linear baseline (C search) in its worker"))
-                waited.append(beside.result())
+                result = beside.result()
+                if result.cpu_seconds is None:  # its CPU is its worker's
+                    result.cpu_seconds = beside.cpu_seconds
+                waited.append(result)
             return waited[0]
 
         ctx = dataclasses.replace(ctx, await_baseline=wait_for_baseline)

@@ -34,6 +34,7 @@ import multiprocessing
 import multiprocessing.util
 import os
 import pickle
+import resource
 import signal
 import threading
 import time
@@ -53,6 +54,66 @@ _POOLS: weakref.WeakSet[ProcessPoolExecutor] = weakref.WeakSet()
 _closing = False
 
 
+#: CPU seconds that workers spent on this process's calls, as they sent them back with each
+#: result: a fork server's workers are its children, not this process's, so RUSAGE_CHILDREN
+#: never counts them, and a stage whose work ran in a pool showed a tenth of its CPU.
+_worker_cpu = 0.0
+_CPU_LOCK = threading.Lock()
+
+
+def process_cpu_seconds() -> float:
+    """CPU seconds of this process, of its children that have ended, and of the pool tasks
+    and :func:`stoppable` calls it ran in workers. A :class:`Background` call's are not
+    included: it runs beside this process's stages, so they are its own
+    (:attr:`Background.cpu_seconds`)."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    with _CPU_LOCK:
+        workers = _worker_cpu
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime + workers
+
+
+def _add_worker_cpu(seconds: float) -> None:
+    global _worker_cpu
+    with _CPU_LOCK:
+        _worker_cpu += seconds
+
+
+def _measured(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, float]:
+    """``fn``'s value and the CPU seconds it took in this (worker) process, its own workers
+    included."""
+    c0 = process_cpu_seconds()
+    value = fn(*args, **kwargs)
+    return value, process_cpu_seconds() - c0
+
+
+class _Measured(Future):  # type: ignore[type-arg]
+    """A pool task's future as its caller sees it: the task's value, its CPU seconds added
+    to :func:`process_cpu_seconds` as it arrives. Cancelling cancels the task itself."""
+
+    def __init__(self, inner: Future) -> None:  # type: ignore[type-arg]
+        super().__init__()
+        self._inner = inner
+        inner.add_done_callback(self._relay)
+
+    def cancel(self) -> bool:
+        # Where the task has not started, its callback marks this future cancelled too.
+        return self._inner.cancel()
+
+    def _relay(self, inner: Future) -> None:  # type: ignore[type-arg]
+        if inner.cancelled():
+            super().cancel()
+            self.set_running_or_notify_cancel()
+            return
+        error = inner.exception()
+        if error is not None:
+            self.set_exception(error)
+            return
+        value, cpu = inner.result()
+        _add_worker_cpu(cpu)
+        self.set_result(value)
+
+
 class RunEnding(BaseException):
     """Raised by ``submit`` once :func:`end_all_pools` has run: the process is about to exit."""
 
@@ -64,7 +125,8 @@ class _Pool(ProcessPoolExecutor):
         with _LOCK, _sigint_blocked():
             if _closing:
                 raise RunEnding()
-            return super().submit(fn, *args, **kwargs)
+            inner = super().submit(_measured, fn, *args, **kwargs)
+        return _Measured(inner)
 
 
 @contextlib.contextmanager
@@ -157,15 +219,18 @@ def _stoppable_main(conn: Any, fn: Callable[..., Any], args: tuple[Any, ...]) ->
 
 
 def _run_and_send(conn: Any, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
-    """``fn(*args)`` and its outcome sent back: (True, value) or (False, the exception)."""
+    """``fn(*args)`` and its outcome sent back with the CPU seconds it took here: (True,
+    value, cpu) or (False, the exception, cpu)."""
+    c0 = process_cpu_seconds()
     try:
-        out: tuple[bool, Any] = (True, fn(*args))
+        out: tuple[bool, Any, float] = (True, fn(*args), process_cpu_seconds() - c0)
     except BaseException as e:  # noqa: BLE001 - sent to the parent, which raises it
-        out = (False, e)
+        out = (False, e, process_cpu_seconds() - c0)
     try:
         conn.send(out)
     except Exception as e:  # noqa: BLE001 - an unpicklable result or error
-        conn.send((False, RuntimeError(f"worker result could not be sent back: {e}")))
+        error = RuntimeError(f"worker result could not be sent back: {e}")
+        conn.send((False, error, out[2]))
     conn.close()
 
 
@@ -197,7 +262,7 @@ def stoppable(
         if not ready:
             raise Stopped()
         try:
-            ok, value = receive.recv()
+            ok, value, cpu = receive.recv()
         except EOFError:
             proc.join(_REAP_SECONDS)
             raise RuntimeError(f"worker process died (exit code {proc.exitcode})") from None
@@ -206,6 +271,7 @@ def stoppable(
         if proc.is_alive():
             proc.kill()
         proc.join(_REAP_SECONDS)
+    _add_worker_cpu(cpu)
     if not ok:
         raise value
     return value
@@ -237,6 +303,8 @@ class Background:
         self, fn: Callable[..., Any], *args: Any, preload: Sequence[str] = ("kcheck.engines",)
     ) -> None:
         ctx = _context(preload)
+        #: The call's CPU seconds in its worker, once :meth:`result` has returned or raised.
+        self.cpu_seconds: float | None = None
         self._conn, child = ctx.Pipe(duplex=True)
         self._proc = ctx.Process(  # type: ignore[attr-defined]
             target=_background_main, args=(child,), daemon=False
@@ -257,7 +325,7 @@ class Background:
         """The call's value (or its exception, raised here); the worker ends either way."""
         try:
             try:
-                ok, value = self._conn.recv()
+                ok, value, self.cpu_seconds = self._conn.recv()
             except EOFError:
                 self._proc.join(_REAP_SECONDS)
                 raise RuntimeError(

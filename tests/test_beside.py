@@ -60,6 +60,9 @@ def test_the_baseline_beside_the_checkers_gives_the_json_of_one_job(
     # Degree-2's CPU seconds are its worker's, not this process's wait for it.
     steps = {s["name"]: s for s in two["plan"]["steps"]}
     assert steps["degree2"]["cpu_seconds"] > 0.5 * steps["degree2"]["seconds"]
+    # The baseline's are its worker's too (they were None, as its worker is no child of this
+    # process's).
+    assert steps["linear"]["cpu_seconds"] is not None and steps["linear"]["cpu_seconds"] > 0
     assert one["verdict"] == "kernel" and one["deciding_checker"] == "degree2"
     assert without_timing(two) == without_timing(one)
 

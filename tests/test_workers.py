@@ -214,3 +214,63 @@ def test_background_hands_its_arguments_over_without_a_copy() -> None:
     assert job.result() == data.nbytes == after.nbytes
     assert held < 4 * 2**20 and sending < 4 * 2**20
     assert peak < 48 * 2**20
+
+
+def _burn(seconds: float) -> float:
+    """Spin until this process has used ``seconds`` of CPU; the CPU seconds it used."""
+    c0 = time.process_time()
+    while time.process_time() - c0 < seconds:
+        pass
+    return time.process_time() - c0
+
+
+# A fork server's workers are not this process's children: RUSAGE_CHILDREN never counts them,
+# so each call's CPU seconds come back with its result. Before, a MultiLinear whose clusters
+# trained in a pool showed a tenth of its CPU, and the check warned that its cost model was off.
+
+
+def test_a_pool_tasks_cpu_seconds_count_as_this_process_s() -> None:
+    with workers.process_pool(1, ["kcheck.workers"]) as pool:
+        pool.submit(_pid_and_sum, 0, 0).result()  # the worker started, outside the measure
+        c0 = workers.process_cpu_seconds()
+        burned = pool.submit(_burn, 0.3).result()
+        counted = workers.process_cpu_seconds() - c0
+    assert burned >= 0.3
+    assert counted >= burned - 0.01
+
+
+def test_cancelling_a_pool_task_that_has_not_started_cancels_it() -> None:
+    with workers.process_pool(1, ["kcheck.workers"]) as pool:
+        running = pool.submit(_burn, 0.5)
+        queued = [pool.submit(_burn, 5.0) for _ in range(4)]
+        cancelled = [f.cancel() for f in queued]
+        assert running.result() >= 0.5
+    # The pool's first worker takes at most one queued task before it finishes the first.
+    assert sum(cancelled) >= 3
+    gone = [f for f, c in zip(queued, cancelled, strict=True) if c]
+    assert all(f.cancelled() for f in gone)
+    done, _ = concurrent.futures.wait(gone, timeout=60)
+    assert len(done) == len(gone)
+
+
+def test_a_pool_tasks_error_reaches_its_caller() -> None:
+    with workers.process_pool(1, ["kcheck.workers"]) as pool:
+        with pytest.raises(KcheckError, match="^in a pool$"):
+            pool.submit(_fail, "in a pool").result()
+
+
+def test_a_stoppable_calls_cpu_seconds_count_as_this_process_s() -> None:
+    workers.run_until(time.perf_counter() + 600, _pid_and_sum, 0, 0)  # the fork server
+    c0 = workers.process_cpu_seconds()
+    burned = workers.run_until(time.perf_counter() + 600, _burn, 0.3)
+    assert workers.process_cpu_seconds() - c0 >= burned - 0.01
+
+
+def test_a_background_calls_cpu_seconds_are_its_own() -> None:
+    """Beside this process's stages, its CPU belongs to none of them."""
+    job = workers.Background(_burn, 0.3)
+    assert job.cpu_seconds is None
+    c0 = workers.process_cpu_seconds()
+    burned = job.result()
+    assert job.cpu_seconds is not None and job.cpu_seconds >= burned - 0.01
+    assert workers.process_cpu_seconds() - c0 < burned

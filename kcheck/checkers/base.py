@@ -8,7 +8,6 @@ parameter through the pipeline.
 
 from __future__ import annotations
 
-import resource
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -24,6 +23,7 @@ from kcheck.memory import csr_bytes
 from kcheck.scoring import ACCURACY, PointResults, Scoring, positive_scores
 from kcheck.split import stratified_subsample
 from kcheck.verdict import accuracy
+from kcheck.workers import process_cpu_seconds
 
 #: ``ok``: trained on all of T; ``subsampled``: on part of T; ``skipped``: did not finish;
 #: ``exact``: the exact RBF comparison (cross-validated on all rows, not scored on V).
@@ -297,12 +297,10 @@ def guarded(name: str, deadline: float | None, fn: Callable[[], CheckerResult]) 
 
 
 def cpu_seconds() -> float:
-    """CPU seconds of this process and of its children that have ended (a worker process run
-    for one step, :func:`kcheck.workers.run_until`): what a stage cost, beside its wall time.
-    A pool that outlives the stage is counted when it ends."""
-    own = resource.getrusage(resource.RUSAGE_SELF)
-    children = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+    """CPU seconds of this process, of its children that have ended, and of the work it ran in
+    pools and stoppable workers (:func:`kcheck.workers.process_cpu_seconds`): what a stage
+    cost, beside its wall time."""
+    return process_cpu_seconds()
 
 
 @dataclass
