@@ -353,22 +353,60 @@ def _beside_bytes(counts: Counts) -> int:
 OFF_LOW, OFF_HIGH, OFF_MIN_SECONDS = 0.5, 2.0, 0.5
 
 
-def off_prediction(plan_json: dict[str, Any]) -> list[str]:
+def done_share(
+    block: Mapping[str, Any] | None, data: Mapping[str, Any] | None = None
+) -> tuple[float, str]:
+    """The share of its predicted work a checker did, from its JSON block and the JSON's
+    ``data``, and how to say it: exact mode's adaptive repeats stop once the verdict is
+    settled, and its prediction counts all of them (the budget must). The share is the
+    counted cost of the repeats it ran over that of all of them, its search and distances
+    counted in both. 1 where it ran as planned."""
+    if not block or not block.get("stopped_early") or not block.get("repeats") or not data:
+        return 1.0, ""
+    rows = int(block.get("rows") or 0)
+    done, most = int(block["repeats"]), exact.default_repeats(rows)
+    if done >= most:
+        return 1.0, ""
+    nnz = int(data["nnz"] * rows / max(int(data["rows"]), 1))
+    options = exact.ExactOptions(
+        folds=int(block.get("folds") or 5),
+        tune_rows=int(block.get("tune_rows") or rows),
+        nest=bool(block.get("nested")),
+    )
+    classes = len(data.get("classes") or ()) or 2
+
+    def cost(repeats: int) -> float:
+        return exact.counted_seconds(
+            rows, nnz, classes, dataclasses.replace(options, repeats=repeats)
+        )
+
+    return cost(done) / cost(most), f" for the {done} of {most} repeats it ran"
+
+
+def off_prediction(
+    plan_json: dict[str, Any],
+    checkers: Mapping[str, Any] | None = None,
+    data: Mapping[str, Any] | None = None,
+) -> list[str]:
     """Each step of a finished check's ``plan`` block whose CPU seconds were under OFF_LOW or
-    over OFF_HIGH times its prediction (``predicted_seconds``), as a line for the user."""
+    over OFF_HIGH times its prediction (``predicted_seconds``), as a line for the user.
+    ``checkers`` and ``data``: the JSON's blocks of those names, for a stage that stopped
+    early by design, whose prediction is then of the work it did (:func:`done_share`)."""
     lines = []
     for step in plan_json.get("steps", []):
         predicted, cpu = step.get("predicted_seconds"), step.get("cpu_seconds")
         # A step on 0 rows is a skip its checker reports: nothing ran to compare.
         if not step.get("runs") or not step.get("rows") or predicted is None or cpu is None:
             continue
+        share, did = done_share((checkers or {}).get(step["name"]), data)
+        predicted *= share
         if predicted < OFF_MIN_SECONDS and cpu < OFF_MIN_SECONDS:
             continue
         ratio = cpu / predicted if predicted > 0 else float("inf")
         if OFF_LOW <= ratio <= OFF_HIGH:
             continue
         lines.append(
-            f"{step['name']} took {cpu:.1f} CPU seconds against {predicted:.1f} predicted "
-            f"({ratio:.1f}x): the cost model is off for this data"
+            f"{step['name']} took {cpu:.1f} CPU seconds against {predicted:.1f} predicted"
+            f"{did} ({ratio:.1f}x): the cost model is off for this data"
         )
     return lines

@@ -33,6 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from kcheck.budget import FLOOR_SECONDS  # noqa: E402
+from kcheck.plan import done_share  # noqa: E402
 
 LOW, HIGH, MIN_SECONDS = 0.5, 2.0, 0.5
 #: The whole check's bound: max(FLOOR, TIMES x the baseline's seconds), FLOOR being the
@@ -94,15 +95,26 @@ def summary(v: dict[str, Any], wall: float, load: float | None) -> dict[str, Any
                     "cpu_seconds",
                 )
             }
+            | {"done": _done(v.get("checkers", {}).get(s["name"]), v["data"])}
             for s in v["plan"]["steps"]
         ],
     }
 
 
-def fill_predictions(runs: dict[str, dict[str, Any]], corpus: Path) -> int:
-    """Give the steps of runs made before the plan carried ``predicted_seconds`` the value
-    the plan gives now: :func:`kcheck.costs.predicted_seconds` of the case's counts (read,
-    scaled and split as a check does). The number of cases filled."""
+def _done(block: dict[str, Any] | None, data: dict[str, Any]) -> dict[str, Any] | None:
+    """What kcheck.plan.done_share reads of a checker's JSON block (exact mode's repeats) and
+    of the JSON's ``data``."""
+    if not block or "repeats" not in block:
+        return None
+    keys = ("repeats", "stopped_early", "rows", "folds", "tune_rows", "nested")
+    return {"block": {k: block.get(k) for k in keys}, "data": data}
+
+
+def fill_predictions(runs: dict[str, dict[str, Any]], corpus: Path, again: bool = False) -> int:
+    """Give the steps of runs made before the plan carried ``predicted_seconds`` (every run's,
+    ``again``: after a refit of kcheck.costs) the value the plan gives now:
+    :func:`kcheck.costs.predicted_seconds` of the case's counts (read, scaled and split as a
+    check does). The number of cases filled."""
     sys.path.insert(0, str(ROOT / "scripts"))
     from calibrate_plan import counts_of
 
@@ -111,7 +123,7 @@ def fill_predictions(runs: dict[str, dict[str, Any]], corpus: Path) -> int:
     filled = 0
     for name, r in runs.items():
         steps = r.get("steps", [])
-        if not steps or all("predicted_seconds" in s for s in steps):
+        if not steps or (not again and all("predicted_seconds" in s for s in steps)):
             continue
         counts = counts_of(corpus / name)
         for s in steps:
@@ -124,8 +136,20 @@ def fill_predictions(runs: dict[str, dict[str, Any]], corpus: Path) -> int:
     return filled
 
 
+def _predicted(s: dict[str, Any]) -> float | None:
+    """A stage's prediction of the work it did (kcheck.plan.done_share): exact mode's
+    prediction counts every repeat, and it stops once the verdict is settled."""
+    p = s.get("predicted_seconds")
+    return None if p is None else p * _share(s)[0]
+
+
+def _share(s: dict[str, Any]) -> tuple[float, str]:
+    done = s.get("done") or {}
+    return done_share(done.get("block"), done.get("data"))
+
+
 def _ratio(s: dict[str, Any]) -> float | None:
-    p, c = s.get("predicted_seconds"), s.get("cpu_seconds")
+    p, c = _predicted(s), s.get("cpu_seconds")
     if p is None or c is None or not s.get("runs") or not s.get("rows"):
         return None
     return c / p if p > 0 else float("inf")
@@ -136,7 +160,7 @@ def flagged(s: dict[str, Any]) -> bool:
     r = _ratio(s)
     if r is None:
         return False
-    big = max(s["predicted_seconds"], s["cpu_seconds"]) >= MIN_SECONDS
+    big = max(_predicted(s) or 0.0, s["cpu_seconds"]) >= MIN_SECONDS
     return big and not LOW <= r <= HIGH
 
 
@@ -147,6 +171,11 @@ def report(runs: dict[str, dict[str, Any]], args: argparse.Namespace) -> str:
         how = (
             f"`python scripts/plan_bench.py {args.corpus} --from-judge {args.from_judge}` "
             "(the judged corpus's runs at seed 0)"
+        )
+    if args.repredict:
+        how += (
+            "; `--repredict`: every stage's prediction is today's kcheck/costs.py's, not the "
+            "one its run's plan carried"
         )
     load = (
         f"load average at the cases' starts {min(loads):.2f}-{max(loads):.2f} "
@@ -183,7 +212,9 @@ def report(runs: dict[str, dict[str, Any]], args: argparse.Namespace) -> str:
             if ratio is None:
                 continue
             stages.setdefault(s["name"], []).append(ratio)
-            text = f"{s['name']} {s['predicted_seconds']:.2f}/{s['cpu_seconds']:.2f} ({ratio:.2f})"
+            text = f"{s['name']} {_predicted(s):.2f}/{s['cpu_seconds']:.2f} ({ratio:.2f}"
+            did = _share(s)[1]  # " for the 2 of 5 repeats it ran", or ""
+            text += f";{did})" if did else ")"
             if flagged(s):
                 bad.append(f"{name} {s['name']}")
                 text = f"**{text}**"
@@ -241,6 +272,12 @@ def main() -> int:
         default=None,
         help="take the runs from scripts/judge.py's OUTDIR/judge_runs.json (seed 0) instead",
     )
+    ap.add_argument(
+        "--repredict",
+        action="store_true",
+        help="predict every stage again with today's kcheck.costs (after a refit of its "
+        "factors), not as the runs' plans did",
+    )
     args = ap.parse_args()
     cases = json.loads((args.corpus / "cases.json").read_text())
     runs: dict[str, dict[str, Any]] = {}
@@ -258,7 +295,9 @@ def main() -> int:
         r = runs[name]
         print(f"{name}: {r.get('seconds', r.get('error'))}", file=sys.stderr, flush=True)
         args.runs.write_text(json.dumps(runs, indent=1) + "\n")
-    if args.from_judge is not None:
+    if args.repredict:
+        fill_predictions(runs, args.corpus, again=True)
+    if args.from_judge is not None or args.repredict:
         args.runs.write_text(json.dumps(runs, indent=1) + "\n")
     elif fill_predictions(runs, args.corpus):
         args.runs.write_text(json.dumps(runs, indent=1) + "\n")

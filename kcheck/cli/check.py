@@ -74,7 +74,7 @@ def show_verdict(
         ui.warn(w)
     from kcheck.plan import off_prediction
 
-    for line in off_prediction(v.get("plan") or {}):
+    for line in off_prediction(v.get("plan") or {}, v.get("checkers"), v.get("data")):
         ui.warn(line)
 
 
