@@ -30,6 +30,7 @@ sys.path.insert(0, str(ROOT))
 from kcheck import costs  # noqa: E402
 from kcheck.checkers.base import Counts, Dataset  # noqa: E402
 from kcheck.memory import default_memory_limit  # noqa: E402
+from kcheck.plan import done_share  # noqa: E402
 from kcheck.prepare import prepare  # noqa: E402
 from kcheck.split import stratified_split  # noqa: E402
 
@@ -62,6 +63,9 @@ def main() -> int:
             shape = costs.shape_seconds(s["name"], counts, s["rows"], s["estimated_seconds"])
             if not shape:
                 continue
+            # Exact mode's shape counts every repeat; where it stopped early, those it ran.
+            done = s.get("done") or {}
+            shape *= done_share(done.get("block"), done.get("data"))[0]
             rows.append(
                 f"| {name} | {s['name']} | {s['rows']:,} | {shape:.3f} | {cpu:.2f} | "
                 f"{cpu / shape:.2f} |"
@@ -75,7 +79,10 @@ def main() -> int:
         f"{time.strftime('%Y-%m-%d')}, {os.cpu_count()} cores; runs from `{args.runs.name}` "
         f"(load average at the cases' starts {min(loads):.2f}-{max(loads):.2f}); "
         f"`python scripts/calibrate_plan.py {args.corpus}`. Factor: the median of CPU / shape "
-        f"over the stages of at least {MIN_CPU} CPU seconds.",
+        f"over the stages of at least {MIN_CPU} CPU seconds. The factor now in kcheck.costs is, of "
+        "the factors that leave the fewest stages of 0.5 s or more outside [0.5, 2] of CPU over "
+        "predicted (scripts/plan_bench.py's flag), the one nearest that median: a spread-out "
+        "stage's median alone left its small and its large cases on either side of the band.",
         "",
         "| stage | stages | CPU / shape: min, median, max | factor now in kcheck.costs |",
         "|---|---|---|---|",

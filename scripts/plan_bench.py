@@ -173,6 +173,7 @@ def report(runs: dict[str, dict[str, Any]], args: argparse.Namespace) -> str:
             "(the judged corpus's runs at seed 0)"
         )
     if args.repredict:
+        how += f" on the runs in `{args.runs.name}`"
         how += (
             "; `--repredict`: every stage's prediction is today's kcheck/costs.py's, not the "
             "one its run's plan carried"
@@ -289,8 +290,8 @@ def main() -> int:
         name = case["name"]
         if args.only and name not in args.only:
             continue
-        if (name in runs and not args.only) or args.from_judge is not None:
-            continue  # done, or the judge's runs are all there is
+        if (name in runs and not args.only) or args.from_judge is not None or args.repredict:
+            continue  # done, or the judge's runs (or those predicted again) are all there is
         runs[name] = run_case(args.corpus / name)
         r = runs[name]
         print(f"{name}: {r.get('seconds', r.get('error'))}", file=sys.stderr, flush=True)
