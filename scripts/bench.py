@@ -82,7 +82,9 @@ marks = {{"reset": status_kb("VmRSS")}}
 def progress(event):
     # The first stage after reading (scaling while read) and splitting: what the path adds
     # from here is measured above the data then in memory (T and V, about the CSR).
-    if event.stage.startswith("linear baseline") and "done" not in marks:
+    # "linear baseline (C search)" in this process, or "starting the linear baseline ... in
+    # a worker process" beside the checkers (-j 2): either is the first stage after the split.
+    if "linear baseline" in event.stage and "done" not in marks:
         reset_peak()
         marks["reset"] = status_kb("VmRSS")
         marks["done"] = True
