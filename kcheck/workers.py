@@ -17,20 +17,21 @@ A Ctrl-C in a terminal also reaches the fork server, the resource tracker and th
 (the whole process group). Each ignores SIGINT once it runs, but the fork server first imports
 the preloaded modules (a second or more), and a SIGINT then printed a KeyboardInterrupt
 traceback. So SIGINT is blocked in the thread that starts them, and a SIGINT held pending is
-dropped when the process sets it to be ignored. That guard is not whole: multiprocessing
-starts its resource tracker before the first process it spawns and then unblocks SIGINT in the
-calling thread (CPython 3.11's resource_tracker), so a fork server started by the same call
-runs with SIGINT unblocked (SigBlk 0 in its /proc status). What keeps a Ctrl-C from reaching a
-fork server still importing today is that the pools start after the data is read, well after
-the interpreter's start. Starting the tracker first and blocking SIGINT again, as
-:mod:`kcheck.cluster` does for Dask's workers, closes it; it is not done here yet, as it was
-not yet shown to keep every interrupt of a busy machine (tests/test_api.py's).
+dropped when the process sets it to be ignored. multiprocessing starts its resource tracker
+before the first process it spawns and then unblocks SIGINT in the calling thread (CPython
+3.11's resource_tracker), so a fork server started by the same call ran with SIGINT unblocked
+(SigBlk 0 in its /proc status): with ``-j 2`` on large data the baseline's worker starts the
+fork server a second or two after the read, and a Ctrl-C then printed a KeyboardInterrupt
+traceback from its import of numpy, and a worker being started printed a second "kcheck:
+interrupted". So the tracker is started first and SIGINT blocked again
+(:func:`_sigint_blocked`), as :mod:`kcheck.cluster` does for Dask's workers.
 """
 
 from __future__ import annotations
 
 import contextlib
 import multiprocessing
+import multiprocessing.resource_tracker
 import multiprocessing.util
 import os
 import pickle
@@ -131,11 +132,19 @@ class _Pool(ProcessPoolExecutor):
 
 @contextlib.contextmanager
 def _sigint_blocked() -> Iterator[None]:
-    """Block SIGINT in this thread: processes started here inherit the mask (see above)."""
+    """Block SIGINT in this thread: processes started here inherit the mask (see above).
+
+    multiprocessing starts its resource tracker before the fork server and unblocks SIGINT
+    in the calling thread after it (CPython 3.11's resource_tracker), so the fork server, started
+    next by the same call, ran with SIGINT unblocked: a Ctrl-C while it imported numpy printed a
+    KeyboardInterrupt traceback. So the tracker is started here first and SIGINT blocked again;
+    once it runs, starting a process leaves the mask alone."""
     if not hasattr(signal, "pthread_sigmask"):
         yield
         return
     old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    multiprocessing.resource_tracker.ensure_running()
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
         yield
     finally:
@@ -255,7 +264,8 @@ def stoppable(
     proc = ctx.Process(  # type: ignore[attr-defined]
         target=_stoppable_main, args=(send, fn, args), daemon=False
     )
-    proc.start()
+    with _sigint_blocked():  # as a pool's workers start (see the module's doc)
+        proc.start()
     send.close()
     try:
         ready = receive.poll(max(0.0, deadline - time.perf_counter()))

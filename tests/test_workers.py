@@ -6,6 +6,9 @@ from __future__ import annotations
 import concurrent.futures
 import multiprocessing
 import os
+import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -274,3 +277,27 @@ def test_a_background_calls_cpu_seconds_are_its_own() -> None:
     burned = job.result()
     assert job.cpu_seconds is not None and job.cpu_seconds >= burned - 0.01
     assert workers.process_cpu_seconds() - c0 < burned
+
+
+_FORK_SERVER_MASK = """
+import multiprocessing.forkserver, os
+from kcheck import workers
+workers.Background(os.getpid).result()
+pid = multiprocessing.forkserver._forkserver._forkserver_pid
+status = open(f"/proc/{pid}/status").read()
+print(next(line.split()[1] for line in status.splitlines() if line.startswith("SigBlk:")))
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads /proc")
+def test_the_fork_server_starts_with_sigint_blocked() -> None:
+    """The first worker of a run starts the resource tracker and then the fork server, which
+    imports numpy for a second or more: a Ctrl-C then printed a KeyboardInterrupt traceback
+    from it, as multiprocessing had unblocked SIGINT after starting the tracker. In a fresh
+    interpreter, so that this process's fork server, already running, is not the one read."""
+    r = subprocess.run(
+        [sys.executable, "-c", _FORK_SERVER_MASK], capture_output=True, text=True, timeout=600
+    )
+    assert r.returncode == 0, r.stderr
+    mask = int(r.stdout.strip(), 16)
+    assert mask & (1 << (signal.SIGINT - 1)), f"SigBlk {r.stdout.strip()}"
