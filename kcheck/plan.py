@@ -354,7 +354,7 @@ OFF_LOW, OFF_HIGH, OFF_MIN_SECONDS = 0.5, 2.0, 0.5
 
 
 def done_share(
-    block: Mapping[str, Any] | None, data: Mapping[str, Any] | None = None
+    block: Mapping[str, Any] | None = None, data: Mapping[str, Any] | None = None
 ) -> tuple[float, str]:
     """The share of its predicted work a checker did, from its JSON block and the JSON's
     ``data``, and how to say it: exact mode's adaptive repeats stop once the verdict is

@@ -64,8 +64,7 @@ def main() -> int:
             if not shape:
                 continue
             # Exact mode's shape counts every repeat; where it stopped early, those it ran.
-            done = s.get("done") or {}
-            shape *= done_share(done.get("block"), done.get("data"))[0]
+            shape *= done_share(**(s.get("done") or {}))[0]
             rows.append(
                 f"| {name} | {s['name']} | {s['rows']:,} | {shape:.3f} | {cpu:.2f} | "
                 f"{cpu / shape:.2f} |"

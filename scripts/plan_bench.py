@@ -102,12 +102,11 @@ def summary(v: dict[str, Any], wall: float, load: float | None) -> dict[str, Any
 
 
 def _done(block: dict[str, Any] | None, data: dict[str, Any]) -> dict[str, Any] | None:
-    """What kcheck.plan.done_share reads of a checker's JSON block (exact mode's repeats) and
-    of the JSON's ``data``."""
+    """The arguments of kcheck.plan.done_share for a checker that may stop early (exact
+    mode's repeats): its JSON block and the JSON's ``data``."""
     if not block or "repeats" not in block:
         return None
-    keys = ("repeats", "stopped_early", "rows", "folds", "tune_rows", "nested")
-    return {"block": {k: block.get(k) for k in keys}, "data": data}
+    return {"block": block, "data": data}
 
 
 def fill_predictions(runs: dict[str, dict[str, Any]], corpus: Path, again: bool = False) -> int:
@@ -144,8 +143,7 @@ def _predicted(s: dict[str, Any]) -> float | None:
 
 
 def _share(s: dict[str, Any]) -> tuple[float, str]:
-    done = s.get("done") or {}
-    return done_share(done.get("block"), done.get("data"))
+    return done_share(**(s.get("done") or {}))
 
 
 def _ratio(s: dict[str, Any]) -> float | None:
