@@ -398,7 +398,11 @@ def off_prediction(
         # A step on 0 rows is a skip its checker reports: nothing ran to compare.
         if not step.get("runs") or not step.get("rows") or predicted is None or cpu is None:
             continue
-        share, did = done_share((checkers or {}).get(step["name"]), data)
+        block = (checkers or {}).get(step["name"])
+        # A checker skipped at run time (the --time-limit, memory) did not do its work either.
+        if isinstance(block, Mapping) and block.get("status") == "skipped":
+            continue
+        share, did = done_share(block, data)
         predicted *= share
         if predicted < OFF_MIN_SECONDS and cpu < OFF_MIN_SECONDS:
             continue

@@ -295,6 +295,19 @@ def test_a_stage_far_from_its_prediction_is_named_and_one_near_it_is_not() -> No
     assert lines[1].startswith("rbf took 1.0 CPU seconds against 4.0 predicted (0.2x)")
 
 
+def test_a_checker_skipped_at_run_time_is_not_compared() -> None:
+    """Planned to run, then skipped by the --time-limit: its 0 CPU seconds against its
+    prediction say nothing about the cost model (a check with --time-limit 6 said 0.0x)."""
+    steps = [_step("degree2", 9.4, 0.0), _step("multilinear", 0.4, 1.2)]
+    skipped = {"status": "skipped", "reason": "the time limit"}
+    ran = {"status": "ok", "reason": None}
+    lines = plan.off_prediction({"steps": steps}, {"degree2": skipped, "multilinear": ran})
+    assert [line.split()[0] for line in lines] == ["multilinear"]
+    # Had it run, the same numbers would be named.
+    lines = plan.off_prediction({"steps": steps}, {"degree2": ran, "multilinear": ran})
+    assert [line.split()[0] for line in lines] == ["degree2", "multilinear"]
+
+
 def test_a_stage_that_stopped_early_is_compared_with_the_work_it_did() -> None:
     """Exact mode's prediction counts every repeat it may run; settled after 2 of 5 on 569
     rows (breast_cancer), it took 0.3x of that, and the cost model was not off."""
