@@ -66,6 +66,7 @@ __all__ = [
     "SvmProblem",
     "as_binding_csr",
     "cache_mb_within",
+    "svm_iterations",
     "cv_kernel",
     "cv_kernel_predictions",
     "cv_linear_correct",
@@ -280,6 +281,34 @@ _KERNELS = ("linear", "polynomial", "rbf", "sigmoid", "precomputed")
 
 _svm.libsvm.svm_set_print_string_function(_svm.ctypes_print_null)
 
+#: LIBSVM's solver iterations in this process so far, summed over its sub-problems (a pair of
+#: classes, a CV fold): read from the "#iter = N" line each prints, while every other line is
+#: dropped. A count of the work its trainings did, the same on every machine: unlike rows and
+#: C, it follows a large C's slow convergence (kcheck.costs).
+_svm_iterations = [0]
+
+
+def _count_svm_iterations(line: bytes | None) -> None:
+    # b"\noptimization finished, #iter = 6305\n": the newline ends the progress dots.
+    if line and b"#iter = " in line:
+        _svm_iterations[0] += int(line.split(b"#iter = ", 1)[1].split()[0])
+
+
+_counting_print = _svm.PRINT_STRING_FUN(_count_svm_iterations)
+
+
+def svm_iterations() -> int:
+    """LIBSVM's solver iterations so far in this process (a difference of two reads is the
+    work of the calls between them)."""
+    return _svm_iterations[0]
+
+
+def _counting_iterations(param: _svm.svm_parameter) -> None:
+    """Have the next LIBSVM call count its iterations: ``-q`` installed the null print
+    function when ``param`` was parsed, and only the counting one reads the solver's lines."""
+    del param
+    _svm.libsvm.svm_set_print_string_function(_counting_print)
+
 
 def _svm_parameter(
     C: float,
@@ -344,6 +373,7 @@ def _svm_cv_predictions(
     target = (ctypes.c_double * problem.n_rows)()
     one_omp_thread()
     seed_c_rand(seed)
+    _counting_iterations(param)
     with weights_quiet(problem.weights):
         _svm.libsvm.svm_cross_validation(problem._prob, param, folds, target)
     return np.array(np.ctypeslib.as_array(target, shape=(problem.n_rows,)))
@@ -505,6 +535,7 @@ def train_rbf(
     one_omp_thread()
     if probability:
         seed_c_rand(seed)
+    _counting_iterations(param)
     ptr = _svm.libsvm.svm_train(problem._prob, param)
     if not ptr:
         raise EngineError("LIBSVM failed to train a model")
@@ -564,6 +595,7 @@ def fit_predict_kernel(
     param = _svm_parameter(C, None, weights=problem.weights)
     _check_svm(problem, param)
     one_omp_thread()
+    _counting_iterations(param)
     ptr = _svm.libsvm.svm_train(problem._prob, param)
     if not ptr:
         raise EngineError("LIBSVM failed to train a model")

@@ -150,3 +150,27 @@ def test_a_warm_start_is_the_solution_it_starts_from(rng):
     assert np.array_equal(cold.weights, alone.weights)
     warm = engines.train_linear(fold, 0.5, start=cold)
     np.testing.assert_allclose(warm.weights, cold.weights, rtol=1e-6, atol=1e-9)
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_libsvm_iterations_are_counted_the_same_every_time(rng, sparse):
+    """LIBSVM's "#iter" lines, summed: a training at a large C on overlapping classes does
+    many times the iterations of one at a small C, a CV counts every fold, and the same call
+    counts the same again (a count, not a clock)."""
+    # A checkerboard, which a wide kernel (gamma 1 on [-1, 1]^2) fits only at a large C.
+    X = rng.uniform(-1.0, 1.0, size=(400, 2))
+    y = np.where(np.sin(4 * X[:, 0]) * np.sin(4 * X[:, 1]) > 0, 1.0, -1.0)
+    problem = engines.SvmProblem.from_data(sp.csr_matrix(X) if sparse else X, y)
+
+    def iterations(call):
+        before = engines.svm_iterations()
+        call()
+        return engines.svm_iterations() - before
+
+    small = iterations(lambda: engines.train_rbf(problem, 1.0, 1.0))
+    large = iterations(lambda: engines.train_rbf(problem, 2.0**11, 1.0))
+    assert 0 < small and 50 * small < large
+    assert iterations(lambda: engines.train_rbf(problem, 2.0**11, 1.0)) == large
+    cv = iterations(lambda: engines.cv_rbf(problem, 1.0, 1.0, folds=5, seed=0))
+    # Five trainings on four fifths of the rows each: about four times one on all of them.
+    assert 2 * small < cv < 8 * small

@@ -301,3 +301,45 @@ def test_the_least_allowance_the_plan_accepts_gives_the_same_result(dense: bool)
     least = rbfsvm.memory_bytes(c, tune)
     assert rbfsvm.cache_mb(least, int(T.X.nnz), T.rows) < 100.0
     assert run(least) == roomy
+
+
+def test_a_candidate_whose_training_is_predicted_past_the_plan_is_passed_over() -> None:
+    """LIBSVM's iterations on the sample predict each candidate's training on two thirds of T.
+    Candidates train in the order of their sample scores while the predictions stay within
+    twice what the plan counted for them; the sample's best always trains, however costly. A
+    passed-over candidate is named with its prediction (checker4_n50000: two at C = 2^11,
+    predicted 10.5 and 16.2 s, took 35 s of a 6 s plan and lost)."""
+    from kcheck.checkers.base import Context
+
+    T, V = _split(*wavy(1500, seed=3))
+    Xb = sp.csr_matrix(T.X)
+    options = rbf_tuning.Tuning(seed=0)
+    ctx = Context(seed=0, jobs=1, epsilon=0.02, memory_limit=2**30, deadline=None, baseline=None)
+    steps = rbfsvm._Steps(ctx, options)
+    # Three gammas' best points and their scores on a 600-row sample.
+    first, second, third = (1.0, -2.0), (11.0, 1.0), (3.0, 0.0)
+    scores = {first: 0.9, second: 0.8, third: 0.7}
+    many, few = 10**8, 1_000
+
+    def held(iterations: dict[tuple[float, float], int]) -> rbfsvm._Held:
+        search = rbf_tuning.Search(scores, {}, *first, iterations)
+        h = rbfsvm._Held(Xb, T.y, options, steps, 200.0)
+        h.predict_from(search, 600, Counts.of(T, V))
+        h.choose([second, third, first])
+        return h
+
+    # The second is costly: passed over, named with its prediction; the third still trains.
+    h = held({first: few, second: many, third: few, (5.0, 0.0): few, (3.0, -2.0): few})
+    assert set(h.scores) >= {first, third} and second not in h.scores
+    (over,) = h.passed_over
+    assert (over["log2_C"], over["log2_gamma"]) == second
+    fit_rows = T.rows - int(round(T.rows * rbfsvm.SELECT_FRACTION))
+    on_fit = budget.svm_iterations_on(many, 600, options.folds, fit_rows)
+    assert over["predicted_seconds"] > budget.svm_iteration_seconds(on_fit, fit_rows, 2)
+    # The sample's best trains however costly; then nothing else fits.
+    h = held({first: many, second: few, third: few, (3.0, -2.0): few})
+    assert set(h.scores) == {first}
+    assert [(o["log2_C"], o["log2_gamma"]) for o in h.passed_over] == [second, third, (3.0, -2.0)]
+    # With iterations that cost little, every candidate trains and none is passed over.
+    h = held({k: few for k in (first, second, third, (3.0, -2.0), (5.0, 0.0))})
+    assert h.passed_over == [] and {first, second, third} <= set(h.scores)

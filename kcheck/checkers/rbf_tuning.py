@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 import numpy as np
@@ -159,6 +159,9 @@ class Search:
     right: dict[tuple[float, float], int]
     log2_C: float
     log2_gamma: float
+    #: LIBSVM's iterations at each point, over its folds (engines.svm_iterations): how the
+    #: solver's work grows with C on these rows, for a training on more of them (kcheck.costs).
+    iterations: dict[tuple[float, float], int] = field(default_factory=dict)
 
 
 def search_grid(
@@ -175,15 +178,18 @@ def search_grid(
     points = grid_for(median, options)
     scores: dict[tuple[float, float], float] = {}
     right: dict[tuple[float, float], int] = {}
+    iterations: dict[tuple[float, float], int] = {}
     weight = options.scoring.class_weight
     for g in sorted({p[1] for p in points}):
         problem = engines.KernelProblem.from_kernel(kernel(D, 2.0**g), y, weight)
         for c in sorted(p[0] for p in points if p[1] == g):
+            before = engines.svm_iterations()
             scores[(c, g)], right[(c, g)] = _tuning_score(
                 problem, 2.0**c, options.folds, options.seed, options.scoring
             )
+            iterations[(c, g)] = engines.svm_iterations() - before
             done(len(scores))
             check_time()
         del problem
     log2_C, log2_gamma = best_point(scores)
-    return Search(scores, right, log2_C, log2_gamma)
+    return Search(scores, right, log2_C, log2_gamma, iterations)
