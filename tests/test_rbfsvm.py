@@ -343,3 +343,35 @@ def test_a_candidate_whose_training_is_predicted_past_the_plan_is_passed_over() 
     # With iterations that cost little, every candidate trains and none is passed over.
     h = held({k: few for k in (first, second, third, (3.0, -2.0), (5.0, 0.0))})
     assert h.passed_over == [] and {first, second, third} <= set(h.scores)
+
+
+def test_the_trainings_on_t_are_announced_with_their_prediction() -> None:
+    """After the search, the trainings are a stage of their own whose first event carries
+    their predicted seconds (from the search's iterations), so a log announces them; its
+    steps count the trainings, not the grid's points."""
+    from kcheck.checkers.base import Context
+    from kcheck.defaults import Event
+
+    T, V = _split(*wavy(1600, seed=5))
+    events: list[Event] = []
+    ctx = Context(
+        seed=0,
+        jobs=1,
+        epsilon=0.02,
+        memory_limit=2**30,
+        deadline=None,
+        baseline=None,
+        progress=events.append,
+    )
+    options = rbf_tuning.Tuning(seed=0)
+    res = rbfsvm.run(T, V, options, 600, ctx)
+    assert res.status == "ok"
+    stages = [e.stage for e in events]
+    first = stages.index(rbfsvm._Steps.TRAINING)
+    assert set(stages[:first]) == {rbfsvm._Steps.STAGE}
+    assert set(stages[first:]) == {rbfsvm._Steps.TRAINING}
+    search_end, start, end = events[first - 1], events[first], events[-1]
+    assert search_end.done == search_end.total == options.grid_points()
+    assert start.done == 0 and start.predicted_seconds is not None
+    assert start.predicted_seconds > 0
+    assert end.done == end.total == len(options.resolved_gamma_factor()) + 2

@@ -308,8 +308,12 @@ def run(T: Dataset, V: Dataset, options: Tuning, tune_rows: int, ctx: Context) -
     search, tune_rows = _search_sample(Xb, yb, tune_rows, options, steps)
     cache = cache_mb(ctx.memory_limit, int(Xb.nnz), T.rows)
     held = _Held(Xb, yb, options, steps, cache)
-    held.predict_from(search, tune_rows, _counts(T, V, int(np.unique(T.y).size)))
-    best = held.choose(_best_C_per_gamma(search))
+    counts = _counts(T, V, int(np.unique(T.y).size))
+    held.predict_from(search, tune_rows, counts)
+    candidates = _best_C_per_gamma(search)
+    final = _final_seconds(search, tune_rows, options.folds, counts)
+    steps.training(held.planned_seconds(candidates, final))
+    best = held.choose(candidates)
     C, gamma = float(2.0 ** best[0]), float(2.0 ** best[1])
     problem = engines.SvmProblem.from_data(Xb, yb, options.scoring.class_weight, cache)
     model = engines.train_rbf(problem, C, gamma)
@@ -342,19 +346,34 @@ def run(T: Dataset, V: Dataset, options: Tuning, tune_rows: int, ctx: Context) -
 
 
 class _Steps:
-    """Progress over the grid's points, the trainings on part of T and the final one, and the
-    time limit between them (as the pipeline's ``--time-limit`` expects of a checker)."""
+    """Progress over the grid's points, then over the trainings on part of T and the final
+    one, and the time limit between them (as the pipeline's ``--time-limit`` expects of a
+    checker). The trainings are a stage of their own, announced with their prediction from
+    the search's iterations: at a large C they can take many times the search."""
 
     STAGE = "RBF SVM on the training split"
+    TRAINING = "RBF SVM: its candidates and the final model on T"
 
     def __init__(self, ctx: Context, options: Tuning) -> None:
         self.report = ctx.progress
         self.deadline = options.deadline
         self.grid_points = options.grid_points()
         self.total = self.grid_points + len(options.resolved_gamma_factor()) + 2
+        self.stage, self.offset = self.STAGE, 0
+        #: The trainings' predicted seconds (None in the search: the plan's, for the stage).
+        self.predicted: float | None = None
 
     def tick(self, done: int) -> None:
-        self.report(Event(self.STAGE, done, self.total))
+        total = self.grid_points if self.stage == self.STAGE else self.total
+        self.report(
+            Event(self.stage, done - self.offset, total - self.offset, None, self.predicted)
+        )
+
+    def training(self, predicted_seconds: float) -> None:
+        """From the search to the trainings, announced with their predicted seconds."""
+        self.stage, self.offset = self.TRAINING, self.grid_points
+        self.predicted = round(predicted_seconds, 1)
+        self.tick(self.grid_points)
 
     def check_time(self) -> None:
         stop_if_past(self.deadline, "RBF SVM")
@@ -423,13 +442,30 @@ class _Held:
         selections = len(self.options.resolved_gamma_factor()) + 1
         self._allowance = PASS_OVER_SLACK * selections * nominal
 
+    def planned_seconds(self, candidates: list[tuple[float, float]], final: float) -> float:
+        """Predicted seconds of the candidates that will train (as :meth:`choose` passes
+        over), and of the ``final`` training: the trainings stage's prediction, for the user
+        (the larger C's training depends on the held-out scores, and is left out)."""
+        spent, first = 0.0, True
+        for point in self._in_order(candidates):
+            predicted = self._predicted.get(point, 0.0)
+            if first or spent + predicted <= self._allowance:
+                spent += predicted
+            first = False
+        return spent + final
+
+    def _in_order(self, candidates: list[tuple[float, float]]) -> list[tuple[float, float]]:
+        """By score on the sample, best first (ties to the smaller gamma, then C)."""
+        return sorted(
+            candidates,
+            key=lambda k: (self._sample_scores.get(k, 0.0), -k[1], -k[0]),
+            reverse=True,
+        )
+
     def choose(self, candidates: list[tuple[float, float]]) -> tuple[float, float]:
         """The best candidate on the held-out third (ties to the smaller gamma, then the
         smaller C), then the grid's next larger C at its gamma where that scores better."""
-        order = sorted(
-            candidates, key=lambda k: (self._sample_scores.get(k, 0.0), -k[1], -k[0]), reverse=True
-        )
-        for point in order:
+        for point in self._in_order(candidates):
             self._score_within(point, first=not self.scores)
         trained = [k for k in candidates if k in self.scores]
         best = max(trained, key=lambda k: (self.scores[k], -k[1], -k[0]))
@@ -464,6 +500,20 @@ class _Held:
         )
         self.steps.tick(self.steps.grid_points + len(self.scores))
         self.steps.check_time()
+
+
+def _final_seconds(search: Search, tune_rows: int, folds: int, c: Counts) -> float:
+    """Predicted seconds of the final training on all of T at the sample's best point, from
+    its iterations there (kcheck.budget.svm_iterations_on), and of predicting V."""
+    point = (search.log2_C, search.log2_gamma)
+    on_T = budget.svm_iterations_on(search.iterations.get(point, 0), tune_rows, folds, c.rows)
+    return budget.rbf_fit_seconds(
+        rows=c.rows,
+        nnz=c.nnz,
+        predict_rows=c.val_rows,
+        n_classes=c.n_classes,
+        features=c.features,
+    ) + budget.svm_iteration_seconds(on_T, c.rows, c.n_classes)
 
 
 def _best_C_per_gamma(search: Search) -> list[tuple[float, float]]:
