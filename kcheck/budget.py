@@ -174,6 +174,11 @@ def rbf_fit_seconds(
 #: of every active row. 1.2 ns on checker4_n50000's trainings at C = 2^11 (5,681 rows, 1.8-3.3
 #: million iterations, 12.6-22.6 s); the kernel evaluations are rbf_fit_seconds'.
 SVM_SECONDS_PER_ITERATION_ROW = 1.2e-9
+#: ... and on a precomputed kernel (exact mode, the search): each step reads its kernel
+#: entries from node lists, a row apart in memory. 2.9-5.1 ns on the searches and repeats
+#: of six judged sets (sinus_n8000, wavy5d_n12000, checker4_n50000, parity3_d10_n2000 and
+#: offsets_onehot_n5000, whose repeats at C = 2^11 took 18 s each: 3.8 ns).
+SVM_PRECOMPUTED_SECONDS_PER_ITERATION_ROW = 3.8e-9
 
 
 def svm_iterations_on(sample_iterations: int, sample_rows: int, folds: int, rows: int) -> float:
@@ -186,11 +191,16 @@ def svm_iterations_on(sample_iterations: int, sample_rows: int, folds: int, rows
     return sample_iterations / max(folds, 1) * rows / fold_rows
 
 
-def svm_iteration_seconds(iterations: float, rows: int, n_classes: int) -> float:
+def svm_iteration_seconds(
+    iterations: float, rows: int, n_classes: int, *, precomputed: bool = False
+) -> float:
     """Counted seconds of ``iterations`` (summed over one-vs-one's pairs) on ``rows`` rows:
     a pair of k classes has about 2n/k of them."""
     pair_rows = rows * (2.0 / n_classes if n_classes > 2 else 1.0)
-    return SVM_SECONDS_PER_ITERATION_ROW * iterations * pair_rows
+    per = (
+        SVM_PRECOMPUTED_SECONDS_PER_ITERATION_ROW if precomputed else SVM_SECONDS_PER_ITERATION_ROW
+    )
+    return per * iterations * pair_rows
 
 
 def sparse_merge_factor(features: int, nnz: int, rows: int) -> float:

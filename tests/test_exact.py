@@ -417,3 +417,47 @@ def test_nested_comparison_tunes_both_models_inside_every_training_fold(monkeypa
     assert plain.info["nested"] is False
     # Both are per-row results of the same fold assignments.
     assert res.correct.shape == plain.correct.shape == (120,)
+
+
+@pytest.mark.parametrize("nest", [False, True])
+def test_the_repeats_are_announced_with_their_prediction(nest: bool) -> None:
+    """Not nested, the repeats on all rows follow the search as a stage of their own whose
+    first event carries their predicted seconds (from the search's iterations at the chosen
+    point): at a large C they can take many times the search. Nested, each repeat searches
+    again, and the stage stays one."""
+    from kcheck.defaults import Event
+
+    X, y = circles(300, seed=3)
+    events: list[Event] = []
+    opts = exact.ExactOptions(seed=0, repeats=2, nest=nest, **SMALL)
+    r = exact.run(X, y, opts, events.append)
+    assert r.val_accuracy is not None and len(r.info["repeat_gaps"]) == 2
+    stages = [e.stage for e in events]
+    if nest:
+        assert set(stages) == {exact.STAGE}
+        return
+    first = stages.index(exact.REPEATS_STAGE)
+    assert set(stages[:first]) == {exact.STAGE} and set(stages[first:]) == {exact.REPEATS_STAGE}
+    start, end = events[first], events[-1]
+    assert events[first - 1].done == events[first - 1].total == 9
+    assert start.done == 0 and start.predicted_seconds is not None and start.predicted_seconds > 0
+    assert end.done == end.total == 2
+
+
+def test_a_repeats_prediction_follows_the_searchs_iterations_at_the_chosen_point() -> None:
+    """One repeat: its counted kernel copies and linear fits, plus LIBSVM's iterations at the
+    chosen point scaled from the search's CV on the tuning rows to a CV on all rows
+    (offsets_onehot_n5000: predicted 35 s for two repeats at C = 2^11 that took 40 s)."""
+    point = (11.0, -5.0)
+
+    def tuned(iterations: int) -> exact._Tuned:
+        search = rbf_tuning.Search({point: 0.9}, {point: 540}, *point, {point: iterations})
+        return exact._Tuned(exact._Chosen(2.0**11, 2.0**-5, 1.0), search, 600, 1.0, None)
+
+    opts = exact.ExactOptions(seed=0)
+    few = exact.repeat_seconds(tuned(1_000), 5_000, 5_000 * 54, 2, opts)
+    many = exact.repeat_seconds(tuned(110_000), 5_000, 5_000 * 54, 2, opts)
+    # 110,000 iterations on 600 rows: about 917,000 in a CV on 5,000, each over 4,000 rows.
+    extra = 109_000 * 5_000 / 600 * 4_000 * exact.budget.SVM_PRECOMPUTED_SECONDS_PER_ITERATION_ROW
+    assert many - few == pytest.approx(extra, rel=1e-6)
+    assert few > 0

@@ -189,6 +189,10 @@ def test_progress_counts_have_units_and_one_time_column():
     assert count_text("MultiLinear checker", 3, 12) == "3/12 clusters"
     assert count_text("kernel model: grid search", 12, 28) == "12/28 grid points"
     assert count_text("exact RBF comparison", 4, 33) == "4/33 CV runs"
+    from kcheck.checkers import exact, rbfsvm
+
+    assert count_text(exact.REPEATS_STAGE, 1, 2) == "1/2 repeats"
+    assert count_text(rbfsvm._Steps.TRAINING, 2, 6) == "2/6 trainings"
     assert count_text("degree-2 checker", None, None) == ""
     out = io.StringIO()
     console = Console(file=out, width=100, force_terminal=True, color_system=None)

@@ -79,8 +79,9 @@ MIN_REPEATS = 2
 #: Folds of the nested search (inside each training fold): 3, as the judged reference's, at
 #: under half the cost of 5; the plain search keeps ``Tuning.folds``.
 INNER_FOLDS = 3
-#: The progress stage's name.
+#: The progress stage's name, and that of its repeats (not nested).
 STAGE = "exact RBF comparison"
+REPEATS_STAGE = "exact RBF comparison: repeated cross-validation on all rows"
 
 
 def default_repeats(rows: int) -> int:
@@ -369,7 +370,10 @@ def run(
     if too_few is not None:
         return CheckerResult.skipped(NAME, too_few, time.perf_counter() - t0)
     steps = _Steps(
-        progress or no_progress, options.grid_points() + options.max_repeats(rows), options.deadline
+        progress or no_progress,
+        options.grid_points() + options.max_repeats(rows),
+        options.deadline,
+        None if options.nested(rows) else options.grid_points(),
     )
     steps.tick(0)
     steps.check_time()
@@ -394,17 +398,36 @@ def _too_few_rows(options: ExactOptions, rows: int) -> str | None:
     return None
 
 
-@dataclass(frozen=True)
+@dataclass
 class _Steps:
     """Progress over the grid's points and then the repeats, and the time limit between them
-    (as the pipeline's ``--time-limit`` expects of a checker)."""
+    (as the pipeline's ``--time-limit`` expects of a checker). Where the comparison is not
+    nested, the repeats are a stage of their own, announced with their prediction from the
+    search's iterations: at a large C one repeat can take many times the search."""
 
     report: Progress
     total: int
     deadline: float | None
+    #: The grid's points where the repeats are a stage of their own (not nested): the
+    #: search's total.
+    search_points: int | None = None
+    stage: str = STAGE
+    offset: int = 0
+    predicted: float | None = None
 
     def tick(self, done: int) -> None:
-        self.report(Event(STAGE, done, self.total))
+        searching = self.stage == STAGE and self.search_points is not None
+        total = self.search_points if searching and self.search_points else self.total
+        self.report(
+            Event(self.stage, done - self.offset, total - self.offset, None, self.predicted)
+        )
+
+    def repeats(self, searched: int, predicted_seconds: float) -> None:
+        """From the search (``searched`` points) to the repeats, announced with their
+        predicted seconds."""
+        self.stage, self.offset = REPEATS_STAGE, searched
+        self.predicted = round(predicted_seconds, 3)
+        self.tick(searched)
 
     def check_time(self) -> None:
         stop_if_past(self.deadline, "exact comparison")
@@ -464,6 +487,10 @@ def _repeat_until_settled(
     max_repeats = options.max_repeats(int(y.size))
     weight = options.scoring.class_weight
     inner = _Inner(tuned.median, options, steps.check_time) if options.nested(int(y.size)) else None
+    if inner is None:
+        classes = int(np.unique(y).size)
+        repeat = repeat_seconds(tuned, int(y.size), int(X.nnz), classes, options)
+        steps.repeats(len(tuned.search.scores), max_repeats * repeat)
     for r in range(max_repeats):
         runs.append(_repeat(X, y, K, tuned.chosen, options.folds, options.seed, r, weight, inner))
         steps.tick(len(tuned.search.scores) + r + 1)
@@ -473,6 +500,38 @@ def _repeat_until_settled(
             if settled(options.scoring.gap(y, rbf_pts, lin_pts), options.epsilon):
                 return runs, True
     return runs, False
+
+
+def repeat_seconds(
+    tuned: _Tuned, rows: int, nnz: int, classes: int, options: ExactOptions
+) -> float:
+    """Predicted seconds of one repeat, not nested: the counted kernel copies and linear
+    fits of its folds (kcheck.budget.exact_seconds' share of a repeat), and LIBSVM's
+    iterations at the chosen point, from the search's there (a ``folds``-fold CV on the
+    tuning rows; a repeat is one on all rows)."""
+    point = (tuned.search.log2_C, tuned.search.log2_gamma)
+    counted = budget.exact_seconds(
+        rows=rows,
+        nnz=nnz,
+        n_classes=classes,
+        tune_rows=tuned.tune_rows,
+        grid_points=0,
+        gammas=0,
+        repeats=1,
+        folds=options.folds,
+    ) - budget.exact_seconds(
+        rows=rows,
+        nnz=nnz,
+        n_classes=classes,
+        tune_rows=tuned.tune_rows,
+        grid_points=0,
+        gammas=0,
+        repeats=0,
+        folds=options.folds,
+    )
+    iterations = tuned.search.iterations.get(point, 0) * rows / max(tuned.tune_rows, 1)
+    fold_rows = int(rows * (options.folds - 1) / options.folds)
+    return counted + budget.svm_iteration_seconds(iterations, fold_rows, classes, precomputed=True)
 
 
 def _result(

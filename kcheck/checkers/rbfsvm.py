@@ -372,7 +372,7 @@ class _Steps:
     def training(self, predicted_seconds: float) -> None:
         """From the search to the trainings, announced with their predicted seconds."""
         self.stage, self.offset = self.TRAINING, self.grid_points
-        self.predicted = round(predicted_seconds, 1)
+        self.predicted = round(predicted_seconds, 3)
         self.tick(self.grid_points)
 
     def check_time(self) -> None:
