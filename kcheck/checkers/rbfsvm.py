@@ -418,6 +418,7 @@ class _Held:
         self.scores: dict[tuple[float, float], float] = {}
         self.passed_over: list[dict[str, float]] = []
         self._sample_scores: dict[tuple[float, float], float] = {}
+        self._best: tuple[float, float] | None = None
         self._predicted: dict[tuple[float, float], float] = {}
         self._allowance = float("inf")
         self._spent = 0.0
@@ -439,6 +440,7 @@ class _Held:
                 on_fit, fit_rows, c.n_classes
             )
         self._sample_scores = dict(search.scores)
+        self._best = (search.log2_C, search.log2_gamma)
         selections = len(self.options.resolved_gamma_factor()) + 1
         self._allowance = PASS_OVER_SLACK * selections * nominal
 
@@ -455,10 +457,11 @@ class _Held:
         return spent + final
 
     def _in_order(self, candidates: list[tuple[float, float]]) -> list[tuple[float, float]]:
-        """By score on the sample, best first (ties to the smaller gamma, then C)."""
+        """The search's best point first (its own tie rule), then by score on the sample
+        (ties to the smaller gamma, then C)."""
         return sorted(
             candidates,
-            key=lambda k: (self._sample_scores.get(k, 0.0), -k[1], -k[0]),
+            key=lambda k: (k == self._best, self._sample_scores.get(k, 0.0), -k[1], -k[0]),
             reverse=True,
         )
 
