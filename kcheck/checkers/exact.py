@@ -81,7 +81,7 @@ MIN_REPEATS = 2
 INNER_FOLDS = 3
 #: The progress stage's name, and that of its repeats (not nested).
 STAGE = "exact RBF comparison"
-REPEATS_STAGE = "exact RBF comparison: repeated cross-validation on all rows"
+REPEATS_STAGE = "exact RBF comparison: repeats on all rows"
 
 
 def default_repeats(rows: int) -> int:

@@ -352,7 +352,7 @@ class _Steps:
     the search's iterations: at a large C they can take many times the search."""
 
     STAGE = "RBF SVM on the training split"
-    TRAINING = "RBF SVM: its candidates and the final model on T"
+    TRAINING = "RBF SVM: training on T"
 
     def __init__(self, ctx: Context, options: Tuning) -> None:
         self.report = ctx.progress

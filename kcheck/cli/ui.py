@@ -29,9 +29,9 @@ LOG_WIDTH = 100
 #: What the core's progress counts, by stage: a count is never shown without its unit.
 UNITS = (
     ("MultiLinear", "clusters"),
-    ("repeated cross-validation", "repeats"),
+    ("repeats on all rows", "repeats"),
     ("exact RBF comparison", "CV runs"),
-    ("the final model on T", "trainings"),
+    ("RBF SVM: training", "trainings"),
     ("grid search", "grid points"),
     ("comparing saved results", "results"),
 )
