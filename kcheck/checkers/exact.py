@@ -510,28 +510,25 @@ def repeat_seconds(
     iterations at the chosen point, from the search's there (a ``folds``-fold CV on the
     tuning rows; a repeat is one on all rows)."""
     point = (tuned.search.log2_C, tuned.search.log2_gamma)
-    counted = budget.exact_seconds(
-        rows=rows,
-        nnz=nnz,
-        n_classes=classes,
-        tune_rows=tuned.tune_rows,
-        grid_points=0,
-        gammas=0,
-        repeats=1,
-        folds=options.folds,
-    ) - budget.exact_seconds(
-        rows=rows,
-        nnz=nnz,
-        n_classes=classes,
-        tune_rows=tuned.tune_rows,
-        grid_points=0,
-        gammas=0,
-        repeats=0,
-        folds=options.folds,
-    )
+
+    def counted(repeats: int) -> float:
+        return budget.exact_seconds(
+            rows=rows,
+            nnz=nnz,
+            n_classes=classes,
+            tune_rows=tuned.tune_rows,
+            grid_points=0,
+            gammas=0,
+            repeats=repeats,
+            folds=options.folds,
+        )
+
     iterations = tuned.search.iterations.get(point, 0) * rows / max(tuned.tune_rows, 1)
     fold_rows = int(rows * (options.folds - 1) / options.folds)
-    return counted + budget.svm_iteration_seconds(iterations, fold_rows, classes, precomputed=True)
+    iteration_seconds = budget.svm_iteration_seconds(
+        iterations, fold_rows, classes, precomputed=True
+    )
+    return counted(1) - counted(0) + iteration_seconds
 
 
 def _result(
