@@ -65,9 +65,11 @@ NAME = "rbfsvm"
 MIN_SAMPLE_ROWS = 1_000
 #: The share of T held out to choose gamma (the rest trains each candidate).
 SELECT_FRACTION = 1.0 / 3.0
-#: How far the candidates' predicted trainings may run past what the plan counted for them
-#: before the rest are passed over: the band a prediction is held to (kcheck.plan.OFF_HIGH).
-PASS_OVER_SLACK = 2.0
+#: How far past what the plan counted for one training a candidate's predicted training may
+#: run before it is passed over: the 2x band a prediction is held to (kcheck.plan.OFF_HIGH),
+#: on a count that runs up to 2x under a training's usual cost (checker4_n50000's candidates
+#: at C = 2^3 to 2^7: 1.0-2.4 s where 0.6 s were counted; at C = 2^11, 17x and 27x).
+PASS_OVER_FACTOR = 4.0
 #: Bytes of LIBSVM's copy of one stored value of T (an index and a double, 16) and of each
 #: row's terminating node.
 NODE_BYTES = engines.SVM_NODE_BYTES
@@ -399,11 +401,10 @@ class _Held:
     A candidate's training is predicted before it runs, from LIBSVM's iterations at its point
     on the sample (kcheck.budget.svm_iterations_on): at a large C they grow into millions and
     one training can cost ten times what the plan counted for all of them (checker4_n50000:
-    two candidates at C = 2^11 took 35 s of a 6 s plan, and lost). So the candidates train in
-    the order of their scores on the sample, each while the predictions so far stay within
-    PASS_OVER_SLACK times what the plan counted for these trainings; the sample's best always
-    trains. The rest are passed over, named in the JSON with their predictions: a count, so
-    the same on every machine."""
+    two candidates at C = 2^11 took 35 s of a 6 s plan, and lost). So a candidate, and the
+    larger C's step, whose prediction is over PASS_OVER_FACTOR times what the plan counted
+    for one training is passed over, named in the JSON with its prediction; the search's own
+    best point always trains. A count, so the same on every machine."""
 
     def __init__(
         self, X: sp.csr_matrix, y: np.ndarray, options: Tuning, steps: _Steps, cache: float
@@ -420,8 +421,7 @@ class _Held:
         self._sample_scores: dict[tuple[float, float], float] = {}
         self._best: tuple[float, float] | None = None
         self._predicted: dict[tuple[float, float], float] = {}
-        self._allowance = float("inf")
-        self._spent = 0.0
+        self._limit = float("inf")
 
     def predict_from(self, search: Search, tune_rows: int, c: Counts) -> None:
         """Each grid point's predicted training on the two thirds (counted seconds), and what
@@ -441,20 +441,18 @@ class _Held:
             )
         self._sample_scores = dict(search.scores)
         self._best = (search.log2_C, search.log2_gamma)
-        selections = len(self.options.resolved_gamma_factor()) + 1
-        self._allowance = PASS_OVER_SLACK * selections * nominal
+        self._limit = PASS_OVER_FACTOR * nominal
 
     def planned_seconds(self, candidates: list[tuple[float, float]], final: float) -> float:
         """Predicted seconds of the candidates that will train (as :meth:`choose` passes
         over), and of the ``final`` training: the trainings stage's prediction, for the user
         (the larger C's training depends on the held-out scores, and is left out)."""
-        spent, first = 0.0, True
-        for point in self._in_order(candidates):
-            predicted = self._predicted.get(point, 0.0)
-            if first or spent + predicted <= self._allowance:
-                spent += predicted
-            first = False
-        return spent + final
+        ordered = self._in_order(candidates)
+        trained = [p for i, p in enumerate(ordered) if i == 0 or self._fits(p)]
+        return sum(self._predicted.get(p, 0.0) for p in trained) + final
+
+    def _fits(self, point: tuple[float, float]) -> bool:
+        return self._predicted.get(point, 0.0) <= self._limit
 
     def _in_order(self, candidates: list[tuple[float, float]]) -> list[tuple[float, float]]:
         """The search's best point first (its own tie rule), then by score on the sample
@@ -481,17 +479,15 @@ class _Held:
 
     def _score_within(self, point: tuple[float, float], first: bool) -> bool:
         """Train and score ``point`` where its prediction fits (or it is the first)."""
-        predicted = self._predicted.get(point, 0.0)
-        if not first and self._spent + predicted > self._allowance:
+        if not first and not self._fits(point):
             self.passed_over.append(
                 {
                     "log2_C": point[0],
                     "log2_gamma": round(point[1], 6),
-                    "predicted_seconds": round(predicted, 3),
+                    "predicted_seconds": round(self._predicted.get(point, 0.0), 3),
                 }
             )
             return False
-        self._spent += predicted
         self._score(*point)
         return True
 
