@@ -66,7 +66,6 @@ __all__ = [
     "SvmProblem",
     "as_binding_csr",
     "cache_mb_within",
-    "svm_iterations",
     "cv_kernel",
     "cv_kernel_predictions",
     "cv_linear_correct",
@@ -76,6 +75,7 @@ __all__ = [
     "fit_predict_kernel",
     "fold_problem",
     "svm_copy_bytes",
+    "svm_iterations",
     "indices_sorted",
     "load_liblinear",
     "load_libsvm",
@@ -303,13 +303,6 @@ def svm_iterations() -> int:
     return _svm_iterations[0]
 
 
-def _counting_iterations(param: _svm.svm_parameter) -> None:
-    """Have the next LIBSVM call count its iterations: ``-q`` installed the null print
-    function when ``param`` was parsed, and only the counting one reads the solver's lines."""
-    del param
-    _svm.libsvm.svm_set_print_string_function(_counting_print)
-
-
 def _svm_parameter(
     C: float,
     gamma: float | None,
@@ -322,7 +315,11 @@ def _svm_parameter(
     kernel = "-t 4" if gamma is None else "-t 2"
     g = "" if gamma is None else f" -g {gamma!r}"
     b = " -b 1" if probability else ""
-    return _svm.svm_parameter(f"-s 0 {kernel} -c {C!r}{g} -m {cache_mb!r}{b}{weights} -q")
+    param = _svm.svm_parameter(f"-s 0 {kernel} -c {C!r}{g} -m {cache_mb!r}{b}{weights} -q")
+    # -q's null print function is installed as it parses; the counting one replaces it, so
+    # every LIBSVM call counts its iterations and still prints nothing.
+    _svm.libsvm.svm_set_print_string_function(_counting_print)
+    return param
 
 
 @dataclass
@@ -373,7 +370,6 @@ def _svm_cv_predictions(
     target = (ctypes.c_double * problem.n_rows)()
     one_omp_thread()
     seed_c_rand(seed)
-    _counting_iterations(param)
     with weights_quiet(problem.weights):
         _svm.libsvm.svm_cross_validation(problem._prob, param, folds, target)
     return np.array(np.ctypeslib.as_array(target, shape=(problem.n_rows,)))
@@ -535,7 +531,6 @@ def train_rbf(
     one_omp_thread()
     if probability:
         seed_c_rand(seed)
-    _counting_iterations(param)
     ptr = _svm.libsvm.svm_train(problem._prob, param)
     if not ptr:
         raise EngineError("LIBSVM failed to train a model")
@@ -595,7 +590,6 @@ def fit_predict_kernel(
     param = _svm_parameter(C, None, weights=problem.weights)
     _check_svm(problem, param)
     one_omp_thread()
-    _counting_iterations(param)
     ptr = _svm.libsvm.svm_train(problem._prob, param)
     if not ptr:
         raise EngineError("LIBSVM failed to train a model")

@@ -11,7 +11,7 @@ import scipy.sparse as sp
 
 from kcheck import budget, plan
 from kcheck.checkers import degree2, rbf_tuning, rbfsvm
-from kcheck.checkers.base import Counts, Dataset
+from kcheck.checkers.base import Context, Counts, Dataset
 from kcheck.data import write_libsvm
 from kcheck.errors import TimeLimitReached
 from kcheck.pipeline import CheckConfig, run
@@ -80,6 +80,15 @@ def test_it_gets_what_degree2_left_of_the_budget(wavy_check) -> None:  # type: i
     assert 0 < spent < d2_left < budget.FLOOR_SECONDS
     assert svm["budget_seconds"] == pytest.approx(d2_left - spent, abs=2e-3)
     assert svm["estimated_seconds"] <= svm["budget_seconds"]
+
+
+def _context(**given: object) -> Context:
+    """The checker's Context for a test: seed 0, one job, epsilon 2 points, 1 GiB, no
+    deadline and no baseline, apart from what ``given`` sets."""
+    fields: dict[str, object] = dict(
+        seed=0, jobs=1, epsilon=0.02, memory_limit=2**30, deadline=None, baseline=None
+    )
+    return Context(**{**fields, **given})  # type: ignore[arg-type]
 
 
 def _split(y: np.ndarray, X: np.ndarray) -> tuple[Dataset, Dataset]:
@@ -228,7 +237,6 @@ def test_where_all_of_t_does_not_fit_it_plans_the_largest_sample_that_does() -> 
 
 
 def test_on_a_sample_its_gap_is_against_a_linear_model_on_the_same_sample() -> None:
-    from kcheck.checkers.base import Context
     from kcheck.checkers.linear import LinearOptions
     from kcheck.checkers.linear import run as linear_run
 
@@ -237,15 +245,7 @@ def test_on_a_sample_its_gap_is_against_a_linear_model_on_the_same_sample() -> N
     budget_seconds = rbfsvm.counted_seconds(c, rbf_tuning.TUNE_ROWS) / 2
     p = rbfsvm.plan_counts(c, budget_seconds)
     assert p.rows is not None and p.rows < T.rows
-    ctx = Context(
-        seed=0,
-        jobs=1,
-        epsilon=0.02,
-        memory_limit=2**30,
-        deadline=None,
-        baseline=linear_run(T, V, LinearOptions(seed=0)),
-        budget_seconds=budget_seconds,
-    )
+    ctx = _context(baseline=linear_run(T, V, LinearOptions(seed=0)), budget_seconds=budget_seconds)
     res = rbfsvm.check(T, V, ctx)
     assert res.status == "subsampled", res.reason
     assert res.info["rows"] == p.rows and res.info["limited_by"] == "cost"
@@ -269,7 +269,6 @@ def test_its_kernel_cache_is_what_the_memory_allowance_leaves() -> None:
 
 @pytest.mark.parametrize("dense", [True, False], ids=["dense", "sparse"])
 def test_the_least_allowance_the_plan_accepts_gives_the_same_result(dense: bool) -> None:
-    from kcheck.checkers.base import Context
     from kcheck.checkers.linear import LinearOptions
     from kcheck.checkers.linear import run as linear_run
 
@@ -279,12 +278,8 @@ def test_the_least_allowance_the_plan_accepts_gives_the_same_result(dense: bool)
     T, V = _split(y, X)
 
     def run(memory_limit: int) -> tuple[float, float, float]:
-        ctx = Context(
-            seed=0,
-            jobs=1,
-            epsilon=0.02,
+        ctx = _context(
             memory_limit=memory_limit,
-            deadline=None,
             baseline=linear_run(T, V, LinearOptions(seed=0)),
             budget_seconds=1e6,
         )
@@ -309,13 +304,11 @@ def test_a_candidate_whose_training_is_predicted_past_the_plan_is_passed_over() 
     over; the search's best point always trains, however costly. A passed-over candidate is
     named with its prediction (checker4_n50000: two at C = 2^11, predicted 10.5 and 16.2 s,
     took 35 s of a 6 s plan and lost)."""
-    from kcheck.checkers.base import Context
 
     T, V = _split(*wavy(1500, seed=3))
     Xb = sp.csr_matrix(T.X)
     options = rbf_tuning.Tuning(seed=0)
-    ctx = Context(seed=0, jobs=1, epsilon=0.02, memory_limit=2**30, deadline=None, baseline=None)
-    steps = rbfsvm._Steps(ctx, options)
+    steps = rbfsvm._Steps(_context(), options)
     # Three gammas' best points and their scores on a 600-row sample.
     first, second, third = (1.0, -2.0), (11.0, 1.0), (3.0, 0.0)
     scores = {first: 0.9, second: 0.8, third: 0.7}
@@ -353,20 +346,11 @@ def test_the_trainings_on_t_are_announced_with_their_prediction() -> None:
     """After the search, the trainings are a stage of their own whose first event carries
     their predicted seconds (from the search's iterations), so a log announces them; its
     steps count the trainings, not the grid's points."""
-    from kcheck.checkers.base import Context
     from kcheck.defaults import Event
 
     T, V = _split(*wavy(1600, seed=5))
     events: list[Event] = []
-    ctx = Context(
-        seed=0,
-        jobs=1,
-        epsilon=0.02,
-        memory_limit=2**30,
-        deadline=None,
-        baseline=None,
-        progress=events.append,
-    )
+    ctx = _context(progress=events.append)
     options = rbf_tuning.Tuning(seed=0)
     res = rbfsvm.run(T, V, options, 600, ctx)
     assert res.status == "ok"

@@ -416,8 +416,8 @@ class _Steps:
     predicted: float | None = None
 
     def tick(self, done: int) -> None:
-        searching = self.stage == STAGE and self.search_points is not None
-        total = self.search_points if searching and self.search_points else self.total
+        searching = self.stage == STAGE
+        total = self.search_points if searching and self.search_points is not None else self.total
         self.report(
             Event(self.stage, done - self.offset, total - self.offset, None, self.predicted)
         )
@@ -523,10 +523,11 @@ def repeat_seconds(
             folds=options.folds,
         )
 
-    iterations = tuned.search.iterations.get(point, 0) * rows / max(tuned.tune_rows, 1)
     fold_rows = int(rows * (options.folds - 1) / options.folds)
+    sample = tuned.search.iterations.get(point, 0)
+    per_fold = budget.svm_iterations_on(sample, tuned.tune_rows, options.folds, fold_rows)
     iteration_seconds = budget.svm_iteration_seconds(
-        iterations, fold_rows, classes, precomputed=True
+        options.folds * per_fold, fold_rows, classes, precomputed=True
     )
     return counted(1) - counted(0) + iteration_seconds
 

@@ -435,9 +435,8 @@ class _Held:
             features=c.features,
         )
         for point, iterations in search.iterations.items():
-            on_fit = budget.svm_iterations_on(iterations, tune_rows, self.options.folds, fit_rows)
-            self._predicted[point] = nominal + budget.svm_iteration_seconds(
-                on_fit, fit_rows, c.n_classes
+            self._predicted[point] = nominal + _iteration_seconds(
+                iterations, tune_rows, self.options.folds, fit_rows, c.n_classes
             )
         self._sample_scores = dict(search.scores)
         self._best = (search.log2_C, search.log2_gamma)
@@ -505,14 +504,22 @@ def _final_seconds(search: Search, tune_rows: int, folds: int, c: Counts) -> flo
     """Predicted seconds of the final training on all of T at the sample's best point, from
     its iterations there (kcheck.budget.svm_iterations_on), and of predicting V."""
     point = (search.log2_C, search.log2_gamma)
-    on_T = budget.svm_iterations_on(search.iterations.get(point, 0), tune_rows, folds, c.rows)
     return budget.rbf_fit_seconds(
         rows=c.rows,
         nnz=c.nnz,
         predict_rows=c.val_rows,
         n_classes=c.n_classes,
         features=c.features,
-    ) + budget.svm_iteration_seconds(on_T, c.rows, c.n_classes)
+    ) + _iteration_seconds(search.iterations.get(point, 0), tune_rows, folds, c.rows, c.n_classes)
+
+
+def _iteration_seconds(
+    sample_iterations: int, tune_rows: int, folds: int, rows: int, n_classes: int
+) -> float:
+    """Counted seconds of LIBSVM's iterations in one training on ``rows`` rows, from those of
+    the search's ``folds``-fold CV on ``tune_rows`` rows at the same point."""
+    on_rows = budget.svm_iterations_on(sample_iterations, tune_rows, folds, rows)
+    return budget.svm_iteration_seconds(on_rows, rows, n_classes)
 
 
 def _best_C_per_gamma(search: Search) -> list[tuple[float, float]]:
