@@ -56,6 +56,7 @@ from kcheck.checkers.base import (
     time_bound,
 )
 from kcheck.checkers.rbf_tuning import (
+    SEARCH_ALLOWANCE,
     TUNE_LADDER,
     TUNE_ROWS,
     Search,
@@ -64,6 +65,7 @@ from kcheck.checkers.rbf_tuning import (
     matrix_bytes,
     median_sq_distance,
     search_grid,
+    search_seconds,
     tuning_sample,
 )
 from kcheck.checkers.rbf_tuning import grid_for as grid_for
@@ -442,6 +444,42 @@ class _Tuned:
     tune_rows: int
     median: float
     linear_cv: float | None
+    #: Points the search scored higher whose repeats were predicted past their allowance.
+    passed_over: tuple[dict[str, float], ...] = ()
+
+
+def _affordable(
+    search: Search, tune_rows: int, rows: int, nnz: int, classes: int, options: ExactOptions
+) -> tuple[Search, tuple[dict[str, float], ...]]:
+    """The search with the point the repeats compare: the best one whose repeats are
+    predicted within SEARCH_ALLOWANCE times their counted seconds, and the better ones passed
+    over, each with its repeats' predicted seconds. At a large C one repeat on all rows can
+    take many times the count (offsets_onehot_n5000: 18 s a repeat at C = 2^11 where 3.6 s
+    were counted). Where no point fits, the one predicted cheapest. Counts only."""
+    ranked = sorted(search.scores, key=lambda p: (-search.scores[p], p[0], p[1]))
+    repeats = options.max_repeats(rows)
+    at = dataclasses.replace(search, log2_C=ranked[0][0], log2_gamma=ranked[0][1])
+    allowance = SEARCH_ALLOWANCE * repeats * _repeat_count(tune_rows, rows, nnz, classes, options)
+    passed: list[dict[str, float]] = []
+    costs: dict[tuple[float, float], float] = {}
+    for point in ranked:
+        at = dataclasses.replace(search, log2_C=point[0], log2_gamma=point[1])
+        tuned = _Tuned(_Chosen(1.0, 1.0, 1.0), at, tune_rows, 1.0, None)
+        costs[point] = repeats * repeat_seconds(tuned, rows, nnz, classes, options)
+        if costs[point] <= allowance:
+            return at, tuple(passed)
+        passed.append(
+            {
+                "log2_C": point[0],
+                "log2_gamma": round(point[1], 6),
+                "predicted_seconds": round(costs[point], 3),
+            }
+        )
+    cheapest = min(ranked, key=lambda p: costs[p])
+    kept = tuple(
+        d for d in passed if d["log2_C"] != cheapest[0] or d["log2_gamma"] != round(cheapest[1], 6)
+    )
+    return dataclasses.replace(search, log2_C=cheapest[0], log2_gamma=cheapest[1]), kept
 
 
 def _tune(
@@ -456,8 +494,12 @@ def _tune(
     D = engines.squared_distances(X)
     median = median_sq_distance(D)
     search, tune_rows = _search_sample(D, y, median, options, steps)
+    passed: tuple[dict[str, float], ...] = ()
+    if not options.nested(int(y.size)):
+        classes = int(np.unique(y).size)
+        search, passed = _affordable(search, tune_rows, int(y.size), int(X.nnz), classes, options)
     chosen = _Chosen(float(2.0**search.log2_C), float(2.0**search.log2_gamma), linear_model.C)
-    tuned = _Tuned(chosen, search, tune_rows, median, linear_cv)
+    tuned = _Tuned(chosen, search, tune_rows, median, linear_cv, passed)
     # Nested, each fold makes its own kernel from the distances.
     return tuned, D if options.nested(int(y.size)) else kernel(D, chosen.gamma)
 
@@ -470,7 +512,10 @@ def _search_sample(
     sample = tuning_sample(y, options.tune_rows, options.seed)
     if sample is not None:
         D, y = D[np.ix_(sample, sample)], y[sample]
-    return search_grid(D, y, median, options, steps.tick, steps.check_time), int(y.size)
+    rows, classes = int(y.size), int(np.unique(y).size)
+    allowance = SEARCH_ALLOWANCE * search_seconds(rows, classes, options)
+    search = search_grid(D, y, median, options, steps.tick, steps.check_time, allowance)
+    return search, rows
 
 
 def _repeat_until_settled(
@@ -502,34 +547,41 @@ def _repeat_until_settled(
     return runs, False
 
 
-def repeat_seconds(
-    tuned: _Tuned, rows: int, nnz: int, classes: int, options: ExactOptions
+def _repeat_count(
+    tune_rows: int, rows: int, nnz: int, classes: int, options: ExactOptions
 ) -> float:
-    """Predicted seconds of one repeat, not nested: the counted kernel copies and linear
-    fits of its folds (kcheck.budget.exact_seconds' share of a repeat), and LIBSVM's
-    iterations at the chosen point, from the search's there (a ``folds``-fold CV on the
-    tuning rows; a repeat is one on all rows)."""
-    point = (tuned.search.log2_C, tuned.search.log2_gamma)
+    """Counted seconds of one repeat, not nested: its folds' kernel copies and linear fits
+    (kcheck.budget.exact_seconds' share of a repeat)."""
 
     def counted(repeats: int) -> float:
         return budget.exact_seconds(
             rows=rows,
             nnz=nnz,
             n_classes=classes,
-            tune_rows=tuned.tune_rows,
+            tune_rows=tune_rows,
             grid_points=0,
             gammas=0,
             repeats=repeats,
             folds=options.folds,
         )
 
+    return counted(1) - counted(0)
+
+
+def repeat_seconds(
+    tuned: _Tuned, rows: int, nnz: int, classes: int, options: ExactOptions
+) -> float:
+    """Predicted seconds of one repeat, not nested: its counted seconds (:func:`_repeat_count`)
+    and LIBSVM's iterations at the chosen point, from the search's there (a ``folds``-fold CV
+    on the tuning rows; a repeat is one on all rows)."""
+    point = (tuned.search.log2_C, tuned.search.log2_gamma)
     fold_rows = int(rows * (options.folds - 1) / options.folds)
     sample = tuned.search.iterations.get(point, 0)
     per_fold = budget.svm_iterations_on(sample, tuned.tune_rows, options.folds, fold_rows)
     iteration_seconds = budget.svm_iteration_seconds(
         options.folds * per_fold, fold_rows, classes, precomputed=True
     )
-    return counted(1) - counted(0) + iteration_seconds
+    return _repeat_count(tuned.tune_rows, rows, nnz, classes, options) + iteration_seconds
 
 
 def _result(
@@ -568,6 +620,8 @@ def _result(
         "rows": int(y.size),
         "tune_rows": tuned.tune_rows,
         "grid_points": len(search.scores),
+        "grid_passed_over": list(search.passed_over),
+        "passed_over": list(tuned.passed_over),
         "median_sq_distance": tuned.median,
         "linear_cv_accuracy": tuned.linear_cv,
         "linear_accuracy": float(reference.mean()),

@@ -22,7 +22,7 @@ from typing import Protocol
 
 import numpy as np
 
-from kcheck import engines
+from kcheck import budget, engines
 from kcheck.metrics import balanced_accuracy
 from kcheck.rbf_search import best_point
 from kcheck.scoring import ACCURACY, Scoring
@@ -39,6 +39,12 @@ LOG2_GAMMA_FACTOR = (-3.0, -1.0, 1.0, 3.0)
 #: at one seed of five, and the verdict flipped to linear; madelon's best gamma needs 2,000.
 TUNE_ROWS = 600
 TUNE_LADDER = (600, 1_000, 1_500, 2_000)
+#: The search may spend this many times its counted seconds (kcheck.budget.rbf_tuning_seconds,
+#: the band a prediction is held to). At a large C, LIBSVM's iterations, not the kernel entries
+#: the count reads, set a point's cost: on parity3_d10_n2000's 1,500 sampled rows, C = 2^11 took
+#: 1.2 million iterations and 6 s where C = 2^5 took 63,000 and 0.5 s, and the search 22 s of a
+#: 6 s count. See :func:`search_grid`.
+SEARCH_ALLOWANCE = 2.0
 #: Bytes per entry of a rows x rows matrix while the comparison runs: the distances (8), the
 #: kernel of one gamma (8) and LIBSVM's precomputed problem (28), with a fold's share.
 BYTES_PER_ENTRY = 56
@@ -162,6 +168,80 @@ class Search:
     #: LIBSVM's iterations at each point, over its folds (engines.svm_iterations): how the
     #: solver's work grows with C on these rows, for a training on more of them (kcheck.costs).
     iterations: dict[tuple[float, float], int] = field(default_factory=dict)
+    #: Points not scored, as their predicted CV would have taken the search past its allowance:
+    #: ``log2_C``, ``log2_gamma`` and ``predicted_seconds`` (counted).
+    passed_over: tuple[dict[str, float], ...] = ()
+
+
+def search_seconds(rows: int, n_classes: int, options: GridOptions) -> float:
+    """Counted seconds of the search on ``rows`` rows (kcheck.budget.rbf_tuning_seconds)."""
+    return budget.rbf_tuning_seconds(
+        tune_rows=rows,
+        n_classes=n_classes,
+        grid_points=len(options.resolved_C()) * len(options.resolved_gamma_factor()),
+        gammas=len(options.resolved_gamma_factor()),
+        folds=options.folds,
+    )
+
+
+@dataclass
+class _Allowance:
+    """What the search may still spend, in counted seconds, and each point's prediction.
+
+    A point costs its kernel entries (kcheck.budget's count) and LIBSVM's iterations, which
+    grow with C: the next C's are predicted as the last C's times their growth from the C
+    before (parity3: 60,000, 250,000 and 1.06 million at C = 2^7, 2^9, 2^11, where 1.04
+    million was predicted). The gammas share what is left evenly, the narrowest first (their
+    iterations stay few), so that what they leave goes to the wider ones."""
+
+    left: float
+    rows: int
+    n_classes: int
+    folds: int
+
+    def point(self, iterations: float) -> float:
+        fold_rows = int(self.rows * (self.folds - 1) / self.folds)
+        nominal = budget.rbf_tuning_seconds(
+            tune_rows=self.rows,
+            n_classes=self.n_classes,
+            grid_points=1,
+            gammas=0,
+            folds=self.folds,
+        )
+        return nominal + budget.svm_iteration_seconds(
+            iterations, fold_rows, self.n_classes, precomputed=True
+        )
+
+    def build(self) -> float:
+        return budget.BUILD_SECONDS_PER_ENTRY * float(self.rows) ** 2
+
+
+def _next_iterations(done: list[int] | list[float]) -> float:
+    """The next C's predicted iterations from those of the smaller C at the same gamma."""
+    if not done:
+        return 0.0
+    if len(done) == 1:
+        return float(done[-1])
+    return done[-1] * max(1.0, done[-1] / max(done[-2], 1))
+
+
+def _passed_over(
+    bound: _Allowance, at_gamma: list[int], Cs: list[float], g: float
+) -> list[dict[str, float]]:
+    """The points of ``Cs`` at gamma ``g`` passed over, each with its predicted seconds (the
+    iterations' growth carried on)."""
+    grown = [float(v) for v in at_gamma]
+    out = []
+    for c in Cs:
+        grown.append(_next_iterations(grown))
+        out.append(
+            {
+                "log2_C": c,
+                "log2_gamma": round(g, 6),
+                "predicted_seconds": round(bound.point(grown[-1]), 3),
+            }
+        )
+    return out
 
 
 def search_grid(
@@ -171,25 +251,53 @@ def search_grid(
     options: GridOptions,
     done: Callable[[int], None],
     check_time: Callable[[], None],
+    allowance: float | None = None,
 ) -> Search:
     """(C, gamma) by LIBSVM's CV at every grid point, on the rows whose squared distances ``D``
     holds: one precomputed problem per gamma. ``done(points so far)`` reports progress;
-    ``check_time`` raises TimeLimitReached between points."""
+    ``check_time`` raises TimeLimitReached between points.
+
+    With an ``allowance`` (counted seconds), a point whose predicted CV would take its gamma
+    past its share of what is left is passed over, and so are the larger C at its gamma: a
+    count, so the same on every machine. The smallest C of each gamma always runs."""
     points = grid_for(median, options)
     scores: dict[tuple[float, float], float] = {}
     right: dict[tuple[float, float], int] = {}
     iterations: dict[tuple[float, float], int] = {}
+    passed: list[dict[str, float]] = []
     weight = options.scoring.class_weight
-    for g in sorted({p[1] for p in points}):
+    classes = int(np.unique(y).size)
+    bound = None
+    if allowance is not None:
+        bound = _Allowance(allowance, int(y.size), max(classes, 2), options.folds)
+    gammas = sorted({p[1] for p in points}, reverse=bound is not None)
+    for i, g in enumerate(gammas):
         problem = engines.KernelProblem.from_kernel(kernel(D, 2.0**g), y, weight)
-        for c in sorted(p[0] for p in points if p[1] == g):
+        share = 0.0
+        if bound is not None:
+            bound.left -= bound.build()
+            share = bound.left / (len(gammas) - i)
+        at_gamma: list[int] = []
+        Cs = sorted(p[0] for p in points if p[1] == g)
+        for j, c in enumerate(Cs):
+            if bound is not None and at_gamma:
+                predicted = bound.point(_next_iterations(at_gamma))
+                if predicted > share:
+                    passed.extend(_passed_over(bound, at_gamma, Cs[j:], g))
+                    done(len(scores) + len(passed))
+                    break
             before = engines.svm_iterations()
             scores[(c, g)], right[(c, g)] = _tuning_score(
                 problem, 2.0**c, options.folds, options.seed, options.scoring
             )
             iterations[(c, g)] = engines.svm_iterations() - before
-            done(len(scores))
+            at_gamma.append(iterations[(c, g)])
+            if bound is not None:
+                spent = bound.point(iterations[(c, g)])
+                bound.left -= spent
+                share -= spent
+            done(len(scores) + len(passed))
             check_time()
         del problem
     log2_C, log2_gamma = best_point(scores)
-    return Search(scores, right, log2_C, log2_gamma, iterations)
+    return Search(scores, right, log2_C, log2_gamma, iterations, tuple(passed))

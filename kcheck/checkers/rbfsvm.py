@@ -338,6 +338,7 @@ def run(T: Dataset, V: Dataset, options: Tuning, tune_rows: int, ctx: Context) -
             "tune_rows": tune_rows,
             "select_rows": held.rows,
             "passed_over": held.passed_over,
+            "grid_passed_over": list(search.passed_over),
             "rows": T.rows,
             "support_vectors": model.n_sv,
         },
@@ -391,7 +392,10 @@ def _search_sample(
         X, y = X[sample], y[sample]
     D = engines.squared_distances(X)
     median = rbf_tuning.median_sq_distance(D)
-    return rbf_tuning.search_grid(D, y, median, options, steps.tick, steps.check_time), int(y.size)
+    rows, classes = int(y.size), int(np.unique(y).size)
+    allowance = rbf_tuning.SEARCH_ALLOWANCE * rbf_tuning.search_seconds(rows, classes, options)
+    search = rbf_tuning.search_grid(D, y, median, options, steps.tick, steps.check_time, allowance)
+    return search, rows
 
 
 class _Held:
