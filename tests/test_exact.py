@@ -461,3 +461,113 @@ def test_a_repeats_prediction_follows_the_searchs_iterations_at_the_chosen_point
     extra = 109_000 * 5_000 / 600 * 4_000 * exact.budget.SVM_PRECOMPUTED_SECONDS_PER_ITERATION_ROW
     assert many - few == pytest.approx(extra, rel=1e-6)
     assert few > 0
+
+
+# --- the search and the repeats keep within their allowance --------------------------------------
+
+
+def checkerboard(rows: int = 400, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """A 4 x 4 checkerboard in 2-D: a wide kernel at a large C keeps LIBSVM iterating."""
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(0.0, 1.0, size=(rows, 2))
+    y = np.where((np.floor(X[:, 0] * 4) + np.floor(X[:, 1] * 4)) % 2 == 0, 1.0, -1.0)
+    return X, y
+
+
+def _search(allowance: float | None) -> rbf_tuning.Search:
+    X, y = checkerboard()
+    D = engines.squared_distances(sp.csr_matrix(X))
+    median = rbf_tuning.median_sq_distance(D)
+    opts = rbf_tuning.Tuning(seed=0, folds=5)
+    return rbf_tuning.search_grid(D, y, median, opts, lambda _: None, lambda: None, allowance)
+
+
+@pytest.fixture(scope="module")
+def unbounded() -> rbf_tuning.Search:
+    return _search(None)
+
+
+def test_a_search_within_its_allowance_passes_over_the_costly_large_C(unbounded) -> None:
+    """Twice the counted seconds on a checkerboard: the wide gammas' large C are predicted past
+    their share and passed over with the larger C at their gamma; every gamma's smallest C
+    runs, and a point scored gets the score it gets without the bound."""
+    opts = rbf_tuning.Tuning(seed=0, folds=5)
+    counted = rbf_tuning.search_seconds(400, 2, opts)
+    bounded = _search(rbf_tuning.SEARCH_ALLOWANCE * counted)
+    passed = {(p["log2_C"], p["log2_gamma"]) for p in bounded.passed_over}
+    scored = {(c, round(g, 6)) for c, g in bounded.scores}
+    assert passed, "a checkerboard's large C at a wide gamma is costly"
+    assert len(scored) + len(passed) == opts.grid_points()
+    assert scored.isdisjoint(passed)
+    for c, g in passed:  # the larger C at the same gamma go too
+        assert all((c2, g) in passed for c2 in opts.resolved_C() if c2 > c)
+        assert (min(opts.resolved_C()), g) in scored
+    assert all(bounded.scores[p] == unbounded.scores[p] for p in bounded.scores)
+    assert all(p["predicted_seconds"] > 0 for p in bounded.passed_over)
+    # What it spent, counted from the iterations it ran, is within the allowance.
+    spent = sum(
+        rbf_tuning.budget.svm_iteration_seconds(n, 320, 2, precomputed=True)
+        for n in bounded.iterations.values()
+    )
+    assert spent < rbf_tuning.SEARCH_ALLOWANCE * counted
+    assert spent < sum(
+        rbf_tuning.budget.svm_iteration_seconds(n, 320, 2, precomputed=True)
+        for n in unbounded.iterations.values()
+    )
+
+
+def test_a_search_bounded_the_same_way_passes_over_the_same_points(unbounded) -> None:
+    """Counts only: the same rows and allowance pass over the same points, and a generous
+    allowance passes over none."""
+    opts = rbf_tuning.Tuning(seed=0, folds=5)
+    counted = rbf_tuning.search_seconds(400, 2, opts)
+    assert _search(2 * counted).passed_over == _search(2 * counted).passed_over
+    generous = _search(1e6)
+    assert generous.passed_over == () and generous.scores == unbounded.scores
+
+
+def test_next_iterations_carry_the_growth_from_the_smaller_C() -> None:
+    assert rbf_tuning._next_iterations([]) == 0.0
+    assert rbf_tuning._next_iterations([500]) == 500.0
+    assert rbf_tuning._next_iterations([1_000, 4_000]) == 16_000.0
+    # Iterations that fell predict no fewer than the last.
+    assert rbf_tuning._next_iterations([4_000, 1_000]) == 1_000.0
+
+
+def _ranked_search(iterations: dict[tuple[float, float], int]) -> rbf_tuning.Search:
+    scores = {(11.0, -5.0): 0.9, (9.0, -5.0): 0.88, (3.0, -3.0): 0.8}
+    return rbf_tuning.Search(scores, {p: 1 for p in scores}, 11.0, -5.0, iterations)
+
+
+def test_the_repeats_compare_the_best_point_whose_repeats_fit() -> None:
+    """offsets_onehot_n5000: two repeats at C = 2^11 were predicted at 35 s where 7 were
+    counted; the next best point, cheap, is compared, and the better one is named."""
+    opts = exact.ExactOptions(seed=0)
+    costly = {(11.0, -5.0): 2_000_000, (9.0, -5.0): 2_000, (3.0, -3.0): 1_000}
+    search, passed = exact._affordable(_ranked_search(costly), 600, 5_000, 5_000 * 54, 2, opts)
+    assert (search.log2_C, search.log2_gamma) == (9.0, -5.0)
+    assert [(p["log2_C"], p["log2_gamma"]) for p in passed] == [(11.0, -5.0)]
+    cheap = {p: 2_000 for p in costly}
+    search, passed = exact._affordable(_ranked_search(cheap), 600, 5_000, 5_000 * 54, 2, opts)
+    assert (search.log2_C, search.log2_gamma) == (11.0, -5.0) and passed == ()
+
+
+def test_where_no_point_fits_the_repeats_compare_the_cheapest() -> None:
+    opts = exact.ExactOptions(seed=0)
+    costly = {(11.0, -5.0): 3_000_000, (9.0, -5.0): 2_000_000, (3.0, -3.0): 1_000_000}
+    search, passed = exact._affordable(_ranked_search(costly), 600, 5_000, 5_000 * 54, 2, opts)
+    assert (search.log2_C, search.log2_gamma) == (3.0, -3.0)
+    assert [(p["log2_C"], p["log2_gamma"]) for p in passed] == [(11.0, -5.0), (9.0, -5.0)]
+
+
+@pytest.mark.parametrize("dense", [True, False])
+def test_the_json_names_what_the_comparison_passed_over(dense: bool, monkeypatch) -> None:
+    """A tight allowance on a checkerboard: the result names the grid points not scored and
+    counts only the scored ones; dense or sparse rows give the same."""
+    X, y = checkerboard(300, seed=1)
+    monkeypatch.setattr(exact, "SEARCH_ALLOWANCE", 1.0)
+    rows = X if dense else sp.csr_matrix(X)
+    r = exact.run(sp.csr_matrix(rows), y, exact.ExactOptions(seed=0, tune_rows=200, repeats=2))
+    assert r.info["grid_passed_over"]
+    assert r.info["grid_points"] + len(r.info["grid_passed_over"]) == 28
+    assert isinstance(r.info["passed_over"], list)

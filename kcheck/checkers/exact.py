@@ -301,7 +301,9 @@ class _Inner:
 
     def tune(self, D: np.ndarray, y: np.ndarray) -> _Chosen:
         grid = dataclasses.replace(self.options, folds=self.options.inner_folds)
-        found = search_grid(D, y, self.median, grid, lambda _: None, self.check_time)
+        rows, classes = int(y.size), int(np.unique(y).size)
+        allowance = SEARCH_ALLOWANCE * search_seconds(rows, classes, grid)
+        found = search_grid(D, y, self.median, grid, lambda _: None, self.check_time, allowance)
         return _Chosen(float(2.0**found.log2_C), float(2.0**found.log2_gamma), 0.0)
 
 
