@@ -63,6 +63,22 @@ def test_a_stage_grows_with_its_classes_rows_and_width() -> None:
     assert costs.predicted_seconds("degree2", c, 0, None) is None
 
 
+def test_degree2_costs_more_per_expanded_value_on_more_rows() -> None:
+    """Up to DEGREE2_ROWS_FROM rows a value costs the same; above, it grows as a power of the
+    rows (a9a's 15,743 rows: 2.2x the prediction without it)."""
+
+    def per_value(rows: int) -> float:
+        c = _counts(rows=rows, nnz=10 * rows, expanded_nnz=100 * rows)
+        got = costs.shape_seconds("degree2", c, rows, None)
+        assert got is not None
+        return got / c.expanded_nnz
+
+    assert per_value(1_000) == pytest.approx(per_value(2_000))
+    ratio = (8_000 / costs.DEGREE2_ROWS_FROM) ** costs.DEGREE2_ROWS_EXPONENT
+    assert per_value(8_000) == pytest.approx(per_value(2_000) * ratio)
+    assert per_value(8_000) > per_value(4_000) > per_value(2_000)
+
+
 def test_the_plan_gives_each_step_that_runs_a_prediction_from_counts_alone() -> None:
     v = run(CheckConfig(train=str(DATASETS / "heart_scale"), exact="auto")).json
     again = run(CheckConfig(train=str(DATASETS / "heart_scale"), exact="auto", jobs=2)).json
