@@ -69,7 +69,7 @@ def _liblinear(nnz: int, width: int, rows: int, models: float) -> float:
 
 def _degree2_rows(rows: int) -> float:
     """Degree-2's display factor for its rows (see DEGREE2_ROWS_FROM)."""
-    return max(1.0, rows / DEGREE2_ROWS_FROM) ** DEGREE2_ROWS_EXPONENT
+    return float(max(1.0, rows / DEGREE2_ROWS_FROM) ** DEGREE2_ROWS_EXPONENT)
 
 
 def shape_seconds(name: str, counts: Counts, rows: int, estimated: float | None) -> float | None:
