@@ -363,3 +363,28 @@ def test_the_trainings_on_t_are_announced_with_their_prediction() -> None:
     assert start.done == 0 and start.predicted_seconds is not None
     assert start.predicted_seconds > 0
     assert end.done == end.total == len(options.resolved_gamma_factor()) + 2
+
+
+def test_its_search_keeps_within_its_allowance(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The search shares exact mode's allowance rule (kcheck.checkers.rbf_tuning.search_grid):
+    the JSON names the grid points not scored, more of them on a tighter allowance and none
+    on a boundless one."""
+    from kcheck.checkers.linear import LinearOptions
+    from kcheck.checkers.linear import run as linear_run
+
+    y, X = wavy(1_600, seed=2)
+    T, V = _split(y, X)
+    ctx = _context(baseline=linear_run(T, V, LinearOptions(seed=0)), budget_seconds=1e6)
+
+    def passed_over(allowance: float) -> list[tuple[float, float]]:
+        monkeypatch.setattr(rbf_tuning, "SEARCH_ALLOWANCE", allowance)
+        r = rbfsvm.check(T, V, ctx)
+        assert r.status == "ok", r.reason
+        assert all(p["predicted_seconds"] > 0 for p in r.info["grid_passed_over"])
+        return [(p["log2_C"], p["log2_gamma"]) for p in r.info["grid_passed_over"]]
+
+    assert passed_over(1e6) == []
+    default = passed_over(2.0)
+    tight = passed_over(0.3)
+    assert set(default) < set(tight)
+    assert len(tight) < rbf_tuning.Tuning().grid_points()
