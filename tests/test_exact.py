@@ -571,3 +571,20 @@ def test_the_json_names_what_the_comparison_passed_over(dense: bool, monkeypatch
     assert r.info["grid_passed_over"]
     assert r.info["grid_points"] + len(r.info["grid_passed_over"]) == 28
     assert isinstance(r.info["passed_over"], list)
+
+
+def test_progress_counts_the_points_passed_over_and_then_the_repeats(monkeypatch) -> None:
+    """A search that passes over points still reaches its grid's total, and the repeats then
+    count from 0 to their number (not from the points scored)."""
+    from kcheck.defaults import Event
+
+    X, y = checkerboard(300, seed=1)
+    monkeypatch.setattr(exact, "SEARCH_ALLOWANCE", 1.0)
+    events: list[Event] = []
+    opts = exact.ExactOptions(seed=0, tune_rows=200, repeats=2)
+    r = exact.run(sp.csr_matrix(X), y, opts, events.append)
+    assert r.info["grid_passed_over"]
+    search = [e for e in events if e.stage == exact.STAGE]
+    repeats = [e for e in events if e.stage == exact.REPEATS_STAGE]
+    assert search[-1].done == search[-1].total == opts.grid_points()
+    assert [(e.done, e.total) for e in repeats] == [(0, 2), (1, 2), (2, 2)]

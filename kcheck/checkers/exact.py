@@ -534,13 +534,15 @@ def _repeat_until_settled(
     max_repeats = options.max_repeats(int(y.size))
     weight = options.scoring.class_weight
     inner = _Inner(tuned.median, options, steps.check_time) if options.nested(int(y.size)) else None
+    # The grid's points, scored or passed over: where the repeats' progress starts.
+    searched = len(tuned.search.scores) + len(tuned.search.passed_over)
     if inner is None:
         classes = int(np.unique(y).size)
         repeat = repeat_seconds(tuned, int(y.size), int(X.nnz), classes, options)
-        steps.repeats(len(tuned.search.scores), max_repeats * repeat)
+        steps.repeats(searched, max_repeats * repeat)
     for r in range(max_repeats):
         runs.append(_repeat(X, y, K, tuned.chosen, options.folds, options.seed, r, weight, inner))
-        steps.tick(len(tuned.search.scores) + r + 1)
+        steps.tick(searched + r + 1)
         steps.check_time()
         if options.repeats is None and r + 1 >= MIN_REPEATS and r + 1 < max_repeats:
             rbf_pts, lin_pts = _averaged(runs)
