@@ -9,7 +9,8 @@ every training, which made wide or dense data (1,000 digits of 776 features: an 
 
 The grid (:func:`grid_for`) is placed by the data: gamma at 2^-3, 2^-1, 2 and 8 times
 1 / (median squared distance), C from 2^-1 to 2^11 in steps of 4x. Every point gets LIBSVM's
-``folds``-fold CV; the highest score wins, ties to the smaller C, then the smaller gamma
+``folds``-fold CV, apart from those a bounded search passes over (:func:`search_grid`); the
+highest score wins, ties to the smaller C, then the smaller gamma
 (:func:`kcheck.rbf_search.best_point`).
 """
 
