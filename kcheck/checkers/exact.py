@@ -460,14 +460,14 @@ def _affordable(
     were counted). Where no point fits, the one predicted cheapest. Counts only."""
     ranked = sorted(search.scores, key=lambda p: (-search.scores[p], p[0], p[1]))
     repeats = options.max_repeats(rows)
-    at = dataclasses.replace(search, log2_C=ranked[0][0], log2_gamma=ranked[0][1])
-    allowance = SEARCH_ALLOWANCE * repeats * _repeat_count(tune_rows, rows, nnz, classes, options)
+    counted = _repeat_count(tune_rows, rows, nnz, classes, options)
+    allowance = SEARCH_ALLOWANCE * repeats * counted
     passed: list[dict[str, float]] = []
     costs: dict[tuple[float, float], float] = {}
     for point in ranked:
         at = dataclasses.replace(search, log2_C=point[0], log2_gamma=point[1])
-        tuned = _Tuned(_Chosen(1.0, 1.0, 1.0), at, tune_rows, 1.0, None)
-        costs[point] = repeats * repeat_seconds(tuned, rows, nnz, classes, options)
+        iterations = _iteration_seconds(search, point, tune_rows, rows, classes, options)
+        costs[point] = repeats * (counted + iterations)
         if costs[point] <= allowance:
             return at, tuple(passed)
         passed.append(
@@ -575,17 +575,30 @@ def _repeat_count(
 def repeat_seconds(
     tuned: _Tuned, rows: int, nnz: int, classes: int, options: ExactOptions
 ) -> float:
-    """Predicted seconds of one repeat, not nested: its counted seconds (:func:`_repeat_count`)
-    and LIBSVM's iterations at the chosen point, from the search's there (a ``folds``-fold CV
-    on the tuning rows; a repeat is one on all rows)."""
+    """Predicted seconds of one repeat, not nested, at the chosen point (see
+    :func:`_iteration_seconds`)."""
     point = (tuned.search.log2_C, tuned.search.log2_gamma)
+    iterations = _iteration_seconds(tuned.search, point, tuned.tune_rows, rows, classes, options)
+    return _repeat_count(tuned.tune_rows, rows, nnz, classes, options) + iterations
+
+
+def _iteration_seconds(
+    search: Search,
+    point: tuple[float, float],
+    tune_rows: int,
+    rows: int,
+    classes: int,
+    options: ExactOptions,
+) -> float:
+    """A repeat's LIBSVM iterations at ``point``, in counted seconds: the search's there (a
+    ``folds``-fold CV on the tuning rows), scaled to a CV on all ``rows``. A repeat is that
+    and its counted seconds (:func:`_repeat_count`)."""
     fold_rows = int(rows * (options.folds - 1) / options.folds)
-    sample = tuned.search.iterations.get(point, 0)
-    per_fold = budget.svm_iterations_on(sample, tuned.tune_rows, options.folds, fold_rows)
-    iteration_seconds = budget.svm_iteration_seconds(
+    sample = search.iterations.get(point, 0)
+    per_fold = budget.svm_iterations_on(sample, tune_rows, options.folds, fold_rows)
+    return budget.svm_iteration_seconds(
         options.folds * per_fold, fold_rows, classes, precomputed=True
     )
-    return _repeat_count(tuned.tune_rows, rows, nnz, classes, options) + iteration_seconds
 
 
 def _result(
