@@ -181,7 +181,7 @@ SVM_SECONDS_PER_ITERATION_ROW = 1.2e-9
 SVM_PRECOMPUTED_SECONDS_PER_ITERATION_ROW = 3.8e-9
 
 
-def svm_iterations_on(sample_iterations: int, sample_rows: int, folds: int, rows: int) -> float:
+def svm_iterations_on(sample_iterations: float, sample_rows: int, folds: int, rows: int) -> float:
     """LIBSVM's iterations for one training on ``rows`` rows, from a ``folds``-fold CV on
     ``sample_rows`` rows at the same (C, gamma) that took ``sample_iterations`` over its folds:
     a training's iterations grow about as its rows (checker4 and poker0: 1.0-6.6 times that

@@ -516,6 +516,23 @@ def test_a_search_within_its_allowance_passes_over_the_costly_large_C(unbounded)
     )
 
 
+def test_the_points_passed_over_carry_their_predicted_iterations() -> None:
+    """A training at a point the search passed over (rbfsvm's larger-C step) is predicted from
+    these: each passed point's iterations carry its gamma's growth on from the C scored."""
+    opts = rbf_tuning.Tuning(seed=0, folds=5)
+    bounded = _search(rbf_tuning.SEARCH_ALLOWANCE * rbf_tuning.search_seconds(400, 2, opts))
+    passed = {(p["log2_C"], p["log2_gamma"]) for p in bounded.passed_over}
+    assert {(c, round(g, 6)) for c, g in bounded.passed_iterations} == passed
+    predicted = bounded.predicted_iterations()
+    assert set(predicted) == set(bounded.scores) | set(bounded.passed_iterations)
+    for g in {g for _, g in bounded.passed_iterations}:
+        ladder = [predicted[(c, g)] for c in sorted(c for c, h in predicted if h == g)]
+        scored = [float(n) for (c, h), n in sorted(bounded.iterations.items()) if h == g]
+        assert ladder[: len(scored)] == scored
+        for i in range(len(scored), len(ladder)):
+            assert ladder[i] == rbf_tuning._next_iterations(ladder[:i]) > 0
+
+
 def test_a_search_bounded_the_same_way_passes_over_the_same_points(unbounded) -> None:
     """Counts only: the same rows and allowance pass over the same points, and a generous
     allowance passes over none."""

@@ -342,6 +342,36 @@ def test_a_candidate_whose_training_is_predicted_past_the_plan_is_passed_over() 
     assert h.passed_over == [] and {first, second, third} <= set(h.scores)
 
 
+def test_a_larger_C_the_search_passed_over_is_predicted_not_taken_as_free() -> None:
+    """The larger-C step at the best gamma may land on a point the search passed over as too
+    costly: it has no iterations of its own, and was trained however costly (poker0: C = 2^11
+    on two thirds of T, 490,000 iterations and 3.1 s where the plan counted 0.5 s for a
+    training). Its prediction now comes from the search's predicted iterations."""
+    T, V = _split(*wavy(1500, seed=3))
+    Xb = sp.csr_matrix(T.X)
+    options = rbf_tuning.Tuning(seed=0)
+    steps = rbfsvm._Steps(_context(), options)
+    best = (1.0, -2.0)
+    larger = rbfsvm._larger_C(best, options.resolved_C())
+    assert larger is not None
+
+    def held(passed: float) -> rbfsvm._Held:
+        search = rbf_tuning.Search(
+            {best: 0.9}, {}, *best, {best: 1_000}, passed_iterations={larger: passed}
+        )
+        h = rbfsvm._Held(Xb, T.y, options, steps, 200.0)
+        h.predict_from(search, 600, Counts.of(T, V))
+        h.choose([best])
+        return h
+
+    costly = held(1e8)
+    assert larger not in costly.scores
+    (over,) = costly.passed_over
+    assert (over["log2_C"], over["log2_gamma"]) == larger and over["predicted_seconds"] > 1.0
+    cheap = held(1_000.0)
+    assert larger in cheap.scores and cheap.passed_over == []
+
+
 def test_the_trainings_on_t_are_announced_with_their_prediction() -> None:
     """After the search, the trainings are a stage of their own whose first event carries
     their predicted seconds (from the search's iterations), so a log announces them; its

@@ -172,6 +172,14 @@ class Search:
     #: Points not scored, as their predicted CV would have taken the search past its allowance:
     #: ``log2_C``, ``log2_gamma`` and ``predicted_seconds`` (counted).
     passed_over: tuple[dict[str, float], ...] = ()
+    #: Their predicted iterations over the folds (:func:`_next_iterations` carried on), so that
+    #: a training at such a point on more rows is predicted too, never taken as free.
+    passed_iterations: dict[tuple[float, float], float] = field(default_factory=dict)
+
+    def predicted_iterations(self) -> dict[tuple[float, float], float]:
+        """Every grid point's iterations over the folds: counted where it was scored,
+        predicted where it was passed over."""
+        return {**self.passed_iterations, **{p: float(i) for p, i in self.iterations.items()}}
 
 
 def search_seconds(rows: int, n_classes: int, options: GridOptions) -> float:
@@ -227,14 +235,19 @@ def _next_iterations(done: list[int] | list[float]) -> float:
 
 
 def _passed_over(
-    bound: _Allowance, at_gamma: list[int], Cs: list[float], g: float
+    bound: _Allowance,
+    at_gamma: list[int],
+    Cs: list[float],
+    g: float,
+    iterations: dict[tuple[float, float], float],
 ) -> list[dict[str, float]]:
     """The points of ``Cs`` at gamma ``g`` passed over, each with its predicted seconds (the
-    iterations' growth carried on)."""
+    iterations' growth carried on); their predicted iterations go into ``iterations``."""
     grown = [float(v) for v in at_gamma]
     out = []
     for c in Cs:
         grown.append(_next_iterations(grown))
+        iterations[(c, g)] = grown[-1]
         out.append(
             {
                 "log2_C": c,
@@ -266,6 +279,7 @@ def search_grid(
     right: dict[tuple[float, float], int] = {}
     iterations: dict[tuple[float, float], int] = {}
     passed: list[dict[str, float]] = []
+    passed_iterations: dict[tuple[float, float], float] = {}
     weight = options.scoring.class_weight
     classes = int(np.unique(y).size)
     bound = None
@@ -284,7 +298,7 @@ def search_grid(
             if bound is not None and at_gamma:
                 predicted = bound.point(_next_iterations(at_gamma))
                 if predicted > share:
-                    passed.extend(_passed_over(bound, at_gamma, Cs[j:], g))
+                    passed.extend(_passed_over(bound, at_gamma, Cs[j:], g, passed_iterations))
                     done(len(scores) + len(passed))
                     break
             before = engines.svm_iterations()
@@ -301,4 +315,4 @@ def search_grid(
             check_time()
         del problem
     log2_C, log2_gamma = best_point(scores)
-    return Search(scores, right, log2_C, log2_gamma, iterations, tuple(passed))
+    return Search(scores, right, log2_C, log2_gamma, iterations, tuple(passed), passed_iterations)
