@@ -68,7 +68,9 @@ class Event:
     ``total`` count its steps (None: it counts none); ``unit`` names them where they are not
     the stage's own steps (``data sets``). ``predicted_seconds`` is the stage's counted cost
     where the plan has one (reference seconds, kcheck.plan). ``line`` is the report as one line
-    of text where that is not the stage (a batch's ``2/5 done; checking a, b``).
+    of text where that is not the stage (a batch's ``2/5 done; checking a, b``). ``ended`` says
+    how the stage under way ended where it did not finish its work (``skipped (time limit)``):
+    a log then says that, not "done"; a display that shows stages as they start ignores it.
     """
 
     stage: str
@@ -77,6 +79,7 @@ class Event:
     unit: str | None = None
     predicted_seconds: float | None = None
     line: str | None = None
+    ended: str | None = None
 
     @property
     def text(self) -> str:

@@ -402,15 +402,17 @@ def _run_checkers(
             spec = registry.CHECKERS[step.name]
             if ctx.baseline is None and spec.needs_baseline:
                 ctx = dataclasses.replace(ctx, baseline=ctx.linear())
+            watched = _LastStage(_predicted(ctx.progress, step.predicted_seconds, pace))
             allowed = dataclasses.replace(
                 ctx,
                 floor_seconds=step.floor_seconds,
                 budget_seconds=step.budget_seconds,
-                progress=_predicted(ctx.progress, step.predicted_seconds, pace),
+                progress=watched,
             )
             out[step.name] = guarded(
                 step.name, ctx.deadline, functools.partial(spec.run, T, V, allowed)
             )
+            watched.ended(out[step.name])
             if pace is not None and beside is None:  # beside it, a checker's time is shared
                 pace.add(step.predicted_seconds, out[step.name].seconds)
         for name, job in started.items():
@@ -421,6 +423,26 @@ def _run_checkers(
             job.cancel()
         raise
     return ctx.linear(), {step.name: out[step.name] for step in steps}
+
+
+class _LastStage:
+    """A checker's progress, remembering the last stage it reported, so that where it ends
+    skipped (the time limit, memory, too few rows) a log says so of that stage: it said
+    "degree-2 checker: done in 0.1s" of a degree-2 that the time limit had skipped."""
+
+    def __init__(self, progress: Progress) -> None:
+        self.progress = progress
+        self.stage: str | None = None
+
+    def __call__(self, event: Event) -> None:
+        if event.ended is None:
+            self.stage = event.stage
+        self.progress(event)
+
+    def ended(self, result: CheckerResult) -> None:
+        """Report how the last stage ended where the checker did not do its work."""
+        if self.stage is not None and result.status == "skipped":
+            self.progress(Event(self.stage, ended=f"skipped ({result.reason})"))
 
 
 def _start_detached(step: plan.Step, T: Dataset, V: Dataset, ctx: Context) -> Background:

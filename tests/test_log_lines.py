@@ -62,3 +62,52 @@ def test_quiet_prints_no_stage_lines() -> None:
         timeout=600,
     )
     assert r.returncode == 0 and r.stderr == ""
+
+
+def test_a_stage_that_ends_skipped_says_so_not_done() -> None:
+    """A checker the memory limit skips reported its stage "done in 0.0s": the log now says it
+    was skipped, with the reason, and every other stage still ends "done"."""
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "kcheck",
+            "check",
+            str(DATASETS / "german.numer"),
+            "--memory-limit",
+            "66M",
+            "--checkers",
+            "degree2,multilinear",
+            "--exact",
+            "never",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=600,
+    )
+    assert r.returncode == 0, r.stderr
+    log = re.sub(r"\n  ", " ", r.stderr)  # a long line folds onto indented ones
+    assert re.search(
+        r"^kcheck: degree-2 checker: skipped \(.*memory limit.*\) after \d+\.\ds$", log, re.M
+    ), log
+    assert "degree-2 checker: done in" not in log
+    assert re.search(r"^kcheck: MultiLinear checker: done in \d+\.\ds$", log, re.M), log
+
+
+def test_the_stage_log_ends_a_stage_as_its_event_says() -> None:
+    from kcheck.cli.ui import StageLog
+    from kcheck.defaults import Event
+
+    lines: list[str] = []
+    log = StageLog(lines.append)
+    log.report(Event("degree-2 checker"))
+    log.report(Event("MultiLinear checker", ended="skipped (time limit)"))  # not the stage
+    log.report(Event("degree-2 checker", ended="skipped (time limit)"))
+    log.report(Event("RBF SVM"))
+    log.close()
+    assert lines[0] == "kcheck: degree-2 checker"
+    skipped = r"kcheck: degree-2 checker: skipped \(time limit\) after \d+\.\ds"
+    assert re.fullmatch(skipped, lines[1])
+    assert lines[2] == "kcheck: RBF SVM"
+    assert re.fullmatch(r"kcheck: RBF SVM: done in \d+\.\ds", lines[3]) and len(lines) == 4

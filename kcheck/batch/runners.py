@@ -275,7 +275,8 @@ def _run_serial(
         def relay(event: Event, prefix: str = prefix) -> None:
             if cancelled.is_set():
                 raise CheckCancelled()
-            report(step(f"{prefix}: {event.stage}", event.done, event.total))
+            if event.ended is None:  # a stage's start moves the bar, not its end
+                report(step(f"{prefix}: {event.stage}", event.done, event.total))
 
         box: dict[str, Any] = {}
 

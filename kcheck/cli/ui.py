@@ -202,6 +202,8 @@ class Ui:
         last = [""]
 
         def report(event: Event) -> None:
+            if event.ended is not None:
+                return  # the next stage's start moves the bar on
             stage, done, total = event.stage, event.done, event.total
             count = count_text(stage, done, total)
             if stage != last[0]:
@@ -220,7 +222,8 @@ class Ui:
 class StageLog:
     """Progress as log lines: ``kcheck: STAGE`` (with its predicted seconds where the plan has
     them) when a stage starts, ``kcheck: STAGE: done in N.Ns`` when the next one starts or the
-    run ends. Counts within a stage are left to the terminal's bar."""
+    run ends, or ``kcheck: STAGE: skipped (REASON) after N.Ns`` where it ended without doing
+    its work (an event's ``ended``). Counts within a stage are left to the terminal's bar."""
 
     def __init__(self, write: Callable[[str], None]) -> None:
         self.write = write
@@ -228,6 +231,12 @@ class StageLog:
         self.started = 0.0
 
     def report(self, event: Event) -> None:
+        if event.ended is not None:
+            if event.stage == self.stage:
+                took = time.perf_counter() - self.started
+                self.write(f"kcheck: {self.stage}: {event.ended} after {took:.1f}s")
+                self.stage = None
+            return
         if event.stage == self.stage:
             return
         self.close()
