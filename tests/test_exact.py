@@ -582,7 +582,7 @@ def test_the_json_names_what_the_comparison_passed_over(dense: bool, monkeypatch
     """A tight allowance on a checkerboard: the result names the grid points not scored and
     counts only the scored ones; dense or sparse rows give the same."""
     X, y = checkerboard(300, seed=1)
-    monkeypatch.setattr(exact, "SEARCH_ALLOWANCE", 1.0)
+    monkeypatch.setattr(rbf_tuning, "SEARCH_ALLOWANCE", 1.0)
     rows = X if dense else sp.csr_matrix(X)
     r = exact.run(sp.csr_matrix(rows), y, exact.ExactOptions(seed=0, tune_rows=200, repeats=2))
     assert r.info["grid_passed_over"]
@@ -596,7 +596,7 @@ def test_progress_counts_the_points_passed_over_and_then_the_repeats(monkeypatch
     from kcheck.defaults import Event
 
     X, y = checkerboard(300, seed=1)
-    monkeypatch.setattr(exact, "SEARCH_ALLOWANCE", 1.0)
+    monkeypatch.setattr(rbf_tuning, "SEARCH_ALLOWANCE", 1.0)
     events: list[Event] = []
     opts = exact.ExactOptions(seed=0, tune_rows=200, repeats=2)
     r = exact.run(sp.csr_matrix(X), y, opts, events.append)

@@ -47,6 +47,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from kcheck import budget, engines, tuning
+from kcheck.checkers import rbf_tuning
 from kcheck.checkers.base import (
     CheckerResult,
     Context,
@@ -56,7 +57,6 @@ from kcheck.checkers.base import (
     time_bound,
 )
 from kcheck.checkers.rbf_tuning import (
-    SEARCH_ALLOWANCE,
     TUNE_LADDER,
     TUNE_ROWS,
     Search,
@@ -64,8 +64,8 @@ from kcheck.checkers.rbf_tuning import (
     kernel,
     matrix_bytes,
     median_sq_distance,
+    search_allowance,
     search_grid,
-    search_seconds,
     tuning_sample,
 )
 from kcheck.checkers.rbf_tuning import grid_for as grid_for
@@ -301,8 +301,7 @@ class _Inner:
 
     def tune(self, D: np.ndarray, y: np.ndarray) -> _Chosen:
         grid = dataclasses.replace(self.options, folds=self.options.inner_folds)
-        rows, classes = int(y.size), int(np.unique(y).size)
-        allowance = SEARCH_ALLOWANCE * search_seconds(rows, classes, grid)
+        allowance = search_allowance(y, grid)
         found = search_grid(D, y, self.median, grid, lambda _: None, self.check_time, allowance)
         return _Chosen(float(2.0**found.log2_C), float(2.0**found.log2_gamma), 0.0)
 
@@ -461,7 +460,7 @@ def _affordable(
     ranked = sorted(search.scores, key=lambda p: (-search.scores[p], p[0], p[1]))
     repeats = options.max_repeats(rows)
     counted = _repeat_count(tune_rows, rows, nnz, classes, options)
-    allowance = SEARCH_ALLOWANCE * repeats * counted
+    allowance = rbf_tuning.SEARCH_ALLOWANCE * repeats * counted
     passed: list[dict[str, float]] = []
     costs: dict[tuple[float, float], float] = {}
     for point in ranked:
@@ -514,10 +513,9 @@ def _search_sample(
     sample = tuning_sample(y, options.tune_rows, options.seed)
     if sample is not None:
         D, y = D[np.ix_(sample, sample)], y[sample]
-    rows, classes = int(y.size), int(np.unique(y).size)
-    allowance = SEARCH_ALLOWANCE * search_seconds(rows, classes, options)
+    allowance = search_allowance(y, options)
     search = search_grid(D, y, median, options, steps.tick, steps.check_time, allowance)
-    return search, rows
+    return search, int(y.size)
 
 
 def _repeat_until_settled(

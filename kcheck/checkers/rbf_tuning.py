@@ -193,6 +193,13 @@ def search_seconds(rows: int, n_classes: int, options: GridOptions) -> float:
     )
 
 
+def search_allowance(y: np.ndarray, options: GridOptions) -> float:
+    """What a search on the rows of ``y`` may spend (:func:`search_grid`'s ``allowance``):
+    SEARCH_ALLOWANCE times its counted seconds. Exact mode, its nested folds and rbfsvm
+    bound their searches so."""
+    return SEARCH_ALLOWANCE * search_seconds(int(y.size), int(np.unique(y).size), options)
+
+
 @dataclass
 class _Allowance:
     """What the search may still spend, in counted seconds, and each point's prediction.

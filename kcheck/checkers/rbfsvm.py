@@ -392,10 +392,9 @@ def _search_sample(
         X, y = X[sample], y[sample]
     D = engines.squared_distances(X)
     median = rbf_tuning.median_sq_distance(D)
-    rows, classes = int(y.size), int(np.unique(y).size)
-    allowance = rbf_tuning.SEARCH_ALLOWANCE * rbf_tuning.search_seconds(rows, classes, options)
+    allowance = rbf_tuning.search_allowance(y, options)
     search = rbf_tuning.search_grid(D, y, median, options, steps.tick, steps.check_time, allowance)
-    return search, rows
+    return search, int(y.size)
 
 
 class _Held:
