@@ -308,7 +308,7 @@ def test_a_candidate_whose_training_is_predicted_past_the_plan_is_passed_over() 
     T, V = _split(*wavy(1500, seed=3))
     Xb = sp.csr_matrix(T.X)
     options = rbf_tuning.Tuning(seed=0)
-    steps = rbfsvm._Steps(_context(), options)
+    steps = rbfsvm._steps(_context(), options)
     # Three gammas' best points and their scores on a 600-row sample.
     first, second, third = (1.0, -2.0), (11.0, 1.0), (3.0, 0.0)
     scores = {first: 0.9, second: 0.8, third: 0.7}
@@ -350,7 +350,7 @@ def test_a_larger_C_the_search_passed_over_is_predicted_not_taken_as_free() -> N
     T, V = _split(*wavy(1500, seed=3))
     Xb = sp.csr_matrix(T.X)
     options = rbf_tuning.Tuning(seed=0)
-    steps = rbfsvm._Steps(_context(), options)
+    steps = rbfsvm._steps(_context(), options)
     best = (1.0, -2.0)
     larger = rbfsvm._larger_C(best, options.resolved_C())
     assert larger is not None
@@ -385,9 +385,9 @@ def test_the_trainings_on_t_are_announced_with_their_prediction() -> None:
     res = rbfsvm.run(T, V, options, 600, ctx)
     assert res.status == "ok"
     stages = [e.stage for e in events]
-    first = stages.index(rbfsvm._Steps.TRAINING)
-    assert set(stages[:first]) == {rbfsvm._Steps.STAGE}
-    assert set(stages[first:]) == {rbfsvm._Steps.TRAINING}
+    first = stages.index(rbfsvm.TRAINING_STAGE)
+    assert set(stages[:first]) == {rbfsvm.STAGE}
+    assert set(stages[first:]) == {rbfsvm.TRAINING_STAGE}
     search_end, start, end = events[first - 1], events[first], events[-1]
     assert search_end.done == search_end.total == options.grid_points()
     assert start.done == 0 and start.predicted_seconds is not None

@@ -192,7 +192,7 @@ def test_progress_counts_have_units_and_one_time_column():
     from kcheck.checkers import exact, rbfsvm
 
     assert count_text(exact.REPEATS_STAGE, 1, 2) == "1/2 repeats"
-    assert count_text(rbfsvm._Steps.TRAINING, 2, 6) == "2/6 trainings"
+    assert count_text(rbfsvm.TRAINING_STAGE, 2, 6) == "2/6 trainings"
     assert count_text("degree-2 checker", None, None) == ""
     out = io.StringIO()
     console = Console(file=out, width=100, force_terminal=True, color_system=None)

@@ -17,7 +17,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from kcheck import tuning
-from kcheck.defaults import Progress, no_progress
+from kcheck.defaults import Event, Progress, no_progress
 from kcheck.errors import KcheckError, TimeLimitReached
 from kcheck.memory import csr_bytes
 from kcheck.scoring import ACCURACY, PointResults, Scoring, positive_scores
@@ -276,6 +276,44 @@ def stop_if_past(deadline: float | None, what: str) -> None:
     into a checker skipped for the time limit."""
     if past(deadline):
         raise TimeLimitReached(what)
+
+
+@dataclass
+class SearchThenStage:
+    """Progress over an RBF grid search's points, then over what follows it as a stage of its
+    own, announced with its predicted seconds (exact mode's repeats, rbfsvm's trainings on T:
+    at a large C that stage can take many times the search), and the time limit between steps
+    (as the pipeline's ``--time-limit`` expects of a checker). Steps count on from the search
+    into the stage; each stage shows its own count."""
+
+    report: Progress
+    deadline: float | None
+    #: How the time limit names the checker (``exact comparison``).
+    what: str
+    stage: str
+    #: The steps of the search and the stage together.
+    total: int
+    #: The search's own total where the stage after it is a stage of its own (None: the run
+    #: is one stage of ``total`` steps, as exact mode's nested comparison is).
+    search_points: int | None = None
+    offset: int = 0
+    predicted: float | None = None
+
+    def tick(self, done: int) -> None:
+        searching = self.offset == 0
+        total = self.search_points if searching and self.search_points is not None else self.total
+        self.report(
+            Event(self.stage, done - self.offset, total - self.offset, None, self.predicted)
+        )
+
+    def then(self, stage: str, done: int, predicted_seconds: float) -> None:
+        """From the search, ``done`` steps in, to ``stage``, announced with its prediction."""
+        self.stage, self.offset = stage, done
+        self.predicted = round(predicted_seconds, 3)
+        self.tick(done)
+
+    def check_time(self) -> None:
+        stop_if_past(self.deadline, self.what)
 
 
 def guarded(name: str, deadline: float | None, fn: Callable[[], CheckerResult]) -> CheckerResult:

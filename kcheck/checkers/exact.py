@@ -52,8 +52,8 @@ from kcheck.checkers.base import (
     CheckerResult,
     Context,
     Dataset,
+    SearchThenStage,
     guarded,
-    stop_if_past,
     time_bound,
 )
 from kcheck.checkers.rbf_tuning import (
@@ -69,7 +69,7 @@ from kcheck.checkers.rbf_tuning import (
     tuning_sample,
 )
 from kcheck.checkers.rbf_tuning import grid_for as grid_for
-from kcheck.defaults import EXACT_MODES, Event, Progress, no_progress
+from kcheck.defaults import EXACT_MODES, Progress, no_progress
 from kcheck.rbf_search import best_point as best_point
 from kcheck.scoring import PointResults, positive_scores
 from kcheck.split import stratified_folds
@@ -372,10 +372,12 @@ def run(
     too_few = _too_few_rows(options, rows)
     if too_few is not None:
         return CheckerResult.skipped(NAME, too_few, time.perf_counter() - t0)
-    steps = _Steps(
+    steps = SearchThenStage(
         progress or no_progress,
-        options.grid_points() + options.max_repeats(rows),
         options.deadline,
+        "exact comparison",
+        STAGE,
+        options.grid_points() + options.max_repeats(rows),
         None if options.nested(rows) else options.grid_points(),
     )
     steps.tick(0)
@@ -399,41 +401,6 @@ def _too_few_rows(options: ExactOptions, rows: int) -> str | None:
     if options.grid_points() == 0:
         raise ValueError("the RBF grid is empty")
     return None
-
-
-@dataclass
-class _Steps:
-    """Progress over the grid's points and then the repeats, and the time limit between them
-    (as the pipeline's ``--time-limit`` expects of a checker). Where the comparison is not
-    nested, the repeats are a stage of their own, announced with their prediction from the
-    search's iterations: at a large C one repeat can take many times the search."""
-
-    report: Progress
-    total: int
-    deadline: float | None
-    #: The grid's points where the repeats are a stage of their own (not nested): the
-    #: search's total.
-    search_points: int | None = None
-    stage: str = STAGE
-    offset: int = 0
-    predicted: float | None = None
-
-    def tick(self, done: int) -> None:
-        searching = self.stage == STAGE
-        total = self.search_points if searching and self.search_points is not None else self.total
-        self.report(
-            Event(self.stage, done - self.offset, total - self.offset, None, self.predicted)
-        )
-
-    def repeats(self, searched: int, predicted_seconds: float) -> None:
-        """From the search (``searched`` points) to the repeats, announced with their
-        predicted seconds."""
-        self.stage, self.offset = REPEATS_STAGE, searched
-        self.predicted = round(predicted_seconds, 3)
-        self.tick(searched)
-
-    def check_time(self) -> None:
-        stop_if_past(self.deadline, "exact comparison")
 
 
 @dataclass(frozen=True)
@@ -484,7 +451,7 @@ def _affordable(
 
 
 def _tune(
-    X: sp.csr_matrix, y: np.ndarray, options: ExactOptions, steps: _Steps
+    X: sp.csr_matrix, y: np.ndarray, options: ExactOptions, steps: SearchThenStage
 ) -> tuple[_Tuned, np.ndarray]:
     """C of the linear model, then (C, gamma) of the RBF on the tuning rows; with the RBF
     kernel of all rows at that gamma, so that the distances are freed before the repeats (the
@@ -506,7 +473,7 @@ def _tune(
 
 
 def _search_sample(
-    D: np.ndarray, y: np.ndarray, median: float, options: ExactOptions, steps: _Steps
+    D: np.ndarray, y: np.ndarray, median: float, options: ExactOptions, steps: SearchThenStage
 ) -> tuple[Search, int]:
     """The grid search on ``options.tune_rows`` rows of all (the sample's distances are a
     copy, freed on return) and the count of rows it ran on."""
@@ -524,7 +491,7 @@ def _repeat_until_settled(
     K: np.ndarray,
     tuned: _Tuned,
     options: ExactOptions,
-    steps: _Steps,
+    steps: SearchThenStage,
 ) -> tuple[list[_Fold], bool]:
     """The repeats, and whether they stopped early: adaptive repeats stop once the gap's
     interval lies on one side of epsilon, as more would not change the verdict."""
@@ -537,7 +504,7 @@ def _repeat_until_settled(
     if inner is None:
         classes = int(np.unique(y).size)
         repeat = repeat_seconds(tuned, int(y.size), int(X.nnz), classes, options)
-        steps.repeats(searched, max_repeats * repeat)
+        steps.then(REPEATS_STAGE, searched, max_repeats * repeat)
     for r in range(max_repeats):
         runs.append(_repeat(X, y, K, tuned.chosen, options.folds, options.seed, r, weight, inner))
         steps.tick(searched + r + 1)

@@ -47,19 +47,21 @@ from kcheck.checkers.base import (
     Context,
     Counts,
     Dataset,
+    SearchThenStage,
     Sized,
     sample_reference,
     score,
-    stop_if_past,
     stratified_sample,
     time_bound,
 )
 from kcheck.checkers.rbf_tuning import Search, Tuning
-from kcheck.defaults import Event
 from kcheck.rbf_search import best_point
 from kcheck.split import stratified_split
 
 NAME = "rbfsvm"
+#: Its progress: the search on a sample, then the trainings on T.
+STAGE = "RBF SVM on the training split"
+TRAINING_STAGE = "RBF SVM: training on T"
 #: The fewest rows of T it trains on where all of T does not fit the budget (degree-2's
 #: subsample's least): below, one split's V says too little about an RBF SVM on a sample.
 MIN_SAMPLE_ROWS = 1_000
@@ -299,7 +301,7 @@ def _on_sample(
 def run(T: Dataset, V: Dataset, options: Tuning, tune_rows: int, ctx: Context) -> CheckerResult:
     """Tune (C, gamma) on a sample of T, train the RBF SVM on all of T, score it on V."""
     t0 = time.perf_counter()
-    steps = _Steps(ctx, options)
+    steps = _steps(ctx, options)
     steps.tick(0)
     Xb = engines.as_binding_csr(T.X)
     yb = np.asarray(T.y, dtype=np.float64)
@@ -314,7 +316,7 @@ def run(T: Dataset, V: Dataset, options: Tuning, tune_rows: int, ctx: Context) -
     held.predict_from(search, tune_rows, counts)
     candidates = _best_C_per_gamma(search)
     final = _final_seconds(search, tune_rows, options.folds, counts)
-    steps.training(held.planned_seconds(candidates, final))
+    steps.then(TRAINING_STAGE, options.grid_points(), held.planned_seconds(candidates, final))
     best = held.choose(candidates)
     C, gamma = float(2.0 ** best[0]), float(2.0 ** best[1])
     problem = engines.SvmProblem.from_data(Xb, yb, options.scoring.class_weight, cache)
@@ -348,42 +350,16 @@ def run(T: Dataset, V: Dataset, options: Tuning, tune_rows: int, ctx: Context) -
     )
 
 
-class _Steps:
-    """Progress over the grid's points, then over the trainings on part of T and the final
-    one, and the time limit between them (as the pipeline's ``--time-limit`` expects of a
-    checker). The trainings are a stage of their own, announced with their prediction from
-    the search's iterations: at a large C they can take many times the search."""
-
-    STAGE = "RBF SVM on the training split"
-    TRAINING = "RBF SVM: training on T"
-
-    def __init__(self, ctx: Context, options: Tuning) -> None:
-        self.report = ctx.progress
-        self.deadline = options.deadline
-        self.grid_points = options.grid_points()
-        self.total = self.grid_points + len(options.resolved_gamma_factor()) + 2
-        self.stage, self.offset = self.STAGE, 0
-        #: The trainings' predicted seconds (None in the search: the plan's, for the stage).
-        self.predicted: float | None = None
-
-    def tick(self, done: int) -> None:
-        total = self.grid_points if self.stage == self.STAGE else self.total
-        self.report(
-            Event(self.stage, done - self.offset, total - self.offset, None, self.predicted)
-        )
-
-    def training(self, predicted_seconds: float) -> None:
-        """From the search to the trainings, announced with their predicted seconds."""
-        self.stage, self.offset = self.TRAINING, self.grid_points
-        self.predicted = round(predicted_seconds, 3)
-        self.tick(self.grid_points)
-
-    def check_time(self) -> None:
-        stop_if_past(self.deadline, "RBF SVM")
+def _steps(ctx: Context, options: Tuning) -> SearchThenStage:
+    """Progress over the grid's points, then the trainings on part of T and the final one, a
+    stage of their own announced with their prediction from the search's iterations."""
+    grid = options.grid_points()
+    total = grid + len(options.resolved_gamma_factor()) + 2
+    return SearchThenStage(ctx.progress, options.deadline, "RBF SVM", STAGE, total, grid)
 
 
 def _search_sample(
-    X: sp.csr_matrix, y: np.ndarray, tune_rows: int, options: Tuning, steps: _Steps
+    X: sp.csr_matrix, y: np.ndarray, tune_rows: int, options: Tuning, steps: SearchThenStage
 ) -> tuple[Search, int]:
     """Exact mode's grid search on a stratified sample of ``tune_rows`` rows of T (all where
     fewer), and the count of rows it ran on: the sample's distances are freed on return."""
@@ -410,7 +386,7 @@ class _Held:
     best point always trains. A count, so the same on every machine."""
 
     def __init__(
-        self, X: sp.csr_matrix, y: np.ndarray, options: Tuning, steps: _Steps, cache: float
+        self, X: sp.csr_matrix, y: np.ndarray, options: Tuning, steps: SearchThenStage, cache: float
     ) -> None:
         fit, held = stratified_split(y, seed=options.seed, validation_fraction=SELECT_FRACTION)
         self.problem = engines.SvmProblem.from_data(
@@ -502,7 +478,7 @@ class _Held:
         self.scores[(c, g)], _ = rbf_tuning.prediction_score(
             self.y, m.predict(self.X), self.options.scoring
         )
-        self.steps.tick(self.steps.grid_points + len(self.scores))
+        self.steps.tick(self.options.grid_points() + len(self.scores))
         self.steps.check_time()
 
 
