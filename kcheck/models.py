@@ -286,7 +286,7 @@ def predicted(
     Counted on the reference machine (kcheck.budget): the linear model's C search and
     training; the kernel model's search (:func:`kcheck.rbf_search.search_seconds`, its
     expected points on the search rows) and its training on all rows."""
-    rows, nnz = int(X.shape[0]), int(X.nnz)
+    rows, nnz, features = int(X.shape[0]), int(X.nnz), int(X.shape[1])
     classes = int(np.unique(y).size)
     if kind != "kernel":
         seconds = budget.linear_seconds(nnz, classes)
@@ -301,8 +301,11 @@ def predicted(
         nnz=int(nnz * search_rows / max(rows, 1)),
         n_classes=classes,
         jobs=jobs,
+        features=features,
     )
-    fit = budget.rbf_fit_seconds(rows=rows, nnz=nnz, predict_rows=0, n_classes=classes)
+    fit = budget.rbf_fit_seconds(
+        rows=rows, nnz=nnz, predict_rows=0, n_classes=classes, features=features
+    )
     seconds += fit * (PROBABILITY_FACTOR if probability else 1.0)
     where = f"{search_rows:,} rows" if search_rows == rows else f"a sample of {search_rows:,} rows"
     begin = (start or GRID_START).text()

@@ -565,24 +565,31 @@ def parallel_jobs(jobs: int, points: int, X: sp.csr_matrix) -> int:
 GRID_POINT_FACTOR = 2.0
 
 
-def point_seconds(*, rows: int, nnz: int, n_classes: int, folds: int = FOLDS) -> float:
+def point_seconds(
+    *, rows: int, nnz: int, n_classes: int, folds: int = FOLDS, features: int = 0
+) -> float:
     """Counted seconds of one grid point: a ``folds``-fold CV of LIBSVM's own RBF kernel on
-    ``rows`` rows holding ``nnz`` stored values (:func:`kcheck.budget.rbf_fit_seconds` for
-    each fold's training and prediction, times :data:`GRID_POINT_FACTOR`)."""
+    ``rows`` rows holding ``nnz`` stored values of ``features`` (:func:`kcheck.budget.
+    rbf_fit_seconds` for each fold's training and prediction, times :data:`GRID_POINT_FACTOR`;
+    on sparse rows LIBSVM's dot product costs more, :func:`kcheck.budget.sparse_merge_factor`,
+    0: not counted)."""
     train = rows * (folds - 1) // folds
     fold = budget.rbf_fit_seconds(
         rows=train,
         nnz=nnz * (folds - 1) // folds,
         predict_rows=rows - train,
         n_classes=n_classes,
+        features=features,
     )
     return GRID_POINT_FACTOR * folds * fold
 
 
-def search_seconds(grid: Grid, *, rows: int, nnz: int, n_classes: int, jobs: int = 1) -> float:
+def search_seconds(
+    grid: Grid, *, rows: int, nnz: int, n_classes: int, jobs: int = 1, features: int = 0
+) -> float:
     """Predicted seconds of the search: :attr:`Grid.expected_points` x :func:`point_seconds`
     (counted on the reference machine), shared by the processes it runs in."""
-    per_point = point_seconds(rows=rows, nnz=nnz, n_classes=n_classes)
+    per_point = point_seconds(rows=rows, nnz=nnz, n_classes=n_classes, features=features)
     processes = jobs if rows * nnz >= MIN_PARALLEL_WORK else 1
     return grid.expected_points * per_point / max(1, min(processes, grid.expected_points))
 

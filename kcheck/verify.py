@@ -239,6 +239,7 @@ def predicted_seconds(
     test_rows: int = 0,
     auc: bool = False,
     linear: bool = True,
+    features: int = 0,
 ) -> float:
     """Predicted seconds of a verify on ``rows`` rows of ``nnz`` stored values, counted on the
     reference machine (kcheck.budget): the linear model's C search and its CV (unless
@@ -246,12 +247,11 @@ def predicted_seconds(
     the chosen point's CV again (and once more for AUC's decision values), and with a test
     file the RBF model trained on all rows and scored."""
     seconds = 2 * budget.linear_seconds(nnz, n_classes) if linear else 0.0
-    seconds += search_seconds(grid, rows=rows, nnz=nnz, n_classes=n_classes, jobs=jobs)
-    seconds += point_seconds(rows=rows, nnz=nnz, n_classes=n_classes) * (2 if auc else 1)
+    shape = {"rows": rows, "nnz": nnz, "n_classes": n_classes, "features": features}
+    seconds += search_seconds(grid, jobs=jobs, **shape)
+    seconds += point_seconds(**shape) * (2 if auc else 1)
     if test_rows:
-        seconds += budget.rbf_fit_seconds(
-            rows=rows, nnz=nnz, predict_rows=test_rows, n_classes=n_classes
-        )
+        seconds += budget.rbf_fit_seconds(predict_rows=test_rows, **shape)
     return seconds
 
 
@@ -274,6 +274,7 @@ def announcement(
         test_rows=0 if test is None else test.rows,
         auc=scoring.needs_scores,
         linear=False,
+        features=int(X.shape[1]),
     )
     where = (
         "on the cluster"
@@ -298,14 +299,26 @@ SUGGESTED_SECONDS = 600.0
 
 
 def rows_within(
-    seconds: float, *, rows: int, nnz: int, n_classes: int, jobs: int = 1, grid: Grid = GRID
+    seconds: float,
+    *,
+    rows: int,
+    nnz: int,
+    n_classes: int,
+    jobs: int = 1,
+    grid: Grid = GRID,
+    features: int = 0,
 ) -> int | None:
     """The most rows (a ``--max-rows``) whose verify is predicted within ``seconds``; None
     where all ``rows`` are. The stored values per row stay the file's."""
 
     def cost(n: int) -> float:
         return predicted_seconds(
-            grid, rows=n, nnz=int(nnz * n / max(rows, 1)), n_classes=n_classes, jobs=jobs
+            grid,
+            rows=n,
+            nnz=int(nnz * n / max(rows, 1)),
+            n_classes=n_classes,
+            jobs=jobs,
+            features=features,
         )
 
     if cost(rows) <= seconds:

@@ -245,6 +245,31 @@ def test_the_prediction_and_the_rows_that_fit_ten_minutes() -> None:
     assert cost(n) <= 600.0 < cost(n + 1)
 
 
+def test_the_prediction_counts_libsvm_dearer_on_sparse_rows() -> None:
+    """Rows of 44 words of 8,400 (a text set): LIBSVM's dot product merges two rows' index
+    lists, five times the cost per value of dense rows (kcheck.budget.sparse_merge_factor,
+    which the check's rbfsvm counts). Verify's prediction, and the rows a suggested verify
+    samples to fit ten minutes, count it too; dense rows are unchanged."""
+    from kcheck import budget
+    from kcheck import verify as verifying
+    from kcheck.rbf_search import GRID
+
+    rows, nnz = 7_800, 7_800 * 44
+    factor = budget.sparse_merge_factor(8_400, nnz, rows)
+    assert factor == pytest.approx(5.0)
+
+    def cost(features: int) -> float:
+        return verifying.predicted_seconds(
+            GRID, rows=rows, nnz=nnz, n_classes=2, linear=False, features=features
+        )
+
+    assert cost(8_400) == pytest.approx(factor * cost(0))
+    assert cost(44) == cost(0)
+    sparse = verifying.rows_within(600.0, rows=rows, nnz=nnz, n_classes=2, features=8_400)
+    dense = verifying.rows_within(600.0, rows=rows, nnz=nnz, n_classes=2)
+    assert sparse is not None and (dense is None or sparse < dense)
+
+
 def test_verify_takes_a_memory_limit_and_refuses_one_it_cannot_keep(tmp_path: Path) -> None:
     """--max-rows auto's help promises rows as many as --memory-limit holds; verify has the
     option, and a limit the rows cannot fit is one line, exit 2, with the figure."""

@@ -46,16 +46,27 @@ def _verify_step(v: dict[str, Any], data: str, *, confirms: bool = False) -> str
     nnz = int(d["nnz"] * rows / max(int(d["rows"]), 1))
     classes = max(2, len(d.get("classes") or ()))
     jobs = os.cpu_count() or 1
+    features = int(d.get("features") or 0)
 
     def seconds(n: int) -> str:
         return rbf_search.duration_text(
             verify.predicted_seconds(
-                rbf_search.GRID, rows=n, nnz=nnz * n // rows, n_classes=classes, jobs=jobs
+                rbf_search.GRID,
+                rows=n,
+                nnz=nnz * n // rows,
+                n_classes=classes,
+                jobs=jobs,
+                features=features,
             )
         )
 
     fit = verify.rows_within(
-        verify.SUGGESTED_SECONDS, rows=rows, nnz=nnz, n_classes=classes, jobs=jobs
+        verify.SUGGESTED_SECONDS,
+        rows=rows,
+        nnz=nnz,
+        n_classes=classes,
+        jobs=jobs,
+        features=features,
     )
     what = "confirms" if confirms else "runs the RBF grid search"
     if fit is None:
