@@ -339,6 +339,25 @@ def test_nothing_is_printed_unless_asked(capfd: pytest.CaptureFixture[str]) -> N
     assert out == "" and err.startswith("kcheck: ")
 
 
+def test_progress_says_once_that_a_skipped_stage_ended_skipped() -> None:
+    """docs/python.md: one event with ``ended`` (``skipped (REASON)``), of the stage that a
+    limit skipped; every other event has none."""
+    X, y = load("german.numer")
+    events: list[kcheck.Event] = []
+    kcheck.check(
+        X,
+        y,
+        checkers="degree2,multilinear",
+        exact="never",
+        memory_limit=66 * 2**20,
+        progress=events.append,
+    )
+    (end,) = [e for e in events if e.ended is not None]
+    assert end.stage == "degree-2 checker" and end.ended is not None
+    assert end.ended.startswith("skipped (") and "memory limit" in end.ended
+    assert [e.stage for e in events].index("degree-2 checker") < events.index(end)
+
+
 def test_import_kcheck_stays_light_and_reaches_the_api() -> None:
     code = textwrap.dedent(
         """
