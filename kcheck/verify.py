@@ -247,11 +247,15 @@ def predicted_seconds(
     the chosen point's CV again (and once more for AUC's decision values), and with a test
     file the RBF model trained on all rows and scored."""
     seconds = 2 * budget.linear_seconds(nnz, n_classes) if linear else 0.0
-    shape = {"rows": rows, "nnz": nnz, "n_classes": n_classes, "features": features}
-    seconds += search_seconds(grid, jobs=jobs, **shape)
-    seconds += point_seconds(**shape) * (2 if auc else 1)
+    seconds += search_seconds(
+        grid, rows=rows, nnz=nnz, n_classes=n_classes, jobs=jobs, features=features
+    )
+    point = point_seconds(rows=rows, nnz=nnz, n_classes=n_classes, features=features)
+    seconds += point * (2 if auc else 1)
     if test_rows:
-        seconds += budget.rbf_fit_seconds(predict_rows=test_rows, **shape)
+        seconds += budget.rbf_fit_seconds(
+            rows=rows, nnz=nnz, predict_rows=test_rows, n_classes=n_classes, features=features
+        )
     return seconds
 
 
