@@ -302,6 +302,28 @@ def announcement(
 SUGGESTED_SECONDS = 600.0
 
 
+def sample_seconds(
+    n: int,
+    *,
+    rows: int,
+    nnz: int,
+    n_classes: int,
+    jobs: int = 1,
+    grid: Grid = GRID,
+    features: int = 0,
+) -> float:
+    """Predicted seconds of a verify on ``n`` of a file's ``rows`` rows (``--max-rows n``),
+    ``nnz`` the stored values of all of them: a sample keeps the file's values per row."""
+    return predicted_seconds(
+        grid,
+        rows=n,
+        nnz=nnz * n // max(rows, 1),
+        n_classes=n_classes,
+        jobs=jobs,
+        features=features,
+    )
+
+
 def rows_within(
     seconds: float,
     *,
@@ -316,13 +338,8 @@ def rows_within(
     where all ``rows`` are. The stored values per row stay the file's."""
 
     def cost(n: int) -> float:
-        return predicted_seconds(
-            grid,
-            rows=n,
-            nnz=int(nnz * n / max(rows, 1)),
-            n_classes=n_classes,
-            jobs=jobs,
-            features=features,
+        return sample_seconds(
+            n, rows=rows, nnz=nnz, n_classes=n_classes, jobs=jobs, grid=grid, features=features
         )
 
     if cost(rows) <= seconds:

@@ -50,13 +50,8 @@ def _verify_step(v: dict[str, Any], data: str, *, confirms: bool = False) -> str
 
     def seconds(n: int) -> str:
         return rbf_search.duration_text(
-            verify.predicted_seconds(
-                rbf_search.GRID,
-                rows=n,
-                nnz=nnz * n // rows,
-                n_classes=classes,
-                jobs=jobs,
-                features=features,
+            verify.sample_seconds(
+                n, rows=rows, nnz=nnz, n_classes=classes, jobs=jobs, features=features
             )
         )
 
