@@ -20,6 +20,7 @@ from typing import Any
 from kcheck.seeds import c_seed
 
 __all__ = [
+    "c_rand",
     "captured_stderr",
     "library_reason",
     "one_omp_thread",
@@ -31,11 +32,19 @@ __all__ = [
 _libc = ctypes.CDLL(None)
 _libc.srand.argtypes = [ctypes.c_uint]
 _libc.srand.restype = None
+_libc.rand.argtypes = []
+_libc.rand.restype = ctypes.c_int
 
 
 def seed_c_rand(seed: int) -> None:
     """Seed the C ``rand()`` that LIBLINEAR/LIBSVM use for CV folds (process-wide state)."""
     _libc.srand(ctypes.c_uint(c_seed(seed)))
+
+
+def c_rand() -> int:
+    """The next C ``rand()``, the very draw LIBSVM would make next: kcheck.engines draws a
+    CV's folds with it, in LIBSVM's order, to train the folds side by side."""
+    return int(_libc.rand())
 
 
 def _load_gomp() -> ctypes.CDLL | None:

@@ -174,3 +174,57 @@ def test_libsvm_iterations_are_counted_the_same_every_time(rng, sparse):
     cv = iterations(lambda: engines.cv_rbf(problem, 1.0, 1.0, folds=5, seed=0))
     # Five trainings on four fifths of the rows each: about four times one on all of them.
     assert 2 * small < cv < 8 * small
+
+
+def _kernel_problem(rng, rows, labels, class_weight=None):
+    """A precomputed RBF kernel of ``rows`` random rows, labels drawn from ``labels``."""
+    X = rng.normal(size=(rows, 6))
+    K = np.exp(-0.2 * engines.squared_distances(sp.csr_matrix(X)))
+    y = rng.choice(np.asarray(labels, dtype=np.float64), size=rows)
+    return engines.KernelProblem.from_kernel(K, y, class_weight)
+
+
+@pytest.mark.parametrize(
+    "labels",
+    [(-1, 1), (1, -1), (0, 1), (3, 7, 9), (2, -1, 5, 1), (1.5, -0.5)],
+    ids=["minus-first", "plus-first", "zero-one", "three", "four", "fractional"],
+)
+def test_folds_side_by_side_give_libsvms_own_cv(rng, labels):
+    """LIBSVM's stratified folds drawn here, in its order (labels cast to int, -1 / +1
+    swapped, each class shuffled), then trained in two threads: every prediction is that of
+    svm_cross_validation itself, at every seed and C, so --jobs changes no result."""
+    rows = engines.SIDE_BY_SIDE_MIN_ROWS + 37  # an uneven split into folds
+    problem = _kernel_problem(rng, rows, labels)
+    for C, seed, folds in ((0.5, 0, 5), (32.0, 3, 5), (4.0, 7, 3)):
+        alone = engines.cv_kernel_predictions(problem, C, folds=folds, seed=seed)
+        side = engines.cv_kernel_predictions(problem, C, folds=folds, seed=seed, workers=2)
+        np.testing.assert_array_equal(side, alone)
+
+
+def test_folds_side_by_side_keep_class_weights_and_count_iterations(rng):
+    """Class weights (``-wi``, the balanced metric) train every fold side by side too, and
+    LIBSVM's iterations, printed from the threads, are all counted."""
+    weights = ((0.0, 3.0), (1.0, 1.0))  # the rarer class weighs more, as balanced gives it
+    problem = _kernel_problem(rng, engines.SIDE_BY_SIDE_MIN_ROWS, (0, 1, 1, 1), weights)
+    assert problem.weights
+
+    def run(workers):
+        before = engines.svm_iterations()
+        out = engines.cv_kernel_predictions(problem, 8.0, folds=5, seed=1, workers=workers)
+        return out, engines.svm_iterations() - before
+
+    (alone, n_alone), (side, n_side) = run(1), run(2)
+    np.testing.assert_array_equal(side, alone)
+    assert n_side == n_alone > 0
+
+
+def test_libsvm_cv_order_is_a_stratified_partition(rng):
+    """Every row in exactly one fold, and each class spread over the folds within one row."""
+    y = rng.choice([1.0, 2.0, 3.0], size=103, p=[0.6, 0.3, 0.1])
+    engines.seed_c_rand(0)
+    perm, start = engines.libsvm_cv_order(y, 5)
+    assert sorted(perm.tolist()) == list(range(103))
+    assert start[0] == 0 and start[-1] == 103
+    for label in (1.0, 2.0, 3.0):
+        per_fold = [np.count_nonzero(y[perm[a:b]] == label) for a, b in zip(start, start[1:])]
+        assert max(per_fold) - min(per_fold) <= 1

@@ -133,15 +133,30 @@ def test_check_json_is_unchanged(name: str, test: str | None, exact: str, genera
     _compare(got, GOLDEN / f"{name}.exact-{exact}.json")
 
 
-#: (name, jobs): data only larger sets show, under the default --exact auto.
-LARGER_CASES = [("wavy6000", 1), ("wide24000", 2)]
+#: (name, jobs): data only larger sets show, under the default --exact auto; wavy6000 with
+#: two jobs too, as rbfsvm's CVs train their folds side by side then.
+LARGER_CASES = [("wavy6000", 1), ("wavy6000", 2), ("wide24000", 2)]
+
+
+@pytest.mark.parametrize("name", ["fourclass", "german.numer"])
+def test_exact_mode_with_two_jobs_gives_the_json_of_one(name: str) -> None:
+    """With two jobs, exact mode's CVs and repeats train their folds side by side in two
+    threads (``libsvm_cv_order`` draws LIBSVM's own folds first): the golden of one job,
+    unchanged, gap for gap and grid point for grid point."""
+    base = ROOT / "datasets"
+    config = CheckConfig(train=str(base / name), exact="auto", memory_limit=MEMORY_LIMIT, jobs=2)
+    report = run(config)
+    assert report.json["checkers"]["rbf"]["status"] == "exact"
+    assert report.json["checkers"]["rbf"]["rows"] >= 500  # folds side by side from 500 rows
+    _compare(_relative(without_timing(report.json), base), GOLDEN / f"{name}.exact-auto.json")
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("name", "jobs"), LARGER_CASES)
 def test_check_json_of_larger_data_is_unchanged(name: str, jobs: int, generated: Path) -> None:
-    """wavy6000: rbfsvm stands in for exact mode; wide24000 with two jobs: the baseline trains
-    beside the checkers (the JSON is that of one job: tests/test_beside.py)."""
+    """wavy6000: rbfsvm stands in for exact mode (the same JSON with two jobs); wide24000 with
+    two jobs: the baseline trains beside the checkers (the JSON is that of one job:
+    tests/test_beside.py)."""
     config = CheckConfig(
         train=str(generated / name), exact="auto", memory_limit=MEMORY_LIMIT, jobs=jobs
     )

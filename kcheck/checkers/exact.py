@@ -40,6 +40,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -84,6 +85,14 @@ INNER_FOLDS = 3
 #: The progress stage's name, and that of its repeats (not nested).
 STAGE = "exact RBF comparison"
 REPEATS_STAGE = "exact RBF comparison: repeats on all rows"
+#: Bytes per entry of the rows x rows kernel that one fold of a repeat holds at its peak:
+#: the kernel's training block (8 x 0.64), the CSR it is handed over in (12 x 0.64) and
+#: LIBSVM's nodes (16 x 0.64), with the test block and LIBSVM's cache.
+REPEAT_FOLD_BYTES_PER_ENTRY = 24
+#: Folds of a repeat trained side by side at most: as many as fit, beside the kernel itself
+#: (8 bytes an entry), in the BYTES_PER_ENTRY that exact mode's memory check counts, so that
+#: ``--jobs`` never needs more memory than the check planned.
+REPEAT_WORKERS = max(1, (rbf_tuning.BYTES_PER_ENTRY - 8) // REPEAT_FOLD_BYTES_PER_ENTRY)
 
 
 def default_repeats(rows: int) -> int:
@@ -104,14 +113,14 @@ def default_repeats(rows: int) -> int:
 class ExactOptions(Tuning):
     """The grid's settings (:class:`kcheck.checkers.rbf_tuning.Tuning`) and the comparison's.
 
-    ``repeats`` None: adaptive, up to :func:`default_repeats`; a number fixes it. ``jobs`` is
-    accepted for symmetry with the other checkers; the comparison runs in one process (its cost
-    is a few BLAS products and LIBSVM runs on a precomputed kernel, which workers would have to
-    copy). ``deadline``: past it, :func:`run` raises TimeLimitReached between grid points and
-    repeats (as the pipeline's ``--time-limit`` expects of a checker).
+    ``repeats`` None: adaptive, up to :func:`default_repeats`; a number fixes it. ``jobs``:
+    threads, in this process, that train the folds of a CV side by side, in the search and in
+    the repeats (:data:`REPEAT_WORKERS` at most there): the kernel is shared, never copied to
+    a worker, and every fold trains as it would alone, so the result is the same at any
+    ``jobs``. ``deadline``: past it, :func:`run` raises TimeLimitReached between grid points
+    and repeats (as the pipeline's ``--time-limit`` expects of a checker).
     """
 
-    jobs: int = 1
     repeats: int | None = None
     epsilon: float = 0.02
     tune_rows: int = TUNE_ROWS
@@ -316,43 +325,81 @@ def _repeat(
     repeat: int,
     class_weight: engines.ClassWeight | None = None,
     inner: _Inner | None = None,
+    workers: int = 1,
 ) -> _Fold:
     """Per-row results of the RBF and the linear model in one k-fold assignment; ``inner``:
-    nested, both models tuned again on each training fold (``K`` then holds the distances)."""
+    nested, both models tuned again on each training fold (``K`` then holds the distances).
+
+    Not nested, ``workers`` threads train the folds side by side: no fold draws from
+    ``rand()`` (the linear model's C is given, LIBSVM trains C-SVC), so each gives what it
+    would alone. Nested, the folds run in turn, as their searches' CVs draw their folds from
+    ``rand()``; those CVs' folds train side by side instead."""
     fold = stratified_folds(y, folds, seed, repeat)
-    rbf = np.zeros(y.size, dtype=bool)
-    lin = np.zeros(y.size, dtype=bool)
     two = np.unique(y).size == 2
-    rbf_scores = np.zeros(y.size) if two else None
-    lin_scores = np.zeros(y.size) if two else None
-    for k in range(folds):
+    out = _Fold(
+        np.zeros(y.size, dtype=bool),
+        np.zeros(y.size, dtype=bool),
+        np.zeros(y.size) if two else None,
+        np.zeros(y.size) if two else None,
+    )
+
+    def one(k: int) -> None:
         test = np.flatnonzero(fold == k)
-        if test.size == 0:
-            continue
-        train = np.flatnonzero(fold != k)
-        on_fold = chosen if inner is None else inner.tune(K[np.ix_(train, train)], y[train])
-        K_train, K_test = K[np.ix_(train, train)], K[np.ix_(test, train)]
-        if inner is not None:  # distances: the kernel at this fold's gamma
-            K_train, K_test = kernel(K_train, on_fold.gamma), kernel(K_test, on_fold.gamma)
-        problem = engines.KernelProblem.from_kernel(K_train, y[train], class_weight)
-        labels, values = engines.fit_predict_kernel(problem, on_fold.C, K_test)
-        rbf[test] = labels == y[test]
-        if rbf_scores is not None:
-            rbf_scores[test] = values if values is not None else 0.0
-        del problem, K_train, K_test
-        lin_model, _ = tuning.fit_linear(
-            X[train],
-            y[train],
-            seed=seed,
-            C=None if inner is not None else chosen.linear_C,
-            class_weight=class_weight,
-        )
-        predicted, dec = lin_model.predict_scored(X[test])
-        lin[test] = predicted == y[test]
-        if lin_scores is not None:
-            oriented = positive_scores(lin_model.labels, dec)
-            lin_scores[test] = oriented if oriented is not None else 0.0
-    return _Fold(rbf, lin, rbf_scores, lin_scores)
+        if test.size:
+            _one_fold(X, y, K, chosen, seed, class_weight, inner, test, fold != k, out)
+
+    if inner is not None or workers < 2 or y.size < engines.SIDE_BY_SIDE_MIN_ROWS:
+        for k in range(folds):
+            one(k)
+        return out
+    pool = ThreadPoolExecutor(max_workers=min(workers, folds))
+    try:
+        for done in [pool.submit(one, k) for k in range(folds)]:
+            done.result()
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+    return out
+
+
+def _one_fold(
+    X: sp.csr_matrix,
+    y: np.ndarray,
+    K: np.ndarray,
+    chosen: _Chosen,
+    seed: int,
+    class_weight: engines.ClassWeight | None,
+    inner: _Inner | None,
+    test: np.ndarray,
+    in_train: np.ndarray,
+    out: _Fold,
+) -> None:
+    """Both models trained on the rows ``in_train`` marks, their results on ``test`` written
+    into ``out`` (each fold writes its own rows only). The kernel's training block is freed
+    once LIBSVM has its copy, so that a fold holds at most REPEAT_FOLD_BYTES_PER_ENTRY."""
+    train = np.flatnonzero(in_train)
+    on_fold = chosen if inner is None else inner.tune(K[np.ix_(train, train)], y[train])
+    K_train, K_test = K[np.ix_(train, train)], K[np.ix_(test, train)]
+    if inner is not None:  # distances: the kernel at this fold's gamma
+        K_train, K_test = kernel(K_train, on_fold.gamma), kernel(K_test, on_fold.gamma)
+    problem = engines.KernelProblem.from_kernel(K_train, y[train], class_weight)
+    del K_train
+    labels, values = engines.fit_predict_kernel(problem, on_fold.C, K_test)
+    del problem, K_test
+    out.rbf[test] = labels == y[test]
+    if out.rbf_scores is not None:
+        out.rbf_scores[test] = values if values is not None else 0.0
+    lin_model, _ = tuning.fit_linear(
+        X[train],
+        y[train],
+        seed=seed,
+        C=None if inner is not None else chosen.linear_C,
+        class_weight=class_weight,
+    )
+    predicted, dec = lin_model.predict_scored(X[test])
+    out.lin[test] = predicted == y[test]
+    if out.lin_scores is not None:
+        oriented = positive_scores(lin_model.labels, dec)
+        out.lin_scores[test] = oriented if oriented is not None else 0.0
 
 
 def run(
@@ -505,8 +552,11 @@ def _repeat_until_settled(
         classes = int(np.unique(y).size)
         repeat = repeat_seconds(tuned, int(y.size), int(X.nnz), classes, options)
         steps.then(REPEATS_STAGE, searched, max_repeats * repeat)
+    workers = min(options.jobs, REPEAT_WORKERS)
     for r in range(max_repeats):
-        runs.append(_repeat(X, y, K, tuned.chosen, options.folds, options.seed, r, weight, inner))
+        runs.append(
+            _repeat(X, y, K, tuned.chosen, options.folds, options.seed, r, weight, inner, workers)
+        )
         steps.tick(searched + r + 1)
         steps.check_time()
         if options.repeats is None and r + 1 >= MIN_REPEATS and r + 1 < max_repeats:

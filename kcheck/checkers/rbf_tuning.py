@@ -68,6 +68,9 @@ class GridOptions(Protocol):
     @property
     def scoring(self) -> Scoring: ...
 
+    @property
+    def jobs(self) -> int: ...
+
     def resolved_C(self) -> tuple[float, ...]: ...
 
     def resolved_gamma_factor(self) -> tuple[float, ...]: ...
@@ -80,7 +83,8 @@ class Tuning:
     ``log2_C`` / ``log2_gamma_factor`` None: the default grid. ``deadline``: a
     ``time.perf_counter()`` value past which the caller stops between steps. ``scoring``: its
     class weights train every model, and it scores the CV (balanced accuracy also for AUC:
-    LIBSVM's CV gives labels, not decision values).
+    LIBSVM's CV gives labels, not decision values). ``jobs``: threads that train a CV's folds
+    side by side (engines.cv_kernel); the folds and every prediction are the same at any value.
     """
 
     seed: int = 0
@@ -89,6 +93,7 @@ class Tuning:
     log2_gamma_factor: tuple[float, ...] | None = None
     deadline: float | None = None
     scoring: Scoring = ACCURACY
+    jobs: int = 1
 
     def resolved_C(self) -> tuple[float, ...]:
         return self.log2_C if self.log2_C is not None else LOG2_C
@@ -137,15 +142,16 @@ def kernel(D: np.ndarray, gamma: float) -> np.ndarray:
 
 
 def _tuning_score(
-    problem: engines.KernelProblem, C: float, folds: int, seed: int, scoring: Scoring
+    problem: engines.KernelProblem, C: float, options: GridOptions
 ) -> tuple[float, int]:
     """One grid point's CV score (rows right, an exact count, or the balanced accuracy) and
     its count of rows right."""
-    if scoring.metric == "accuracy":
-        right = engines.cv_kernel(problem, C, folds=folds, seed=seed)
+    folds, seed, workers = options.folds, options.seed, options.jobs
+    if options.scoring.metric == "accuracy":
+        right = engines.cv_kernel(problem, C, folds=folds, seed=seed, workers=workers)
         return right, right
-    predicted = engines.cv_kernel_predictions(problem, C, folds=folds, seed=seed)
-    return prediction_score(problem.y, predicted, scoring)
+    predicted = engines.cv_kernel_predictions(problem, C, folds=folds, seed=seed, workers=workers)
+    return prediction_score(problem.y, predicted, options.scoring)
 
 
 def prediction_score(y: np.ndarray, predicted: np.ndarray, scoring: Scoring) -> tuple[float, int]:
@@ -309,9 +315,7 @@ def search_grid(
                     done(len(scores) + len(passed))
                     break
             before = engines.svm_iterations()
-            scores[(c, g)], right[(c, g)] = _tuning_score(
-                problem, 2.0**c, options.folds, options.seed, options.scoring
-            )
+            scores[(c, g)], right[(c, g)] = _tuning_score(problem, 2.0**c, options)
             iterations[(c, g)] = engines.svm_iterations() - before
             at_gamma.append(iterations[(c, g)])
             if bound is not None:

@@ -271,7 +271,7 @@ def check(T: Dataset, V: Dataset, ctx: Context) -> CheckerResult:
         res = CheckerResult.skipped(NAME, sized.reason or "", time.perf_counter() - t0)
         res.info.update(info, limited_by=sized.limited_by)
         return res
-    options = Tuning(seed=ctx.seed, scoring=ctx.scoring, deadline=ctx.deadline)
+    options = Tuning(seed=ctx.seed, scoring=ctx.scoring, deadline=ctx.deadline, jobs=ctx.jobs)
     if sized.rows < T.rows:
         result = _on_sample(T, V, options, p.tune_rows, sized.rows, ctx)
     else:
