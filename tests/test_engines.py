@@ -226,5 +226,5 @@ def test_libsvm_cv_order_is_a_stratified_partition(rng):
     assert sorted(perm.tolist()) == list(range(103))
     assert start[0] == 0 and start[-1] == 103
     for label in (1.0, 2.0, 3.0):
-        per_fold = [np.count_nonzero(y[perm[a:b]] == label) for a, b in zip(start, start[1:])]
+        per_fold = [np.count_nonzero(y[perm[start[i] : start[i + 1]]] == label) for i in range(5)]
         assert max(per_fold) - min(per_fold) <= 1
