@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 
 import numpy as np
@@ -326,6 +327,34 @@ def test_deterministic_for_a_seed_and_across_jobs():
     assert d.info["repeat_gaps"] != a.info["repeat_gaps"] or not np.array_equal(
         d.correct, a.correct
     )
+
+
+def test_with_two_jobs_the_folds_train_side_by_side_with_the_same_result(monkeypatch):
+    """From SIDE_BY_SIDE_MIN_ROWS rows, two jobs train the search's CV folds and the repeats'
+    folds in two threads; every number is that of one job."""
+    X, y = circles(engines.SIDE_BY_SIDE_MIN_ROWS + 20, seed=2)
+    alone = exact.run(X, y, exact.ExactOptions(seed=3, repeats=2, **SMALL))
+    side_by_side, one_fold = engines._side_by_side_cv, exact._one_fold
+    searched: list[int] = []
+    repeated: set[int] = set()
+
+    def counted_cv(*args):  # type: ignore[no-untyped-def]
+        searched.append(1)
+        return side_by_side(*args)
+
+    def counted_fold(*args):  # type: ignore[no-untyped-def]
+        repeated.add(threading.get_ident())
+        return one_fold(*args)
+
+    monkeypatch.setattr(engines, "_side_by_side_cv", counted_cv)
+    monkeypatch.setattr(exact, "_one_fold", counted_fold)
+    side = exact.run(X, y, exact.ExactOptions(seed=3, repeats=2, jobs=2, **SMALL))
+    assert len(searched) == 9  # every point of the 3 x 3 grid
+    assert len(repeated) == 2  # the repeats' folds in two threads
+    np.testing.assert_array_equal(side.correct, alone.correct)
+    np.testing.assert_array_equal(side.reference_correct, alone.reference_correct)
+    np.testing.assert_array_equal(side.scores, alone.scores)
+    assert side.info == alone.info and side.cv_accuracy == alone.cv_accuracy
 
 
 def test_stratified_folds_are_balanced_and_seeded():

@@ -418,3 +418,33 @@ def test_its_search_keeps_within_its_allowance(monkeypatch: pytest.MonkeyPatch) 
     tight = passed_over(0.3)
     assert set(default) < set(tight)
     assert len(tight) < rbf_tuning.Tuning().grid_points()
+
+
+def test_with_two_jobs_its_search_trains_the_folds_side_by_side_with_the_same_result(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The context's jobs reach the search: its CVs train their folds in two threads
+    (engines._side_by_side_cv), and the choice and the score are those of one job."""
+    from kcheck import engines
+    from kcheck.checkers.linear import LinearOptions
+    from kcheck.checkers.linear import run as linear_run
+
+    T, V = _split(*wavy(900, seed=3))
+    baseline = linear_run(T, V, LinearOptions(seed=0))
+
+    def check(jobs: int) -> tuple[object, ...]:
+        r = rbfsvm.check(T, V, _context(jobs=jobs, baseline=baseline, budget_seconds=1e6))
+        assert r.status == "ok", r.reason
+        return r.val_accuracy, r.info["C"], r.info["gamma"], r.cv_accuracy
+
+    alone = check(1)
+    side_by_side = engines._side_by_side_cv
+    calls: list[int] = []
+
+    def counted(*args):  # type: ignore[no-untyped-def]
+        calls.append(1)
+        return side_by_side(*args)
+
+    monkeypatch.setattr(engines, "_side_by_side_cv", counted)
+    assert check(2) == alone
+    assert calls  # T's 675 rows are over SIDE_BY_SIDE_MIN_ROWS

@@ -213,7 +213,8 @@ Exit codes:
 )
 @jobs_option(
     "Worker processes for MultiLinear's clusters, and on large data for the linear baseline "
-    "and degree-2 beside them"
+    "and degree-2 beside them; threads for the folds of the RBF SVM's cross-validations. "
+    "The JSON is the same at any N"
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON verdict on stdout.")
 @output_option("Write the JSON verdict to FILE (atomically); - is stdout.")
