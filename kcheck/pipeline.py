@@ -234,14 +234,19 @@ def _methods(
             )
             pace.add(predicted, ctx.linear().seconds)
         deciding = planned.step(registry.EXACT.name)
+        watched = _LastStage(
+            _predicted(
+                ctx.progress, deciding.predicted_seconds if deciding is not None else None, pace
+            )
+        )
         exact_ctx = dataclasses.replace(
             ctx,
             budget_seconds=deciding.budget_seconds if deciding is not None else None,
-            progress=_predicted(
-                ctx.progress, deciding.predicted_seconds if deciding is not None else None, pace
-            ),
+            progress=watched,
         )
         exact_json, rbf = registry.EXACT.run_all(T, V, exact_ctx, config.exact)
+        if rbf is not None:
+            watched.ended(rbf)
         if rbf is not None and deciding is not None:
             pace.add(deciding.predicted_seconds, rbf.seconds)
         base, checked = _run_checkers(

@@ -111,3 +111,23 @@ def test_the_stage_log_ends_a_stage_as_its_event_says() -> None:
     assert re.fullmatch(skipped, lines[1])
     assert lines[2] == "kcheck: RBF SVM"
     assert re.fullmatch(r"kcheck: RBF SVM: done in \d+\.\ds", lines[3]) and len(lines) == 4
+
+
+def test_an_exact_comparison_the_time_limit_stops_ends_skipped(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Exact mode runs apart from the checkers (registry.EXACT.run_all), and a comparison that
+    the time limit stopped between its repeats was logged "done in": its last stage now ends
+    skipped, as a checker's does. The deadline is simulated where run() checks it, so no clock
+    decides the test."""
+    from kcheck.checkers import exact
+    from kcheck.errors import TimeLimitReached
+    from kcheck.pipeline import CheckConfig, run
+
+    def past_the_deadline(*args, **kwargs):  # type: ignore[no-untyped-def]
+        raise TimeLimitReached()
+
+    monkeypatch.setattr(exact, "_repeat_until_settled", past_the_deadline)
+    events = []
+    report = run(CheckConfig(train=str(DATASETS / "heart_scale"), exact="always"), events.append)
+    assert report.json["checkers"]["rbf"]["status"] == "skipped"
+    (end,) = [e for e in events if e.ended is not None]
+    assert end.stage == exact.STAGE and end.ended == "skipped (time limit)"
