@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -334,23 +334,30 @@ def test_with_two_jobs_the_folds_train_side_by_side_with_the_same_result(monkeyp
     folds in two threads; every number is that of one job."""
     X, y = circles(engines.SIDE_BY_SIDE_MIN_ROWS + 20, seed=2)
     alone = exact.run(X, y, exact.ExactOptions(seed=3, repeats=2, **SMALL))
-    side_by_side, one_fold = engines._side_by_side_cv, exact._one_fold
+    side_by_side = engines._side_by_side_cv
     searched: list[int] = []
-    repeated: set[int] = set()
+    pools: list[dict[str, int]] = []
 
     def counted_cv(*args):  # type: ignore[no-untyped-def]
         searched.append(1)
         return side_by_side(*args)
 
-    def counted_fold(*args):  # type: ignore[no-untyped-def]
-        repeated.add(threading.get_ident())
-        return one_fold(*args)
+    class CountedPool(ThreadPoolExecutor):
+        """The repeats' pool, with its size and the folds handed to it (no clock involved)."""
+
+        def __init__(self, max_workers: int) -> None:
+            super().__init__(max_workers=max_workers)
+            pools.append({"workers": max_workers, "folds": 0})
+
+        def submit(self, fn, /, *args, **kwargs):  # type: ignore[no-untyped-def, override]
+            pools[-1]["folds"] += 1
+            return super().submit(fn, *args, **kwargs)
 
     monkeypatch.setattr(engines, "_side_by_side_cv", counted_cv)
-    monkeypatch.setattr(exact, "_one_fold", counted_fold)
+    monkeypatch.setattr(exact, "ThreadPoolExecutor", CountedPool)
     side = exact.run(X, y, exact.ExactOptions(seed=3, repeats=2, jobs=2, **SMALL))
     assert len(searched) == 9  # every point of the 3 x 3 grid
-    assert len(repeated) == 2  # the repeats' folds in two threads
+    assert pools == [{"workers": 2, "folds": 5}] * 2  # each repeat's five folds, two at a time
     np.testing.assert_array_equal(side.correct, alone.correct)
     np.testing.assert_array_equal(side.reference_correct, alone.reference_correct)
     np.testing.assert_array_equal(side.scores, alone.scores)

@@ -38,6 +38,7 @@ JSON on any machine and under any load.
 from __future__ import annotations
 
 import dataclasses
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -85,14 +86,21 @@ INNER_FOLDS = 3
 #: The progress stage's name, and that of its repeats (not nested).
 STAGE = "exact RBF comparison"
 REPEATS_STAGE = "exact RBF comparison: repeats on all rows"
-#: Bytes per entry of the rows x rows kernel that one fold of a repeat holds at its peak:
-#: the kernel's training block (8 x 0.64), the CSR it is handed over in (12 x 0.64) and
-#: LIBSVM's nodes (16 x 0.64), with the test block and LIBSVM's cache.
-REPEAT_FOLD_BYTES_PER_ENTRY = 24
-#: Folds of a repeat trained side by side at most: as many as fit, beside the kernel itself
-#: (8 bytes an entry), in the BYTES_PER_ENTRY that exact mode's memory check counts, so that
-#: ``--jobs`` never needs more memory than the check planned.
-REPEAT_WORKERS = max(1, (rbf_tuning.BYTES_PER_ENTRY - 8) // REPEAT_FOLD_BYTES_PER_ENTRY)
+#: Bytes per entry of the rows x rows kernel that one fold of a repeat holds, at most: while
+#: it builds its LIBSVM problem, the kernel's training block (8 x 0.64), the CSR it is handed
+#: over in (12 x 0.64), LIBSVM's nodes (16 x 0.64) and the binding's temporaries; once built,
+#: the nodes, the test block and LIBSVM's cache (about 14).
+REPEAT_FOLD_BYTES_PER_ENTRY = 32
+REPEAT_FOLD_TRAINING_BYTES_PER_ENTRY = 14
+#: Folds of a repeat trained side by side at most. They build their problems one at a time,
+#: so beside the kernel itself (8 bytes an entry) one fold builds while the others train: as
+#: many as fit the BYTES_PER_ENTRY that exact mode's memory check counts, so that ``--jobs``
+#: never needs more memory than the check planned (8 + 32 + 14 = 54 of 56: two).
+REPEAT_WORKERS = 1 + max(
+    0,
+    (rbf_tuning.BYTES_PER_ENTRY - 8 - REPEAT_FOLD_BYTES_PER_ENTRY)
+    // REPEAT_FOLD_TRAINING_BYTES_PER_ENTRY,
+)
 
 
 def default_repeats(rows: int) -> int:
@@ -343,10 +351,12 @@ def _repeat(
         np.zeros(y.size) if two else None,
     )
 
+    building = threading.Lock()
+
     def one(k: int) -> None:
         test = np.flatnonzero(fold == k)
         if test.size:
-            _one_fold(X, y, K, chosen, seed, class_weight, inner, test, fold != k, out)
+            _one_fold(X, y, K, chosen, seed, class_weight, inner, test, fold != k, out, building)
 
     if inner is not None or workers < 2 or y.size < engines.SIDE_BY_SIDE_MIN_ROWS:
         for k in range(folds):
@@ -372,17 +382,20 @@ def _one_fold(
     test: np.ndarray,
     in_train: np.ndarray,
     out: _Fold,
+    building: threading.Lock,
 ) -> None:
     """Both models trained on the rows ``in_train`` marks, their results on ``test`` written
-    into ``out`` (each fold writes its own rows only). The kernel's training block is freed
-    once LIBSVM has its copy, so that a fold holds at most REPEAT_FOLD_BYTES_PER_ENTRY."""
+    into ``out`` (each fold writes its own rows only). Folds side by side build their LIBSVM
+    problems one at a time (``building``), and the kernel's training block is freed once LIBSVM
+    has its copy, so that the memory check's count holds (REPEAT_FOLD_BYTES_PER_ENTRY)."""
     train = np.flatnonzero(in_train)
     on_fold = chosen if inner is None else inner.tune(K[np.ix_(train, train)], y[train])
-    K_train, K_test = K[np.ix_(train, train)], K[np.ix_(test, train)]
-    if inner is not None:  # distances: the kernel at this fold's gamma
-        K_train, K_test = kernel(K_train, on_fold.gamma), kernel(K_test, on_fold.gamma)
-    problem = engines.KernelProblem.from_kernel(K_train, y[train], class_weight)
-    del K_train
+    with building:
+        K_train, K_test = K[np.ix_(train, train)], K[np.ix_(test, train)]
+        if inner is not None:  # distances: the kernel at this fold's gamma
+            K_train, K_test = kernel(K_train, on_fold.gamma), kernel(K_test, on_fold.gamma)
+        problem = engines.KernelProblem.from_kernel(K_train, y[train], class_weight)
+        del K_train
     labels, values = engines.fit_predict_kernel(problem, on_fold.C, K_test)
     del problem, K_test
     out.rbf[test] = labels == y[test]
