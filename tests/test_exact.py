@@ -364,6 +364,47 @@ def test_with_two_jobs_the_folds_train_side_by_side_with_the_same_result(monkeyp
     assert side.info == alone.info and side.cv_accuracy == alone.cv_accuracy
 
 
+def test_the_repeats_folds_side_by_side_fit_the_memory_limit():
+    """Two folds side by side hold more than one (repeat_bytes, as measured on 5,000 rows):
+    where the memory limit holds only one, they train in turn; below SIDE_BY_SIDE_MIN_ROWS
+    always in turn, and never more than --jobs."""
+    rows = 4_000
+    one, two = exact.repeat_bytes(rows, 1), exact.repeat_bytes(rows, 2)
+    assert one < two
+    assert exact.repeat_workers(rows, 2, two) == 2
+    assert exact.repeat_workers(rows, 2, None) == 2
+    assert exact.repeat_workers(rows, 8, two) == exact.REPEAT_WORKERS == 2
+    assert exact.repeat_workers(rows, 2, two - 1) == 1
+    assert exact.repeat_workers(rows, 1, two) == 1
+    assert exact.repeat_workers(engines.SIDE_BY_SIDE_MIN_ROWS - 1, 2, None) == 1
+    # The memory check's own count lies between them: where exact mode just fits, in turn.
+    assert one < rbf_tuning.matrix_bytes(rows) < two
+
+
+@pytest.mark.parametrize("roomy", [True, False], ids=["roomy", "tight"])
+def test_the_check_gives_the_repeats_its_memory_limit(roomy: bool, monkeypatch) -> None:
+    """check_all passes the run's memory limit and jobs on: under a limit that holds exact
+    mode's count but not two folds side by side, the repeats' folds train in turn."""
+    from kcheck.checkers.base import Context, Dataset
+
+    X, y = circles(engines.SIDE_BY_SIDE_MIN_ROWS + 100, seed=4)
+    rows = int(y.size)
+    limit = exact.repeat_bytes(rows, 2) if roomy else rbf_tuning.matrix_bytes(rows)
+    pools: list[int] = []
+
+    class CountedPool(ThreadPoolExecutor):
+        def __init__(self, max_workers: int) -> None:
+            super().__init__(max_workers=max_workers)
+            pools.append(max_workers)
+
+    monkeypatch.setattr(exact, "ThreadPoolExecutor", CountedPool)
+    t = rows * 3 // 4
+    ctx = Context(seed=0, jobs=2, epsilon=0.02, memory_limit=limit, deadline=None, baseline=None)
+    block, result = exact.check_all(Dataset(X[:t], y[:t]), Dataset(X[t:], y[t:]), ctx, "always")
+    assert block["ran"] and result is not None and result.status == "exact"
+    assert pools == ([2] * result.info["repeats"] if roomy else [])
+
+
 def test_stratified_folds_are_balanced_and_seeded():
     y = np.array([0.0] * 23 + [1.0] * 7 + [2.0] * 3)
     fold = exact.stratified_folds(y, 5, 0, 0)

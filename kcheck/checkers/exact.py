@@ -86,21 +86,37 @@ INNER_FOLDS = 3
 #: The progress stage's name, and that of its repeats (not nested).
 STAGE = "exact RBF comparison"
 REPEATS_STAGE = "exact RBF comparison: repeats on all rows"
-#: Bytes per entry of the rows x rows kernel that one fold of a repeat holds, at most: while
-#: it builds its LIBSVM problem, the kernel's training block (8 x 0.64), the CSR it is handed
-#: over in (12 x 0.64), LIBSVM's nodes (16 x 0.64) and the binding's temporaries; once built,
-#: the nodes, the test block and LIBSVM's cache (about 14).
-REPEAT_FOLD_BYTES_PER_ENTRY = 32
-REPEAT_FOLD_TRAINING_BYTES_PER_ENTRY = 14
-#: Folds of a repeat trained side by side at most. They build their problems one at a time,
-#: so beside the kernel itself (8 bytes an entry) one fold builds while the others train: as
-#: many as fit the BYTES_PER_ENTRY that exact mode's memory check counts, so that ``--jobs``
-#: never needs more memory than the check planned (8 + 32 + 14 = 54 of 56: two).
-REPEAT_WORKERS = 1 + max(
-    0,
-    (rbf_tuning.BYTES_PER_ENTRY - 8 - REPEAT_FOLD_BYTES_PER_ENTRY)
-    // REPEAT_FOLD_TRAINING_BYTES_PER_ENTRY,
-)
+#: Folds of a repeat trained side by side at most (``--jobs`` 2 or more).
+REPEAT_WORKERS = 2
+#: Bytes per entry of the rows x rows kernel that folds side by side hold beside the kernel
+#: itself (8). They build their LIBSVM problems one at a time: the one building holds the
+#: kernel's training block (8 x 0.64), the CSR it is handed over in (12 x 0.64), LIBSVM's nodes
+#: (16 x 0.64) and the binding's temporaries; each other one trains, on its nodes, the test
+#: block and LIBSVM's cache. Measured on offsets_onehot_n5000 (5,000 rows): peak RSS 0.92 GB
+#: at one job (about 33 bytes an entry beside the process's 0.09 GB) and 1.39-1.46 GB at two
+#: (about 57.5), against the 56 of exact mode's memory check (BYTES_PER_ENTRY); hence
+#: :func:`repeat_workers`.
+REPEAT_BUILDING_BYTES_PER_ENTRY = 32
+REPEAT_TRAINING_BYTES_PER_ENTRY = 20
+
+
+def repeat_bytes(rows: int, workers: int) -> int:
+    """Bytes that the repeats on ``rows`` rows hold with ``workers`` folds side by side."""
+    per_entry = 8 + REPEAT_BUILDING_BYTES_PER_ENTRY
+    per_entry += (workers - 1) * REPEAT_TRAINING_BYTES_PER_ENTRY
+    return per_entry * rows * rows
+
+
+def repeat_workers(rows: int, jobs: int, memory_limit: int | None) -> int:
+    """Folds of a repeat on ``rows`` rows to train side by side: up to ``jobs`` and
+    REPEAT_WORKERS, as many as the memory limit holds (:func:`repeat_bytes`), and one below
+    engines.SIDE_BY_SIDE_MIN_ROWS. Only speed and memory depend on it, never a result."""
+    if rows < engines.SIDE_BY_SIDE_MIN_ROWS:
+        return 1
+    workers = max(1, min(jobs, REPEAT_WORKERS))
+    while workers > 1 and memory_limit is not None and repeat_bytes(rows, workers) > memory_limit:
+        workers -= 1
+    return workers
 
 
 def default_repeats(rows: int) -> int:
@@ -123,10 +139,10 @@ class ExactOptions(Tuning):
 
     ``repeats`` None: adaptive, up to :func:`default_repeats`; a number fixes it. ``jobs``:
     threads, in this process, that train the folds of a CV side by side, in the search and in
-    the repeats (:data:`REPEAT_WORKERS` at most there): the kernel is shared, never copied to
-    a worker, and every fold trains as it would alone, so the result is the same at any
-    ``jobs``. ``deadline``: past it, :func:`run` raises TimeLimitReached between grid points
-    and repeats (as the pipeline's ``--time-limit`` expects of a checker).
+    the repeats (:func:`repeat_workers` there, within ``memory_limit``): the kernel is shared,
+    never copied to a worker, and every fold trains as it would alone, so the result is the
+    same at any ``jobs``. ``deadline``: past it, :func:`run` raises TimeLimitReached between
+    grid points and repeats (as the pipeline's ``--time-limit`` expects of a checker).
     """
 
     repeats: int | None = None
@@ -137,6 +153,8 @@ class ExactOptions(Tuning):
     nest: bool = False
     #: Folds of the search inside each training fold, where the comparison is nested.
     inner_folds: int = INNER_FOLDS
+    #: Bytes the repeats' folds side by side may hold (:func:`repeat_workers`); None: no bound.
+    memory_limit: int | None = None
 
     def max_repeats(self, rows: int) -> int:
         return self.repeats if self.repeats is not None else default_repeats(rows)
@@ -358,7 +376,7 @@ def _repeat(
         if test.size:
             _one_fold(X, y, K, chosen, seed, class_weight, inner, test, fold != k, out, building)
 
-    if inner is not None or workers < 2 or y.size < engines.SIDE_BY_SIDE_MIN_ROWS:
+    if inner is not None or workers < 2:
         for k in range(folds):
             one(k)
         return out
@@ -387,7 +405,7 @@ def _one_fold(
     """Both models trained on the rows ``in_train`` marks, their results on ``test`` written
     into ``out`` (each fold writes its own rows only). Folds side by side build their LIBSVM
     problems one at a time (``building``), and the kernel's training block is freed once LIBSVM
-    has its copy, so that the memory check's count holds (REPEAT_FOLD_BYTES_PER_ENTRY)."""
+    has its copy (:data:`REPEAT_BUILDING_BYTES_PER_ENTRY`)."""
     train = np.flatnonzero(in_train)
     on_fold = chosen if inner is None else inner.tune(K[np.ix_(train, train)], y[train])
     with building:
@@ -565,7 +583,7 @@ def _repeat_until_settled(
         classes = int(np.unique(y).size)
         repeat = repeat_seconds(tuned, int(y.size), int(X.nnz), classes, options)
         steps.then(REPEATS_STAGE, searched, max_repeats * repeat)
-    workers = min(options.jobs, REPEAT_WORKERS)
+    workers = repeat_workers(int(y.size), options.jobs, options.memory_limit)
     for r in range(max_repeats):
         runs.append(
             _repeat(X, y, K, tuned.chosen, options.folds, options.seed, r, weight, inner, workers)
@@ -748,6 +766,7 @@ def check_all(
     opts = ExactOptions(
         seed=ctx.seed,
         jobs=ctx.jobs,
+        memory_limit=ctx.memory_limit,
         deadline=ctx.deadline,
         epsilon=ctx.epsilon,
         scoring=ctx.scoring,
