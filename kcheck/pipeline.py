@@ -234,11 +234,12 @@ def _methods(
             )
             pace.add(predicted, ctx.linear().seconds)
         deciding = planned.step(registry.EXACT.name)
-        watched = _LastStage(
-            _predicted(
-                ctx.progress, deciding.predicted_seconds if deciding is not None else None, pace
-            )
-        )
+        exact_seconds = None
+        if deciding is not None and deciding.predicted_seconds is not None:
+            # Its folds train side by side at two jobs or more: shown, and paced, as it takes.
+            share = registry.EXACT.wall_share(deciding.rows, ctx.jobs, ctx.memory_limit)
+            exact_seconds = deciding.predicted_seconds * share
+        watched = _LastStage(_predicted(ctx.progress, exact_seconds, pace))
         exact_ctx = dataclasses.replace(
             ctx,
             budget_seconds=deciding.budget_seconds if deciding is not None else None,
@@ -247,8 +248,7 @@ def _methods(
         exact_json, rbf = registry.EXACT.run_all(T, V, exact_ctx, config.exact)
         if rbf is not None:
             watched.ended(rbf)
-        if rbf is not None and deciding is not None:
-            pace.add(deciding.predicted_seconds, rbf.seconds)
+            pace.add(exact_seconds, rbf.seconds)
         base, checked = _run_checkers(
             planned.checkers, T, V, ctx, beside=beside, pace=pace, detached=planned.detached
         )

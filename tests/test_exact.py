@@ -332,8 +332,13 @@ def test_deterministic_for_a_seed_and_across_jobs():
 def test_with_two_jobs_the_folds_train_side_by_side_with_the_same_result(monkeypatch):
     """From SIDE_BY_SIDE_MIN_ROWS rows, two jobs train the search's CV folds and the repeats'
     folds in two threads; every number is that of one job."""
+    from kcheck.defaults import Event
+
     X, y = circles(engines.SIDE_BY_SIDE_MIN_ROWS + 20, seed=2)
-    alone = exact.run(X, y, exact.ExactOptions(seed=3, repeats=2, **SMALL))
+    alone_events: list[Event] = []
+    alone = exact.run(X, y, exact.ExactOptions(seed=3, repeats=2, **SMALL), alone_events.append)
+    alone_shown = [e.predicted_seconds for e in alone_events if e.stage == exact.REPEATS_STAGE]
+    assert alone_shown[0] is not None and alone_shown[0] > 0
     side_by_side = engines._side_by_side_cv
     searched: list[int] = []
     pools: list[dict[str, int]] = []
@@ -355,9 +360,13 @@ def test_with_two_jobs_the_folds_train_side_by_side_with_the_same_result(monkeyp
 
     monkeypatch.setattr(engines, "_side_by_side_cv", counted_cv)
     monkeypatch.setattr(exact, "ThreadPoolExecutor", CountedPool)
-    side = exact.run(X, y, exact.ExactOptions(seed=3, repeats=2, jobs=2, **SMALL))
+    events: list[Event] = []
+    side = exact.run(X, y, exact.ExactOptions(seed=3, repeats=2, jobs=2, **SMALL), events.append)
     assert len(searched) == 9  # every point of the 3 x 3 grid
     assert pools == [{"workers": 2, "folds": 5}] * 2  # each repeat's five folds, two at a time
+    # The repeats are announced as they take: the three folds of five that one thread trains.
+    shown = [e.predicted_seconds for e in events if e.stage == exact.REPEATS_STAGE]
+    assert shown[0] == pytest.approx(alone_shown[0] * 0.6, abs=1e-3)
     np.testing.assert_array_equal(side.correct, alone.correct)
     np.testing.assert_array_equal(side.reference_correct, alone.reference_correct)
     np.testing.assert_array_equal(side.scores, alone.scores)
@@ -403,6 +412,16 @@ def test_the_check_gives_the_repeats_its_memory_limit(roomy: bool, monkeypatch) 
     block, result = exact.check_all(Dataset(X[:t], y[:t]), Dataset(X[t:], y[t:]), ctx, "always")
     assert block["ran"] and result is not None and result.status == "exact"
     assert pools == ([2] * result.info["repeats"] if roomy else [])
+
+
+def test_the_time_shown_follows_the_folds_side_by_side() -> None:
+    """Display only: five folds on two threads take about three folds' time; one job, all."""
+    assert exact.side_by_side_share(5, 1) == 1.0
+    assert exact.side_by_side_share(5, 2) == pytest.approx(0.6)
+    assert exact.side_by_side_share(3, 2) == pytest.approx(2 / 3)
+    assert exact.wall_share(2_000, 2, 2**30) == pytest.approx(0.6)
+    assert exact.wall_share(2_000, 1, 2**30) == 1.0
+    assert exact.wall_share(engines.SIDE_BY_SIDE_MIN_ROWS - 1, 2, 2**30) == 1.0
 
 
 def test_stratified_folds_are_balanced_and_seeded():

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 
+import pytest
 from conftest import DATASETS, ROOT
 
 #: Escape sequences a terminal would interpret (colour, cursor moves).
@@ -131,3 +132,24 @@ def test_an_exact_comparison_the_time_limit_stops_ends_skipped(monkeypatch) -> N
     assert report.json["checkers"]["rbf"]["status"] == "skipped"
     (end,) = [e for e in events if e.ended is not None]
     assert end.stage == exact.STAGE and end.ended == "skipped (time limit)"
+
+
+def test_exact_modes_stage_is_shown_as_it_takes_at_two_jobs() -> None:
+    """Its folds train side by side at two jobs: the stage is announced with three fifths of
+    the plan's one-core prediction (five folds on two threads), and with all of it at one. The
+    JSON's plan keeps the one-core prediction at both."""
+    from kcheck.checkers import exact
+    from kcheck.pipeline import CheckConfig, run
+
+    def announced(jobs: int) -> tuple[float, float]:
+        events = []
+        config = CheckConfig(train=str(DATASETS / "fourclass"), exact="auto", jobs=jobs)
+        report = run(config, events.append)
+        (step,) = [s for s in report.json["plan"]["steps"] if s["name"] == "rbf"]
+        first = next(e for e in events if e.stage == exact.STAGE)
+        return first.predicted_seconds, step["predicted_seconds"]
+
+    (one, planned_one), (two, planned_two) = announced(1), announced(2)
+    assert planned_one == planned_two and planned_one > 0.2
+    assert one == pytest.approx(planned_one, abs=2e-3)
+    assert two == pytest.approx(planned_one * 0.6, abs=2e-3)

@@ -89,6 +89,9 @@ class DecidingSpec:
     colour: str
     blank: str = "-"
     role: Role = "deciding"
+    #: About the share of its one-core prediction that it takes on ``rows`` rows at ``jobs``
+    #: within a memory limit, for the time shown to the user only (exact.wall_share).
+    wall_share: Callable[[int, int, int], float] = lambda rows, jobs, memory_limit: 1.0
 
 
 #: MultiLinear first: the method leans on it most, so a time limit should cut degree-2.
@@ -168,6 +171,7 @@ EXACT = DecidingSpec(
     "the real RBF SVM against the linear model, by repeated CV on all rows (where it fits)",
     words="the RBF SVM",
     colour="#d62728",
+    wall_share=exact.wall_share,
 )
 #: Names ``--checkers`` accepts, in the order the help lists them (kcheck.defaults keeps them
 #: for the command line; tests/test_registry.py checks that the two agree).
