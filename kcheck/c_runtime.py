@@ -1,4 +1,5 @@
-"""What the C libraries share with the whole process: ``rand()``, OpenMP threads, stderr.
+"""What the C libraries share with the whole process: ``rand()``, OpenMP threads, stderr, and
+the threads that run their calls side by side.
 
 LIBLINEAR and LIBSVM draw CV folds from the C library's ``rand()``, LIBSVM's PyPI build runs
 OpenMP loops, and both report some failures with ``fprintf(stderr)`` and others with a bare -1.
@@ -14,7 +15,8 @@ import os
 import sys
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from kcheck.seeds import c_seed
@@ -26,6 +28,7 @@ __all__ = [
     "one_omp_thread",
     "save_failed",
     "seed_c_rand",
+    "side_by_side",
     "weights_quiet",
 ]
 
@@ -117,3 +120,20 @@ def save_failed(path: str, library: str) -> OSError:
     if full:
         return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
     return OSError(errno.EIO, f"{library} could not write the model")
+
+
+def side_by_side(fn: Callable[[int], None], count: int, workers: int) -> None:
+    """``fn(0)`` ... ``fn(count - 1)`` in ``workers`` threads of this process (in turn where
+    one): the folds of a CV, whose C calls release the GIL (kcheck.engines, exact mode's
+    repeats). The first exception is raised here. An interrupted caller does not wait for the
+    calls under way: each holds what it reads, and the CLI ends the process."""
+    if workers < 2:
+        for i in range(count):
+            fn(i)
+        return
+    pool = ThreadPoolExecutor(max_workers=min(workers, count))
+    try:
+        for done in [pool.submit(fn, i) for i in range(count)]:
+            done.result()
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)

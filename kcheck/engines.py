@@ -22,7 +22,6 @@ import ctypes
 import math
 import os
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,6 +47,7 @@ from kcheck.c_runtime import (
     one_omp_thread,
     save_failed,
     seed_c_rand,
+    side_by_side,
     weights_quiet,
 )
 from kcheck.errors import EngineError
@@ -466,12 +466,7 @@ def _side_by_side_cv(
         for k in test:
             target[k] = _svm.libsvm.svm_predict(model, prob.x[k])
 
-    pool = ThreadPoolExecutor(max_workers=min(workers, folds))
-    try:
-        for done in [pool.submit(fold, i) for i in range(folds)]:
-            done.result()
-    finally:
-        pool.shutdown(wait=False, cancel_futures=True)
+    side_by_side(fold, folds, workers)
     return target
 
 

@@ -228,3 +228,21 @@ def test_libsvm_cv_order_is_a_stratified_partition(rng):
     for label in (1.0, 2.0, 3.0):
         per_fold = [np.count_nonzero(y[perm[start[i] : start[i + 1]]] == label) for i in range(5)]
         assert max(per_fold) - min(per_fold) <= 1
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_side_by_side_runs_every_call_once_and_raises_the_first_error(workers):
+    """kcheck.c_runtime.side_by_side: every index once (in order where one thread), and a
+    failing call's exception reaches the caller, as a fold's EngineError must."""
+    from kcheck.c_runtime import side_by_side
+
+    seen: list[int] = []
+    side_by_side(seen.append, 5, workers)
+    assert sorted(seen) == list(range(5)) and (workers > 1 or seen == list(range(5)))
+
+    def fails_at_three(i: int) -> None:
+        if i == 3:
+            raise EngineError("LIBSVM failed to train a model")
+
+    with pytest.raises(EngineError, match="failed to train"):
+        side_by_side(fails_at_three, 5, workers)

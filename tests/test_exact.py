@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -339,31 +338,24 @@ def test_with_two_jobs_the_folds_train_side_by_side_with_the_same_result(monkeyp
     alone = exact.run(X, y, exact.ExactOptions(seed=3, repeats=2, **SMALL), alone_events.append)
     alone_shown = [e.predicted_seconds for e in alone_events if e.stage == exact.REPEATS_STAGE]
     assert alone_shown[0] is not None and alone_shown[0] > 0
-    side_by_side = engines._side_by_side_cv
+    side_by_side_cv, side_by_side = engines._side_by_side_cv, exact.side_by_side
     searched: list[int] = []
-    pools: list[dict[str, int]] = []
+    repeats: list[tuple[int, int]] = []
 
     def counted_cv(*args):  # type: ignore[no-untyped-def]
         searched.append(1)
-        return side_by_side(*args)
+        return side_by_side_cv(*args)
 
-    class CountedPool(ThreadPoolExecutor):
-        """The repeats' pool, with its size and the folds handed to it (no clock involved)."""
-
-        def __init__(self, max_workers: int) -> None:
-            super().__init__(max_workers=max_workers)
-            pools.append({"workers": max_workers, "folds": 0})
-
-        def submit(self, fn, /, *args, **kwargs):  # type: ignore[no-untyped-def, override]
-            pools[-1]["folds"] += 1
-            return super().submit(fn, *args, **kwargs)
+    def counted_repeat(fn, count, workers):  # type: ignore[no-untyped-def]
+        repeats.append((count, workers))
+        return side_by_side(fn, count, workers)
 
     monkeypatch.setattr(engines, "_side_by_side_cv", counted_cv)
-    monkeypatch.setattr(exact, "ThreadPoolExecutor", CountedPool)
+    monkeypatch.setattr(exact, "side_by_side", counted_repeat)
     events: list[Event] = []
     side = exact.run(X, y, exact.ExactOptions(seed=3, repeats=2, jobs=2, **SMALL), events.append)
     assert len(searched) == 9  # every point of the 3 x 3 grid
-    assert pools == [{"workers": 2, "folds": 5}] * 2  # each repeat's five folds, two at a time
+    assert repeats == [(5, 2)] * 2  # each repeat's five folds, two at a time
     # The repeats are announced as they take: the three folds of five that one thread trains.
     shown = [e.predicted_seconds for e in events if e.stage == exact.REPEATS_STAGE]
     assert shown[0] == pytest.approx(alone_shown[0] * 0.6, abs=1e-3)
@@ -399,19 +391,19 @@ def test_the_check_gives_the_repeats_its_memory_limit(roomy: bool, monkeypatch) 
     X, y = circles(engines.SIDE_BY_SIDE_MIN_ROWS + 100, seed=4)
     rows = int(y.size)
     limit = exact.repeat_bytes(rows, 2) if roomy else rbf_tuning.matrix_bytes(rows)
-    pools: list[int] = []
+    repeats: list[int] = []
+    side_by_side = exact.side_by_side
 
-    class CountedPool(ThreadPoolExecutor):
-        def __init__(self, max_workers: int) -> None:
-            super().__init__(max_workers=max_workers)
-            pools.append(max_workers)
+    def counted_repeat(fn, count, workers):  # type: ignore[no-untyped-def]
+        repeats.append(workers)
+        return side_by_side(fn, count, workers)
 
-    monkeypatch.setattr(exact, "ThreadPoolExecutor", CountedPool)
+    monkeypatch.setattr(exact, "side_by_side", counted_repeat)
     t = rows * 3 // 4
     ctx = Context(seed=0, jobs=2, epsilon=0.02, memory_limit=limit, deadline=None, baseline=None)
     block, result = exact.check_all(Dataset(X[:t], y[:t]), Dataset(X[t:], y[t:]), ctx, "always")
     assert block["ran"] and result is not None and result.status == "exact"
-    assert pools == ([2] * result.info["repeats"] if roomy else [])
+    assert repeats == [2 if roomy else 1] * result.info["repeats"]
 
 
 def test_the_time_shown_follows_the_folds_side_by_side() -> None:

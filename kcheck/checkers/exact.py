@@ -42,7 +42,6 @@ import math
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,6 +49,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from kcheck import budget, engines, tuning
+from kcheck.c_runtime import side_by_side
 from kcheck.checkers import rbf_tuning
 from kcheck.checkers.base import (
     CheckerResult,
@@ -393,16 +393,7 @@ def _repeat(
         if test.size:
             _one_fold(X, y, K, chosen, seed, class_weight, inner, test, fold != k, out, building)
 
-    if inner is not None or workers < 2:
-        for k in range(folds):
-            one(k)
-        return out
-    pool = ThreadPoolExecutor(max_workers=min(workers, folds))
-    try:
-        for done in [pool.submit(one, k) for k in range(folds)]:
-            done.result()
-    finally:
-        pool.shutdown(wait=False, cancel_futures=True)
+    side_by_side(one, folds, 1 if inner is not None else workers)
     return out
 
 
