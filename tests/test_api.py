@@ -543,3 +543,18 @@ def test_docs_python_example_runs(tmp_path: Path) -> None:
     ]
     got = r.stdout.splitlines()
     assert expected and got == [e.removeprefix("-> ") for e in expected]
+
+
+def test_two_jobs_give_the_result_of_one() -> None:
+    """docs/python.md: with ``jobs=2`` the RBF SVM's CV folds train in threads of the caller's
+    process (from 500 rows); the result is that of one job, number for number."""
+    from kcheck.verdict import without_timing
+
+    rng = np.random.default_rng(5)
+    X = rng.uniform(-1.0, 1.0, size=(640, 3))
+    y = np.where(np.sin(3 * X[:, 0]) + X[:, 1] > 0, 1, -1)
+    one, two = (
+        kcheck.check(X, y, jobs=jobs, exact="always", checkers="multilinear") for jobs in (1, 2)
+    )
+    assert one.to_dict()["checkers"]["rbf"]["status"] == "exact"
+    assert without_timing(two.to_dict()) == without_timing(one.to_dict())
