@@ -57,9 +57,12 @@ def test_the_baseline_beside_the_checkers_gives_the_json_of_one_job(
     # The baseline's worker, and degree-2's own (kcheck.plan's ``detached``).
     assert len(started) == 2
     assert one["checkers"]["degree2"]["status"] == "subsampled"
-    # Degree-2's CPU seconds are its worker's, not this process's wait for it.
+    # Degree-2's CPU seconds are its worker's, not this process's wait for it (near 0): about
+    # what the same work took in this process with one job. Against its own wall seconds the
+    # share fell under a half on a busy machine, where the worker waits for a core too.
     steps = {s["name"]: s for s in two["plan"]["steps"]}
-    assert steps["degree2"]["cpu_seconds"] > 0.5 * steps["degree2"]["seconds"]
+    alone = {s["name"]: s for s in one["plan"]["steps"]}
+    assert steps["degree2"]["cpu_seconds"] > 0.5 * alone["degree2"]["cpu_seconds"] > 0.1
     # The baseline's are its worker's too (they were None, as its worker is no child of this
     # process's).
     assert steps["linear"]["cpu_seconds"] is not None and steps["linear"]["cpu_seconds"] > 0
