@@ -388,9 +388,9 @@ def _svm_cv_predictions(
         n = problem.n_rows
         if workers > 1 and n >= max(SIDE_BY_SIDE_MIN_ROWS, folds + 1) and not param.probability:
             return _side_by_side_cv(problem, param, folds, workers)
-        target = (ctypes.c_double * problem.n_rows)()
+        target = (ctypes.c_double * n)()
         _svm.libsvm.svm_cross_validation(problem._prob, param, folds, target)
-    return np.array(np.ctypeslib.as_array(target, shape=(problem.n_rows,)))
+    return np.array(np.ctypeslib.as_array(target, shape=(n,)))
 
 
 #: Rows from which a CV's folds train side by side: below, a fold trains in a millisecond or
@@ -442,9 +442,9 @@ def _side_by_side_cv(
     order as LIBSVM's, so the models, and every prediction, are LIBSVM's own."""
     n = problem.n_rows
     prob = problem._prob
-    perm, fold_start = libsvm_cv_order(np.ctypeslib.as_array(prob.y, shape=(n,)), folds)
-    address = np.ctypeslib.as_array(ctypes.cast(prob.x, ctypes.POINTER(ctypes.c_size_t)), (n,))
     labels = np.ctypeslib.as_array(prob.y, shape=(n,))
+    perm, fold_start = libsvm_cv_order(labels, folds)
+    address = np.ctypeslib.as_array(ctypes.cast(prob.x, ctypes.POINTER(ctypes.c_size_t)), (n,))
     target = np.zeros(n, dtype=np.float64)
 
     def fold(i: int) -> None:
