@@ -78,6 +78,7 @@ def report(
         "",
     ]
     rows: list[str] = []
+    loads = [r["load"] for by_jobs in runs.values() for rs in by_jobs.values() for r in rs]
     ratios: list[float] = []
     within = checked = 0
     one_s: list[float] = []
@@ -111,7 +112,8 @@ def report(
             f"Over {checked} cases: median check {median(one_s):.1f} s at one job and "
             f"{median(two_s):.1f} s at two; ratio two / one median {median(ratios):.2f} "
             f"({min(ratios):.2f}-{max(ratios):.2f}); within the bound at two jobs: {within} "
-            f"of {checked}.",
+            f"of {checked}. Load average (1 min) before each run: {min(loads):.2f}-"
+            f"{max(loads):.2f}, median {median(loads):.2f}.",
             "",
         ]
     out += [
