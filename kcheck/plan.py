@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kcheck import budget, costs
+from kcheck import budget, costs, probe
 from kcheck.checkers import exact, registry
 from kcheck.checkers.base import Allowance, CheckerResult, Counts, Sized
 from kcheck.memory import FIXED_BYTES
@@ -122,9 +122,21 @@ class Plan:
             run = [s for s in run if _early(s)] + [s for s in run if not _early(s)]
         return tuple(run)
 
-    def to_json(self, results: Mapping[str, CheckerResult] | None = None) -> dict[str, Any]:
+    @property
+    def worth_probing(self) -> bool:
+        """Whether a stage is predicted to take OFF_MIN_SECONDS or more: only such a stage is
+        compared with its prediction, which needs this machine's pace (kcheck.probe)."""
+        return any((s.predicted_seconds or 0.0) >= OFF_MIN_SECONDS for s in self.steps)
+
+    def to_json(
+        self,
+        results: Mapping[str, CheckerResult] | None = None,
+        probe_cpu_seconds: float | None = None,
+    ) -> dict[str, Any]:
         """The plan, and beside each step what it took here where ``results`` has it: wall
-        and CPU seconds (the machine's, where ``estimated_seconds`` are the reference's)."""
+        and CPU seconds (the machine's, where ``estimated_seconds`` are the reference's), and
+        the CPU seconds of the probe that measured this machine's pace (kcheck.probe; None
+        where it did not run)."""
         steps = []
         for s in self.steps:
             r = (results or {}).get(s.name)
@@ -133,7 +145,8 @@ class Plan:
             steps.append({**s.to_json(), "seconds": took, "cpu_seconds": cpu})
         # Not ``beside``: it arranges when things run, never what is computed, and the JSON is
         # the same at any --jobs.
-        return {"small_data": self.small_data, "steps": steps}
+        probed = None if probe_cpu_seconds is None else round(probe_cpu_seconds, 5)
+        return {"small_data": self.small_data, "steps": steps, "probe_cpu_seconds": probed}
 
 
 def make(counts: Counts, options: Options) -> Plan:
@@ -389,10 +402,13 @@ def off_prediction(
     data: Mapping[str, Any] | None = None,
 ) -> list[str]:
     """Each step of a finished check's ``plan`` block whose CPU seconds were under OFF_LOW or
-    over OFF_HIGH times its prediction (``predicted_seconds``), as a line for the user.
+    over OFF_HIGH times its prediction (``predicted_seconds``, in reference seconds) at this
+    machine's pace (the block's ``probe_cpu_seconds``, kcheck.probe), as a line for the user.
     ``checkers`` and ``data``: the JSON's blocks of those names, for a stage that stopped
     early by design, whose prediction is then of the work it did (:func:`done_share`)."""
     lines = []
+    machine = probe.pace(plan_json.get("probe_cpu_seconds"))
+    at_pace = "" if machine == 1.0 else f", at this machine's pace of {machine:.2f}"
     for step in plan_json.get("steps", []):
         predicted, cpu = step.get("predicted_seconds"), step.get("cpu_seconds")
         # A step on 0 rows is a skip its checker reports: nothing ran to compare.
@@ -403,7 +419,7 @@ def off_prediction(
         if isinstance(block, Mapping) and block.get("status") == "skipped":
             continue
         share, did = done_share(block, data)
-        predicted *= share
+        predicted *= share * machine
         if predicted < OFF_MIN_SECONDS and cpu < OFF_MIN_SECONDS:
             continue
         ratio = cpu / predicted if predicted > 0 else float("inf")
@@ -411,6 +427,6 @@ def off_prediction(
             continue
         lines.append(
             f"{step['name']} took {cpu:.1f} CPU seconds against {predicted:.1f} predicted"
-            f"{did} ({ratio:.1f}x): the cost model is off for this data"
+            f"{did} ({ratio:.1f}x{at_pace}): the cost model is off for this data"
         )
     return lines

@@ -9,7 +9,10 @@ For every case of the runs (made by ``scripts/plan_bench.py CORPUS``), the data 
 scaled and split as a check does, and each stage's shape (:func:`kcheck.costs.shape_seconds`,
 from counts and the rows the plan gave it) is set against the CPU seconds it took. A stage's
 factor is the median of CPU / shape over its stages of at least MIN_CPU seconds (shorter ones
-are mostly fixed costs). The table is written to the output; the factors go into
+are mostly fixed costs). A run that carries the probe (``plan.probe_cpu_seconds``) has its
+CPU seconds divided by that day's pace (kcheck.probe), so the factors stay in seconds of the
+reference machine whatever day the runs were made. The table is written to the output; the
+factors go into
 ``kcheck.costs.FACTORS`` by hand, rounded, so that a re-run shows what moved.
 """
 
@@ -32,6 +35,7 @@ from kcheck.checkers.base import Counts, Dataset  # noqa: E402
 from kcheck.memory import default_memory_limit  # noqa: E402
 from kcheck.plan import done_share  # noqa: E402
 from kcheck.prepare import prepare  # noqa: E402
+from kcheck.probe import pace  # noqa: E402
 from kcheck.split import stratified_split  # noqa: E402
 
 MIN_CPU = 0.3
@@ -56,10 +60,12 @@ def main() -> int:
         if "steps" not in r:
             continue
         counts = counts_of(args.corpus / name)
+        machine = pace(r.get("probe"))
         for s in r["steps"]:
             cpu = s.get("cpu_seconds")
             if not s.get("runs") or not s.get("rows") or cpu is None:
                 continue
+            cpu /= machine  # in reference seconds
             shape = costs.shape_seconds(s["name"], counts, s["rows"], s["estimated_seconds"])
             if not shape:
                 continue
@@ -94,7 +100,7 @@ def main() -> int:
         )
     out += [
         "",
-        "| case | stage | rows | shape s | CPU s | CPU / shape |",
+        "| case | stage | rows | shape s | CPU s (over the pace) | CPU / shape |",
         "|---|---|---|---|---|---|",
         *rows,
         "",

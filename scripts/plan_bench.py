@@ -34,6 +34,7 @@ sys.path.insert(0, str(ROOT))
 
 from kcheck.budget import FLOOR_SECONDS  # noqa: E402
 from kcheck.plan import done_share  # noqa: E402
+from kcheck.probe import pace  # noqa: E402
 
 LOW, HIGH, MIN_SECONDS = 0.5, 2.0, 0.5
 #: The whole check's bound: max(FLOOR, TIMES x the baseline's seconds), FLOOR being the
@@ -98,6 +99,8 @@ def summary(v: dict[str, Any], wall: float, load: float | None) -> dict[str, Any
             | {"done": _done(v.get("checkers", {}).get(s["name"]), v["data"])}
             for s in v["plan"]["steps"]
         ],
+        # This machine's pace when the check ran (kcheck.probe); absent before the probe.
+        "probe": v["plan"].get("probe_cpu_seconds"),
     }
 
 
@@ -135,30 +138,32 @@ def fill_predictions(runs: dict[str, dict[str, Any]], corpus: Path, again: bool 
     return filled
 
 
-def _predicted(s: dict[str, Any]) -> float | None:
-    """A stage's prediction of the work it did (kcheck.plan.done_share): exact mode's
-    prediction counts every repeat, and it stops once the verdict is settled."""
+def _predicted(s: dict[str, Any], machine: float = 1.0) -> float | None:
+    """A stage's prediction of the work it did (kcheck.plan.done_share), at the ``machine``'s
+    pace (kcheck.probe): exact mode's prediction counts every repeat, and it stops once the
+    verdict is settled."""
     p = s.get("predicted_seconds")
-    return None if p is None else p * _share(s)[0]
+    return None if p is None else p * _share(s)[0] * machine
 
 
 def _share(s: dict[str, Any]) -> tuple[float, str]:
     return done_share(**(s.get("done") or {}))
 
 
-def _ratio(s: dict[str, Any]) -> float | None:
-    p, c = _predicted(s), s.get("cpu_seconds")
+def _ratio(s: dict[str, Any], machine: float = 1.0) -> float | None:
+    p, c = _predicted(s, machine), s.get("cpu_seconds")
     if p is None or c is None or not s.get("runs") or not s.get("rows"):
         return None
     return c / p if p > 0 else float("inf")
 
 
-def flagged(s: dict[str, Any]) -> bool:
-    """A stage of MIN_SECONDS or more (predicted or taken) outside [LOW, HIGH]."""
-    r = _ratio(s)
+def flagged(s: dict[str, Any], machine: float = 1.0) -> bool:
+    """A stage of MIN_SECONDS or more (predicted at the ``machine``'s pace, or taken) outside
+    [LOW, HIGH]: as the check's own warning line judges it (kcheck.plan.off_prediction)."""
+    r = _ratio(s, machine)
     if r is None:
         return False
-    big = max(_predicted(s) or 0.0, s["cpu_seconds"]) >= MIN_SECONDS
+    big = max(_predicted(s, machine) or 0.0, s["cpu_seconds"]) >= MIN_SECONDS
     return big and not LOW <= r <= HIGH
 
 
@@ -190,13 +195,26 @@ def report(runs: dict[str, dict[str, Any]], args: argparse.Namespace) -> str:
         "",
         "`predicted`: the plan's `predicted_seconds` (kcheck/costs.py, counted on the reference "
         "machine from counts alone; for runs made before the plan carried it, the same function "
-        "of the case's counts, computed here); `cpu`: the stage's CPU seconds here "
-        "(`cpu_seconds`), with one job. "
+        "of the case's counts, computed here), times this machine's pace when the case ran "
+        "(`plan.probe_cpu_seconds` over kcheck.probe's REFERENCE_SECONDS; 1 for a run without "
+        "a probe), as the check's own warning line compares them; `cpu`: the stage's CPU "
+        "seconds here (`cpu_seconds`), with one job. "
         f"Flagged (**bold**): a stage of {MIN_SECONDS} s or more whose cpu / predicted falls "
-        f"outside [{LOW}, {HIGH}]. `-`: no prediction, or the stage did not run.",
+        f"outside [{LOW}, {HIGH}]. `raw`: cpu over the prediction in reference seconds (the "
+        "pace left out). `-`: no prediction, or the stage did not run.",
         "",
     ]
+    paces = [pace(r["probe"]) for r in runs.values() if r.get("probe")]
+    if paces:
+        out += [
+            f"This machine's pace (CPU seconds per reference second, from the probe): "
+            f"{min(paces):.2f}-{max(paces):.2f}, median {median(paces):.2f}, over "
+            f"{len(paces)} of {len(runs)} checks (the others had no stage predicted at "
+            f"{MIN_SECONDS} s or more, or ran without the probe).",
+            "",
+        ]
     stages: dict[str, list[float]] = {}
+    raw: dict[str, list[float]] = {}
     bad: list[str] = []
     over: list[str] = []
     checks: list[float] = []
@@ -206,15 +224,17 @@ def report(runs: dict[str, dict[str, Any]], args: argparse.Namespace) -> str:
             rows.append(f"| {name} | error: {r['error'][:80]} | | | |")
             continue
         cells = []
+        machine = pace(r.get("probe"))
         for s in r["steps"]:
-            ratio = _ratio(s)
+            ratio = _ratio(s, machine)
             if ratio is None:
                 continue
             stages.setdefault(s["name"], []).append(ratio)
-            text = f"{s['name']} {_predicted(s):.2f}/{s['cpu_seconds']:.2f} ({ratio:.2f}"
+            raw.setdefault(s["name"], []).append(_ratio(s) or 0.0)
+            text = f"{s['name']} {_predicted(s, machine):.2f}/{s['cpu_seconds']:.2f} ({ratio:.2f}"
             did = _share(s)[1]  # " for the 2 of 5 repeats it ran", or ""
             text += f";{did})" if did else ")"
-            if flagged(s):
+            if flagged(s, machine):
                 bad.append(f"{name} {s['name']}")
                 text = f"**{text}**"
             cells.append(text)
@@ -232,14 +252,16 @@ def report(runs: dict[str, dict[str, Any]], args: argparse.Namespace) -> str:
             f"{'; '.join(cells)} |"
         )
     out += [
-        "| stage | stages with a prediction | cpu / predicted: min, median, max | flagged |",
-        "|---|---|---|---|",
+        "| stage | stages with a prediction | cpu / predicted: min, median, max | flagged | "
+        "raw: min, median, max |",
+        "|---|---|---|---|---|",
     ]
     for name, ratios in sorted(stages.items()):
         n_bad = sum(1 for b in bad if b.endswith(" " + name))
+        r0 = raw[name]
         out.append(
             f"| {name} | {len(ratios)} | {min(ratios):.2f}, {median(ratios):.2f}, "
-            f"{max(ratios):.2f} | {n_bad} |"
+            f"{max(ratios):.2f} | {n_bad} | {min(r0):.2f}, {median(r0):.2f}, {max(r0):.2f} |"
         )
     out += [
         "",

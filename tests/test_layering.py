@@ -51,7 +51,7 @@ LAYERS: list[set[str]] = [
     {"kcheck.checkers", "kcheck.checkers.base"},
     {"kcheck.rbf_search"},
     {"kcheck.prepare", "kcheck.arrays"},
-    {"kcheck.tuning", "kcheck.model_load"},
+    {"kcheck.tuning", "kcheck.model_load", "kcheck.probe"},
     {"kcheck.engines", "kcheck.budget"},
     {
         "kcheck.ownformat",

@@ -134,12 +134,18 @@ def test_an_exact_comparison_the_time_limit_stops_ends_skipped(monkeypatch) -> N
     assert end.stage == exact.STAGE and end.ended == "skipped (time limit)"
 
 
-def test_exact_modes_stage_is_shown_as_it_takes_at_two_jobs() -> None:
+def test_exact_modes_stage_is_shown_as_it_takes_at_two_jobs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """Its folds train side by side at two jobs: the stage is announced with three fifths of
     the plan's one-core prediction (five folds on two threads), and with all of it at one. The
-    JSON's plan keeps the one-core prediction at both."""
+    JSON's plan keeps the one-core prediction at both. (On a machine at the reference's pace:
+    the probe's pace scales both, tests/test_probe.py.)"""
+    from kcheck import probe
     from kcheck.checkers import exact
     from kcheck.pipeline import CheckConfig, run
+
+    monkeypatch.setattr(probe, "probe_seconds", lambda: probe.REFERENCE_SECONDS)
 
     def announced(jobs: int) -> tuple[float, float]:
         events = []

@@ -1,0 +1,68 @@
+"""This machine's pace: a short fixed probe timed here, against its time on the reference machine.
+
+kcheck.costs predicts each stage in seconds of the reference machine, so the JSON's plan is
+the same everywhere. What a stage takes here also depends on the machine's speed, which moved
+about 2x on this very machine between two quiet runs eight hours apart: the same 99 stages of
+0.5 s or more took a median 0.51 of their CPU seconds (scripts/results/plan.md against
+plan_runs_reference.json). Compared with the raw prediction, the faster run made 52 stages of
+55 checks warn that "the cost model is off", and a slower one would hide a model that is off.
+So a stage is compared with its prediction times this machine's pace: the probe's CPU seconds
+here over its REFERENCE_SECONDS.
+
+The probe trains LIBLINEAR (``-s 2``, four C values) and LIBSVM (RBF) on a fixed generated set
+that stays in the CPU's cache, and keeps the fastest of three runs in this process's CPU
+seconds: a CPU hog on the other core, or a pause, does not count. It measures the CPU, not
+memory bandwidth, which moved less between those runs (a9a's degree-2 on 15,743 expanded rows:
+0.91). About 40 ms, run only where a stage is predicted to take 0.5 s or more. Display only:
+nothing a check computes reads it.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import scipy.sparse as sp
+
+from kcheck import engines
+
+__all__ = ["REFERENCE_SECONDS", "pace", "probe_seconds"]
+
+#: The probe's CPU seconds on the reference machine, whose speed kcheck.costs' factors were
+#: fitted at: ``python scripts/probe_reference.py scripts/results/plan_runs_reference.json
+#: scripts/results/plan_runs.json``, its median 0.00917 s in the later run's 54 checks over
+#: 0.508, the median ratio of the same 99 stages' CPU seconds between the two runs.
+REFERENCE_SECONDS = 0.0181
+#: Rows and features of the generated set; LIBSVM trains on the first SVM_ROWS rows.
+ROWS, FEATURES, SVM_ROWS = 3000, 16, 500
+
+
+def _problems() -> tuple[engines.Problem, engines.SvmProblem]:
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-1.0, 1.0, (ROWS, FEATURES))
+    y = np.where(X[:, 0] * X[:, 1] + 0.2 * rng.standard_normal(ROWS) > 0, 1.0, -1.0)
+    Xs = sp.csr_matrix(X)
+    return engines.Problem.from_data(Xs, y), engines.SvmProblem.from_data(
+        Xs[:SVM_ROWS], y[:SVM_ROWS]
+    )
+
+
+def probe_seconds(runs: int = 3) -> float:
+    """The fastest of ``runs`` runs of the probe, in this process's CPU seconds."""
+    linear, svm = _problems()
+    best = float("inf")
+    for _ in range(max(runs, 1)):
+        t0 = time.process_time()
+        for C in (0.25, 1.0, 4.0, 16.0):
+            engines.train_linear(linear, C)
+        engines.train_rbf(svm, 4.0, 0.5)
+        best = min(best, time.process_time() - t0)
+    return best
+
+
+def pace(probe_cpu_seconds: float | None) -> float:
+    """This machine's seconds per reference second, from the probe's CPU seconds here (1
+    where it did not run)."""
+    if probe_cpu_seconds is None or probe_cpu_seconds <= 0:
+        return 1.0
+    return probe_cpu_seconds / REFERENCE_SECONDS

@@ -1,0 +1,117 @@
+"""This machine's pace (kcheck.probe): what it measures, where the check reads it, and that
+nothing the check decides does."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+from conftest import DATASETS
+
+from kcheck import engines, plan, probe
+from kcheck.checkers import exact
+from kcheck.defaults import Event
+from kcheck.pipeline import CheckConfig, run
+from kcheck.verdict import without_timing
+
+
+def test_the_probe_keeps_its_fastest_run_in_cpu_seconds(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each run trains LIBLINEAR at four C values and LIBSVM once (the real bindings), timed
+    on the process's CPU clock: the fastest run is the machine's, the others waited."""
+    trained: list[str] = []
+    linear, rbf = engines.train_linear, engines.train_rbf
+
+    def train_linear(*a: object, **k: object) -> object:
+        trained.append("linear")
+        return linear(*a, **k)  # type: ignore[arg-type]
+
+    def train_rbf(*a: object, **k: object) -> object:
+        trained.append("rbf")
+        return rbf(*a, **k)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(engines, "train_linear", train_linear)
+    monkeypatch.setattr(engines, "train_rbf", train_rbf)
+    # Three runs of 0.03, 0.01 and 0.05 CPU seconds on a fake CPU clock.
+    ticks = itertools.chain([0.0, 0.03, 1.0, 1.01, 2.0, 2.05], itertools.repeat(9.0))
+    monkeypatch.setattr(probe.time, "process_time", lambda: next(ticks))
+    assert probe.probe_seconds(runs=3) == pytest.approx(0.01)
+    assert trained == (["linear"] * 4 + ["rbf"]) * 3
+
+
+def test_the_probe_runs_the_real_solvers_in_milliseconds() -> None:
+    seconds = probe.probe_seconds(runs=1)
+    # A generous bound: it is meant for a check's start, never for a timed assertion.
+    assert 0 < seconds < 2.0
+
+
+def test_pace_is_the_probe_over_its_reference() -> None:
+    assert probe.pace(None) == 1.0
+    assert probe.pace(0.0) == 1.0
+    assert probe.pace(probe.REFERENCE_SECONDS) == pytest.approx(1.0)
+    assert probe.pace(probe.REFERENCE_SECONDS / 2) == pytest.approx(0.5)
+
+
+def _step(name: str, predicted: float, cpu: float) -> dict[str, object]:
+    return {
+        "name": name,
+        "runs": True,
+        "rows": 500,
+        "predicted_seconds": predicted,
+        "cpu_seconds": cpu,
+    }
+
+
+def test_a_stage_is_compared_with_its_prediction_at_this_machines_pace() -> None:
+    """On a day when the machine ran at half the reference's seconds, exact mode took 0.84 CPU
+    seconds of a 2.83 s prediction (0.3x), and the check warned that the cost model was off.
+    At the probe's pace it is 0.6x: not named. A stage over twice its prediction at that pace
+    is still named, with the pace."""
+    half = probe.REFERENCE_SECONDS / 2
+    fast = [_step("rbf", 2.83, 0.84)]
+    (line,) = plan.off_prediction({"steps": fast})
+    assert line.startswith("rbf took 0.8 CPU seconds against 2.8 predicted (0.3x)")
+    assert plan.off_prediction({"steps": fast, "probe_cpu_seconds": half}) == []
+    far = [_step("degree2", 10.0, 12.0)]  # 1.2x of the reference, 2.4x at this pace
+    assert plan.off_prediction({"steps": far}) == []
+    (line,) = plan.off_prediction({"steps": far, "probe_cpu_seconds": half})
+    assert line.startswith(
+        "degree2 took 12.0 CPU seconds against 5.0 predicted (2.4x, at this machine's pace of 0.50)"
+    )
+
+
+def test_the_probe_runs_only_where_a_stage_is_predicted_to_take_half_a_second() -> None:
+    heart = str(DATASETS / "heart_scale")
+    # Exact mode, predicted at about 2 s: the probe ran, and the plan carries it.
+    with_exact = run(CheckConfig(train=heart, exact="auto")).json["plan"]
+    assert with_exact["probe_cpu_seconds"] > 0
+    # Without it every stage is predicted under 0.1 s: nothing to compare, no probe.
+    without = run(CheckConfig(train=heart, exact="never")).json["plan"]
+    assert max(s["predicted_seconds"] or 0.0 for s in without["steps"]) < plan.OFF_MIN_SECONDS
+    assert without["probe_cpu_seconds"] is None
+
+
+def test_the_first_predictions_shown_are_at_the_probes_pace_and_nothing_else_moves(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Exact mode is the first stage of note on heart_scale: before it, no stage says how fast
+    the machine is, so its announced prediction is the plan's times the probe's pace. The
+    JSON, apart from measured seconds, is the same at any pace."""
+    heart = str(DATASETS / "heart_scale")
+
+    def announced(pace: float) -> tuple[float, dict[str, object]]:
+        monkeypatch.setattr(probe, "probe_seconds", lambda: pace * probe.REFERENCE_SECONDS)
+        events: list[Event] = []
+        v = run(CheckConfig(train=heart, exact="auto", jobs=1), events.append).json
+        shown = next(
+            e.predicted_seconds
+            for e in events
+            if e.predicted_seconds is not None and e.stage.startswith("exact")
+        )
+        planned = next(s for s in v["plan"]["steps"] if s["name"] == exact.NAME)
+        assert shown == pytest.approx(planned["predicted_seconds"] * pace, rel=1e-3)
+        return shown, without_timing(v)
+
+    slow, slow_json = announced(2.0)
+    fast, fast_json = announced(0.5)
+    assert slow == pytest.approx(4 * fast, rel=1e-3)
+    assert slow_json == fast_json
