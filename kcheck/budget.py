@@ -97,6 +97,34 @@ def degree2_seconds(expanded_nnz: int, n_classes: int, rows: int, dimension: int
     return per_value * expanded_nnz * n_models(n_classes)
 
 
+def degree2_sizing_seconds(
+    expanded_nnz: int, n_classes: int, rows: int, dimension: int = 0
+) -> float:
+    """:func:`degree2_seconds` where labels overlap, as degree-2 is sized: its cost per value
+    then grows with its rows from DEGREE2_ROWS_FROM (:func:`degree2_rows_factor`), and a
+    subsample sized without it overran its count (a9a: 15 s where 10 were counted). A count
+    cannot see the overlap, and on clean data the same rows cost the count alone (sinus_n8000,
+    wavy5d: 0.85-1.07 of it), so degree-2 is sized with it and charged without it: charged
+    with it, the RBF SVM after it lost rows it needed (a 10,000-row set with a 3.4-point gain
+    fell under epsilon at one seed of five)."""
+    return degree2_seconds(expanded_nnz, n_classes, rows, dimension) * degree2_rows_factor(rows)
+
+
+#: Where labels overlap, degree-2's cost per expanded value grows with its rows from far fewer
+#: than DEGREE2_ROWS_KNEE: (rows / DEGREE2_ROWS_FROM) ^ DEGREE2_ROWS_EXPONENT above it, on top
+#: of :func:`rows_factor`. On the judged corpus its CPU over the count without this was 0.6-1.2
+#: below 2,000 rows and 1.8-2.2 on the larger sets whose labels overlap (a9a, ijcnn1, cod-rna,
+#: poker0, blobs3_d8_n9000, pair_d40_n5000: 3,700-37,500 rows). Sized without it, degree-2
+#: took its 10 s floor 1.6 times over on a9a (15,743 rows), and the check 13-18 s.
+DEGREE2_ROWS_FROM = 2_000
+DEGREE2_ROWS_EXPONENT = 0.15
+
+
+def degree2_rows_factor(rows: int) -> float:
+    """1 up to DEGREE2_ROWS_FROM rows, then (rows / DEGREE2_ROWS_FROM) ^ DEGREE2_ROWS_EXPONENT."""
+    return float(max(1.0, rows / DEGREE2_ROWS_FROM) ** DEGREE2_ROWS_EXPONENT)
+
+
 #: The separable regime: where the width exceeds the rows by more than 10^SEPARABLE_FROM, each
 #: further power of ten multiplies LIBLINEAR's cost per value by SEPARABLE_SLOPE more: the C
 #: search is driven to large C, where the Newton-CG steps multiply (degree-2 on text-like rows of
@@ -138,7 +166,7 @@ def degree2_values_within(seconds: float, *, rows: int, n_classes: int, dimensio
     are more separable (kcheck.checkers.degree2 counts a subsample's own rows there)."""
     if seconds <= 0:
         return 0
-    return int(round(seconds / degree2_seconds(1, n_classes, rows, dimension)))
+    return int(round(seconds / degree2_sizing_seconds(1, n_classes, rows, dimension)))
 
 
 def _pairs_factor(n_classes: int) -> float:

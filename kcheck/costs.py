@@ -47,13 +47,6 @@ FACTORS: dict[str, float] = {
     "rbf": 1.25,
     "rbfsvm": 0.9,
 }
-#: Degree-2's cost per expanded value grows with the rows it trains on, beyond kcheck.budget's
-#: row factor (which starts at 10,000): (rows / DEGREE2_ROWS_FROM) ^ DEGREE2_ROWS_EXPONENT above
-#: it. On the judged corpus, CPU / predicted was 0.6-1.2 below 2,000 rows and 1.8-2.2 on the
-#: larger sets whose labels overlap (a9a, ijcnn1, cod-rna, poker0, blobs3_d8_n9000,
-#: pair_d40_n5000, 3,700-37,500 rows), 0.85-1.07 on the cleaner ones (sinus_n8000, wavy5d).
-DEGREE2_ROWS_FROM = 2_000
-DEGREE2_ROWS_EXPONENT = 0.15
 #: k-means: seconds per stored value, cluster and pass (sparse rows against dense centers).
 KMEANS_SECONDS_PER_WORK = 2.0e-9
 
@@ -65,11 +58,6 @@ def _liblinear(nnz: int, width: int, rows: int, models: float) -> float:
     thousand), and more in the separable regime."""
     per_value = budget.LINEAR_SECONDS_PER_NNZ * budget.rows_factor(rows)
     return per_value * nnz * models * separable_factor(width, rows)
-
-
-def _degree2_rows(rows: int) -> float:
-    """Degree-2's display factor for its rows (see DEGREE2_ROWS_FROM)."""
-    return float(max(1.0, rows / DEGREE2_ROWS_FROM) ** DEGREE2_ROWS_EXPONENT)
 
 
 def shape_seconds(name: str, counts: Counts, rows: int, estimated: float | None) -> float | None:
@@ -84,7 +72,7 @@ def shape_seconds(name: str, counts: Counts, rows: int, estimated: float | None)
     if name == "degree2":
         expanded = int(counts.expanded_nnz * share)
         dim = expanded_dimension(counts.features)
-        main = budget.degree2_seconds(expanded, counts.n_classes, rows, dim) * _degree2_rows(rows)
+        main = budget.degree2_sizing_seconds(expanded, counts.n_classes, rows, dim)
         # On a subsample, a linear model on the same rows is its reference.
         ref = (
             0.0

@@ -50,9 +50,10 @@ def test_counted_costs_are_monotone_and_model_counts() -> None:
     floor = budget.FLOOR_SECONDS
     assert budget.degree2_values_within(floor, rows=750, n_classes=2) == 3_333_333
     assert budget.degree2_values_within(floor, rows=750, n_classes=4) == 833_333
-    # Poker's T (18,750 rows): at the cost per value of its rows.
+    # Poker's T (18,750 rows): at the cost per value of its rows, where labels overlap (as
+    # degree-2 is sized: the row term from 2,000 rows too).
     assert budget.degree2_values_within(floor, rows=18_750, n_classes=2) == round(
-        floor / (3.0e-6 * (18_750 / 10_000) ** 0.5)
+        floor / (3.0e-6 * (18_750 / 10_000) ** 0.5 * (18_750 / 2_000) ** 0.15)
     )
     assert budget.degree2_values_within(0.0, rows=750, n_classes=2) == 0
     # The one budget: the floor, or the baseline's count where more.

@@ -63,20 +63,32 @@ def test_a_stage_grows_with_its_classes_rows_and_width() -> None:
     assert costs.predicted_seconds("degree2", c, 0, None) is None
 
 
-def test_degree2_costs_more_per_expanded_value_on_more_rows() -> None:
+def test_degree2_is_sized_and_predicted_at_more_per_value_on_more_rows() -> None:
     """Up to DEGREE2_ROWS_FROM rows a value costs the same; above, it grows as a power of the
-    rows (a9a's 15,743 rows: 2.2x the prediction without it)."""
+    rows where labels overlap (a9a's 15,743 rows took 2.2x a count without it). Degree-2 is
+    sized, and predicted, with it; charged without it (clean data costs the count alone)."""
 
     def per_value(rows: int) -> float:
-        c = _counts(rows=rows, nnz=10 * rows, expanded_nnz=100 * rows)
-        got = costs.shape_seconds("degree2", c, rows, None)
-        assert got is not None
-        return got / c.expanded_nnz
+        return budget.degree2_sizing_seconds(100 * rows, 2, rows) / (100 * rows)
 
     assert per_value(1_000) == pytest.approx(per_value(2_000))
-    ratio = (8_000 / costs.DEGREE2_ROWS_FROM) ** costs.DEGREE2_ROWS_EXPONENT
+    ratio = (8_000 / budget.DEGREE2_ROWS_FROM) ** budget.DEGREE2_ROWS_EXPONENT
     assert per_value(8_000) == pytest.approx(per_value(2_000) * ratio)
     assert per_value(8_000) > per_value(4_000) > per_value(2_000)
+    # Below DEGREE2_ROWS_KNEE the charge is the same per value at any rows.
+    assert budget.degree2_seconds(800_000, 2, 8_000) == pytest.approx(
+        budget.degree2_seconds(200_000, 2, 2_000) * 4
+    )
+    c = _counts(rows=8_000, nnz=80_000, expanded_nnz=800_000)
+    sized = budget.degree2_sizing_seconds(c.expanded_nnz, c.n_classes, c.rows)
+    assert costs.shape_seconds("degree2", c, c.rows, None) == pytest.approx(sized)
+    # Sized within 10 counted seconds, a subsample is charged its count, under what it got.
+    many = _counts(rows=30_000, nnz=300_000, expanded_nnz=30_000 * 500)
+    (step,) = plan.checker_steps(many, ("degree2",), 10.0, 8 * 2**30)
+    assert 0 < step.rows < many.rows
+    expanded = round(step.rows * many.expanded_nnz / many.rows)
+    assert step.estimated_seconds == pytest.approx(budget.degree2_seconds(expanded, 2, step.rows))
+    assert budget.degree2_sizing_seconds(expanded, 2, step.rows) <= 10.0 * 1.001
 
 
 def test_the_plan_gives_each_step_that_runs_a_prediction_from_counts_alone() -> None:

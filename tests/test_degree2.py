@@ -255,3 +255,25 @@ def test_shift_finds_a_product_of_features_on_an_offset(monkeypatch):
     # The shifted model predicts V through the same shift it trained with.
     assert shifted.predict is not None
     np.testing.assert_array_equal(shifted.predict(V.X), shifted.predicted)
+
+
+def test_where_t_rate_prices_out_the_least_subsample_its_own_rate_decides():
+    """24,000 x 50 dense rows (the golden wide24000): at the cost per value of all 18,000 rows
+    of T, fewer than MIN_ROWS fit 6.5 counted seconds and degree-2 would be skipped at a
+    threshold; a subsample costs less per value, and the most rows whose own count fits
+    train. Never more than their own count allows, and none where even the least does not
+    fit."""
+    from kcheck import budget
+
+    rows, features, seconds = 18_000, 50, 6.5
+    per_row = degree2.expanded_dimension(features)
+    options = degree2.Degree2Options(budget_seconds=seconds)
+    at_t_rate = budget.degree2_values_within(seconds, rows=rows, n_classes=2) // per_row
+    assert at_t_rate < degree2.MIN_ROWS
+    p = degree2.plan_counts(rows, features, rows * features, rows * per_row, 2, options)
+    assert p.rows >= degree2.MIN_ROWS and p.limited_by == "cost"
+    assert budget.degree2_sizing_seconds(p.rows * per_row, 2, p.rows) <= seconds
+    assert budget.degree2_sizing_seconds((p.rows + 1) * per_row, 2, p.rows + 1) > seconds
+    tight = degree2.Degree2Options(budget_seconds=0.5)
+    q = degree2.plan_counts(rows, features, rows * features, rows * per_row, 2, tight)
+    assert q.rows == 0 and q.limited_by == "cost"

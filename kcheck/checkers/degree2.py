@@ -249,6 +249,16 @@ def plan_counts(
         limits["cost"] = _separable_rows(
             int(cost_budget // mean_nnz), mean_nnz, n_classes, dim, options.budget_seconds
         )
+        least = min(options.min_rows, rows)
+        if limits["cost"] < least and options.budget_seconds is not None:
+            # T's cost per value overstates a subsample's (fewer rows, fewer Newton steps):
+            # where it would price out even the least subsample, the subsample's own decides,
+            # so that a set just past the budget keeps degree-2 (24,000 x 50: 871 rows at T's
+            # rate, about 1,600 at their own) instead of losing it at a threshold.
+            own = _own_rows(options.budget_seconds, rows, mean_nnz, n_classes, dim)
+            if options.max_cost_nnz is not None:
+                own = min(own, int(options.max_cost_nnz // mean_nnz))
+            limits["cost"] = max(limits["cost"], own)
     if options.time_budget is not None and options.seconds_per_nnz is not None:
         seconds_per_row = TIME_PER_NNZ_RATIO * options.seconds_per_nnz * mean_nnz
         limits["time"] = int(options.time_budget / max(seconds_per_row, 1e-12))
@@ -294,11 +304,25 @@ def _separable_rows(
     if seconds is None:
         return fit
     for _ in range(16):
-        spent = budget.degree2_seconds(int(fit * mean_nnz), n_classes, fit, dim)
+        spent = budget.degree2_sizing_seconds(int(fit * mean_nnz), n_classes, fit, dim)
         if fit <= 0 or spent <= seconds:
             break
         fit = int(fit * seconds / spent)
     return fit
+
+
+def _own_rows(seconds: float, rows: int, mean_nnz: float, n_classes: int, dim: int) -> int:
+    """The most of ``rows`` rows whose own count, as degree-2 is sized
+    (kcheck.budget.degree2_sizing_seconds at their rows), is within ``seconds``: it grows with
+    the rows, so a bisection finds it."""
+    lo, hi = 0, rows
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if budget.degree2_sizing_seconds(int(mid * mean_nnz), n_classes, mid, dim) <= seconds:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
 
 
 _LIMITS = {
