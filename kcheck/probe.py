@@ -2,8 +2,8 @@
 
 kcheck.costs predicts each stage in seconds of the reference machine, so the JSON's plan is
 the same everywhere. What a stage takes here also depends on the machine's speed, which moved
-about 2x on this very machine between two quiet runs eight hours apart: the same 99 stages of
-0.5 s or more took a median 0.51 of their CPU seconds (scripts/results/plan.md against
+about 2x on this very machine between two quiet runs eight hours apart: the same 89 stages of
+0.5 s or more took a median 0.50 of their CPU seconds (scripts/results/plan.md against
 plan_runs_reference.json). Compared with the raw prediction, the faster run made 52 stages of
 55 checks warn that "the cost model is off", and a slower one would hide a model that is off.
 So a stage is compared with its prediction times this machine's pace: the probe's CPU seconds
@@ -30,9 +30,9 @@ __all__ = ["REFERENCE_SECONDS", "pace", "probe_seconds"]
 
 #: The probe's CPU seconds on the reference machine, whose speed kcheck.costs' factors were
 #: fitted at: ``python scripts/probe_reference.py scripts/results/plan_runs_reference.json
-#: scripts/results/plan_runs.json``, its median 0.00917 s in the later run's 54 checks over
-#: 0.508, the median ratio of the same 99 stages' CPU seconds between the two runs.
-REFERENCE_SECONDS = 0.0181
+#: scripts/results/plan_runs.json``, its median 0.00917 s in the later runs' 55 checks over
+#: 0.504, the median ratio of the same 89 stages' CPU seconds (on the same rows) between them.
+REFERENCE_SECONDS = 0.0182
 #: Rows and features of the generated set; LIBSVM trains on the first SVM_ROWS rows.
 ROWS, FEATURES, SVM_ROWS = 3000, 16, 500
 

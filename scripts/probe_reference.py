@@ -7,7 +7,8 @@ Usage:
 REFERENCE_RUNS: runs made on the reference machine (the speed kcheck.costs' factors were fitted
 at), before the probe existed; PROBED_RUNS: runs of the same cases, made later on this machine,
 whose JSON carries ``plan.probe_cpu_seconds``. The machine's speed between the two is the median
-ratio of the same stages' CPU seconds (stages of MIN_SECONDS or more in either run), and the
+ratio of the same stages' CPU seconds (stages of MIN_SECONDS or more in either run, on the
+same rows: a stage whose plan moved between the runs did other work), and the
 probe's reference seconds are its median CPU seconds in PROBED_RUNS over that ratio: what the
 probe would have taken when REFERENCE_RUNS were made.
 """
@@ -23,13 +24,13 @@ from typing import Any
 MIN_SECONDS = 0.5
 
 
-def _cpu(runs: dict[str, dict[str, Any]]) -> dict[tuple[str, str], float]:
+def _cpu(runs: dict[str, dict[str, Any]]) -> dict[tuple[str, str, int], float]:
     out = {}
     for case, r in runs.items():
         for s in r.get("steps", []):
             cpu = s.get("cpu_seconds")
             if s.get("runs") and s.get("rows") and cpu:
-                out[(case, s["name"])] = float(cpu)
+                out[(case, s["name"], int(s["rows"]))] = float(cpu)
     return out
 
 
