@@ -245,11 +245,11 @@ def plan_counts(
             )
         )
     cost_budget = min(caps) if caps else None
+    least = min(options.min_rows, rows)
     if cost_budget is not None and expanded * n_w > FREE_NNZ and expanded > cost_budget:
         limits["cost"] = _separable_rows(
             int(cost_budget // mean_nnz), mean_nnz, n_classes, dim, options.budget_seconds
         )
-        least = min(options.min_rows, rows)
         if limits["cost"] < least and options.budget_seconds is not None:
             # T's cost per value overstates a subsample's (fewer rows, fewer Newton steps):
             # where it would price out even the least subsample, the subsample's own decides,
@@ -264,7 +264,6 @@ def plan_counts(
         limits["time"] = int(options.time_budget / max(seconds_per_row, 1e-12))
     limited_by = min(limits, key=lambda k: limits[k])
     fit = min(rows, limits[limited_by])
-    least = min(options.min_rows, rows)
     counted = [k for k in ("memory", "cost") if limits[k] < least]
     if fit < least and counted:
         # A count alone skips it: that is the reason, whatever time is left (the time limit
@@ -313,8 +312,10 @@ def _separable_rows(
 
 def _own_rows(seconds: float, rows: int, mean_nnz: float, n_classes: int, dim: int) -> int:
     """The most of ``rows`` rows whose own count, as degree-2 is sized
-    (kcheck.budget.degree2_sizing_seconds at their rows), is within ``seconds``: it grows with
-    the rows, so a bisection finds it."""
+    (kcheck.budget.degree2_sizing_seconds at their rows), is within ``seconds``, by bisection:
+    the count grows with the rows, except in a narrow band where the separable regime starts
+    (its factor falls as the rows grow), where the rows found may stop short of the most. They
+    always fit: the bisection keeps only rows whose count it checked."""
     lo, hi = 0, rows
     while lo < hi:
         mid = (lo + hi + 1) // 2
