@@ -14,7 +14,7 @@ from conftest import DATASETS
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kcheck import budget, engines, plan
+from kcheck import budget, engines, plan, probe
 from kcheck.checkers import degree2, exact, registry
 from kcheck.checkers.base import Counts, Dataset
 from kcheck.pipeline import CheckConfig, run
@@ -293,6 +293,24 @@ def test_a_stage_far_from_its_prediction_is_named_and_one_near_it_is_not() -> No
     assert len(lines) == 2
     assert lines[0].startswith("degree2 took 85.0 CPU seconds against 10.0 predicted (8.5x)")
     assert lines[1].startswith("rbf took 1.0 CPU seconds against 4.0 predicted (0.2x)")
+
+
+def test_a_stage_is_compared_with_its_prediction_at_this_machines_pace() -> None:
+    """On a day when the machine ran at half the reference's seconds, exact mode took 0.84 CPU
+    seconds of a 2.83 s prediction (0.3x), and the check warned that the cost model was off.
+    At the probe's pace it is 0.6x: not named. A stage over twice its prediction at that pace
+    is still named, with the pace."""
+    half = probe.REFERENCE_SECONDS / 2
+    fast = [_step("rbf", 2.83, 0.84)]
+    (line,) = plan.off_prediction({"steps": fast})
+    assert line.startswith("rbf took 0.8 CPU seconds against 2.8 predicted (0.3x)")
+    assert plan.off_prediction({"steps": fast, "probe_cpu_seconds": half}) == []
+    far = [_step("degree2", 10.0, 12.0)]  # 1.2x of the reference, 2.4x at this pace
+    assert plan.off_prediction({"steps": far}) == []
+    (line,) = plan.off_prediction({"steps": far, "probe_cpu_seconds": half})
+    assert line.startswith(
+        "degree2 took 12.0 CPU seconds against 5.0 predicted (2.4x, at this machine's pace of 0.50)"
+    )
 
 
 def test_a_checker_skipped_at_run_time_is_not_compared() -> None:
