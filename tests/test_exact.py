@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import numpy as np
@@ -549,6 +550,34 @@ def test_a_repeats_prediction_follows_the_searchs_iterations_at_the_chosen_point
     extra = 109_000 * 5_000 / 600 * 4_000 * exact.budget.SVM_PRECOMPUTED_SECONDS_PER_ITERATION_ROW
     assert many - few == pytest.approx(extra, rel=1e-6)
     assert few > 0
+
+
+def test_the_result_predicts_the_repeats_it_ran_from_the_searchs_iterations(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``repeats_predicted_seconds``: each repeat that ran at :func:`exact.repeat_seconds`,
+    from the search's iterations at the chosen point (kcheck.plan.done_share compares the
+    stage with it); counts only, so the same on every machine."""
+    seen: list[exact._Tuned] = []
+    real = exact._repeats_predicted
+
+    def recording(tuned: exact._Tuned, *args: int | exact.ExactOptions) -> float:
+        seen.append(tuned)
+        return real(tuned, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(exact, "_repeats_predicted", recording)
+    X, y = circles()
+    r = exact.run(X, y, exact.ExactOptions(seed=0))
+    (tuned,) = seen
+    point = (tuned.search.log2_C, tuned.search.log2_gamma)
+    assert tuned.search.iterations[point] > 0 and not r.info["nested"]
+    opts = exact.ExactOptions(seed=0)
+    one = exact.repeat_seconds(tuned, 300, int(X.nnz), 2, opts)
+    assert r.info["repeats_predicted_seconds"] == round(r.info["repeats"] * one, 3)
+    # Without the search's iterations a repeat is predicted at its count alone: less.
+    bare = dataclasses.replace(tuned.search, iterations={point: 0})
+    count = exact.repeat_seconds(dataclasses.replace(tuned, search=bare), 300, int(X.nnz), 2, opts)
+    assert 0 < count < one
 
 
 # --- the search and the repeats keep within their allowance --------------------------------------

@@ -210,6 +210,26 @@ def test_settled_is_the_rules_side_of_epsilon():
     assert not settled(Gap(0.02, 0.01, 0.03), 0.02)
 
 
+def test_after_one_repeat_the_interval_must_clear_epsilon_widened_for_its_fold():
+    """One fold assignment's gap varies by up to 0.88 of its interval's standard error: after
+    one repeat the interval is widened ONE_REPEAT_WIDEN times about its middle first."""
+    from kcheck.verdict import ONE_REPEAT_WIDEN
+
+    assert ONE_REPEAT_WIDEN == 1.5
+    # Clear by 0.001 on a half-width of 0.009: clear after two repeats, not after one.
+    near = Gap(0.03, 0.021, 0.039)
+    assert settled(near, 0.02, 2) and settled(near, 0.02) and not settled(near, 0.02, 1)
+    # Widened 1.5 times, [0.0165, 0.0435]: epsilon 0.016 lies below it, 0.017 inside.
+    assert settled(near, 0.016, 1) and not settled(near, 0.017, 1)
+    # Below epsilon the same way: [-0.02, 0.0], widened [-0.025, 0.005].
+    below = Gap(-0.01, -0.02, 0.0)
+    assert settled(below, 0.006, 1) and not settled(below, 0.004, 1) and settled(below, 0.004)
+    # Far from epsilon, one repeat is enough (offsets_onehot_n5000: +9.7 [+8.2, +11.2]).
+    assert settled(Gap(0.0968, 0.0816, 0.112), 0.02, 1)
+    # No repeat has run: nothing is settled.
+    assert not settled(Gap(0.5, 0.4, 0.6), 0.02, 0)
+
+
 def test_mean_gap_of_two_folds_narrows_the_interval_by_sqrt_two():
     from kcheck.verdict import Z95, mean_gap
 
