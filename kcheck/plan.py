@@ -370,21 +370,29 @@ def done_share(
     block: Mapping[str, Any] | None = None, data: Mapping[str, Any] | None = None
 ) -> tuple[float, str]:
     """The share of its plan's prediction that the work a checker did is predicted to take,
-    from its JSON block and the JSON's ``data``, and how to say it. Exact mode's plan counts
-    all its repeats (the budget must) and no LIBSVM iterations (none has run): its repeats stop
-    once the verdict is settled, and once its search has counted the iterations at the chosen
-    point, the repeats that ran are predicted from them (``repeats_predicted_seconds``; at C =
-    2^7 on 5,000 noisy rows a repeat took 2.5 times its share of the plan). The share is the
-    search's counted cost (with the distances) and those repeats' over the plan's count of
-    all of them. 1 where nothing says otherwise."""
-    if not block or not block.get("repeats") or not data:
+    from its JSON block and the JSON's ``data``, and how to say it.
+
+    The plan counts LIBSVM's kernel entries and no iterations, as none has run; at a large C
+    they are most of the work (a repeat at C = 2^7 on 5,000 noisy rows took 2.5 times its
+    share of the plan). Once its search has run, exact mode and the RBF SVM checker revise
+    their count from the iterations it counted (``revised_seconds``: the searched points, and
+    the repeats or trainings that ran); the share is that over the plan's count. Exact mode's
+    repeats also stop once the verdict is settled, where the plan counts all of them (the
+    budget must): a block without ``revised_seconds`` (kcheck 0.6.1) gets the count of the
+    repeats it ran. 1 where nothing says otherwise."""
+    if not block:
         return 1.0, ""
-    ran = block.get("repeats_predicted_seconds")
-    if ran is None and not block.get("stopped_early"):
+    revised = block.get("revised_seconds")
+    if revised is not None and not block.get("repeats"):
+        counted = float(block.get("estimated_seconds") or 0.0)
+        return (float(revised) / counted, "") if counted > 0 else (1.0, "")
+    if not block.get("repeats") or not data:
+        return 1.0, ""
+    if revised is None and not block.get("stopped_early"):
         return 1.0, ""
     rows = int(block.get("rows") or 0)
     done, most = int(block["repeats"]), exact.default_repeats(rows)
-    if ran is None and done >= most:
+    if revised is None and done >= most:
         return 1.0, ""
     nnz = int(data["nnz"] * rows / max(int(data["rows"]), 1))
     options = exact.ExactOptions(
@@ -399,9 +407,8 @@ def done_share(
             rows, nnz, classes, dataclasses.replace(options, repeats=repeats)
         )
 
-    repeats = cost(done) - cost(0) if ran is None else float(ran)
     did = f" for the {done} of {most} repeats it ran" if done < most else ""
-    return (cost(0) + repeats) / cost(most), did
+    return (cost(done) if revised is None else float(revised)) / cost(most), did
 
 
 def off_prediction(

@@ -105,9 +105,10 @@ def summary(v: dict[str, Any], wall: float, load: float | None) -> dict[str, Any
 
 
 def _done(block: dict[str, Any] | None, data: dict[str, Any]) -> dict[str, Any] | None:
-    """The arguments of kcheck.plan.done_share for a checker that may stop early (exact
-    mode's repeats): its JSON block and the JSON's ``data``."""
-    if not block or "repeats" not in block:
+    """The arguments of kcheck.plan.done_share for a checker whose prediction is revised as
+    it runs (exact mode's repeats, which may stop early, and the RBF SVM checker's trainings,
+    predicted from their search's iterations): its JSON block and the JSON's ``data``."""
+    if not block or ("repeats" not in block and "revised_seconds" not in block):
         return None
     return {"block": block, "data": data}
 

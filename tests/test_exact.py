@@ -552,28 +552,29 @@ def test_a_repeats_prediction_follows_the_searchs_iterations_at_the_chosen_point
     assert few > 0
 
 
-def test_the_result_predicts_the_repeats_it_ran_from_the_searchs_iterations(
+def test_the_result_revises_its_count_with_the_repeats_predicted_from_the_search(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """``repeats_predicted_seconds``: each repeat that ran at :func:`exact.repeat_seconds`,
-    from the search's iterations at the chosen point (kcheck.plan.done_share compares the
-    stage with it); counts only, so the same on every machine."""
+    """``revised_seconds``: the count of the search and distances, and each repeat that ran
+    at :func:`exact.repeat_seconds`, from the search's iterations at the chosen point
+    (kcheck.plan.done_share compares the stage with it); counts only, the same everywhere."""
     seen: list[exact._Tuned] = []
-    real = exact._repeats_predicted
+    real = exact._revised_seconds
 
     def recording(tuned: exact._Tuned, *args: int | exact.ExactOptions) -> float:
         seen.append(tuned)
         return real(tuned, *args)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(exact, "_repeats_predicted", recording)
+    monkeypatch.setattr(exact, "_revised_seconds", recording)
     X, y = circles()
     r = exact.run(X, y, exact.ExactOptions(seed=0))
     (tuned,) = seen
     point = (tuned.search.log2_C, tuned.search.log2_gamma)
     assert tuned.search.iterations[point] > 0 and not r.info["nested"]
-    opts = exact.ExactOptions(seed=0)
+    opts = exact.ExactOptions(seed=0, tune_rows=300)
     one = exact.repeat_seconds(tuned, 300, int(X.nnz), 2, opts)
-    assert r.info["repeats_predicted_seconds"] == round(r.info["repeats"] * one, 3)
+    search = exact.counted_seconds(300, int(X.nnz), 2, dataclasses.replace(opts, repeats=0))
+    assert r.info["revised_seconds"] == round(search + r.info["repeats"] * one, 3)
     # Without the search's iterations a repeat is predicted at its count alone: less.
     bare = dataclasses.replace(tuned.search, iterations={point: 0})
     count = exact.repeat_seconds(dataclasses.replace(tuned, search=bare), 300, int(X.nnz), 2, opts)

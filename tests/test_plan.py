@@ -353,10 +353,11 @@ def test_a_stage_that_stopped_early_is_compared_with_the_work_it_did() -> None:
         assert len(plan.off_prediction({"steps": steps}, {"rbf": whole}, data)) == 1
 
 
-def test_exact_modes_repeats_are_compared_with_their_prediction_from_the_search() -> None:
-    """Once the search has counted LIBSVM's iterations, the repeats that ran are predicted from
-    them (``repeats_predicted_seconds``): 5,000 noisy rows at C = 2^7, where the plan, counting
-    no iterations, predicted 4.6 s and the stage took 11.1 (2.4x, a warning)."""
+def test_a_stage_is_compared_with_its_count_revised_by_the_searchs_iterations() -> None:
+    """Once the search has counted LIBSVM's iterations, exact mode's repeats and the RBF SVM
+    checker's trainings are predicted from them (``revised_seconds``): 5,000 noisy rows at
+    C = 2^7, where the plan, counting no iterations, predicted 4.6 s and the stage took 11.1
+    (2.4x, a warning)."""
     data = {"rows": 5000, "nnz": 60000, "classes": [-1, 1]}
     block = {"repeats": 2, "stopped_early": False, "rows": 5000, "folds": 5, "tune_rows": 600}
     options = exact.ExactOptions(tune_rows=600)
@@ -366,24 +367,29 @@ def test_exact_modes_repeats_are_compared_with_their_prediction_from_the_search(
 
     # Without the field (a JSON of kcheck 0.6.1), the plan's prediction as it was.
     assert plan.done_share(block, data) == (1.0, "")
-    ran = {**block, "repeats_predicted_seconds": 3 * (cost(2) - cost(0))}
+    ran = {**block, "revised_seconds": cost(0) + 3 * (cost(2) - cost(0))}
     share, did = plan.done_share(ran, data)
-    assert did == "" and share == pytest.approx((cost(0) + 3 * (cost(2) - cost(0))) / cost(2))
-    steps = [_step("rbf", 4.64, 11.06, rows=5000)]
-    assert len(plan.off_prediction({"steps": steps}, {"rbf": block}, data)) == 1
     # The search counts 1.44 of 8.76 and the repeats three times their 7.32: predicted at
     # 4.64 x 2.67 = 12.4, of which 11.06 is 0.89x.
-    assert share == pytest.approx(2.67, abs=0.01)
+    assert did == "" and share == pytest.approx(2.67, abs=0.01)
+    steps = [_step("rbf", 4.64, 11.06, rows=5000)]
+    assert len(plan.off_prediction({"steps": steps}, {"rbf": block}, data)) == 1
     assert plan.off_prediction({"steps": steps}, {"rbf": ran}, data) == []
     # Far under it is named, with the prediction of what it did.
     under = [_step("rbf", 4.64, 5.0, rows=5000)]
     (line,) = plan.off_prediction({"steps": under}, {"rbf": ran}, data)
     assert line.startswith("rbf took 5.0 CPU seconds against 12.4 predicted (0.4x")
     # Stopped after one of two: that one repeat's prediction, and the words say so.
-    one = {**ran, "repeats": 1, "stopped_early": True, "repeats_predicted_seconds": 1.0}
+    one = {**ran, "repeats": 1, "stopped_early": True, "revised_seconds": cost(0) + 1.0}
     share1, did1 = plan.done_share(one, data)
     assert did1 == " for the 1 of 2 repeats it ran"
     assert share1 == pytest.approx((cost(0) + 1.0) / cost(2))
+    # The RBF SVM checker's block has no repeats: its revised count over its own estimate.
+    rbfsvm = {"status": "ok", "estimated_seconds": 6.195, "revised_seconds": 7.979}
+    assert plan.done_share(rbfsvm, data) == (pytest.approx(7.979 / 6.195), "")
+    poker0 = [_step("rbfsvm", 2.35, 5.96, rows=14068)]
+    assert len(plan.off_prediction({"steps": poker0}, {})) == 1
+    assert plan.off_prediction({"steps": poker0}, {"rbfsvm": rbfsvm}, data) == []
 
 
 def test_the_plan_carries_what_each_step_took_beside_its_prediction() -> None:

@@ -395,6 +395,45 @@ def test_the_trainings_on_t_are_announced_with_their_prediction() -> None:
     assert end.done == end.total == len(options.resolved_gamma_factor()) + 2
 
 
+def test_its_count_is_revised_with_the_trainings_predicted_from_the_search(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``revised_seconds``: the search's count, the candidates that trained and the final
+    training as predicted from the search's iterations at their points, and on a sample the
+    linear reference as the plan counts it (kcheck.plan.done_share compares the stage with
+    it). The final training is predicted at the point chosen, not the sample's best."""
+    finals: list[tuple[float, float] | None] = []
+    real_final = rbfsvm._final_seconds
+
+    def final(*args, point=None):  # type: ignore[no-untyped-def]
+        finals.append(point)
+        return real_final(*args, point=point)
+
+    monkeypatch.setattr(rbfsvm, "_final_seconds", final)
+    monkeypatch.setattr(rbfsvm._Held, "trained_seconds", lambda self: 2.0)
+    T, V = _split(*wavy(1600, seed=5))
+    res = rbfsvm.run(T, V, rbf_tuning.Tuning(seed=0), 600, _context())
+    c = rbfsvm._counts(T, V, 2)
+    point = finals[-1]
+    assert point is not None and point[0] == res.info["log2_C"]
+    assert point[1] == pytest.approx(res.info["log2_gamma"], abs=1e-6)
+    monkeypatch.setattr(rbfsvm, "_final_seconds", lambda *a, point=None: 1.5)
+    res = rbfsvm.run(T, V, rbf_tuning.Tuning(seed=0), 600, _context())
+    assert res.info["revised_seconds"] == round(rbfsvm._search_seconds(c, 600) + 3.5, 3)
+    # On a sample, the linear reference on it too.
+    T, V = _split(*wavy(9_000, seed=4))
+    c = Counts.of(T, V)
+    budget_seconds = rbfsvm.counted_seconds(c, rbf_tuning.TUNE_ROWS) / 2
+    p = rbfsvm.plan_counts(c, budget_seconds)
+    assert p.rows is not None and p.tune_rows is not None
+    res = rbfsvm.check(T, V, _context(budget_seconds=budget_seconds))
+    assert res.status == "subsampled"
+    sc = rbfsvm.sampled(rbfsvm._counts(T, V, 2), p.rows)
+    ref = budget.linear_seconds(sc.nnz, sc.n_classes)
+    search = rbfsvm._search_seconds(sc, p.tune_rows)
+    assert res.info["revised_seconds"] == pytest.approx(search + 3.5 + ref, abs=2e-3)
+
+
 def test_its_search_keeps_within_its_allowance(monkeypatch: pytest.MonkeyPatch) -> None:
     """The search shares exact mode's allowance rule (kcheck.checkers.rbf_tuning.search_grid):
     the JSON names the grid points not scored, more of them on a tighter allowance and none

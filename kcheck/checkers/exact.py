@@ -642,20 +642,22 @@ def repeat_seconds(
     return _repeat_count(tuned.tune_rows, rows, nnz, classes, options) + iterations
 
 
-def _repeats_predicted(
+def _revised_seconds(
     tuned: _Tuned, rows: int, nnz: int, classes: int, repeats: int, options: ExactOptions
 ) -> float:
-    """Counted seconds of the ``repeats`` that ran, once the search has counted LIBSVM's
-    iterations: :func:`repeat_seconds` each (what their stage line announces), or nested, where
-    each repeat searches again, their counted cost. The plan, made before any training, could
-    count no iterations: at C = 2^7 on 5,000 noisy rows a repeat took 2.5 times its share of
-    it. kcheck.plan compares the stage with this (done_share)."""
+    """Its counted seconds with the ``repeats`` that ran predicted once the search has
+    counted LIBSVM's iterations: :func:`repeat_seconds` each, what their stage line announces
+    (nested, where each repeat searches again, their count). The plan, made before any
+    training, could count no iterations: at C = 2^7 on 5,000 noisy rows a repeat took 2.5
+    times its share of it. kcheck.plan compares the stage with this (done_share)."""
+    chosen = dataclasses.replace(options, tune_rows=tuned.tune_rows)
+
+    def count(r: int) -> float:
+        return counted_seconds(rows, nnz, classes, dataclasses.replace(chosen, repeats=r))
+
     if options.nested(rows):
-        chosen = dataclasses.replace(options, tune_rows=tuned.tune_rows)
-        ran = dataclasses.replace(chosen, repeats=repeats)
-        none = dataclasses.replace(chosen, repeats=0)
-        return counted_seconds(rows, nnz, classes, ran) - counted_seconds(rows, nnz, classes, none)
-    return repeats * repeat_seconds(tuned, rows, nnz, classes, options)
+        return count(repeats)
+    return count(0) + repeats * repeat_seconds(tuned, rows, nnz, classes, options)
 
 
 def _iteration_seconds(
@@ -720,8 +722,8 @@ def _result(
         "linear_cv_accuracy": tuned.linear_cv,
         "linear_accuracy": float(reference.mean()),
         "repeat_gaps": [round(float(g), 6) for g in repeat_gaps],
-        "repeats_predicted_seconds": round(
-            _repeats_predicted(tuned, int(y.size), int(X.nnz), classes, len(runs), options), 3
+        "revised_seconds": round(
+            _revised_seconds(tuned, int(y.size), int(X.nnz), classes, len(runs), options), 3
         ),
         # The tuning CV's score in the metric (balanced accuracy for balanced and auc).
         "cv_score": best / tuned.tune_rows if scoring.metric == "accuracy" else best,

@@ -294,6 +294,11 @@ def _on_sample(
     result.status = "subsampled"
     result.reason = f"{S.rows:,} of {T.rows:,} rows fit the cost budget"
     result.info.update(fraction=S.rows / T.rows, limited_by="cost")
+    # Its revised count holds the linear reference on the sample as the plan counted it.
+    sc = _counts(S, V, int(np.unique(S.y).size))
+    result.info["revised_seconds"] = round(
+        result.info["revised_seconds"] + budget.linear_seconds(sc.nnz, sc.n_classes), 3
+    )
     reference = sample_reference(S, V, seed=options.seed, class_weight=options.scoring.class_weight)
     return reference.fill(result)
 
@@ -318,6 +323,9 @@ def run(T: Dataset, V: Dataset, options: Tuning, tune_rows: int, ctx: Context) -
     final = _final_seconds(search, tune_rows, options.folds, counts)
     steps.then(TRAINING_STAGE, options.grid_points(), held.planned_seconds(candidates, final))
     best = held.choose(candidates)
+    trainings = held.trained_seconds() + _final_seconds(
+        search, tune_rows, options.folds, counts, point=best
+    )
     C, gamma = float(2.0 ** best[0]), float(2.0 ** best[1])
     problem = engines.SvmProblem.from_data(Xb, yb, options.scoring.class_weight, cache)
     model = engines.train_rbf(problem, C, gamma)
@@ -343,6 +351,9 @@ def run(T: Dataset, V: Dataset, options: Tuning, tune_rows: int, ctx: Context) -
             "grid_passed_over": list(search.passed_over),
             "rows": T.rows,
             "support_vectors": model.n_sv,
+            # Its count with the trainings that ran predicted from the iterations the search
+            # counted at their points, as their stage line announces them (done_share).
+            "revised_seconds": round(_search_seconds(counts, tune_rows) + trainings, 3),
         },
         predict=model.predict,
         cv_accuracy=search.right[best] / tune_rows,
@@ -432,6 +443,10 @@ class _Held:
         trained = [p for i, p in enumerate(ordered) if i == 0 or self._fits(p)]
         return sum(self._predicted.get(p, 0.0) for p in trained) + final
 
+    def trained_seconds(self) -> float:
+        """Predicted seconds of the candidates that trained (counted, from the iterations)."""
+        return sum(self._predicted.get(p, 0.0) for p in self.scores)
+
     def _fits(self, point: tuple[float, float]) -> bool:
         return self._predicted.get(point, 0.0) <= self._limit
 
@@ -482,17 +497,26 @@ class _Held:
         self.steps.check_time()
 
 
-def _final_seconds(search: Search, tune_rows: int, folds: int, c: Counts) -> float:
-    """Predicted seconds of the final training on all of T at the sample's best point, from
-    its iterations there (kcheck.budget.svm_iterations_on), and of predicting V."""
-    point = (search.log2_C, search.log2_gamma)
+def _final_seconds(
+    search: Search,
+    tune_rows: int,
+    folds: int,
+    c: Counts,
+    *,
+    point: tuple[float, float] | None = None,
+) -> float:
+    """Predicted seconds of the final training on all of T at ``point`` (the sample's best
+    where None), from its iterations there (kcheck.budget.svm_iterations_on; predicted where
+    the search passed it over), and of predicting V."""
+    point = (search.log2_C, search.log2_gamma) if point is None else point
+    iterations = search.predicted_iterations().get(point, 0.0)
     return budget.rbf_fit_seconds(
         rows=c.rows,
         nnz=c.nnz,
         predict_rows=c.val_rows,
         n_classes=c.n_classes,
         features=c.features,
-    ) + _iteration_seconds(search.iterations.get(point, 0), tune_rows, folds, c.rows, c.n_classes)
+    ) + _iteration_seconds(iterations, tune_rows, folds, c.rows, c.n_classes)
 
 
 def _iteration_seconds(
