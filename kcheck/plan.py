@@ -375,8 +375,8 @@ def done_share(
     The plan counts LIBSVM's kernel entries and no iterations, as none has run; at a large C
     they are most of the work (a repeat at C = 2^7 on 5,000 noisy rows took 2.5 times its
     share of the plan). Once its search has run, exact mode and the RBF SVM checker revise
-    their count from the iterations it counted (``revised_seconds``: the searched points, and
-    the repeats or trainings that ran); the share is that over the plan's count. Exact mode's
+    their count with the repeats or trainings that ran predicted from the iterations it
+    counted (``revised_seconds``); the share is that over the plan's count. Exact mode's
     repeats also stop once the verdict is settled, where the plan counts all of them (the
     budget must): a block without ``revised_seconds`` (kcheck 0.6.1) gets the count of the
     repeats it ran. 1 where nothing says otherwise."""
