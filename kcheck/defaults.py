@@ -72,7 +72,9 @@ class Event:
     report as one line of text where that is not the stage (a batch's ``2/5 done; checking a,
     b``). ``ended`` says how the stage under way ended where it did not finish its work
     (``skipped (time limit)``): a log then says that, not "done"; a display that shows stages
-    as they start ignores it.
+    as they start ignores it. ``note`` says how the stage under way finished where it did less
+    than it announced by design (``settled after 1 of 2 repeats``): a log adds it to its
+    "done" line, so that a stage done in half its announced time says why.
     """
 
     stage: str
@@ -82,6 +84,7 @@ class Event:
     predicted_seconds: float | None = None
     line: str | None = None
     ended: str | None = None
+    note: str | None = None
 
     @property
     def text(self) -> str:

@@ -124,15 +124,26 @@ def scratch() -> Path:
     return d
 
 
-_DONE = re.compile(r"^kcheck: (.+): done in [\d.]+s$")
+_DONE = re.compile(r"^kcheck: (.+): done in [\d.]+s(?: \([^)]*\))?$")
 _PREDICTED = re.compile(r" \(about [^)]*predicted\)$")
 
 
 def terminal_view(stderr: str) -> str:
     """``stderr`` of a run off a terminal as a terminal leaves it: without the stage lines
     (``kcheck: STAGE`` and ``kcheck: STAGE: done in 1.2s``), which a terminal shows as a
-    progress line that goes away."""
-    lines = stderr.splitlines()
+    progress line that goes away. A stage line the log folded at its width (a long stage's
+    note) is one line again first: its folds are indented by two spaces."""
+    raw, lines = stderr.splitlines(), []
+    i = 0
+    while i < len(raw):
+        lines.append(raw[i])
+        joined, j = raw[i], i + 1
+        while raw[i].startswith("kcheck: ") and j < len(raw) and raw[j].startswith("  "):
+            joined, j = joined + " " + raw[j].strip(), j + 1
+            if _DONE.match(joined):  # a folded stage line, as one
+                lines[-1], i = joined, j - 1
+                break
+        i += 1
     stages = {m.group(1) for x in lines if (m := _DONE.match(x))}
     kept = [
         x

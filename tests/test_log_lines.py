@@ -96,6 +96,34 @@ def test_a_stage_that_ends_skipped_says_so_not_done() -> None:
     assert re.search(r"^kcheck: MultiLinear checker: done in \d+\.\ds$", log, re.M), log
 
 
+def test_a_stage_that_did_less_than_it_announced_says_why_in_its_done_line() -> None:
+    """Exact mode's repeats are announced for all of them and stop once the verdict is
+    settled: the log's "done" line says so (fourclass: 1 of 5, its gap 21 points above
+    epsilon); a stage with no note ends as before."""
+    from kcheck.cli.ui import StageLog
+    from kcheck.defaults import Event
+    from kcheck.pipeline import CheckConfig, run
+
+    lines: list[str] = []
+    log = StageLog(lines.append)
+    log.report(Event("repeats", 0, 5, predicted_seconds=8.0))
+    log.report(Event("repeats", 1, 5, note="settled after 1 of 5 repeats"))
+    log.report(Event("MultiLinear checker"))
+    log.close()
+    assert lines[0] == "kcheck: repeats (about 8s predicted)"
+    assert re.fullmatch(
+        r"kcheck: repeats: done in \d+\.\ds \(settled after 1 of 5 repeats\)", lines[1]
+    )
+    assert re.fullmatch(r"kcheck: MultiLinear checker: done in \d+\.\ds", lines[3])
+    # A real check: the repeats' event carries the note, and the log writes it.
+    events: list[Event] = []
+    run(CheckConfig(train=str(DATASETS / "fourclass"), exact="always"), events.append)
+    notes = [e for e in events if e.note is not None]
+    assert [(e.stage, e.note) for e in notes] == [
+        ("exact RBF comparison: repeats on all rows", "settled after 1 of 5 repeats")
+    ]
+
+
 def test_the_stage_log_ends_a_stage_as_its_event_says() -> None:
     from kcheck.cli.ui import StageLog
     from kcheck.defaults import Event

@@ -299,11 +299,15 @@ class SearchThenStage:
     offset: int = 0
     predicted: float | None = None
 
-    def tick(self, done: int) -> None:
+    def tick(self, done: int, note: str | None = None) -> None:
+        """``done`` steps in; ``note``: how the stage finished, where it did less than it
+        announced by design (a log adds it to the stage's "done" line)."""
         searching = self.offset == 0
         total = self.search_points if searching and self.search_points is not None else self.total
         self.report(
-            Event(self.stage, done - self.offset, total - self.offset, None, self.predicted)
+            Event(
+                self.stage, done - self.offset, total - self.offset, None, self.predicted, note=note
+            )
         )
 
     def then(self, stage: str, done: int, predicted_seconds: float) -> None:

@@ -607,6 +607,8 @@ def _repeat_until_settled(
         if options.repeats is None and r + 1 >= MIN_REPEATS and r + 1 < max_repeats:
             rbf_pts, lin_pts = _averaged(runs)
             if settled(options.scoring.gap(y, rbf_pts, lin_pts), options.epsilon, r + 1):
+                # Announced for all its repeats: a log says why it took less.
+                steps.tick(searched + r + 1, f"settled after {r + 1} of {max_repeats} repeats")
                 return runs, True
     return runs, False
 

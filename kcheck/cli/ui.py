@@ -222,13 +222,16 @@ class Ui:
 class StageLog:
     """Progress as log lines: ``kcheck: STAGE`` (with its predicted seconds where the plan has
     them) when a stage starts, ``kcheck: STAGE: done in N.Ns`` when the next one starts or the
-    run ends, or ``kcheck: STAGE: skipped (REASON) after N.Ns`` where it ended without doing
-    its work (an event's ``ended``). Counts within a stage are left to the terminal's bar."""
+    run ends (with the stage's ``note`` where an event gave one: ``done in 4.6s (settled
+    after 1 of 2 repeats)``), or ``kcheck: STAGE: skipped (REASON) after N.Ns`` where it ended
+    without doing its work (an event's ``ended``). Counts within a stage are left to the
+    terminal's bar."""
 
     def __init__(self, write: Callable[[str], None]) -> None:
         self.write = write
         self.stage: str | None = None
         self.started = 0.0
+        self.note: str | None = None
 
     def report(self, event: Event) -> None:
         if event.ended is not None:
@@ -238,9 +241,10 @@ class StageLog:
                 self.stage = None
             return
         if event.stage == self.stage:
+            self.note = event.note or self.note
             return
         self.close()
-        self.stage, self.started = event.stage, time.perf_counter()
+        self.stage, self.started, self.note = event.stage, time.perf_counter(), event.note
         predicted = event.predicted_seconds
         about = f" (about {predicted:.0f}s predicted)" if predicted and predicted >= 1 else ""
         self.write(f"kcheck: {event.stage}{about}")
@@ -248,7 +252,9 @@ class StageLog:
     def close(self) -> None:
         """The end of the stage under way, if any."""
         if self.stage is not None:
-            self.write(f"kcheck: {self.stage}: done in {time.perf_counter() - self.started:.1f}s")
+            took = time.perf_counter() - self.started
+            note = f" ({self.note})" if self.note else ""
+            self.write(f"kcheck: {self.stage}: done in {took:.1f}s{note}")
             self.stage = None
 
 
