@@ -435,6 +435,60 @@ def test_a_dying_worker_costs_only_its_own_data_set(data_dir):
     assert all(lines[n]["status"] == "ok" for n in NAMES if n != "broken")
 
 
+def test_a_pool_broken_before_its_future_says_so_is_handled_as_broken(data_dir, monkeypatch):
+    """A worker can die between the wait and the next submit: the pool then refuses the
+    submit (BrokenProcessPool) before the dead worker's future has failed. That data set waits
+    and the batch goes on as for a future that failed (a clean-clone CI run once failed here on
+    the real pool, in test_a_dying_worker_costs_only_its_own_data_set)."""
+    from concurrent.futures import Future
+    from concurrent.futures.process import BrokenProcessPool
+
+    class Pool:
+        """Runs a task at submit, but the broken set's future fails only when the next submit
+        finds the pool broken, as a real pool's may; alone in its pool, at once."""
+
+        def __init__(self, workers: int) -> None:
+            self.workers = workers
+            self.dead: Future[dict[str, Any]] | None = None
+
+        def submit(self, fn, ds, config):  # type: ignore[no-untyped-def]
+            if self.dead is not None:
+                self.dead.set_exception(BrokenProcessPool("a child process terminated"))
+                raise BrokenProcessPool("a child process terminated")
+            f: Future[dict[str, Any]] = Future()
+            if ds.name == "broken" and self.workers == 1:
+                f.set_exception(BrokenProcessPool("a child process terminated"))
+            elif ds.name == "broken":
+                self.dead = f
+            else:
+                f.set_result(fn(ds, config))
+            return f
+
+    pools: list[Pool] = []
+
+    def new_pool(workers: int) -> Pool:
+        pools.append(Pool(workers))
+        return pools[-1]
+
+    from kcheck.batch import runners
+
+    monkeypatch.setattr(runners, "_new_pool", new_pool)
+    monkeypatch.setattr(runners, "_end_pool", lambda pool: None)
+    sets = discover([str(data_dir)]).datasets
+    assert "broken" in [ds.name for ds in sets[:-1]]  # a set is submitted after it
+    gen = batch._run_parallel(sets, CheckConfig(train=""), 2, batch._noop, crash_free)
+    lines = [x for x in gen]
+    assert sorted(x["name"] for x in lines) == NAMES
+    by_name = {x["name"]: x for x in lines}
+    assert "worker process died" in by_name["broken"]["error"]
+    assert all(by_name[n]["status"] == "ok" for n in NAMES if n != "broken")
+    assert len(pools) >= 2  # the broken pool was replaced
+
+
+def crash_free(ds: DataSet, config: CheckConfig) -> dict[str, Any]:
+    return {"name": ds.name, "status": "ok", "error": None, "seconds": 0.0}
+
+
 def test_plan_divides_memory_and_cpus():
     config = CheckConfig(train="", jobs=8, memory_limit=8 * 2**30)
     assert batch.plan(config, 1, 10) == (1, config)

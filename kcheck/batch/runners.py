@@ -342,12 +342,19 @@ def _run_parallel(
 
     try:
         while pending or running:
+            broken = False
             while pending and len(running) < workers:
                 i = pending.popleft()
-                running[pool.submit(task, todo[i], config)] = i
+                try:
+                    running[pool.submit(task, todo[i], config)] = i
+                except BrokenProcessPool:
+                    # A worker died since the last wait, before its future said so: the
+                    # futures in flight tell which data sets were in it; this one waits.
+                    pending.appendleft(i)
+                    broken = True
+                    break
             report(_in_flight(todo, running.values(), finished))
             done, _ = wait(list(running), timeout=0.5, return_when=FIRST_COMPLETED)
-            broken = False
             for f in sorted(done, key=lambda f: running[f]):
                 i = running.pop(f)
                 try:
