@@ -383,6 +383,7 @@ def done_share(
     if not block:
         return 1.0, ""
     revised = block.get("revised_seconds")
+    # The RBF SVM checker's block has no repeats and carries its own count.
     if revised is not None and not block.get("repeats"):
         counted = float(block.get("estimated_seconds") or 0.0)
         return (float(revised) / counted, "") if counted > 0 else (1.0, "")

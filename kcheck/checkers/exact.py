@@ -602,14 +602,17 @@ def _repeat_until_settled(
         runs.append(
             _repeat(X, y, K, tuned.chosen, options.folds, options.seed, r, weight, inner, workers)
         )
-        steps.tick(searched + r + 1)
-        steps.check_time()
+        stop = False
         if options.repeats is None and r + 1 >= MIN_REPEATS and r + 1 < max_repeats:
             rbf_pts, lin_pts = _averaged(runs)
-            if settled(options.scoring.gap(y, rbf_pts, lin_pts), options.epsilon, r + 1):
-                # Announced for all its repeats: a log says why it took less.
-                steps.tick(searched + r + 1, f"settled after {r + 1} of {max_repeats} repeats")
-                return runs, True
+            stop = settled(options.scoring.gap(y, rbf_pts, lin_pts), options.epsilon, r + 1)
+        # Announced for all its repeats: where it stops early, a log says why it took less.
+        steps.tick(
+            searched + r + 1, f"settled after {r + 1} of {max_repeats} repeats" if stop else None
+        )
+        steps.check_time()
+        if stop:
+            return runs, True
     return runs, False
 
 
