@@ -407,6 +407,37 @@ def test_the_check_gives_the_repeats_its_memory_limit(roomy: bool, monkeypatch) 
     assert repeats == [2 if roomy else 1] * result.info["repeats"]
 
 
+@pytest.mark.parametrize("mode", ["auto", "always"])
+def test_the_check_gives_the_repeats_its_budget_under_auto(mode: str, monkeypatch) -> None:
+    """Under ``auto`` the repeats' point must fit the plan's counted budget
+    (:func:`exact._affordable`); ``always`` runs past the budget by request and keeps only
+    the twice-the-count rule."""
+    from kcheck.checkers.base import Context, Dataset
+
+    # More rows than the search's sample: not nested, so the repeats choose their point.
+    X, y = circles(800, seed=4)
+    seen: list[float | None] = []
+    affordable = exact._affordable
+
+    def spy(search, tune_rows, rows, nnz, classes, options):  # type: ignore[no-untyped-def]
+        seen.append(options.budget_seconds)
+        return affordable(search, tune_rows, rows, nnz, classes, options)
+
+    monkeypatch.setattr(exact, "_affordable", spy)
+    ctx = Context(
+        seed=0,
+        jobs=1,
+        epsilon=0.02,
+        memory_limit=2**30,
+        deadline=None,
+        baseline=None,
+        budget_seconds=10.0,
+    )
+    block, result = exact.check_all(Dataset(X[:600], y[:600]), Dataset(X[600:], y[600:]), ctx, mode)
+    assert block["ran"] and result is not None and result.status == "exact"
+    assert seen == ([10.0] if mode == "auto" else [None])
+
+
 def test_the_time_shown_follows_the_folds_side_by_side() -> None:
     """Display only: five folds on two threads take about three folds' time; one job, all."""
     assert exact.side_by_side_share(5, 1) == 1.0
@@ -684,6 +715,27 @@ def test_the_repeats_compare_the_best_point_whose_repeats_fit() -> None:
     assert [(p["log2_C"], p["log2_gamma"]) for p in passed] == [(11.0, -5.0)]
     cheap = {p: 2_000 for p in costly}
     search, passed = exact._affordable(_ranked_search(cheap), 600, 5_000, 5_000 * 54, 2, opts)
+    assert (search.log2_C, search.log2_gamma) == (11.0, -5.0) and passed == ()
+
+
+def test_under_auto_the_repeats_compare_a_point_whose_comparison_fits_the_budget() -> None:
+    """Two repeats within twice their count can still take the check past its budget (5,000
+    covtype-like rows at C = 2^7): where the plan runs it, the whole comparison's prediction
+    must fit the check's budget as well."""
+    costly = {(11.0, -5.0): 20_000, (9.0, -5.0): 2_000, (3.0, -3.0): 1_000}
+    args = (_ranked_search(costly), 600, 5_000, 5_000 * 54, 2)
+    unbounded = exact.ExactOptions(seed=0)
+    search, passed = exact._affordable(*args, unbounded)
+    assert (search.log2_C, search.log2_gamma) == (11.0, -5.0) and passed == ()
+    rest = exact.counted_seconds(5_000, 5_000 * 54, 2, exact.ExactOptions(tune_rows=600, repeats=0))
+    (over,) = exact._affordable(*args, dataclasses.replace(unbounded, budget_seconds=12.0))[1]
+    # Passed over for its predicted repeats, more than the 12 s budget leaves after the rest.
+    assert (over["log2_C"], over["log2_gamma"]) == (11.0, -5.0)
+    assert over["predicted_seconds"] > 12.0 - rest
+    search, _ = exact._affordable(*args, dataclasses.replace(unbounded, budget_seconds=12.0))
+    assert (search.log2_C, search.log2_gamma) == (9.0, -5.0)
+    # A generous budget leaves the twice-the-count rule to decide.
+    search, passed = exact._affordable(*args, dataclasses.replace(unbounded, budget_seconds=1e3))
     assert (search.log2_C, search.log2_gamma) == (11.0, -5.0) and passed == ()
 
 
