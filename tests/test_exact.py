@@ -409,21 +409,21 @@ def test_the_check_gives_the_repeats_its_memory_limit(roomy: bool, monkeypatch) 
 
 @pytest.mark.parametrize("mode", ["auto", "always"])
 def test_the_check_gives_the_repeats_its_budget_under_auto(mode: str, monkeypatch) -> None:
-    """Under ``auto`` the repeats' point must fit the plan's counted budget
-    (:func:`exact._affordable`); ``always`` runs past the budget by request and keeps only
-    the twice-the-count rule."""
+    """Under ``auto`` the repeats must fit the plan's counted budget
+    (:func:`exact.repeats_within_budget`); ``always`` runs past the budget by request and may
+    run the adaptive maximum."""
     from kcheck.checkers.base import Context, Dataset
 
     # More rows than the search's sample: not nested, so the repeats choose their point.
     X, y = circles(800, seed=4)
     seen: list[float | None] = []
-    affordable = exact._affordable
+    within = exact.repeats_within_budget
 
     def spy(search, tune_rows, rows, nnz, classes, options):  # type: ignore[no-untyped-def]
         seen.append(options.budget_seconds)
-        return affordable(search, tune_rows, rows, nnz, classes, options)
+        return within(search, tune_rows, rows, nnz, classes, options)
 
-    monkeypatch.setattr(exact, "_affordable", spy)
+    monkeypatch.setattr(exact, "repeats_within_budget", spy)
     ctx = Context(
         seed=0,
         jobs=1,
@@ -436,6 +436,7 @@ def test_the_check_gives_the_repeats_its_budget_under_auto(mode: str, monkeypatc
     block, result = exact.check_all(Dataset(X[:600], y[:600]), Dataset(X[600:], y[600:]), ctx, mode)
     assert block["ran"] and result is not None and result.status == "exact"
     assert seen == ([10.0] if mode == "auto" else [None])
+    assert result.info["repeats"] <= result.info["repeats_budgeted"] <= exact.default_repeats(800)
 
 
 def test_the_time_shown_follows_the_folds_side_by_side() -> None:
@@ -718,25 +719,31 @@ def test_the_repeats_compare_the_best_point_whose_repeats_fit() -> None:
     assert (search.log2_C, search.log2_gamma) == (11.0, -5.0) and passed == ()
 
 
-def test_under_auto_the_repeats_compare_a_point_whose_comparison_fits_the_budget() -> None:
+def test_under_auto_no_more_repeats_run_than_fit_the_budget() -> None:
     """Two repeats within twice their count can still take the check past its budget (5,000
-    covtype-like rows at C = 2^7): where the plan runs it, the whole comparison's prediction
-    must fit the check's budget as well."""
+    covtype-like rows at C = 2^7): the point stays, and fewer repeats run, never none."""
     costly = {(11.0, -5.0): 20_000, (9.0, -5.0): 2_000, (3.0, -3.0): 1_000}
-    args = (_ranked_search(costly), 600, 5_000, 5_000 * 54, 2)
+    search = _ranked_search(costly)
+    args = (600, 5_000, 5_000 * 54, 2)
     unbounded = exact.ExactOptions(seed=0)
-    search, passed = exact._affordable(*args, unbounded)
-    assert (search.log2_C, search.log2_gamma) == (11.0, -5.0) and passed == ()
+    chosen, passed = exact._affordable(search, *args, unbounded)
+    assert (chosen.log2_C, chosen.log2_gamma) == (11.0, -5.0) and passed == ()
+    assert exact.repeats_within_budget(chosen, *args, unbounded) == 2
     rest = exact.counted_seconds(5_000, 5_000 * 54, 2, exact.ExactOptions(tune_rows=600, repeats=0))
-    (over,) = exact._affordable(*args, dataclasses.replace(unbounded, budget_seconds=12.0))[1]
-    # Passed over for its predicted repeats, more than the 12 s budget leaves after the rest.
-    assert (over["log2_C"], over["log2_gamma"]) == (11.0, -5.0)
-    assert over["predicted_seconds"] > 12.0 - rest
-    search, _ = exact._affordable(*args, dataclasses.replace(unbounded, budget_seconds=12.0))
-    assert (search.log2_C, search.log2_gamma) == (9.0, -5.0)
-    # A generous budget leaves the twice-the-count rule to decide.
-    search, passed = exact._affordable(*args, dataclasses.replace(unbounded, budget_seconds=1e3))
-    assert (search.log2_C, search.log2_gamma) == (11.0, -5.0) and passed == ()
+    each = exact.repeat_seconds(
+        exact._Tuned(exact._Chosen(1.0, 1.0, 1.0), chosen, 600, 1.0, None), *args[1:], unbounded
+    )
+
+    def within(seconds: float) -> int:
+        options = dataclasses.replace(unbounded, budget_seconds=seconds)
+        return exact.repeats_within_budget(chosen, *args, options)
+
+    assert within(rest + 2 * each) == 2
+    assert within(rest + 2 * each - 0.01) == 1
+    assert within(rest) == 1  # at least one, whatever the budget
+    # A fixed --repeats is the user's, never cut.
+    fixed = dataclasses.replace(unbounded, budget_seconds=rest, repeats=3)
+    assert exact.repeats_within_budget(chosen, *args, fixed) == 3
 
 
 def test_where_no_point_fits_the_repeats_compare_the_cheapest() -> None:

@@ -176,9 +176,9 @@ class ExactOptions(Tuning):
     inner_folds: int = INNER_FOLDS
     #: Bytes the repeats' folds side by side may hold (:func:`repeat_workers`); None: no bound.
     memory_limit: int | None = None
-    #: The check's counted budget where the plan runs it (``auto``): the repeats then compare
-    #: a point whose whole comparison is predicted within it (:func:`_affordable`); None
-    #: (``always``, or a direct call): only SEARCH_ALLOWANCE bounds them.
+    #: The check's counted budget where the plan runs it (``auto``): no more repeats run than
+    #: are predicted to fit it (:func:`repeats_within_budget`); None (``always``, or a direct
+    #: call): the adaptive maximum.
     budget_seconds: float | None = None
 
     def max_repeats(self, rows: int) -> int:
@@ -508,6 +508,9 @@ class _Tuned:
     linear_cv: float | None
     #: Points the search scored higher whose repeats were predicted past their allowance.
     passed_over: tuple[dict[str, float], ...] = ()
+    #: The most repeats that may run (:func:`repeats_within_budget`; None: the adaptive
+    #: maximum, as where the comparison is nested).
+    most_repeats: int | None = None
 
 
 def _affordable(
@@ -522,8 +525,6 @@ def _affordable(
     repeats = options.max_repeats(rows)
     counted = _repeat_count(tune_rows, rows, nnz, classes, options)
     allowance = rbf_tuning.SEARCH_ALLOWANCE * repeats * counted
-    if options.budget_seconds is not None:
-        allowance = min(allowance, _repeats_budget(tune_rows, rows, nnz, classes, options))
     passed: list[dict[str, float]] = []
     costs: dict[tuple[float, float], float] = {}
     for point in ranked:
@@ -546,20 +547,31 @@ def _affordable(
     return dataclasses.replace(search, log2_C=cheapest[0], log2_gamma=cheapest[1]), kept
 
 
-def _repeats_budget(
-    tune_rows: int, rows: int, nnz: int, classes: int, options: ExactOptions
-) -> float:
-    """What the check's budget leaves the repeats once the rest of the comparison (the
-    search, the linear fits) is counted, and never less than the repeats' own count, which the
-    plan fitted in it. Without it SEARCH_ALLOWANCE alone let the repeats take twice their
-    count past the budget: on 5,000 covtype-like rows two repeats at C = 2^7 were predicted
-    at 12.7 s beside a search counted at 3 s, where 10 s were the whole budget, and exact mode
-    took 21 s on a machine at 1.2 times the reference's pace; at C = 2^-1, 11 s (degree-2,
-    +10.7 points, decides that set either way)."""
-    chosen = dataclasses.replace(options, tune_rows=tune_rows, repeats=0)
-    rest = counted_seconds(rows, nnz, classes, chosen)
-    counted = options.max_repeats(rows) * _repeat_count(tune_rows, rows, nnz, classes, options)
-    return max((options.budget_seconds or 0.0) - rest, counted)
+def repeats_within_budget(
+    search: Search, tune_rows: int, rows: int, nnz: int, classes: int, options: ExactOptions
+) -> int:
+    """The most repeats (at least one, at most the adaptive maximum) whose prediction at the
+    compared point fits what the check's budget leaves once the rest of the comparison (the
+    search, the linear fits) is counted; the maximum where no budget is given (``always``, a
+    fixed ``--repeats``). The point stays the best that fits twice its count
+    (:func:`_affordable`): on 5,000 offsets rows, comparing a cheaper point to keep two
+    repeats within the budget moved the gap from +9.7 to +0.7 points (the reference gains
+    +11.5), where one repeat at C = 2^7 had settled it. Without it two repeats at C = 2^7 on
+    5,000 covtype-like rows, predicted at 12.7 s beside a search counted at 3 s where 10 s
+    were the whole budget, took exact mode to 21 s on a machine at 1.2 times the reference's
+    pace. Counts only: the same on every machine."""
+    most = options.max_repeats(rows)
+    if options.budget_seconds is None or options.repeats is not None:
+        return most
+    rest = counted_seconds(
+        rows, nnz, classes, dataclasses.replace(options, tune_rows=tune_rows, repeats=0)
+    )
+    point = (search.log2_C, search.log2_gamma)
+    each = _repeat_count(tune_rows, rows, nnz, classes, options) + _iteration_seconds(
+        search, point, tune_rows, rows, classes, options
+    )
+    fit = int((options.budget_seconds - rest) // each) if each > 0 else most
+    return max(1, min(most, fit))
 
 
 def _tune(
@@ -575,11 +587,13 @@ def _tune(
     median = median_sq_distance(D)
     search, tune_rows = _search_sample(D, y, median, options, steps)
     passed: tuple[dict[str, float], ...] = ()
+    most: int | None = None
     if not options.nested(int(y.size)):
         classes = int(np.unique(y).size)
         search, passed = _affordable(search, tune_rows, int(y.size), int(X.nnz), classes, options)
+        most = repeats_within_budget(search, tune_rows, int(y.size), int(X.nnz), classes, options)
     chosen = _Chosen(float(2.0**search.log2_C), float(2.0**search.log2_gamma), linear_model.C)
-    tuned = _Tuned(chosen, search, tune_rows, median, linear_cv, passed)
+    tuned = _Tuned(chosen, search, tune_rows, median, linear_cv, passed, most)
     # Nested, each fold makes its own kernel from the distances.
     return tuned, D if options.nested(int(y.size)) else kernel(D, chosen.gamma)
 
@@ -608,7 +622,8 @@ def _repeat_until_settled(
     """The repeats, and whether they stopped early: adaptive repeats stop once the gap's
     interval lies on one side of epsilon, as more would not change the verdict."""
     runs: list[_Fold] = []
-    max_repeats = options.max_repeats(int(y.size))
+    adaptive = options.max_repeats(int(y.size))
+    max_repeats = tuned.most_repeats or adaptive
     weight = options.scoring.class_weight
     inner = _Inner(tuned.median, options, steps.check_time) if options.nested(int(y.size)) else None
     # The grid's points, scored or passed over: where the repeats' progress starts.
@@ -628,10 +643,12 @@ def _repeat_until_settled(
         if options.repeats is None and r + 1 >= MIN_REPEATS and r + 1 < max_repeats:
             rbf_pts, lin_pts = _averaged(runs)
             stop = settled(options.scoring.gap(y, rbf_pts, lin_pts), options.epsilon, r + 1)
-        # Announced for all its repeats: where it stops early, a log says why it took less.
-        steps.tick(
-            searched + r + 1, f"settled after {r + 1} of {max_repeats} repeats" if stop else None
-        )
+        # Announced for all its repeats: where it stops early, a log says why it took less,
+        # and where the budget cut them, why it took fewer than it might.
+        note = f"settled after {r + 1} of {max_repeats} repeats" if stop else None
+        if r + 1 == max_repeats < adaptive:
+            note = f"{max_repeats} of {adaptive} repeats: the budget affords {max_repeats}"
+        steps.tick(searched + r + 1, note)
         steps.check_time()
         if stop:
             return runs, True
@@ -739,6 +756,7 @@ def _result(
         "folds": options.folds,
         "nested": options.nested(int(y.size)),
         "repeats": len(runs),
+        "repeats_budgeted": tuned.most_repeats or options.max_repeats(int(y.size)),
         "stopped_early": stopped_early,
         "rows": int(y.size),
         "tune_rows": tuned.tune_rows,
@@ -862,8 +880,8 @@ def check_all(
     if d.tune_rows is not None:
         opts = dataclasses.replace(opts, tune_rows=d.tune_rows, nest=d.nest)
     if mode == "auto":
-        # The plan's counted budget, not the time left: the point compared stays the same on
-        # every machine (only the --time-limit's decide above reads a clock).
+        # The plan's counted budget, not the time left: the repeats that may run stay the
+        # same on every machine (only the --time-limit's decide above reads a clock).
         opts = dataclasses.replace(opts, budget_seconds=ctx.budget_seconds)
     result = guarded(NAME, ctx.deadline, lambda: run(Xa, ya, opts, ctx.progress))
     # What it spent of the check's budget, as the plan counted it (also ``always``).
