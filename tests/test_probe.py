@@ -4,6 +4,7 @@ nothing the check decides does."""
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 
 import pytest
 from conftest import DATASETS
@@ -87,3 +88,11 @@ def test_the_first_predictions_shown_are_at_the_probes_pace_and_nothing_else_mov
     fast, fast_json = announced(0.5)
     assert slow == pytest.approx(4 * fast, rel=1e-3)
     assert slow_json == fast_json
+
+
+def test_the_readme_gives_the_reference_a_user_divides_by() -> None:
+    """The README's cost sentence tells a user how to find their machine's pace: the
+    probe's CPU seconds over the reference machine's, the constant the warnings use."""
+    readme = " ".join((Path(__file__).resolve().parent.parent / "README.md").read_text().split())
+    assert f"`plan.probe_cpu_seconds` / {probe.REFERENCE_SECONDS:g}" in readme
+    assert probe.pace(2 * probe.REFERENCE_SECONDS) == pytest.approx(2.0)
