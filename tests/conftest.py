@@ -1,16 +1,31 @@
-"""Shared fixtures: bundled data, a fixed-seed generator, and the real LIBSVM tools."""
+"""Shared fixtures: bundled data, a fixed-seed generator, a checker Context, LIBSVM tools."""
 
 from __future__ import annotations
 
 import os
 import shutil
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pytest
 
+if TYPE_CHECKING:
+    from kcheck.checkers.base import Context
+
 ROOT = Path(__file__).resolve().parent.parent
 DATASETS = ROOT / "datasets"
+
+
+def make_context(**given: object) -> Context:
+    """A checker's Context for a test: seed 0, one job, epsilon 2 points, 1 GiB, no deadline
+    and no baseline, apart from what ``given`` sets."""
+    from kcheck.checkers.base import Context
+
+    fields: dict[str, object] = dict(
+        seed=0, jobs=1, epsilon=0.02, memory_limit=2**30, deadline=None, baseline=None
+    )
+    return Context(**{**fields, **given})  # type: ignore[arg-type]
 
 
 @pytest.fixture

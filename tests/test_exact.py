@@ -8,6 +8,7 @@ import time
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from conftest import make_context
 
 from kcheck import engines, tuning
 from kcheck.checkers import exact, rbf_tuning
@@ -412,7 +413,7 @@ def test_the_check_gives_the_repeats_its_budget_under_auto(mode: str, monkeypatc
     """Under ``auto`` the repeats must fit the plan's counted budget
     (:func:`exact.repeats_within_budget`); ``always`` runs past the budget by request and may
     run the adaptive maximum."""
-    from kcheck.checkers.base import Context, Dataset
+    from kcheck.checkers.base import Dataset
 
     # More rows than the search's sample: not nested, so the repeats choose their point.
     X, y = circles(800, seed=4)
@@ -424,15 +425,7 @@ def test_the_check_gives_the_repeats_its_budget_under_auto(mode: str, monkeypatc
         return within(search, tune_rows, rows, nnz, classes, options)
 
     monkeypatch.setattr(exact, "repeats_within_budget", spy)
-    ctx = Context(
-        seed=0,
-        jobs=1,
-        epsilon=0.02,
-        memory_limit=2**30,
-        deadline=None,
-        baseline=None,
-        budget_seconds=10.0,
-    )
+    ctx = make_context(budget_seconds=10.0)
     block, result = exact.check_all(Dataset(X[:600], y[:600]), Dataset(X[600:], y[600:]), ctx, mode)
     assert block["ran"] and result is not None and result.status == "exact"
     assert seen == ([10.0] if mode == "auto" else [None])

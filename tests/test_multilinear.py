@@ -9,13 +9,14 @@ import time
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from conftest import make_context
 from hypothesis import given
 from hypothesis import strategies as st
 
 from kcheck import tuning
 from kcheck.checkers import kmeans as km
 from kcheck.checkers import linear, multilinear
-from kcheck.checkers.base import CheckerResult, Context, Dataset
+from kcheck.checkers.base import CheckerResult, Dataset
 from kcheck.checkers.multilinear import ClusterModel, MultiLinearModel, MultiLinearOptions
 from kcheck.errors import TimeLimitReached
 from kcheck.split import stratified_split
@@ -110,15 +111,7 @@ def test_check_asks_for_the_k_of_T(xor) -> None:
     T, V, _, _ = xor
     base = linear.run(T, V, linear.LinearOptions(seed=0))
     seen: list[tuple[int | None, int | None]] = []
-    ctx = Context(
-        seed=0,
-        jobs=1,
-        epsilon=0.02,
-        memory_limit=2**30,
-        deadline=None,
-        baseline=base,
-        progress=lambda event: seen.append((event.done, event.total)),
-    )
+    ctx = make_context(baseline=base, progress=lambda event: seen.append((event.done, event.total)))
     r = multilinear.check(T, V, ctx)
     k = km.n_clusters(T.rows)
     assert seen[0] == (0, k)

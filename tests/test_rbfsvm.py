@@ -8,10 +8,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from conftest import make_context
 
 from kcheck import budget, plan
 from kcheck.checkers import degree2, rbf_tuning, rbfsvm
-from kcheck.checkers.base import Context, Counts, Dataset
+from kcheck.checkers.base import Counts, Dataset
 from kcheck.data import write_libsvm
 from kcheck.errors import TimeLimitReached
 from kcheck.pipeline import CheckConfig, run
@@ -80,15 +81,6 @@ def test_it_gets_what_degree2_left_of_the_budget(wavy_check) -> None:  # type: i
     assert 0 < spent < d2_left < budget.FLOOR_SECONDS
     assert svm["budget_seconds"] == pytest.approx(d2_left - spent, abs=2e-3)
     assert svm["estimated_seconds"] <= svm["budget_seconds"]
-
-
-def _context(**given: object) -> Context:
-    """The checker's Context for a test: seed 0, one job, epsilon 2 points, 1 GiB, no
-    deadline and no baseline, apart from what ``given`` sets."""
-    fields: dict[str, object] = dict(
-        seed=0, jobs=1, epsilon=0.02, memory_limit=2**30, deadline=None, baseline=None
-    )
-    return Context(**{**fields, **given})  # type: ignore[arg-type]
 
 
 def _split(y: np.ndarray, X: np.ndarray) -> tuple[Dataset, Dataset]:
@@ -245,7 +237,9 @@ def test_on_a_sample_its_gap_is_against_a_linear_model_on_the_same_sample() -> N
     budget_seconds = rbfsvm.counted_seconds(c, rbf_tuning.TUNE_ROWS) / 2
     p = rbfsvm.plan_counts(c, budget_seconds)
     assert p.rows is not None and p.rows < T.rows
-    ctx = _context(baseline=linear_run(T, V, LinearOptions(seed=0)), budget_seconds=budget_seconds)
+    ctx = make_context(
+        baseline=linear_run(T, V, LinearOptions(seed=0)), budget_seconds=budget_seconds
+    )
     res = rbfsvm.check(T, V, ctx)
     assert res.status == "subsampled", res.reason
     assert res.info["rows"] == p.rows and res.info["limited_by"] == "cost"
@@ -278,7 +272,7 @@ def test_the_least_allowance_the_plan_accepts_gives_the_same_result(dense: bool)
     T, V = _split(y, X)
 
     def run(memory_limit: int) -> tuple[float, float, float]:
-        ctx = _context(
+        ctx = make_context(
             memory_limit=memory_limit,
             baseline=linear_run(T, V, LinearOptions(seed=0)),
             budget_seconds=1e6,
@@ -308,7 +302,7 @@ def test_a_candidate_whose_training_is_predicted_past_the_plan_is_passed_over() 
     T, V = _split(*wavy(1500, seed=3))
     Xb = sp.csr_matrix(T.X)
     options = rbf_tuning.Tuning(seed=0)
-    steps = rbfsvm._steps(_context(), options)
+    steps = rbfsvm._steps(make_context(), options)
     # Three gammas' best points and their scores on a 600-row sample.
     first, second, third = (1.0, -2.0), (11.0, 1.0), (3.0, 0.0)
     scores = {first: 0.9, second: 0.8, third: 0.7}
@@ -350,7 +344,7 @@ def test_a_larger_C_the_search_passed_over_is_predicted_not_taken_as_free() -> N
     T, V = _split(*wavy(1500, seed=3))
     Xb = sp.csr_matrix(T.X)
     options = rbf_tuning.Tuning(seed=0)
-    steps = rbfsvm._steps(_context(), options)
+    steps = rbfsvm._steps(make_context(), options)
     best = (1.0, -2.0)
     larger = rbfsvm._larger_C(best, options.resolved_C())
     assert larger is not None
@@ -380,7 +374,7 @@ def test_the_trainings_on_t_are_announced_with_their_prediction() -> None:
 
     T, V = _split(*wavy(1600, seed=5))
     events: list[Event] = []
-    ctx = _context(progress=events.append)
+    ctx = make_context(progress=events.append)
     options = rbf_tuning.Tuning(seed=0)
     res = rbfsvm.run(T, V, options, 600, ctx)
     assert res.status == "ok"
@@ -412,13 +406,13 @@ def test_its_count_is_revised_with_the_trainings_predicted_from_the_search(
     monkeypatch.setattr(rbfsvm, "_final_seconds", final)
     monkeypatch.setattr(rbfsvm._Held, "trained_seconds", lambda self: 2.0)
     T, V = _split(*wavy(1600, seed=5))
-    res = rbfsvm.run(T, V, rbf_tuning.Tuning(seed=0), 600, _context())
+    res = rbfsvm.run(T, V, rbf_tuning.Tuning(seed=0), 600, make_context())
     c = rbfsvm._counts(T, V, 2)
     point = finals[-1]
     assert point is not None and point[0] == res.info["log2_C"]
     assert point[1] == pytest.approx(res.info["log2_gamma"], abs=1e-6)
     monkeypatch.setattr(rbfsvm, "_final_seconds", lambda *a, point=None: 1.5)
-    res = rbfsvm.run(T, V, rbf_tuning.Tuning(seed=0), 600, _context())
+    res = rbfsvm.run(T, V, rbf_tuning.Tuning(seed=0), 600, make_context())
     assert res.info["revised_seconds"] == round(rbfsvm._search_seconds(c, 600) + 3.5, 3)
     # On a sample, the linear reference on it too.
     T, V = _split(*wavy(9_000, seed=4))
@@ -426,7 +420,7 @@ def test_its_count_is_revised_with_the_trainings_predicted_from_the_search(
     budget_seconds = rbfsvm.counted_seconds(c, rbf_tuning.TUNE_ROWS) / 2
     p = rbfsvm.plan_counts(c, budget_seconds)
     assert p.rows is not None and p.tune_rows is not None
-    res = rbfsvm.check(T, V, _context(budget_seconds=budget_seconds))
+    res = rbfsvm.check(T, V, make_context(budget_seconds=budget_seconds))
     assert res.status == "subsampled"
     sc = rbfsvm.sampled(rbfsvm._counts(T, V, 2), p.rows)
     ref = budget.linear_seconds(sc.nnz, sc.n_classes)
@@ -443,7 +437,7 @@ def test_its_search_keeps_within_its_allowance(monkeypatch: pytest.MonkeyPatch) 
 
     y, X = wavy(1_600, seed=2)
     T, V = _split(y, X)
-    ctx = _context(baseline=linear_run(T, V, LinearOptions(seed=0)), budget_seconds=1e6)
+    ctx = make_context(baseline=linear_run(T, V, LinearOptions(seed=0)), budget_seconds=1e6)
 
     def passed_over(allowance: float) -> list[tuple[float, float]]:
         monkeypatch.setattr(rbf_tuning, "SEARCH_ALLOWANCE", allowance)
@@ -472,7 +466,7 @@ def test_with_two_jobs_its_search_trains_the_folds_side_by_side_with_the_same_re
     baseline = linear_run(T, V, LinearOptions(seed=0))
 
     def check(jobs: int) -> tuple[object, ...]:
-        r = rbfsvm.check(T, V, _context(jobs=jobs, baseline=baseline, budget_seconds=1e6))
+        r = rbfsvm.check(T, V, make_context(jobs=jobs, baseline=baseline, budget_seconds=1e6))
         assert r.status == "ok", r.reason
         return r.val_accuracy, r.info["C"], r.info["gamma"], r.cv_accuracy
 

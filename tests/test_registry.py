@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from conftest import DATASETS
+from conftest import DATASETS, make_context
 
 from kcheck import budget, defaults, pipeline
 from kcheck.checkers import linear, registry
@@ -46,15 +46,8 @@ def separable() -> tuple[Dataset, Dataset, Context]:
     # Small data's floor of counted work, and the stand-in's budget from it, as the plan gives
     # them where exact mode does not run: without them rbfsvm (like degree-2 on a wider set)
     # may be over its relative budget.
-    ctx = Context(
-        seed=0,
-        jobs=1,
-        epsilon=0.02,
-        memory_limit=2**30,
-        deadline=None,
-        baseline=base,
-        floor_seconds=budget.FLOOR_SECONDS,
-        budget_seconds=budget.FLOOR_SECONDS,
+    ctx = make_context(
+        baseline=base, floor_seconds=budget.FLOOR_SECONDS, budget_seconds=budget.FLOOR_SECONDS
     )
     return T, V, ctx
 

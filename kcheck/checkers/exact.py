@@ -563,13 +563,8 @@ def repeats_within_budget(
     most = options.max_repeats(rows)
     if options.budget_seconds is None or options.repeats is not None:
         return most
-    rest = counted_seconds(
-        rows, nnz, classes, dataclasses.replace(options, tune_rows=tune_rows, repeats=0)
-    )
-    point = (search.log2_C, search.log2_gamma)
-    each = _repeat_count(tune_rows, rows, nnz, classes, options) + _iteration_seconds(
-        search, point, tune_rows, rows, classes, options
-    )
+    rest = _rest_seconds(tune_rows, rows, nnz, classes, options)
+    each = _searched_repeat_seconds(search, tune_rows, rows, nnz, classes, options)
     fit = int((options.budget_seconds - rest) // each) if each > 0 else most
     return max(1, min(most, fit))
 
@@ -681,9 +676,26 @@ def repeat_seconds(
 ) -> float:
     """Predicted seconds of one repeat, not nested, at the chosen point (see
     :func:`_iteration_seconds`)."""
-    point = (tuned.search.log2_C, tuned.search.log2_gamma)
-    iterations = _iteration_seconds(tuned.search, point, tuned.tune_rows, rows, classes, options)
-    return _repeat_count(tuned.tune_rows, rows, nnz, classes, options) + iterations
+    return _searched_repeat_seconds(tuned.search, tuned.tune_rows, rows, nnz, classes, options)
+
+
+def _searched_repeat_seconds(
+    search: Search, tune_rows: int, rows: int, nnz: int, classes: int, options: ExactOptions
+) -> float:
+    """:func:`repeat_seconds` at the point ``search`` holds, searched on ``tune_rows`` rows."""
+    point = (search.log2_C, search.log2_gamma)
+    iterations = _iteration_seconds(search, point, tune_rows, rows, classes, options)
+    return _repeat_count(tune_rows, rows, nnz, classes, options) + iterations
+
+
+def _rest_seconds(
+    tune_rows: int, rows: int, nnz: int, classes: int, options: ExactOptions
+) -> float:
+    """Counted seconds of the comparison but its repeats: the search on ``tune_rows`` rows,
+    the linear model's C, the distances."""
+    return counted_seconds(
+        rows, nnz, classes, dataclasses.replace(options, tune_rows=tune_rows, repeats=0)
+    )
 
 
 def _revised_seconds(
@@ -694,14 +706,11 @@ def _revised_seconds(
     (nested, where each repeat searches again, their count). The plan, made before any
     training, could count no iterations: at C = 2^7 on 5,000 noisy rows a repeat took 2.5
     times its share of it. kcheck.plan compares the stage with this (done_share)."""
-    chosen = dataclasses.replace(options, tune_rows=tuned.tune_rows)
-
-    def count(r: int) -> float:
-        return counted_seconds(rows, nnz, classes, dataclasses.replace(chosen, repeats=r))
-
     if options.nested(rows):
-        return count(repeats)
-    return count(0) + repeats * repeat_seconds(tuned, rows, nnz, classes, options)
+        chosen = dataclasses.replace(options, tune_rows=tuned.tune_rows, repeats=repeats)
+        return counted_seconds(rows, nnz, classes, chosen)
+    rest = _rest_seconds(tuned.tune_rows, rows, nnz, classes, options)
+    return rest + repeats * repeat_seconds(tuned, rows, nnz, classes, options)
 
 
 def _iteration_seconds(
