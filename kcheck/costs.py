@@ -10,7 +10,8 @@ may follow each solver more closely, and be re-fitted without moving a verdict:
   and one-vs-rest model, more per value on more rows (more Newton steps), and much more where
   the width far exceeds the rows: separable data drives the search to large C, where the
   Newton-CG steps multiply (degree-2 on text of 8,000 words: 11.6x its per-value cost on
-  1,700 rows; scripts/calibrate_separable.py);
+  1,700 rows; scripts/calibrate_separable.py); the baseline's grows already where T's rows
+  approach twice its width, where Cover's theorem makes them separable (``width_onset_factor``);
 * k-means' 15 passes cost per stored value and cluster;
 * LIBSVM (exact mode, rbfsvm) keeps kcheck.budget's kernel-entry terms.
 
@@ -32,7 +33,13 @@ from kcheck.checkers.degree2 import expanded_dimension
 #: Where it is counted (kcheck.budget): degree-2's counted seconds follow it too.
 separable_factor = budget.separable_factor
 
-__all__ = ["FACTORS", "predicted_seconds", "separable_factor", "shape_seconds"]
+__all__ = [
+    "FACTORS",
+    "predicted_seconds",
+    "separable_factor",
+    "shape_seconds",
+    "width_onset_factor",
+]
 
 #: CPU seconds over shape seconds, per stage (median over the judged corpus; see the module's
 #: doc). A stage not here is predicted by its shape alone.
@@ -49,6 +56,27 @@ FACTORS: dict[str, float] = {
 }
 #: k-means: seconds per stored value, cluster and pass (sparse rows against dense centers).
 KMEANS_SECONDS_PER_WORK = 2.0e-9
+
+
+#: Cover's theorem: n rows in general position in d dimensions are linearly separable with
+#: high probability where n < 2d. Towards there the baseline's C search no longer settles: it
+#: runs on to its largest C, where LIBLINEAR's Newton-CG steps multiply. Its cost per value
+#: grows from 1 where T has ONSET_FROM x its width in rows to ONSET_MOST where it has the
+#: width or fewer (text of 8,400 words on 5,850 rows and 20,000 on 15,000: 2.2 and 2.1 times
+#: the prediction without it; 1,000 on 1,125 rows: 1.3; sector's 55,197 on 4,794: 1.45).
+#: Only the baseline: a MultiLinear cluster is as narrow in rows, but its problem is small
+#: (madelon's 41-row clusters on 500 features took half their prediction without it).
+ONSET_FROM = 4.0
+ONSET_MOST = 2.0
+
+
+def width_onset_factor(width: int, rows: int) -> float:
+    """1 where ``rows`` are at least ONSET_FROM x ``width``; ONSET_MOST at ``width`` or fewer,
+    in between as the log of the ratio."""
+    if rows <= 0 or width <= 0 or rows >= ONSET_FROM * width:
+        return 1.0
+    share = math.log(ONSET_FROM * width / rows) / math.log(ONSET_FROM)
+    return 1.0 + (ONSET_MOST - 1.0) * min(share, 1.0)
 
 
 def _liblinear(nnz: int, width: int, rows: int, models: float) -> float:
@@ -68,7 +96,8 @@ def shape_seconds(name: str, counts: Counts, rows: int, estimated: float | None)
     share = rows / max(counts.rows, 1)
     models = budget.n_models(counts.n_classes)
     if name == "linear":
-        return _liblinear(counts.nnz, counts.features, counts.rows, models)
+        onset = width_onset_factor(counts.features, counts.rows)
+        return _liblinear(counts.nnz, counts.features, counts.rows, models) * onset
     if name == "degree2":
         expanded = int(counts.expanded_nnz * share)
         dim = expanded_dimension(counts.features)

@@ -40,6 +40,24 @@ def test_the_separable_regime_raises_liblinears_cost_per_power_of_ten() -> None:
     assert wide == sorted(wide)
 
 
+def test_the_baselines_cost_grows_as_its_rows_approach_separability() -> None:
+    """Cover: n rows in d dimensions are separable with high probability below n = 2d, where
+    LIBLINEAR's C search runs on to its largest C. The factor rises from 1 at ONSET_FROM x the
+    width in rows to ONSET_MOST at the width, and no further."""
+    f = costs.width_onset_factor
+    assert f(100, int(costs.ONSET_FROM * 100)) == 1.0
+    assert f(100, 100) == costs.ONSET_MOST == f(100, 10) == f(55_197, 4_794)
+    between = [f(100, r) for r in (390, 300, 200, 120)]
+    assert between == sorted(between) and 1.0 < between[0] < between[-1] < costs.ONSET_MOST
+    assert f(0, 100) == f(100, 0) == 1.0
+    # The baseline's prediction carries it; MultiLinear's clusters, as narrow in rows, do not.
+    narrow, wide = _counts(features=10), _counts(features=1_500, nnz=15_000)
+    lin = [costs.shape_seconds("linear", c, c.rows, None) for c in (narrow, wide)]
+    assert lin[1] == pytest.approx(lin[0] * costs.ONSET_MOST)
+    ml = [costs.shape_seconds("multilinear", c, c.rows, None) for c in (narrow, wide)]
+    assert ml[1] == pytest.approx(ml[0])
+
+
 def test_a_stage_grows_with_its_classes_rows_and_width() -> None:
     c = _counts()
     lin = costs.predicted_seconds("linear", c, c.rows, None)
