@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from libsvm import svm as _svm
 from scipy.optimize import nnls
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -72,9 +73,9 @@ class _Recorder:
             return found, rows
 
         # engines reads its print function when it makes each LIBSVM parameter.
-        engines._counting_print = engines._svm.PRINT_STRING_FUN(counting)  # type: ignore[attr-defined]
-        self._keep = engines._counting_print  # type: ignore[attr-defined]
-        exact._search_sample = timed  # type: ignore[assignment]
+        engines._counting_print = _svm.PRINT_STRING_FUN(counting)
+        self._keep = engines._counting_print
+        exact._search_sample = timed
 
 
 def measure(corpus: Path, names: list[str]) -> dict[str, dict[str, Any]]:
