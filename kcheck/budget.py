@@ -209,6 +209,29 @@ SVM_SECONDS_PER_ITERATION_ROW = 1.2e-9
 SVM_PRECOMPUTED_SECONDS_PER_ITERATION_ROW = 3.8e-9
 
 
+#: A training on a precomputed kernel (the search's folds), once it has run: per support
+#: vector and row of its sub-problem, the kernel column LIBSVM computes for it (once: the
+#: cache holds a fold's columns) and the predictions; its iterations cost
+#: SVM_SECONDS_PER_ITERATION_ROW each beside. Fitted, with that fixed and no other term (the
+#: kernels' building took none of the fit), to the CPU seconds of exact mode's whole searches
+#: on the 40 judged cases where it runs: 0.67-1.23 of them on the searches of 0.1 s or more,
+#: where rbf_tuning_seconds' kernel entries gave 0.41-1.86 (clean data keeps few support
+#: vectors: svmguide1 0.41; noisy data many: parity3 1.86; scripts/results/
+#: calibrate_search.md). Not counted before a search, as the plan cannot know them: only
+#: kcheck.checkers.exact's revised seconds, which nothing decides on, read it.
+SVM_SECONDS_PER_SUPPORT_VECTOR_ROW = 5.3e-8
+
+
+def svm_trained_seconds(support_vectors: float, iterations: float, rows: float) -> float:
+    """Seconds of LIBSVM trainings on precomputed kernels of ``rows`` rows each that kept
+    ``support_vectors`` and took ``iterations``, both summed over the trainings."""
+    per_row = (
+        SVM_SECONDS_PER_SUPPORT_VECTOR_ROW * support_vectors
+        + SVM_SECONDS_PER_ITERATION_ROW * iterations
+    )
+    return per_row * rows
+
+
 def svm_iterations_on(sample_iterations: float, sample_rows: int, folds: int, rows: int) -> float:
     """LIBSVM's iterations for one training on ``rows`` rows, from a ``folds``-fold CV on
     ``sample_rows`` rows at the same (C, gamma) that took ``sample_iterations`` over its folds:

@@ -291,6 +291,11 @@ _svm.libsvm.svm_set_print_string_function(_svm.ctypes_print_null)
 #: dropped. A count of the work its trainings did, the same on every machine: unlike rows and
 #: C, it follows a large C's slow convergence (kcheck.costs).
 _svm_iterations = [0]
+#: ... and their support vectors, from the "Total nSV = N" line each training prints: a
+#: kernel column is computed once per support vector (the cache holds a search's folds), so
+#: they, not the kernel's entries, set what a training on a precomputed kernel costs beside
+#: its iterations (scripts/results/calibrate_search.md).
+_svm_support_vectors = [0]
 
 
 _svm_iterations_lock = threading.Lock()
@@ -302,6 +307,9 @@ def _count_svm_iterations(line: bytes | None) -> None:
     if line and b"#iter = " in line:
         with _svm_iterations_lock:
             _svm_iterations[0] += int(line.split(b"#iter = ", 1)[1].split()[0])
+    elif line and b"Total nSV = " in line:
+        with _svm_iterations_lock:
+            _svm_support_vectors[0] += int(line.split(b"Total nSV = ", 1)[1].split()[0])
 
 
 _counting_print = _svm.PRINT_STRING_FUN(_count_svm_iterations)
@@ -311,6 +319,12 @@ def svm_iterations() -> int:
     """LIBSVM's solver iterations so far in this process (a difference of two reads is the
     work of the calls between them)."""
     return _svm_iterations[0]
+
+
+def svm_support_vectors() -> int:
+    """LIBSVM's support vectors so far in this process, summed over its trainings (as
+    :func:`svm_iterations`)."""
+    return _svm_support_vectors[0]
 
 
 def _svm_parameter(

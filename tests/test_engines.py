@@ -176,6 +176,38 @@ def test_libsvm_iterations_are_counted_the_same_every_time(rng, sparse):
     assert 2 * small < cv < 8 * small
 
 
+@pytest.mark.parametrize("sparse", [False, True])
+def test_libsvm_support_vectors_are_counted_as_each_model_keeps_them(rng, sparse):
+    """The "Total nSV" lines, summed: a training counts its model's support vectors, more
+    where the classes overlap (a small C on a checkerboard keeps nearly every row) than on
+    separated ones, and a CV, trained side by side or not, counts every fold's."""
+    X = rng.uniform(-1.0, 1.0, size=(engines.SIDE_BY_SIDE_MIN_ROWS + 100, 2))
+    board = np.where(np.sin(4 * X[:, 0]) * np.sin(4 * X[:, 1]) > 0, 1.0, -1.0)
+    apart = np.where(X[:, 0] > 0, 1.0, -1.0)
+
+    def counted(call):
+        before = engines.svm_support_vectors()
+        out = call()
+        return out, engines.svm_support_vectors() - before
+
+    for labels in (board, apart):
+        problem = engines.SvmProblem.from_data(sp.csr_matrix(X) if sparse else X, labels)
+        model, n = counted(lambda p=problem: engines.train_rbf(p, 1.0, 1.0))
+        assert n == model.n_sv > 0
+    overlap = engines.SvmProblem.from_data(X, board)
+    separated = engines.SvmProblem.from_data(X, apart)
+    assert counted(lambda: engines.train_rbf(overlap, 0.5, 1.0))[1] > 0.75 * X.shape[0]
+    assert counted(lambda: engines.train_rbf(separated, 2.0**7, 1.0))[1] < 0.25 * X.shape[0]
+    kernel = engines.KernelProblem.from_kernel(
+        np.exp(-1.0 * engines.squared_distances(sp.csr_matrix(X))), board
+    )
+    folds = [
+        counted(lambda w=w: engines.cv_kernel_predictions(kernel, 1.0, folds=5, seed=0, workers=w))
+        for w in (1, 2)
+    ]
+    assert folds[0][1] == folds[1][1] > counted(lambda: engines.train_rbf(overlap, 1.0, 1.0))[1]
+
+
 def _kernel_problem(rng, rows, labels, class_weight=None):
     """A precomputed RBF kernel of ``rows`` random rows, labels drawn from ``labels``."""
     X = rng.normal(size=(rows, 6))

@@ -580,8 +580,9 @@ def test_a_repeats_prediction_follows_the_searchs_iterations_at_the_chosen_point
 def test_the_result_revises_its_count_with_the_repeats_predicted_from_the_search(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """``revised_seconds``: the count of the search and distances, and each repeat that ran
-    at :func:`exact.repeat_seconds`, from the search's iterations at the chosen point
+    """``revised_seconds``: the count of the distances, the search as it ran (its support
+    vectors and iterations in place of its count) and each repeat that ran at
+    :func:`exact.repeat_seconds`, from the search's iterations at the chosen point
     (kcheck.plan.done_share compares the stage with it); counts only, the same everywhere."""
     seen: list[exact._Tuned] = []
     real = exact._revised_seconds
@@ -599,7 +600,26 @@ def test_the_result_revises_its_count_with_the_repeats_predicted_from_the_search
     opts = exact.ExactOptions(seed=0, tune_rows=300)
     one = exact.repeat_seconds(tuned, 300, int(X.nnz), 2, opts)
     search = exact.counted_seconds(300, int(X.nnz), 2, dataclasses.replace(opts, repeats=0))
-    assert r.info["revised_seconds"] == round(search + r.info["repeats"] * one, 3)
+    # LIBSVM's support vectors at every scored point, over its 5 folds of 240 rows each.
+    svs = tuned.search.support_vectors
+    assert set(svs) == set(tuned.search.scores)
+    assert all(0 < n <= 5 * 240 for n in svs.values())
+    ran = exact.budget.svm_trained_seconds(
+        sum(svs.values()), sum(tuned.search.iterations.values()), 240
+    )
+    counted = exact.budget.rbf_tuning_seconds(
+        tune_rows=300,
+        n_classes=2,
+        grid_points=opts.grid_points(),
+        gammas=len(opts.resolved_gamma_factor()),
+        folds=5,
+    )
+    assert exact.rbf_tuning.beyond_count(tuned.search, 300, 2, opts) == pytest.approx(ran - counted)
+    revised = search - counted + ran + r.info["repeats"] * one
+    assert r.info["revised_seconds"] == pytest.approx(revised, abs=1e-3)
+    # A search that recorded no support vectors keeps its count.
+    unrecorded = dataclasses.replace(tuned.search, support_vectors={})
+    assert exact.rbf_tuning.beyond_count(unrecorded, 300, 2, opts) == 0.0
     # Without the search's iterations a repeat is predicted at its count alone: less.
     bare = dataclasses.replace(tuned.search, iterations={point: 0})
     count = exact.repeat_seconds(dataclasses.replace(tuned, search=bare), 300, int(X.nnz), 2, opts)

@@ -705,11 +705,14 @@ def _revised_seconds(
     counted LIBSVM's iterations: :func:`repeat_seconds` each, what their stage line announces
     (nested, where each repeat searches again, their count). The plan, made before any
     training, could count no iterations: at C = 2^7 on 5,000 noisy rows a repeat took 2.5
-    times its share of it. kcheck.plan compares the stage with this (done_share)."""
+    times its share of it. The search itself is what it did
+    (:func:`kcheck.checkers.rbf_tuning.beyond_count`) in place of its count. kcheck.plan
+    compares the stage with this (done_share)."""
+    searched = rbf_tuning.beyond_count(tuned.search, tuned.tune_rows, classes, options)
     if options.nested(rows):
         chosen = dataclasses.replace(options, tune_rows=tuned.tune_rows, repeats=repeats)
-        return counted_seconds(rows, nnz, classes, chosen)
-    rest = _rest_seconds(tuned.tune_rows, rows, nnz, classes, options)
+        return counted_seconds(rows, nnz, classes, chosen) + searched
+    rest = _rest_seconds(tuned.tune_rows, rows, nnz, classes, options) + searched
     return rest + repeats * repeat_seconds(tuned, rows, nnz, classes, options)
 
 

@@ -351,9 +351,15 @@ def run(T: Dataset, V: Dataset, options: Tuning, tune_rows: int, ctx: Context) -
             "grid_passed_over": list(search.passed_over),
             "rows": T.rows,
             "support_vectors": model.n_sv,
-            # Its count with the trainings that ran predicted from the iterations the search
-            # counted at their points, as their stage line announces them (done_share).
-            "revised_seconds": round(_search_seconds(counts, tune_rows) + trainings, 3),
+            # Its count with the search as it ran and the trainings that ran predicted from
+            # the iterations it counted at their points, as their stage line announces them
+            # (done_share).
+            "revised_seconds": round(
+                _search_seconds(counts, tune_rows)
+                + rbf_tuning.beyond_count(search, tune_rows, counts.n_classes, options)
+                + trainings,
+                3,
+            ),
         },
         predict=model.predict,
         cv_accuracy=search.right[best] / tune_rows,
