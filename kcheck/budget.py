@@ -217,8 +217,8 @@ SVM_PRECOMPUTED_SECONDS_PER_ITERATION_ROW = 3.8e-9
 #: on the 40 judged cases where it runs: 0.67-1.23 of them on the searches of 0.1 s or more,
 #: where rbf_tuning_seconds' kernel entries gave 0.41-1.86 (clean data keeps few support
 #: vectors: svmguide1 0.41; noisy data many: parity3 1.86; scripts/results/
-#: calibrate_search.md). Not counted before a search, as the plan cannot know them: only
-#: kcheck.checkers.exact's revised seconds, which nothing decides on, read it.
+#: calibrate_search.md). Not counted before a search, as the plan cannot know them: only the
+#: revised seconds of exact mode and the RBF SVM checker, which nothing decides on, read it.
 SVM_SECONDS_PER_SUPPORT_VECTOR_ROW = 5.3e-8
 
 
