@@ -7,8 +7,8 @@ Usage:
 For each case of a judged corpus (``scripts/judge.py make``; by default every case where
 exact mode runs), run a check in this process, one job, as ``kcheck check FILE`` would, and
 record around exact mode's search on its tuning rows: its CPU seconds, the grid points it
-scored, LIBSVM's iterations and support vectors summed over every fold it trained (from
-LIBSVM's own output, which kcheck otherwise silences), and kcheck.budget's count of it
+scored, LIBSVM's iterations and support vectors summed over every fold it trained (as the
+search records them, kcheck.checkers.rbf_tuning.Search), and kcheck.budget's count of it
 (``rbf_tuning_seconds``: kernel entries per grid point and fold, no iterations). Then fit,
 with non-negative least squares, CPU seconds over this machine's pace (kcheck.probe) as
 
@@ -32,13 +32,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from libsvm import svm as _svm
 from scipy.optimize import nnls
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from kcheck import __version__, budget, engines, probe  # noqa: E402
+from kcheck import __version__, budget, probe  # noqa: E402
 from kcheck.checkers import exact  # noqa: E402
 from kcheck.pipeline import CheckConfig, run  # noqa: E402
 
@@ -46,35 +45,26 @@ FOLDS = 5
 
 
 class _Recorder:
-    """Hooks exact mode's search and LIBSVM's output: what the current case's search did."""
+    """Hooks exact mode's search: what the current case's search did, from the support
+    vectors and iterations it recorded at each point it scored (kcheck's own counts)."""
 
     def __init__(self) -> None:
-        self.support_vectors = 0
         self.case: dict[str, Any] = {}
-        count = engines._count_svm_iterations
         search = exact._search_sample
 
-        def counting(line: bytes | None) -> None:
-            count(line)
-            if line and b"Total nSV = " in line:
-                self.support_vectors += int(line.split(b"Total nSV = ", 1)[1].split()[0])
-
         def timed(*args: Any, **kwargs: Any) -> Any:
-            cpu, svs, iters = time.process_time(), self.support_vectors, engines.svm_iterations()
+            cpu = time.process_time()
             found, rows = search(*args, **kwargs)
             self.case = {
                 "cpu": time.process_time() - cpu,
                 "tune_rows": rows,
                 "points": len(found.scores),
                 "gammas": len({g for _, g in found.scores}),
-                "iterations": engines.svm_iterations() - iters,
-                "support_vectors": self.support_vectors - svs,
+                "iterations": sum(found.iterations.values()),
+                "support_vectors": sum(found.support_vectors.values()),
             }
             return found, rows
 
-        # engines reads its print function when it makes each LIBSVM parameter.
-        engines._counting_print = _svm.PRINT_STRING_FUN(counting)
-        self._keep = engines._counting_print
         exact._search_sample = timed
 
 
