@@ -13,6 +13,7 @@ may follow each solver more closely, and be re-fitted without moving a verdict:
   1,700 rows; scripts/calibrate_separable.py); the baseline's grows already where T's rows
   approach twice its width, where Cover's theorem makes them separable (``width_onset_factor``);
 * k-means' 15 passes cost per stored value and cluster;
+* degree-2 also expands its rows and all of V, which it scores (``EXPAND_SECONDS_PER_VALUE``);
 * LIBSVM (exact mode, rbfsvm) keeps kcheck.budget's kernel-entry terms.
 
 Each stage's prediction is its shape (below) times one factor per stage, the median of CPU
@@ -29,12 +30,23 @@ from kcheck import budget
 from kcheck.checkers import kmeans as km
 from kcheck.checkers.base import Counts
 from kcheck.checkers.degree2 import expanded_dimension
+from kcheck.solver_costs import (
+    KMEANS_SECONDS_PER_WORK,
+    ONSET_FROM,
+    ONSET_MOST,
+    kmeans_seconds,
+    liblinear_seconds,
+    width_onset_factor,
+)
 
 #: Where it is counted (kcheck.budget): degree-2's counted seconds follow it too.
 separable_factor = budget.separable_factor
 
 __all__ = [
     "FACTORS",
+    "KMEANS_SECONDS_PER_WORK",
+    "ONSET_FROM",
+    "ONSET_MOST",
     "predicted_seconds",
     "separable_factor",
     "shape_seconds",
@@ -54,38 +66,11 @@ FACTORS: dict[str, float] = {
     "rbf": 1.25,
     "rbfsvm": 0.9,
 }
-#: k-means: seconds per stored value, cluster and pass (sparse rows against dense centers).
-KMEANS_SECONDS_PER_WORK = 2.0e-9
-
-
-#: Cover's theorem: n rows in general position in d dimensions are linearly separable with
-#: high probability where n < 2d. Towards there the baseline's C search no longer settles: it
-#: runs on to its largest C, where LIBLINEAR's Newton-CG steps multiply. Its cost per value
-#: grows from 1 where T has ONSET_FROM x its width in rows to ONSET_MOST where it has the
-#: width or fewer (text of 8,400 words on 5,850 rows and 20,000 on 15,000: 2.2 and 2.1 times
-#: the prediction without it; 1,000 on 1,125 rows: 1.3; sector's 55,197 on 4,794: 1.45).
-#: Only the baseline: a MultiLinear cluster is as narrow in rows, but its problem is small
-#: (madelon's 41-row clusters on 500 features took half their prediction without it).
-ONSET_FROM = 4.0
-ONSET_MOST = 2.0
-
-
-def width_onset_factor(width: int, rows: int) -> float:
-    """1 where ``rows`` are at least ONSET_FROM x ``width``; ONSET_MOST at ``width`` or fewer,
-    in between as the log of the ratio."""
-    if rows <= 0 or width <= 0 or rows >= ONSET_FROM * width:
-        return 1.0
-    share = math.log(ONSET_FROM * width / rows) / math.log(ONSET_FROM)
-    return 1.0 + (ONSET_MOST - 1.0) * min(share, 1.0)
-
-
-def _liblinear(nnz: int, width: int, rows: int, models: float) -> float:
-    """LIBLINEAR -s 2 with its -C search on ``rows`` rows of ``nnz`` values, ``width`` wide,
-    ``models`` one-vs-rest models: per value, more on more rows (degree-2's row factor, which
-    the baseline follows too: cod-rna's 44,651 rows took 3.7x the per-value cost of a few
-    thousand), and more in the separable regime."""
-    per_value = budget.LINEAR_SECONDS_PER_NNZ * budget.rows_factor(rows)
-    return per_value * nnz * models * separable_factor(width, rows)
+#: Degree-2's expansion of the rows it trains on and of all of V, which it scores, per expanded
+#: value (vectorised numpy, about 15 passes over int64 arrays): 50-140 ns CPU at pace 0.47, on
+#: dense and sparse rows of 5-8,400 features. On a subsample V can hold 20 times the training
+#: rows' values: lin_d20_n100000's 25,000 rows of V took 0.65 of degree-2's 1.7 s.
+EXPAND_SECONDS_PER_VALUE = 1.5e-7
 
 
 def shape_seconds(name: str, counts: Counts, rows: int, estimated: float | None) -> float | None:
@@ -97,7 +82,7 @@ def shape_seconds(name: str, counts: Counts, rows: int, estimated: float | None)
     models = budget.n_models(counts.n_classes)
     if name == "linear":
         onset = width_onset_factor(counts.features, counts.rows)
-        return _liblinear(counts.nnz, counts.features, counts.rows, models) * onset
+        return liblinear_seconds(counts.nnz, counts.features, counts.rows, models) * onset
     if name == "degree2":
         expanded = int(counts.expanded_nnz * share)
         dim = expanded_dimension(counts.features)
@@ -106,16 +91,19 @@ def shape_seconds(name: str, counts: Counts, rows: int, estimated: float | None)
         ref = (
             0.0
             if rows >= counts.rows
-            else _liblinear(int(counts.nnz * share), counts.features, rows, models)
+            else liblinear_seconds(int(counts.nnz * share), counts.features, rows, models)
         )
-        return main + ref
+        val_expanded = counts.expanded_nnz * counts.val_rows / max(counts.rows, 1)
+        return main + ref + EXPAND_SECONDS_PER_VALUE * (expanded + val_expanded)
     if name in ("multilinear", "mixlinear"):
         k = km.n_clusters(counts.rows)
-        kmeans = KMEANS_SECONDS_PER_WORK * km.N_ITER * k * max(counts.nnz, counts.rows)
+        kmeans = kmeans_seconds(counts.nnz, counts.rows, k, km.N_ITER)
         # A cluster holds a few of many classes: its one-vs-rest models grow with about the
         # square root of the classes (letter's 26 classes in 46 clusters cost 5x, not 26x).
         per_cluster = math.sqrt(models) if models > 1 else 1.0
-        trained = _liblinear(counts.nnz, counts.features, max(counts.rows // k, 1), per_cluster)
+        trained = liblinear_seconds(
+            counts.nnz, counts.features, max(counts.rows // k, 1), per_cluster
+        )
         if name == "mixlinear" and estimated is not None:
             return kmeans + estimated
         return kmeans + trained

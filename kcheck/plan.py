@@ -367,26 +367,33 @@ OFF_LOW, OFF_HIGH, OFF_MIN_SECONDS = 0.5, 2.0, 0.5
 
 
 def done_share(
-    block: Mapping[str, Any] | None = None, data: Mapping[str, Any] | None = None
+    block: Mapping[str, Any] | None = None,
+    data: Mapping[str, Any] | None = None,
+    predicted: float | None = None,
 ) -> tuple[float, str]:
     """The share of its plan's prediction that the work a checker did is predicted to take,
     from its JSON block and the JSON's ``data``, and how to say it.
 
     The plan counts LIBSVM's kernel entries and no iterations, as none has run; at a large C
     they are most of the work (a repeat at C = 2^7 on 5,000 noisy rows took 2.5 times its
-    share of the plan). Once its search has run, exact mode and the RBF SVM checker revise
-    their count with the repeats or trainings that ran predicted from the iterations it
-    counted (``revised_seconds``); the share is that over the plan's count. Exact mode's
-    repeats also stop once the verdict is settled, where the plan counts all of them (the
-    budget must): a block without ``revised_seconds`` (kcheck 0.6.1) gets the count of the
-    repeats it ran. 1 where nothing says otherwise."""
+    share of the plan). Once its search has run, exact mode revises its count with the
+    repeats that ran predicted from the iterations it counted (``revised_seconds``); the
+    share is that over the plan's count. Exact mode's repeats also stop once the verdict is
+    settled, where the plan counts all of them (the budget must): a block without
+    ``revised_seconds`` (kcheck 0.6.1) gets the count of the repeats it ran.
+
+    The RBF SVM checker (once its search has run) and MultiLinear (once its k-means has run)
+    give the stage's own prediction in ``revised_seconds``, from what that first part found
+    (the search's support vectors, the clusters' classes): the share is that over the step's
+    ``predicted`` seconds (over the block's count where not given, as kcheck 0.6.4 counted
+    it). 1 where nothing says otherwise."""
     if not block:
         return 1.0, ""
     revised = block.get("revised_seconds")
-    # The RBF SVM checker's block has no repeats and carries its own count.
+    # Without repeats, the stage's own prediction once its first part has run.
     if revised is not None and not block.get("repeats"):
-        counted = float(block.get("estimated_seconds") or 0.0)
-        return (float(revised) / counted, "") if counted > 0 else (1.0, "")
+        before = float(predicted or block.get("estimated_seconds") or 0.0)
+        return (float(revised) / before, "") if before > 0 else (1.0, "")
     if not block.get("repeats") or not data:
         return 1.0, ""
     if revised is None and not block.get("stopped_early"):
@@ -434,7 +441,7 @@ def off_prediction(
         # A checker skipped at run time (the --time-limit, memory) did not do its work either.
         if isinstance(block, Mapping) and block.get("status") == "skipped":
             continue
-        share, did = done_share(block, data)
+        share, did = done_share(block, data, predicted)
         predicted *= share * machine
         if predicted < OFF_MIN_SECONDS and cpu < OFF_MIN_SECONDS:
             continue

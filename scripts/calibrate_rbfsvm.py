@@ -12,8 +12,12 @@ on a stratified sample of N rows of T instead, with the fewest tuning rows, what
 budget). Reported: the counted
 seconds (the plan's estimate; ``predicted`` is kcheck.costs' prediction from it), the CPU
 seconds (this process and its children), of which the grid search on the tuning sample and the
-LIBSVM trainings; the rest is mostly the trainings' predictions. Per training: rows, support
-vectors and LIBSVM's iterations (from its own output, which kcheck otherwise silences).
+LIBSVM trainings; the rest is mostly the trainings' predictions and, on a sample, its linear
+reference. ``revised``: the stage's prediction once its search has run (the JSON's
+``revised_seconds``), set against the CPU seconds at this machine's pace (kcheck.probe).
+Per training: rows, support vectors and LIBSVM's iterations (kcheck.engines counts them from
+the lines LIBSVM prints).
+``--json OUT``: each case's search, trainings and predictions, CPU seconds and counts.
 
 ``--kernel-cost``: LIBSVM's cost of one RBF kernel evaluation on each file's rows: a model
 trained at C = 2^-8 on 1,500 rows (nearly every row a support vector) predicts 1,500 more;
@@ -24,18 +28,18 @@ row + 1), the unit of ``budget.RBF_SECONDS_PER_WORK``. Nothing here changes what
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from libsvm import svm as _svm
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from kcheck import budget, costs, engines, plan  # noqa: E402
+from kcheck import budget, costs, engines, plan, probe  # noqa: E402
 from kcheck.checkers import rbf_tuning, rbfsvm  # noqa: E402
 from kcheck.checkers.base import Context, Counts, Dataset, cpu_seconds  # noqa: E402
 from kcheck.defaults import DEFAULT_CHECKERS  # noqa: E402
@@ -43,28 +47,8 @@ from kcheck.memory import default_memory_limit  # noqa: E402
 from kcheck.prepare import prepare  # noqa: E402
 from kcheck.split import stratified_split, stratified_subsample  # noqa: E402
 
-_output: list[str] = []
-
-
-@_svm.PRINT_STRING_FUN  # type: ignore[untyped-decorator]
-def _capture(text: bytes) -> None:
-    _output.append(text.decode())
-
-
-def _verbose_parameter(
-    C: float,
-    gamma: float | None,
-    probability: bool = False,
-    weights: str = "",
-    cache_mb: float = engines.SVM_CACHE_MB,
-) -> Any:
-    """engines._svm_parameter without -q, LIBSVM's output going to :data:`_output`."""
-    g = "" if gamma is None else f" -g {gamma!r}"
-    kernel = "-t 4" if gamma is None else "-t 2"
-    b = " -b 1" if probability else ""
-    p = _svm.svm_parameter(f"-s 0 {kernel} -c {C!r}{g} -m {cache_mb!r}{b}{weights}")
-    _svm.libsvm.svm_set_print_string_function(_capture)
-    return p
+#: One record a case for ``--json``: the search's and each LIBSVM call's CPU seconds and counts.
+_records: list[dict[str, Any]] = []
 
 
 class _Trainings:
@@ -75,15 +59,20 @@ class _Trainings:
         self._train = engines.train_rbf
 
     def __call__(self, problem: Any, C: float, gamma: float, **kw: Any) -> Any:
-        _output.clear()
+        i0 = engines.svm_iterations()
         c0 = cpu_seconds()
         m = self._train(problem, C, gamma, **kw)
         took = cpu_seconds() - c0
-        iters = sum(
-            int(line.split("=")[1]) for line in "".join(_output).splitlines() if "#iter" in line
-        )
+        iters = engines.svm_iterations() - i0
         self.calls.append(
-            {"rows": problem.n_rows, "C": C, "sv": m.n_sv, "iters": iters, "cpu": took}
+            {
+                "rows": problem.n_rows,
+                "C": C,
+                "gamma": gamma,
+                "sv": m.n_sv,
+                "iters": iters,
+                "cpu": took,
+            }
         )
         return m
 
@@ -94,7 +83,7 @@ def split(path: Path) -> tuple[Dataset, Dataset]:
     return Dataset(data.X[tr], data.y[tr]), Dataset(data.X[va], data.y[va])
 
 
-def measure(path: Path, rows: int | None) -> str:
+def measure(path: Path, rows: int | None, pace: float = 1.0) -> str:
     T, V = split(path)
     counts = Counts.of(T, V)
     step = plan.make(counts, plan.Options(checkers=DEFAULT_CHECKERS)).step(rbfsvm.NAME)
@@ -117,17 +106,44 @@ def measure(path: Path, rows: int | None) -> str:
         budget_seconds=allowed,
     )
     trainings = _Trainings()
-    search = {"cpu": 0.0}
+    search: dict[str, Any] = {"cpu": 0.0}
     search_sample = rbfsvm._search_sample
+    predictions: list[dict[str, Any]] = []
+    reference = rbfsvm.sample_reference
+    predict = engines.RbfModel.predict
 
     def timed_search(*a: Any, **k: Any) -> Any:
         c0 = cpu_seconds()
         out = search_sample(*a, **k)
         search["cpu"] += cpu_seconds() - c0
+        found, tune_rows = out
+        search["revised"] = rbfsvm._search_seconds(counts, tune_rows) + rbf_tuning.beyond_count(
+            found, tune_rows, counts.n_classes, a[3]
+        )
+        search["points"] = [
+            [c, g, found.support_vectors.get((c, g)), found.iterations.get((c, g))]
+            for c, g in found.scores
+        ]
+        search["best"] = [found.log2_C, found.log2_gamma]
+        return out
+
+    def timed_reference(*a: Any, **k: Any) -> Any:
+        c0 = cpu_seconds()
+        out = reference(*a, **k)
+        search["reference_cpu"] = cpu_seconds() - c0
+        search["reference_rows"] = a[0].rows
+        return out
+
+    def timed_predict(model: Any, X: Any) -> Any:
+        c0 = cpu_seconds()
+        out = predict(model, X)
+        predictions.append({"rows": X.shape[0], "sv": model.n_sv, "cpu": cpu_seconds() - c0})
         return out
 
     engines.train_rbf = trainings
     rbfsvm._search_sample = timed_search
+    rbfsvm.sample_reference = timed_reference
+    engines.RbfModel.predict = timed_predict  # type: ignore[method-assign]
     try:
         c0 = cpu_seconds()
         r = rbfsvm.check(T, V, ctx)
@@ -135,6 +151,8 @@ def measure(path: Path, rows: int | None) -> str:
     finally:
         engines.train_rbf = trainings._train
         rbfsvm._search_sample = search_sample
+        rbfsvm.sample_reference = reference
+        engines.RbfModel.predict = predict  # type: ignore[method-assign]
     if r.status == "skipped":
         return f"| {path.name} | {counts.rows:,} | skipped: {r.reason} |"
     trained = int(r.info["rows"])
@@ -146,11 +164,37 @@ def measure(path: Path, rows: int | None) -> str:
     sv = max(c["sv"] / c["rows"] for c in trainings.calls)
     top_C = max(c["C"] for c in trainings.calls)
     merge = budget.sparse_merge_factor(sc.features, sc.nnz, sc.rows)
+    revised = float(r.info["revised_seconds"])
+    _records.append(
+        {
+            "set": path.name,
+            "rows": counts.rows,
+            "val_rows": counts.val_rows,
+            "nnz": counts.nnz,
+            "features": counts.features,
+            "classes": counts.n_classes,
+            "trained_rows": trained,
+            "tune_rows": r.info["tune_rows"],
+            "counted": counted,
+            "revised": r.info.get("revised_seconds"),
+            "cpu": cpu,
+            "search_cpu": search["cpu"],
+            "search_revised": search.get("revised"),
+            "search_points": search.get("points"),
+            "search_best": search.get("best"),
+            "reference_cpu": search.get("reference_cpu"),
+            "reference_rows": search.get("reference_rows"),
+            "revised_pieces": r.info.get("revised_pieces"),
+            "trainings": trainings.calls,
+            "predictions": predictions,
+        }
+    )
     return (
         f"| {path.name} | {counts.rows:,} x {counts.features:,} ({counts.n_classes}) | "
         f"{trained:,} | {r.info['tune_rows']:,} | {merge:.2f} | 2^{np.log2(top_C):g} | "
         f"{sv:.2f} | {per_row:.0f} | {counted:.2f} | {predicted:.2f} | {cpu:.2f} | "
-        f"{cpu / counted:.2f} | {cpu / predicted:.2f} | {search['cpu']:.2f} | {fits:.2f} |"
+        f"{cpu / counted:.2f} | {cpu / predicted:.2f} | {search['cpu']:.2f} | {fits:.2f} | "
+        f"{revised:.2f} | {cpu / (revised * pace):.2f} |"
     )
 
 
@@ -185,6 +229,7 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=None, help="train on N rows of T")
     ap.add_argument("--kernel-cost", action="store_true", help="cost per kernel evaluation")
     ap.add_argument("-o", "--output", type=Path, default=None)
+    ap.add_argument("--json", type=Path, default=None, help="per-case records, each call's")
     a = ap.parse_args()
     load = os.getloadavg()[0]
     if a.kernel_cost:
@@ -194,19 +239,27 @@ def main() -> None:
             "|---|---|---|---|---|---|---|",
         ]
     else:
-        engines._svm_parameter = _verbose_parameter
         head = [
             "| set | T (classes) | rows trained | tune rows | merge factor | top C | "
             "most SVs / rows | most iterations / row | counted s | predicted s | CPU s | "
-            "CPU / counted | CPU / predicted | search CPU s | trainings CPU s |",
-            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+            "CPU / counted | CPU / predicted | search CPU s | trainings CPU s | revised s | "
+            "CPU / (revised x pace) |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
         ]
-    lines = [f"load average {load:.1f} at the start", "", *head]
+    pace = probe.pace(probe.probe_seconds())
+    lines = [
+        f"load average {load:.1f} at the start; pace {pace:.2f} (CPU seconds per reference "
+        "second, kcheck.probe)",
+        "",
+        *head,
+    ]
     for path in a.files:
-        lines.append(kernel_cost(path) if a.kernel_cost else measure(path, a.rows))
+        lines.append(kernel_cost(path) if a.kernel_cost else measure(path, a.rows, pace))
         print(lines[-1], flush=True)
     if a.output is not None:
         a.output.write_text("\n".join(lines) + "\n")
+    if a.json is not None:
+        a.json.write_text(json.dumps(_records, indent=1) + "\n")
 
 
 if __name__ == "__main__":

@@ -106,8 +106,9 @@ def summary(v: dict[str, Any], wall: float, load: float | None) -> dict[str, Any
 
 def _done(block: dict[str, Any] | None, data: dict[str, Any]) -> dict[str, Any] | None:
     """The arguments of kcheck.plan.done_share for a checker whose prediction is revised as
-    it runs (exact mode's repeats, which may stop early, and the RBF SVM checker's trainings,
-    predicted from their search's iterations): its JSON block and the JSON's ``data``."""
+    it runs (exact mode's repeats, which may stop early; the RBF SVM checker's trainings,
+    predicted from what its search found; MultiLinear's clusters, once k-means has made them):
+    its JSON block and the JSON's ``data``."""
     if not block or ("repeats" not in block and "revised_seconds" not in block):
         return None
     return {"block": block, "data": data}
@@ -148,7 +149,7 @@ def _predicted(s: dict[str, Any], machine: float = 1.0) -> float | None:
 
 
 def _share(s: dict[str, Any]) -> tuple[float, str]:
-    return done_share(**(s.get("done") or {}))
+    return done_share(**(s.get("done") or {}), predicted=s.get("predicted_seconds"))
 
 
 def _ratio(s: dict[str, Any], machine: float = 1.0) -> float | None:

@@ -7,7 +7,7 @@ import math
 import pytest
 from conftest import DATASETS
 
-from kcheck import budget, costs, plan
+from kcheck import budget, costs, plan, solver_costs
 from kcheck.checkers import kmeans as km
 from kcheck.checkers.base import Counts
 from kcheck.pipeline import CheckConfig, _Pace, run
@@ -99,7 +99,10 @@ def test_degree2_is_sized_and_predicted_at_more_per_value_on_more_rows() -> None
     )
     c = _counts(rows=8_000, nnz=80_000, expanded_nnz=800_000)
     sized = budget.degree2_sizing_seconds(c.expanded_nnz, c.n_classes, c.rows)
-    assert costs.shape_seconds("degree2", c, c.rows, None) == pytest.approx(sized)
+    # Beside its training, the expansion of its rows and of V.
+    val = c.expanded_nnz * c.val_rows / c.rows
+    expand = costs.EXPAND_SECONDS_PER_VALUE * (c.expanded_nnz + val)
+    assert costs.shape_seconds("degree2", c, c.rows, None) == pytest.approx(sized + expand)
     # Sized within 10 counted seconds, a subsample is charged its count, under what it got.
     many = _counts(rows=30_000, nnz=300_000, expanded_nnz=30_000 * 500)
     (step,) = plan.checker_steps(many, ("degree2",), 10.0, 8 * 2**30)
@@ -144,3 +147,96 @@ def test_off_prediction_reads_the_prediction_not_the_budget_count() -> None:
     far = {**step, "estimated_seconds": 3.0, "predicted_seconds": 0.5}
     (line,) = plan.off_prediction({"steps": [far]})
     assert line.startswith("degree2 took 4.0 CPU seconds against 0.5 predicted (8.0x)")
+
+
+def test_degree2_on_a_subsample_is_predicted_with_the_expansion_of_all_of_V() -> None:
+    """Degree-2 scores all of V, which it expands: on a 1,229-row subsample of 75,000 rows of
+    20 features, V's 25,000 rows hold 20 times the training rows' values (0.65 s of the
+    stage's 1.7 s on lin_d20_n100000), so most of the stage's shape."""
+    per_row = 20 + 20 * 21 // 2
+    c = _counts(
+        rows=75_000,
+        val_rows=25_000,
+        nnz=1_500_000,
+        val_nnz=500_000,
+        features=20,
+        expanded_nnz=75_000 * per_row,
+    )
+    shape = costs.shape_seconds("degree2", c, 1_229, None)
+    assert shape is not None
+    val = costs.EXPAND_SECONDS_PER_VALUE * 25_000 * per_row
+    assert 0.4 * shape < val < shape
+    # V's share is the same whatever the rows trained on: less of a larger subsample's.
+    larger = costs.shape_seconds("degree2", c, 12_290, None)
+    assert larger is not None and larger - val > 5 * (shape - val)
+
+
+def test_multilinears_clusters_are_predicted_from_the_classes_each_holds() -> None:
+    """Once k-means has run: each cluster's one-vs-rest models over the classes it holds, the
+    width onset only on a cluster of CLUSTER_ONSET_ROWS or more, nothing for one class. Text
+    left in one large cluster of every class costs more than K even clusters of a few."""
+    width = 55_197
+    one_big = [(4_000, 660_000, 105)] + [(20, 3_300, 1)] * 40
+    even = [(100, 16_500, 10)] * 40 + [(20, 3_300, 1)]
+    big = solver_costs.clusters_seconds(one_big, width, 1.0)
+    spread = solver_costs.clusters_seconds(even, width, 1.0)
+    assert big > 3 * spread
+    # Single-class clusters train nothing: only k-means is left.
+    assert solver_costs.clusters_seconds([(50, 500, 1)] * 9, width, 1.0) == 1.0
+    # One-vs-rest: as the classes, from three on.
+    two, three, six = (
+        solver_costs.clusters_seconds([(500, 5_000, k)], 100, 0.0) for k in (2, 3, 6)
+    )
+    assert three == pytest.approx(3 * two) and six == pytest.approx(2 * three)
+    # The onset from CLUSTER_ONSET_ROWS: a narrow cluster's cost per value jumps there.
+    rows = solver_costs.CLUSTER_ONSET_ROWS
+
+    def per_value(r: int) -> float:
+        return solver_costs.clusters_seconds([(r, 100 * r, 2)], width, 0.0) / (100 * r)
+
+    onset = solver_costs.width_onset_factor(width, rows)
+    assert per_value(rows) == pytest.approx(per_value(rows - 1) * onset, rel=0.01)
+
+
+def test_an_rbf_training_costs_per_support_vector_and_more_per_value_on_sparse_rows() -> None:
+    """kcheck.solver_costs.rbf_trained_seconds: linear in the support vectors (their kernel columns
+    and their entries for the rows predicted) and in the iterations; a value of a sparse row
+    costs more than one of a dense row (index lists merged)."""
+
+    def cost(sv: float, it: float = 0.0, values: float = 20.0, width: int = 20) -> float:
+        return solver_costs.rbf_trained_seconds(
+            support_vectors=sv,
+            rows=4_000,
+            predict_rows=1_000,
+            iterations=it,
+            values_per_row=values,
+            width=width,
+            n_classes=2,
+        )
+
+    assert cost(0.0) == 0.0
+    assert cost(800.0) == pytest.approx(2 * cost(400.0))
+    assert cost(400.0, 1e6) - cost(400.0) == pytest.approx(
+        solver_costs.RBF_ITERATION_SECONDS_PER_ROW * 1e6 * 4_000
+    )
+    assert cost(400.0, width=20_000) > 2 * cost(400.0)
+    # One-vs-one over k classes: each pair's rows, about 2(k-1)/k times a binary problem's.
+    many = solver_costs.rbf_trained_seconds(
+        support_vectors=400,
+        rows=4_000,
+        predict_rows=0,
+        iterations=0.0,
+        values_per_row=20.0,
+        width=20,
+        n_classes=10,
+    )
+    binary = solver_costs.rbf_trained_seconds(
+        support_vectors=400,
+        rows=4_000,
+        predict_rows=0,
+        iterations=0.0,
+        values_per_row=20.0,
+        width=20,
+        n_classes=2,
+    )
+    assert many == pytest.approx(1.8 * binary)

@@ -52,7 +52,7 @@ LAYERS: list[set[str]] = [
     {"kcheck.rbf_search"},
     {"kcheck.prepare", "kcheck.arrays"},
     {"kcheck.tuning", "kcheck.model_load", "kcheck.probe"},
-    {"kcheck.engines", "kcheck.budget"},
+    {"kcheck.engines", "kcheck.budget", "kcheck.solver_costs"},
     {
         "kcheck.ownformat",
         "kcheck.modelfile",

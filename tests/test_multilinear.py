@@ -13,7 +13,7 @@ from conftest import make_context
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kcheck import tuning
+from kcheck import solver_costs, tuning
 from kcheck.checkers import kmeans as km
 from kcheck.checkers import linear, multilinear
 from kcheck.checkers.base import CheckerResult, Dataset
@@ -80,6 +80,36 @@ def test_cluster_counts(xor, xor_runs) -> None:
     # Quadrants are single-class: many clusters fall inside one.
     assert 1 <= info["single_class_clusters"] < info["clusters"]
     assert 0 <= info["untuned_clusters"] <= info["clusters"] - info["single_class_clusters"]
+
+
+def test_its_prediction_is_revised_from_the_clusters_k_means_made(
+    xor, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``revised_seconds``: kcheck.solver_costs.clusters_seconds of the clusters' own rows, stored
+    values and classes, once k-means has run (kcheck.plan.done_share compares the stage with
+    it): every row of T in one cluster, and the same from dense and sparse input."""
+    seen: list[list[tuple[int, int, int]]] = []
+    real = solver_costs.clusters_seconds
+
+    def clusters_seconds(clusters, width, kmeans):  # type: ignore[no-untyped-def]
+        seen.append(list(clusters))
+        return real(seen[-1], width, kmeans)
+
+    monkeypatch.setattr(solver_costs, "clusters_seconds", clusters_seconds)
+    T, V, Td, Vd = xor
+    revised = []
+    for train, val in ((T, V), (Td, Vd)):
+        ml = multilinear.run(train, val, MultiLinearOptions(seed=0))
+        got = seen[-1]
+        assert sum(r for r, _, _ in got) == T.rows
+        assert sum(n for _, n, _ in got) == sp.csr_matrix(T.X).nnz
+        assert all(k in (1, 2) for _, _, k in got) and any(k == 1 for _, _, k in got)
+        revised.append(ml.info["revised_seconds"])
+        kmeans = solver_costs.kmeans_seconds(
+            sp.csr_matrix(T.X).nnz, T.rows, km.n_clusters(T.rows), km.N_ITER
+        )
+        assert revised[-1] == pytest.approx(real(got, T.X.shape[1], kmeans), abs=1e-3)
+    assert revised[0] == revised[1] > 0
 
 
 # --- K --------------------------------------------------------------------------------------------

@@ -384,12 +384,21 @@ def test_a_stage_is_compared_with_its_count_revised_by_the_searchs_iterations() 
     share1, did1 = plan.done_share(one, data)
     assert did1 == " for the 1 of 2 repeats it ran"
     assert share1 == pytest.approx((cost(0) + 1.0) / cost(2))
-    # The RBF SVM checker's block has no repeats: its revised count over its own estimate.
+    # The RBF SVM checker's block has no repeats: its revised prediction over the step's
+    # (over its own estimate where the step's is not given, as kcheck 0.6.4's).
     rbfsvm = {"status": "ok", "estimated_seconds": 6.195, "revised_seconds": 7.979}
+    assert plan.done_share(rbfsvm, data, 5.0) == (pytest.approx(7.979 / 5.0), "")
     assert plan.done_share(rbfsvm, data) == (pytest.approx(7.979 / 6.195), "")
     poker0 = [_step("rbfsvm", 2.35, 5.96, rows=14068)]
     assert len(plan.off_prediction({"steps": poker0}, {})) == 1
     assert plan.off_prediction({"steps": poker0}, {"rbfsvm": rbfsvm}, data) == []
+    # So is MultiLinear's, once its k-means has run: one cluster holding every class of
+    # sector took 3.2x the prediction before it, and is within 2x of the revised one.
+    sector = [_step("multilinear", 72.05, 230.0, rows=4794)]
+    (line,) = plan.off_prediction({"steps": sector}, {})
+    assert line.startswith("multilinear took 230.0 CPU seconds against 72.0 predicted")
+    clusters = {"status": "ok", "revised_seconds": 257.0}
+    assert plan.off_prediction({"steps": sector}, {"multilinear": clusters}, data) == []
 
 
 def test_the_plan_carries_what_each_step_took_beside_its_prediction() -> None:

@@ -3,6 +3,7 @@ mode did not run, planned from counted work, sharing small data's floor with deg
 
 from __future__ import annotations
 
+import types
 from pathlib import Path
 
 import numpy as np
@@ -10,7 +11,7 @@ import pytest
 import scipy.sparse as sp
 from conftest import make_context
 
-from kcheck import budget, plan
+from kcheck import budget, plan, solver_costs
 from kcheck.checkers import degree2, rbf_tuning, rbfsvm
 from kcheck.checkers.base import Counts, Dataset
 from kcheck.data import write_libsvm
@@ -389,23 +390,22 @@ def test_the_trainings_on_t_are_announced_with_their_prediction() -> None:
     assert end.done == end.total == len(options.resolved_gamma_factor()) + 2
 
 
-def test_its_count_is_revised_with_the_trainings_predicted_from_the_search(
+def test_its_prediction_is_revised_with_the_trainings_predicted_from_the_search(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """``revised_seconds``: the search's count and what it took beyond
-    (rbf_tuning.beyond_count, from its support vectors), the candidates that trained and the
-    final training as predicted from the search's iterations at their points, and on a sample
-    the linear reference as the plan counts it (kcheck.plan.done_share compares the stage with
-    it). The final training is predicted at the point chosen, not the sample's best."""
-    finals: list[tuple[float, float] | None] = []
-    real_final = rbfsvm._final_seconds
+    (rbf_tuning.beyond_count, from its support vectors), the trainings that ran as predicted
+    from the search's support vectors and iterations at their points, and on a sample the
+    linear reference on it (kcheck.plan.done_share compares the stage with it). The final
+    training is predicted at the point chosen, not the sample's best."""
+    finals: list[tuple[float, float]] = []
+    real = rbfsvm._trainings_predicted
 
-    def final(*args, point=None):  # type: ignore[no-untyped-def]
-        finals.append(point)
-        return real_final(*args, point=point)
+    def trainings(*args):  # type: ignore[no-untyped-def]
+        finals.append(args[-1])
+        return real(*args)
 
-    monkeypatch.setattr(rbfsvm, "_final_seconds", final)
-    monkeypatch.setattr(rbfsvm._Held, "trained_seconds", lambda self: 2.0)
+    monkeypatch.setattr(rbfsvm, "_trainings_predicted", trainings)
     beyond: list[float] = []
     real_beyond = rbf_tuning.beyond_count
 
@@ -418,9 +418,9 @@ def test_its_count_is_revised_with_the_trainings_predicted_from_the_search(
     res = rbfsvm.run(T, V, rbf_tuning.Tuning(seed=0), 600, make_context())
     c = rbfsvm._counts(T, V, 2)
     point = finals[-1]
-    assert point is not None and point[0] == res.info["log2_C"]
+    assert point[0] == res.info["log2_C"]
     assert point[1] == pytest.approx(res.info["log2_gamma"], abs=1e-6)
-    monkeypatch.setattr(rbfsvm, "_final_seconds", lambda *a, point=None: 1.5)
+    monkeypatch.setattr(rbfsvm, "_trainings_predicted", lambda *a: 3.5)
     res = rbfsvm.run(T, V, rbf_tuning.Tuning(seed=0), 600, make_context())
     assert beyond[-1] != 0.0
     expected = rbfsvm._search_seconds(c, 600) + beyond[-1] + 3.5
@@ -434,9 +434,53 @@ def test_its_count_is_revised_with_the_trainings_predicted_from_the_search(
     res = rbfsvm.check(T, V, make_context(budget_seconds=budget_seconds))
     assert res.status == "subsampled"
     sc = rbfsvm.sampled(rbfsvm._counts(T, V, 2), p.rows)
-    ref = budget.linear_seconds(sc.nnz, sc.n_classes)
+    ref = solver_costs.linear_reference_seconds(sc.nnz, sc.features, sc.rows, sc.n_classes)
     search = rbfsvm._search_seconds(sc, p.tune_rows)
     assert res.info["revised_seconds"] == pytest.approx(search + beyond[-1] + 3.5 + ref, abs=2e-3)
+
+
+def test_its_trainings_are_predicted_from_the_support_vectors_the_search_kept(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Separated classes keep few support vectors and overlapping ones many: the trainings'
+    prediction follows the search's count of them (clean data cost a tenth of what counting
+    every row as a support vector predicted, on ijcnn1), and a search that recorded none
+    counts every row."""
+    predicted: dict[str, float] = {}
+    calls: list[float] = []
+    real = rbfsvm._trainings_predicted
+
+    def trainings(*args):  # type: ignore[no-untyped-def]
+        calls.append(real(*args))
+        return calls[-1]
+
+    monkeypatch.setattr(rbfsvm, "_trainings_predicted", trainings)
+    for name, gap in (("apart", 6.0), ("overlapping", 0.3)):
+        rng = np.random.default_rng(3)
+        X = rng.normal(size=(900, 4))
+        y = np.where(rng.random(900) < 0.5, 1.0, -1.0)
+        X[:, 0] += gap * y
+        T, V = _split(y, X)
+        rbfsvm.run(T, V, rbf_tuning.Tuning(seed=0), 600, make_context())
+        predicted[name] = calls[-1]
+    assert 0 < predicted["apart"] < 0.5 * predicted["overlapping"]
+    # No support vectors recorded: every row counts as one.
+    search = rbf_tuning.Search(
+        scores={(1.0, -1.0): 0.5}, right={(1.0, -1.0): 150}, log2_C=1.0, log2_gamma=-1.0
+    )
+    c = Counts(rows=300, val_rows=100, nnz=1200, val_nnz=400, n_classes=2, features=4)
+    held = types.SimpleNamespace(scores={}, fit_rows=200, rows=100)
+    every = rbfsvm._trainings_predicted(search, 300, 5, c, held, (1.0, -1.0))  # type: ignore[arg-type]
+    full = solver_costs.rbf_trained_seconds(
+        support_vectors=300,
+        rows=300,
+        predict_rows=100,
+        iterations=0.0,
+        values_per_row=4.0,
+        width=4,
+        n_classes=2,
+    )
+    assert every == pytest.approx(full)
 
 
 def test_its_search_keeps_within_its_allowance(monkeypatch: pytest.MonkeyPatch) -> None:

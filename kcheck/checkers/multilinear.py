@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from kcheck import engines, seeds, tuning
+from kcheck import engines, seeds, solver_costs, tuning
 from kcheck.checkers import kmeans as km
 from kcheck.checkers.base import Allowance, CheckerResult, Context, Counts, Dataset, Sized, past
 from kcheck.defaults import Event
@@ -287,6 +287,16 @@ def run(
     kept = [c for c, _ in groups]
     # Index (a copy of K x n) only when a center was dropped; on wide data centers are large.
     centers = result.centers if len(kept) == k else result.centers[kept]
+    # The stage's prediction, now that the clusters are known (kcheck.plan.done_share).
+    row_nnz = np.diff(T.X.indptr) if sp.issparse(T.X) else np.count_nonzero(np.asarray(T.X), axis=1)
+    revised = solver_costs.clusters_seconds(
+        (
+            (int(idx.size), int(row_nnz[idx].sum()), int(np.unique(T.y[idx]).size))
+            for idx in members
+        ),
+        int(T.X.shape[1]),
+        solver_costs.kmeans_seconds(int(row_nnz.sum()), T.rows, k, options.n_iter),
+    )
     clusters = _fit_all(T, members, options, on_cluster_done)
     model = MultiLinearModel(centers, clusters, columns)
     # Raw decision values of different clusters' models are not on one scale: scores only
@@ -305,6 +315,7 @@ def run(
             "clusters": len(clusters),
             "single_class_clusters": sum(c.constant is not None for c in clusters),
             "untuned_clusters": sum(c.constant is None and not c.tuned for c in clusters),
+            "revised_seconds": round(revised, 3),
         },
         predict=model.predict,
     )

@@ -1,0 +1,135 @@
+#!/usr/bin/env python3
+"""MultiLinear's cluster trainings: each cluster's rows, classes and CPU seconds against its
+share of kcheck.costs' prediction.
+
+Usage:
+    python scripts/calibrate_clusters.py FILE [FILE ...] [--json OUT.json]
+
+For each LIBSVM training file: read, scale and split (seed 0) as a check does, run k-means as
+the MultiLinear checker does (kcheck.checkers.multilinear.run: its K, its seed, its columns),
+then train each cluster's model (its -C search) in this process, one at a time, and time it.
+Printed per file: the k-means CPU seconds, the trainings' CPU seconds, the classes a cluster
+holds (median and most, weighted by its stored values), and the prediction's assumption (the
+square root of the one-vs-rest models) beside the models the clusters trained; the prediction
+before k-means (kcheck.costs.predicted_seconds) and once it has run (``revised``:
+kcheck.solver_costs.clusters_seconds of the clusters' rows, values and classes), at this machine's
+pace (kcheck.probe), against the CPU seconds. Nothing here changes what kcheck computes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from kcheck import budget, costs, probe, solver_costs, tuning  # noqa: E402
+from kcheck.checkers import kmeans as km  # noqa: E402
+from kcheck.checkers import multilinear  # noqa: E402
+from kcheck.checkers.base import Counts, Dataset, cpu_seconds  # noqa: E402
+from kcheck.memory import default_memory_limit  # noqa: E402
+from kcheck.prepare import prepare  # noqa: E402
+from kcheck.split import stratified_split  # noqa: E402
+
+
+def split(path: Path) -> tuple[Dataset, Dataset]:
+    data = prepare(str(path), scaling="maxabs", memory_limit=default_memory_limit())
+    tr, va = stratified_split(data.y, seed=0)
+    return Dataset(data.X[tr], data.y[tr]), Dataset(data.X[va], data.y[va])
+
+
+def measure(path: Path) -> dict[str, Any]:
+    T, V = split(path)
+    counts = Counts.of(T, V)
+    k = km.n_clusters(T.rows)
+    X_km = T.X
+    if T.X.shape[1] >= tuning.COMPACT_MIN_WIDTH:
+        used = np.unique(T.X.indices)
+        if used.size < T.X.shape[1] // 2:
+            X_km = T.X[:, used]
+    c0 = cpu_seconds()
+    result = km.kmeans(X_km, k, seed=0, n_iter=km.N_ITER)
+    kmeans_cpu = cpu_seconds() - c0
+    clusters = []
+    for _, idx in multilinear._groups(result.labels, k):
+        X, y = T.X[idx], T.y[idx]
+        c0 = cpu_seconds()
+        multilinear._fit_cluster(X, y, seed=0, fallback_C=1.0)
+        clusters.append(
+            {
+                "rows": int(idx.size),
+                "nnz": int(X.nnz),
+                "classes": int(np.unique(y).size),
+                "cpu": cpu_seconds() - c0,
+            }
+        )
+    revised = solver_costs.clusters_seconds(
+        ((c["rows"], c["nnz"], c["classes"]) for c in clusters),
+        int(T.X.shape[1]),
+        solver_costs.kmeans_seconds(int(T.X.nnz), T.rows, k, km.N_ITER),
+    )
+    return {
+        "revised": revised,
+        "set": path.name,
+        "rows": T.rows,
+        "nnz": int(T.X.nnz),
+        "features": int(T.X.shape[1]),
+        "classes": counts.n_classes,
+        "k": k,
+        "kmeans_cpu": kmeans_cpu,
+        "predicted": costs.predicted_seconds("multilinear", counts, T.rows, None),
+        "clusters": clusters,
+    }
+
+
+def line(r: dict[str, Any], pace: float) -> str:
+    cl = r["clusters"]
+    trained = sum(c["cpu"] for c in cl)
+    # Classes a cluster's values sit in: each cluster weighted by its stored values.
+    weights = np.array([c["nnz"] for c in cl], dtype=float)
+    classes = np.array([c["classes"] for c in cl], dtype=float)
+    models = np.array([budget.n_models(int(c)) for c in classes], dtype=float)
+    held = float(np.average(models, weights=weights)) if weights.sum() else 0.0
+    assumed = math.sqrt(budget.n_models(r["classes"])) if r["classes"] > 2 else 1.0
+    cpu = r["kmeans_cpu"] + trained
+    predicted = (r["predicted"] or 0.0) * pace
+    revised = r["revised"] * pace
+    return (
+        f"| {r['set']} | {r['rows']:,} x {r['features']:,} ({r['classes']}) | {r['k']} | "
+        f"{r['kmeans_cpu']:.2f} | {trained:.2f} | {np.median(classes):.0f} | "
+        f"{classes.max():.0f} | {held:.1f} | {assumed:.1f} | {predicted:.2f} | "
+        f"{cpu / predicted if predicted else float('nan'):.2f} | {revised:.2f} | "
+        f"{cpu / revised if revised else float('nan'):.2f} |"
+    )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("files", nargs="+", type=Path)
+    ap.add_argument("--json", type=Path, default=None)
+    a = ap.parse_args()
+    pace = probe.pace(probe.probe_seconds())
+    print(f"pace {pace:.2f} (CPU seconds per reference second, kcheck.probe)")
+    print(
+        "| set | T (classes) | K | k-means CPU s | trainings CPU s | classes a cluster: "
+        "median | most | models a cluster, by values | assumed | predicted s | "
+        "CPU / predicted | revised s | CPU / revised |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    records = []
+    for path in a.files:
+        records.append(measure(path))
+        print(line(records[-1], pace), flush=True)
+    if a.json is not None:
+        a.json.write_text(json.dumps({"pace": pace, "cases": records}, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
