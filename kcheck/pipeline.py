@@ -367,17 +367,32 @@ class _Pace:
 def _predicted(progress: Progress, seconds: float | None, pace: _Pace | None = None) -> Progress:
     """``progress``, its events carrying the plan's prediction for the step they report on
     (kcheck.costs), scaled by the run's ``pace``: for a log line and an ETA, and what is
-    computed never reads it."""
-    if seconds is None:
+    computed never reads it. A stage a checker announces within its step with a prediction of
+    its own (exact mode's repeats, the RBF SVM's trainings: reference seconds, counted once
+    its search has run) is shown at the run's pace too."""
+    if seconds is None and pace is None:
         return progress
-    shown = seconds if pace is None else pace.shown(seconds)
+    shown = None if seconds is None else seconds if pace is None else pace.shown(seconds)
 
     def report(event: Event) -> None:
         if event.predicted_seconds is None:
-            event = dataclasses.replace(event, predicted_seconds=shown)
+            if shown is not None:
+                event = dataclasses.replace(event, predicted_seconds=shown)
+        elif pace is not None:
+            event = dataclasses.replace(
+                event, predicted_seconds=pace.shown(event.predicted_seconds)
+            )
         progress(event)
 
     return report
+
+
+def _revised(predicted: float | None, result: CheckerResult) -> float | None:
+    """A step's prediction as its checker revised it once its first part had run (the RBF SVM
+    after its search, MultiLinear after k-means: kcheck.plan.done_share), for the run's pace."""
+    if predicted is None:
+        return None
+    return predicted * plan.done_share(result.info, None, predicted)[0]
 
 
 def _run_checkers(
@@ -432,7 +447,7 @@ def _run_checkers(
             )
             watched.ended(out[step.name])
             if pace is not None and beside is None:  # beside it, a checker's time is shared
-                pace.add(step.predicted_seconds, out[step.name].seconds)
+                pace.add(_revised(step.predicted_seconds, out[step.name]), out[step.name].seconds)
         for name, job in started.items():
             ctx.progress(Event(f"waiting for the {_stage(name)} in its worker"))
             out[name] = job.result()

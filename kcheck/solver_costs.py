@@ -86,8 +86,8 @@ def clusters_seconds(clusters: Iterable[tuple[int, int, int]], width: int, kmean
     it holds, with the width onset on a cluster of CLUSTER_ONSET_ROWS or more. k-means leaves
     text in a few large clusters that hold every class (sector: two of 42 clusters hold 4,326
     of 4,794 rows, each all 105 classes), where the prediction before it assumes K even
-    clusters of the square root of the classes: 3.2x under on sector; this 0.86. No factor:
-    on the six sets of scripts/results/calibrate_clusters.md it gives 0.61-1.12."""
+    clusters of the square root of the classes: 3.5x under on sector; this 1.25. No factor:
+    on the six sets of scripts/results/calibrate_clusters.md it gives 0.64-1.25."""
     total = kmeans
     for rows, nnz, classes in clusters:
         if classes < 2:
@@ -102,7 +102,7 @@ def clusters_seconds(clusters: Iterable[tuple[int, int, int]], width: int, kmean
 #: (a sparse dot product merges two index lists, branch by branch). With the iterations' cost
 #: beside it, fitted to the RBF SVM checker's trainings and predictions on the 15 judged cases
 #: where it runs (log least squares, scripts/results/calibrate_rbfsvm.md): its stage then took
-#: 0.71-1.59 of its prediction, where all rows counted as support vectors gave 0.44-2.02.
+#: 0.78-1.59 of its prediction, where all rows counted as support vectors gave 0.44-2.02.
 RBF_ENTRY_SECONDS = 1.04e-8
 RBF_ENTRY_SECONDS_PER_VALUE = 1.15e-9
 RBF_ENTRY_SECONDS_PER_SPARSE_VALUE = 5.0e-9

@@ -184,7 +184,6 @@ def measure(path: Path, rows: int | None, pace: float = 1.0) -> str:
             "search_best": search.get("best"),
             "reference_cpu": search.get("reference_cpu"),
             "reference_rows": search.get("reference_rows"),
-            "revised_pieces": r.info.get("revised_pieces"),
             "trainings": trainings.calls,
             "predictions": predictions,
         }

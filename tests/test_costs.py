@@ -10,7 +10,8 @@ from conftest import DATASETS
 from kcheck import budget, costs, plan, solver_costs
 from kcheck.checkers import kmeans as km
 from kcheck.checkers.base import Counts
-from kcheck.pipeline import CheckConfig, _Pace, run
+from kcheck.defaults import Event
+from kcheck.pipeline import CheckConfig, _Pace, _predicted, run
 
 
 def _counts(**kw: int) -> Counts:
@@ -129,6 +130,22 @@ def _nnz(v: dict) -> int:
     return round(v["data"]["nnz"] * v["split"]["train"] / v["data"]["rows"])
 
 
+def test_a_stage_a_checker_announces_is_shown_at_the_runs_pace() -> None:
+    """A checker's own announcement within its step (exact mode's repeats, the RBF SVM's
+    trainings) carries reference seconds: shown at the run's pace, as the step's own
+    prediction is; an event without one gets the step's."""
+    seen: list[Event] = []
+    pace = _Pace(machine=0.5)
+    report = _predicted(seen.append, 6.0, pace)
+    report(Event("RBF SVM checker", 0, 10))
+    report(Event("RBF SVM trainings", 0, 6, predicted_seconds=4.0))
+    assert [e.predicted_seconds for e in seen] == [3.0, 2.0]
+    # Without a prediction of the step's own, the announcement is still paced.
+    seen.clear()
+    _predicted(seen.append, None, pace)(Event("repeats", 0, 2, predicted_seconds=8.0))
+    assert seen[0].predicted_seconds == 4.0
+
+
 def test_a_shown_prediction_follows_the_runs_pace_and_not_before_it_says_anything() -> None:
     pace = _Pace()
     assert pace.shown(10.0) == 10.0
@@ -203,15 +220,22 @@ def test_an_rbf_training_costs_per_support_vector_and_more_per_value_on_sparse_r
     and their entries for the rows predicted) and in the iterations; a value of a sparse row
     costs more than one of a dense row (index lists merged)."""
 
-    def cost(sv: float, it: float = 0.0, values: float = 20.0, width: int = 20) -> float:
+    def cost(
+        sv: float,
+        it: float = 0.0,
+        values: float = 20.0,
+        width: int = 20,
+        classes: int = 2,
+        predict_rows: int = 1_000,
+    ) -> float:
         return solver_costs.rbf_trained_seconds(
             support_vectors=sv,
             rows=4_000,
-            predict_rows=1_000,
+            predict_rows=predict_rows,
             iterations=it,
             values_per_row=values,
             width=width,
-            n_classes=2,
+            n_classes=classes,
         )
 
     assert cost(0.0) == 0.0
@@ -221,22 +245,6 @@ def test_an_rbf_training_costs_per_support_vector_and_more_per_value_on_sparse_r
     )
     assert cost(400.0, width=20_000) > 2 * cost(400.0)
     # One-vs-one over k classes: each pair's rows, about 2(k-1)/k times a binary problem's.
-    many = solver_costs.rbf_trained_seconds(
-        support_vectors=400,
-        rows=4_000,
-        predict_rows=0,
-        iterations=0.0,
-        values_per_row=20.0,
-        width=20,
-        n_classes=10,
-    )
-    binary = solver_costs.rbf_trained_seconds(
-        support_vectors=400,
-        rows=4_000,
-        predict_rows=0,
-        iterations=0.0,
-        values_per_row=20.0,
-        width=20,
-        n_classes=2,
-    )
+    many = cost(400.0, classes=10, predict_rows=0)
+    binary = cost(400.0, predict_rows=0)
     assert many == pytest.approx(1.8 * binary)

@@ -108,7 +108,8 @@ def test_its_prediction_is_revised_from_the_clusters_k_means_made(
         kmeans = solver_costs.kmeans_seconds(
             sp.csr_matrix(T.X).nnz, T.rows, km.n_clusters(T.rows), km.N_ITER
         )
-        assert revised[-1] == pytest.approx(real(got, T.X.shape[1], kmeans), abs=1e-3)
+        # Rounded to the millisecond in the JSON.
+        assert revised[-1] == pytest.approx(real(got, T.X.shape[1], kmeans), abs=5e-4)
     assert revised[0] == revised[1] > 0
 
 

@@ -3,6 +3,7 @@ mode did not run, planned from counted work, sharing small data's floor with deg
 
 from __future__ import annotations
 
+import dataclasses
 import types
 from pathlib import Path
 
@@ -470,7 +471,7 @@ def test_its_trainings_are_predicted_from_the_support_vectors_the_search_kept(
     )
     c = Counts(rows=300, val_rows=100, nnz=1200, val_nnz=400, n_classes=2, features=4)
     held = types.SimpleNamespace(scores={}, fit_rows=200, rows=100)
-    every = rbfsvm._trainings_predicted(search, 300, 5, c, held, (1.0, -1.0))  # type: ignore[arg-type]
+    every = rbfsvm._trainings_predicted(search, 300, 5, c, [], held, (1.0, -1.0))  # type: ignore[arg-type]
     full = solver_costs.rbf_trained_seconds(
         support_vectors=300,
         rows=300,
@@ -536,3 +537,46 @@ def test_with_two_jobs_its_search_trains_the_folds_side_by_side_with_the_same_re
     monkeypatch.setattr(engines, "_side_by_side_cv", counted)
     assert check(2) == alone
     assert calls  # T's 675 rows are over SIDE_BY_SIDE_MIN_ROWS
+
+
+def test_a_trainings_support_vectors_are_the_searchs_share_of_its_fold_rows() -> None:
+    """A point the search scored keeps, on a training of n rows, n times the share of its fold
+    rows its folds kept as support vectors (summed over the folds); its iterations grow with
+    the rows (kcheck.budget.svm_iterations_on). Each candidate trains on the two thirds and
+    predicts the held-out third; the final training is on T and predicts V."""
+    point, other = (3.0, -1.0), (5.0, -1.0)
+    # 300 tuning rows in 5 folds: 240 fold rows each, 1,200 over the folds; 480 kept: 0.4.
+    search = rbf_tuning.Search(
+        scores={point: 0.8, other: 0.7},
+        right={point: 240, other: 210},
+        log2_C=3.0,
+        log2_gamma=-1.0,
+        iterations={point: 5_000, other: 9_000},
+        support_vectors={point: 480, other: 1_200},
+    )
+    c = Counts(rows=3_000, val_rows=1_000, nnz=30_000, val_nnz=10_000, n_classes=2, features=10)
+    held = types.SimpleNamespace(fit_rows=2_000, rows=1_000)
+
+    def trained(p: tuple[float, float], rows: int, predict_rows: int, share: float) -> float:
+        return solver_costs.rbf_trained_seconds(
+            support_vectors=share * rows,
+            rows=rows,
+            predict_rows=predict_rows,
+            iterations=budget.svm_iterations_on(search.iterations[p], 300, 5, rows),
+            values_per_row=10.0,
+            width=10,
+            n_classes=2,
+        )
+
+    got = rbfsvm._trainings_predicted(search, 300, 5, c, [point, other], held, point)  # type: ignore[arg-type]
+    expected = (
+        trained(point, 2_000, 1_000, 0.4)
+        + trained(other, 2_000, 1_000, 1.0)
+        + trained(point, 3_000, 1_000, 0.4)
+    )
+    assert got == pytest.approx(expected)
+    # Fewer support vectors at the point, less predicted; none trained but the final one.
+    fewer = dataclasses.replace(search, support_vectors={point: 240, other: 1_200})
+    assert rbfsvm._trainings_predicted(fewer, 300, 5, c, [], held, point) == pytest.approx(  # type: ignore[arg-type]
+        trained(point, 3_000, 1_000, 0.2)
+    )

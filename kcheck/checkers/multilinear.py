@@ -288,7 +288,8 @@ def run(
     # Index (a copy of K x n) only when a center was dropped; on wide data centers are large.
     centers = result.centers if len(kept) == k else result.centers[kept]
     # The stage's prediction, now that the clusters are known (kcheck.plan.done_share).
-    row_nnz = np.diff(T.X.indptr) if sp.issparse(T.X) else np.count_nonzero(np.asarray(T.X), axis=1)
+    X = T.X
+    row_nnz = X.getnnz(axis=1) if sp.issparse(X) else np.count_nonzero(np.asarray(X), axis=1)
     revised = solver_costs.clusters_seconds(
         (
             (int(idx.size), int(row_nnz[idx].sum()), int(np.unique(T.y[idx]).size))

@@ -322,8 +322,14 @@ def run(T: Dataset, V: Dataset, options: Tuning, tune_rows: int, ctx: Context) -
     counts = _counts(T, V, int(np.unique(T.y).size))
     held.predict_from(search, tune_rows, counts)
     candidates = _best_C_per_gamma(search)
-    final = _final_seconds(search, tune_rows, options.folds, counts)
-    steps.then(TRAINING_STAGE, options.grid_points(), held.planned_seconds(candidates, final))
+    # Announced with the prediction its warning line compares with: the candidates that will
+    # train and the final training at the sample's best (the larger C's depends on the
+    # held-out scores, and is left out).
+    sample_best = (search.log2_C, search.log2_gamma)
+    announced = _trainings_predicted(
+        search, tune_rows, options.folds, counts, held.will_train(candidates), held, sample_best
+    )
+    steps.then(TRAINING_STAGE, options.grid_points(), announced)
     best = held.choose(candidates)
     C, gamma = float(2.0 ** best[0]), float(2.0 ** best[1])
     problem = engines.SvmProblem.from_data(Xb, yb, options.scoring.class_weight, cache)
@@ -356,7 +362,9 @@ def run(T: Dataset, V: Dataset, options: Tuning, tune_rows: int, ctx: Context) -
             "revised_seconds": round(
                 _search_seconds(counts, tune_rows)
                 + rbf_tuning.beyond_count(search, tune_rows, counts.n_classes, options)
-                + _trainings_predicted(search, tune_rows, options.folds, counts, held, best),
+                + _trainings_predicted(
+                    search, tune_rows, options.folds, counts, list(held.scores), held, best
+                ),
                 3,
             ),
         },
@@ -441,13 +449,11 @@ class _Held:
         self._best = (search.log2_C, search.log2_gamma)
         self._limit = PASS_OVER_FACTOR * nominal
 
-    def planned_seconds(self, candidates: list[tuple[float, float]], final: float) -> float:
-        """Predicted seconds of the candidates that will train (as :meth:`choose` passes
-        over), and of the ``final`` training: the trainings stage's prediction, for the user
-        (the larger C's training depends on the held-out scores, and is left out)."""
+    def will_train(self, candidates: list[tuple[float, float]]) -> list[tuple[float, float]]:
+        """The candidates that will train, as :meth:`choose` passes over: the first, then
+        those whose prediction fits."""
         ordered = self._in_order(candidates)
-        trained = [p for i, p in enumerate(ordered) if i == 0 or self._fits(p)]
-        return sum(self._predicted.get(p, 0.0) for p in trained) + final
+        return [p for i, p in enumerate(ordered) if i == 0 or self._fits(p)]
 
     def _fits(self, point: tuple[float, float]) -> bool:
         return self._predicted.get(point, 0.0) <= self._limit
@@ -499,41 +505,21 @@ class _Held:
         self.steps.check_time()
 
 
-def _final_seconds(
-    search: Search,
-    tune_rows: int,
-    folds: int,
-    c: Counts,
-    *,
-    point: tuple[float, float] | None = None,
-) -> float:
-    """Predicted seconds of the final training on all of T at ``point`` (the sample's best
-    where None), from its iterations there (kcheck.budget.svm_iterations_on; predicted where
-    the search passed it over), and of predicting V."""
-    point = (search.log2_C, search.log2_gamma) if point is None else point
-    iterations = search.predicted_iterations().get(point, 0.0)
-    return budget.rbf_fit_seconds(
-        rows=c.rows,
-        nnz=c.nnz,
-        predict_rows=c.val_rows,
-        n_classes=c.n_classes,
-        features=c.features,
-    ) + _iteration_seconds(iterations, tune_rows, folds, c.rows, c.n_classes)
-
-
 def _trainings_predicted(
     search: Search,
     tune_rows: int,
     folds: int,
     c: Counts,
+    trained: list[tuple[float, float]],
     held: _Held,
-    best: tuple[float, float],
+    final: tuple[float, float],
 ) -> float:
-    """Predicted seconds of the trainings that ran (the candidates on two thirds of T, scored
-    on the rest, and the final one on T, scored on V; solver_costs.rbf_trained_seconds), each
-    from the search's support vectors and iterations at its point, grown from the search's
-    fold rows to its own: a point the search passed over keeps every row as a support vector.
-    Clean data keeps few (ijcnn1: a tenth of its rows), where the count took them all."""
+    """Predicted seconds of the trainings at the ``trained`` points (the candidates on two
+    thirds of T, scored on the rest) and at ``final`` (on all of T, scored on V;
+    solver_costs.rbf_trained_seconds), each from the search's support vectors and iterations
+    at its point, grown from the search's fold rows to its own: a point the search passed
+    over keeps every row as a support vector. Clean data keeps few (ijcnn1: a tenth of its
+    rows), where the count took them all."""
     fold_rows = max(tune_rows * (folds - 1) / max(folds, 1), 1.0)
     iterations = search.predicted_iterations()
     values = c.nnz / max(c.rows, 1)
@@ -551,8 +537,8 @@ def _trainings_predicted(
             n_classes=c.n_classes,
         )
 
-    fits = sum(one(point, held.fit_rows, held.rows) for point in held.scores)
-    return fits + one(best, c.rows, c.val_rows)
+    fits = sum(one(point, held.fit_rows, held.rows) for point in trained)
+    return fits + one(final, c.rows, c.val_rows)
 
 
 def _iteration_seconds(
