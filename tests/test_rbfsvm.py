@@ -389,6 +389,11 @@ def test_the_trainings_on_t_are_announced_with_their_prediction() -> None:
     assert start.done == 0 and start.predicted_seconds is not None
     assert start.predicted_seconds > 0
     assert end.done == end.total == len(options.resolved_gamma_factor()) + 2
+    # On a sample of T, the stage names it: its rows and T's.
+    assert rbfsvm.training_stage(1_600, None) == rbfsvm.training_stage(1_600, 1_600)
+    assert rbfsvm.training_stage(5_993, 14_068) == (
+        "RBF SVM: training on a sample of 5,993 of T's 14,068 rows"
+    )
 
 
 def test_its_prediction_is_revised_with_the_trainings_predicted_from_the_search(
@@ -432,8 +437,13 @@ def test_its_prediction_is_revised_with_the_trainings_predicted_from_the_search(
     budget_seconds = rbfsvm.counted_seconds(c, rbf_tuning.TUNE_ROWS) / 2
     p = rbfsvm.plan_counts(c, budget_seconds)
     assert p.rows is not None and p.tune_rows is not None
-    res = rbfsvm.check(T, V, make_context(budget_seconds=budget_seconds))
+    stages: list[str] = []
+    ctx = make_context(budget_seconds=budget_seconds, progress=lambda e: stages.append(e.stage))
+    res = rbfsvm.check(T, V, ctx)
     assert res.status == "subsampled"
+    # Its trainings' stage says they are on the sample.
+    assert rbfsvm.training_stage(p.rows, T.rows) in stages
+    assert rbfsvm.TRAINING_STAGE not in stages
     sc = rbfsvm.sampled(rbfsvm._counts(T, V, 2), p.rows)
     ref = solver_costs.linear_reference_seconds(sc.nnz, sc.features, sc.rows, sc.n_classes)
     search = rbfsvm._search_seconds(sc, p.tune_rows)

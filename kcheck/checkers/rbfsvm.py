@@ -62,6 +62,16 @@ NAME = "rbfsvm"
 #: Its progress: the search on a sample, then the trainings on T.
 STAGE = "RBF SVM on the training split"
 TRAINING_STAGE = "RBF SVM: training on T"
+
+
+def training_stage(rows: int, of: int | None) -> str:
+    """The trainings' stage: on T, or on the stratified sample of ``rows`` of T's ``of``
+    rows that the budget affords (the log said "training on T" of 5,993 rows of 14,068)."""
+    if of is None or rows >= of:
+        return TRAINING_STAGE
+    return f"RBF SVM: training on a sample of {rows:,} of T's {of:,} rows"
+
+
 #: The fewest rows of T it trains on where all of T does not fit the budget (degree-2's
 #: subsample's least): below, one split's V says too little about an RBF SVM on a sample.
 MIN_SAMPLE_ROWS = 1_000
@@ -288,7 +298,7 @@ def _on_sample(
     trained on the same sample as the gap's reference (as degree-2's subsample has): an RBF
     SVM on a tenth of T against a linear model on all of it would measure the rows it lacks."""
     S = stratified_sample(T, rows, seed=options.seed)
-    result = run(S, V, options, tune_rows, ctx)
+    result = run(S, V, options, tune_rows, ctx, sampled_from=T.rows)
     if result.status == "skipped":
         return result
     result.status = "subsampled"
@@ -305,8 +315,17 @@ def _on_sample(
     return reference.fill(result)
 
 
-def run(T: Dataset, V: Dataset, options: Tuning, tune_rows: int, ctx: Context) -> CheckerResult:
-    """Tune (C, gamma) on a sample of T, train the RBF SVM on all of T, score it on V."""
+def run(
+    T: Dataset,
+    V: Dataset,
+    options: Tuning,
+    tune_rows: int,
+    ctx: Context,
+    *,
+    sampled_from: int | None = None,
+) -> CheckerResult:
+    """Tune (C, gamma) on a sample of T, train the RBF SVM on all of T, score it on V.
+    ``sampled_from``: T is a sample of a T of that many rows (its stage says so)."""
     t0 = time.perf_counter()
     steps = _steps(ctx, options)
     steps.tick(0)
@@ -329,7 +348,7 @@ def run(T: Dataset, V: Dataset, options: Tuning, tune_rows: int, ctx: Context) -
     announced = _trainings_predicted(
         search, tune_rows, options.folds, counts, held.will_train(candidates), held, sample_best
     )
-    steps.then(TRAINING_STAGE, options.grid_points(), announced)
+    steps.then(training_stage(T.rows, sampled_from), options.grid_points(), announced)
     best = held.choose(candidates)
     C, gamma = float(2.0 ** best[0]), float(2.0 ** best[1])
     problem = engines.SvmProblem.from_data(Xb, yb, options.scoring.class_weight, cache)
