@@ -155,7 +155,7 @@ def test_stopped_by_the_time_limit_it_cannot_confirm_linear(
     assert cut["checkers"]["rbfsvm"]["status"] == "skipped"
     assert cut["verdict"] == "linear" and cut["margin"] == "borderline"
     assert cut["warnings"] == [
-        "the RBF SVM trained on the training split did not run (time limit), so it cannot "
+        "the RBF SVM on the training split did not run (time limit), so it cannot "
         "confirm the linear verdict"
     ]
 

@@ -129,7 +129,7 @@ CHECKERS: dict[str, CheckerSpec] = {
             (Param("C", "C"), Param("g", "gamma")),
             True,
             "the RBF SVM itself, tuned on a sample of the training split, trained on all of it",
-            words="the RBF SVM trained on the training split",
+            words="the RBF SVM on the training split",
             colour="#e377c2",
             role="stand-in",
             size=rbfsvm.size,
