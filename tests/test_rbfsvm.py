@@ -16,6 +16,7 @@ from kcheck import budget, plan, solver_costs
 from kcheck.checkers import degree2, rbf_tuning, rbfsvm
 from kcheck.checkers.base import Counts, Dataset
 from kcheck.data import write_libsvm
+from kcheck.defaults import Event
 from kcheck.errors import TimeLimitReached
 from kcheck.pipeline import CheckConfig, run
 
@@ -372,7 +373,6 @@ def test_the_trainings_on_t_are_announced_with_their_prediction() -> None:
     """After the search, the trainings are a stage of their own whose first event carries
     their predicted seconds (from the search's iterations), so a log announces them; its
     steps count the trainings, not the grid's points."""
-    from kcheck.defaults import Event
 
     T, V = _split(*wavy(1600, seed=5))
     events: list[Event] = []
@@ -437,15 +437,18 @@ def test_its_prediction_is_revised_with_the_trainings_predicted_from_the_search(
     budget_seconds = rbfsvm.counted_seconds(c, rbf_tuning.TUNE_ROWS) / 2
     p = rbfsvm.plan_counts(c, budget_seconds)
     assert p.rows is not None and p.tune_rows is not None
-    stages: list[str] = []
-    ctx = make_context(budget_seconds=budget_seconds, progress=lambda e: stages.append(e.stage))
+    events: list[Event] = []
+    ctx = make_context(budget_seconds=budget_seconds, progress=events.append)
     res = rbfsvm.check(T, V, ctx)
     assert res.status == "subsampled"
-    # Its trainings' stage says they are on the sample.
-    assert rbfsvm.training_stage(p.rows, T.rows) in stages
+    # Its trainings' stage says they are on the sample, and its prediction holds the linear
+    # reference that trains after them.
+    stages = [e.stage for e in events]
     assert rbfsvm.TRAINING_STAGE not in stages
+    announced = next(e for e in events if e.stage == rbfsvm.training_stage(p.rows, T.rows))
     sc = rbfsvm.sampled(rbfsvm._counts(T, V, 2), p.rows)
     ref = solver_costs.linear_reference_seconds(sc.nnz, sc.features, sc.rows, sc.n_classes)
+    assert announced.predicted_seconds == pytest.approx(ref + 3.5, abs=2e-3)
     search = rbfsvm._search_seconds(sc, p.tune_rows)
     assert res.info["revised_seconds"] == pytest.approx(search + beyond[-1] + 3.5 + ref, abs=2e-3)
 

@@ -298,19 +298,15 @@ def _on_sample(
     trained on the same sample as the gap's reference (as degree-2's subsample has): an RBF
     SVM on a tenth of T against a linear model on all of it would measure the rows it lacks."""
     S = stratified_sample(T, rows, seed=options.seed)
-    result = run(S, V, options, tune_rows, ctx, sampled_from=T.rows)
+    sc = _counts(S, V, int(np.unique(S.y).size))
+    # The linear reference trains after the trainings, within their stage.
+    then = solver_costs.linear_reference_seconds(sc.nnz, sc.features, sc.rows, sc.n_classes)
+    result = run(S, V, options, tune_rows, ctx, sampled_from=T.rows, then_seconds=then)
     if result.status == "skipped":
         return result
     result.status = "subsampled"
     result.reason = f"{S.rows:,} of {T.rows:,} rows fit the cost budget"
     result.info.update(fraction=S.rows / T.rows, limited_by="cost")
-    # Its revised prediction holds the linear reference on the sample.
-    sc = _counts(S, V, int(np.unique(S.y).size))
-    result.info["revised_seconds"] = round(
-        result.info["revised_seconds"]
-        + solver_costs.linear_reference_seconds(sc.nnz, sc.features, sc.rows, sc.n_classes),
-        3,
-    )
     reference = sample_reference(S, V, seed=options.seed, class_weight=options.scoring.class_weight)
     return reference.fill(result)
 
@@ -323,9 +319,12 @@ def run(
     ctx: Context,
     *,
     sampled_from: int | None = None,
+    then_seconds: float = 0.0,
 ) -> CheckerResult:
     """Tune (C, gamma) on a sample of T, train the RBF SVM on all of T, score it on V.
-    ``sampled_from``: T is a sample of a T of that many rows (its stage says so)."""
+    ``sampled_from``: T is a sample of a T of that many rows (its stage says so);
+    ``then_seconds``: the predicted seconds of what the caller runs after it within the
+    trainings' stage (the linear reference on the sample), in their prediction."""
     t0 = time.perf_counter()
     steps = _steps(ctx, options)
     steps.tick(0)
@@ -345,7 +344,7 @@ def run(
     # train and the final training at the sample's best (the larger C's depends on the
     # held-out scores, and is left out).
     sample_best = (search.log2_C, search.log2_gamma)
-    announced = _trainings_predicted(
+    announced = then_seconds + _trainings_predicted(
         search, tune_rows, options.folds, counts, held.will_train(candidates), held, sample_best
     )
     steps.then(training_stage(T.rows, sampled_from), options.grid_points(), announced)
@@ -376,10 +375,11 @@ def run(
             "rows": T.rows,
             "support_vectors": model.n_sv,
             # The stage's prediction once its search has run (kcheck.plan.done_share): the
-            # search as it ran, and the trainings that ran predicted from its support vectors
-            # and iterations at their points.
+            # search as it ran, the trainings that ran predicted from its support vectors and
+            # iterations at their points, and what the caller runs after them.
             "revised_seconds": round(
-                _search_seconds(counts, tune_rows)
+                then_seconds
+                + _search_seconds(counts, tune_rows)
                 + rbf_tuning.beyond_count(search, tune_rows, counts.n_classes, options)
                 + _trainings_predicted(
                     search, tune_rows, options.folds, counts, list(held.scores), held, best
