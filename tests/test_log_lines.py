@@ -48,7 +48,9 @@ def test_a_check_in_a_pipe_says_each_stage_while_it_runs() -> None:
     ended = re.findall(r"^kcheck: (.+): done in \d+\.\ds$", log, flags=re.M)
     stages = [s for s in started if not re.search(r": done in \d+\.\ds$", s)]
     assert stages[:2] == ["reading -", "linear baseline (C search)"]
-    assert "degree-2 checker" in stages and "MultiLinear checker" in stages
+    assert "degree-2 checker" in stages and "MultiLinear checker: k-means" in stages
+    # Its clusters' trainings are a stage of their own, once k-means has made them.
+    assert any(re.fullmatch(r"MultiLinear checker: training \d+ clusters", s) for s in stages)
     # Every stage that started ended, in order, before the table.
     assert ended == stages[: len(ended)] and set(stages) <= set(ended) | {"-"}
     assert log.index("degree-2 checker: done in") < log.index("verdict: ")
@@ -93,7 +95,9 @@ def test_a_stage_that_ends_skipped_says_so_not_done() -> None:
         r"^kcheck: degree-2 checker: skipped \(.*memory limit.*\) after \d+\.\ds$", log, re.M
     ), log
     assert "degree-2 checker: done in" not in log
-    assert re.search(r"^kcheck: MultiLinear checker: done in \d+\.\ds$", log, re.M), log
+    assert re.search(
+        r"^kcheck: MultiLinear checker: training \d+ clusters: done in \d+\.\ds$", log, re.M
+    ), log
 
 
 def test_a_stage_that_did_less_than_it_announced_says_why_in_its_done_line() -> None:

@@ -18,6 +18,7 @@ from kcheck.checkers import kmeans as km
 from kcheck.checkers import linear, multilinear
 from kcheck.checkers.base import CheckerResult, Dataset
 from kcheck.checkers.multilinear import ClusterModel, MultiLinearModel, MultiLinearOptions
+from kcheck.defaults import Event
 from kcheck.errors import TimeLimitReached
 from kcheck.split import stratified_split
 
@@ -138,16 +139,37 @@ def test_n_clusters_is_the_paper_capped_by_cluster_size(rows: int) -> None:
         assert k == _paper_k(rows)
 
 
-def test_check_asks_for_the_k_of_T(xor) -> None:
+def test_check_asks_for_the_k_of_T(xor, monkeypatch: pytest.MonkeyPatch) -> None:
+    """k-means runs with K from T's size, as a stage of its own; the clusters' trainings are
+    then announced with their prediction from the clusters it made (the revised prediction
+    less k-means), and count the clusters as they train."""
     T, V, _, _ = xor
     base = linear.run(T, V, linear.LinearOptions(seed=0))
-    seen: list[tuple[int | None, int | None]] = []
-    ctx = make_context(baseline=base, progress=lambda event: seen.append((event.done, event.total)))
+    asked: list[int] = []
+    real = km.kmeans
+
+    def kmeans(X, k, **kw):  # type: ignore[no-untyped-def]
+        asked.append(k)
+        return real(X, k, **kw)
+
+    monkeypatch.setattr(km, "kmeans", kmeans)
+    events: list[Event] = []
+    ctx = make_context(baseline=base, progress=events.append)
     r = multilinear.check(T, V, ctx)
     k = km.n_clusters(T.rows)
-    assert seen[0] == (0, k)
-    assert {t for _, t in seen} == {k}
-    assert [d for d, _ in seen] == list(range(r.info["clusters"] + 1))
+    assert asked == [k]
+    first, rest = events[0], events[1:]
+    assert first.stage == multilinear.KMEANS_STAGE and first.total is None
+    assert first.predicted_seconds == pytest.approx(
+        solver_costs.kmeans_seconds(sp.csr_matrix(T.X).nnz, T.rows, k, km.N_ITER)
+    )
+    n = r.info["clusters"]
+    assert {e.stage for e in rest} == {multilinear.training_stage(n)}
+    assert [e.done for e in rest] == list(range(n + 1)) and {e.total for e in rest} == {n}
+    trainings = rest[0].predicted_seconds
+    assert trainings is not None and trainings > 0
+    assert {e.predicted_seconds for e in rest} == {trainings}
+    assert trainings + first.predicted_seconds == pytest.approx(r.info["revised_seconds"], abs=5e-4)
 
 
 def test_an_explicit_k_is_used(xor) -> None:

@@ -269,8 +269,11 @@ def run(
     V: Dataset,
     options: MultiLinearOptions,
     on_cluster_done: Callable[[], None] | None = None,
+    on_clustered: Callable[[int, float], None] | None = None,
 ) -> CheckerResult:
-    """Cluster T, fit one model per cluster (its own C), score nearest-center predictions on V."""
+    """Cluster T, fit one model per cluster (its own C), score nearest-center predictions on V.
+    ``on_clustered``: told the clusters k-means made and the trainings' prediction, before
+    they train."""
     t0 = time.perf_counter()
     k = options.n_clusters or km.n_clusters(T.rows)
     columns = None
@@ -290,14 +293,17 @@ def run(
     # The stage's prediction, now that the clusters are known (kcheck.plan.done_share).
     X = T.X
     row_nnz = X.getnnz(axis=1) if sp.issparse(X) else np.count_nonzero(np.asarray(X), axis=1)
+    kmeans = solver_costs.kmeans_seconds(int(row_nnz.sum()), T.rows, k, options.n_iter)
     revised = solver_costs.clusters_seconds(
         (
             (int(idx.size), int(row_nnz[idx].sum()), int(np.unique(T.y[idx]).size))
             for idx in members
         ),
         int(T.X.shape[1]),
-        solver_costs.kmeans_seconds(int(row_nnz.sum()), T.rows, k, options.n_iter),
+        kmeans,
     )
+    if on_clustered is not None:
+        on_clustered(len(members), revised - kmeans)
     clusters = _fit_all(T, members, options, on_cluster_done)
     model = MultiLinearModel(centers, clusters, columns)
     # Raw decision values of different clusters' models are not on one scale: scores only
@@ -322,16 +328,32 @@ def run(
     )
 
 
+#: Its stages: k-means, then the clusters' trainings, announced with their prediction from the
+#: clusters k-means made (kcheck.solver_costs.clusters_seconds): on sector 3.5x the plan's.
+KMEANS_STAGE = "MultiLinear checker: k-means"
+
+
+def training_stage(clusters: int) -> str:
+    return f"MultiLinear checker: training {clusters} clusters"
+
+
 def check(T: Dataset, V: Dataset, ctx: Context) -> CheckerResult:
     """The checker as the pipeline runs it: K from T's size, the baseline's C as fallback."""
     k = km.n_clusters(T.rows)
-    done = [0]
-    stage = "MultiLinear checker"
-    ctx.progress(Event(stage, 0, k))
+    nnz = int(T.X.nnz) if sp.issparse(T.X) else int(np.count_nonzero(np.asarray(T.X)))
+    # Each stage's events carry its own prediction, not the plan's for the whole checker.
+    stage = [KMEANS_STAGE]
+    predicted = [solver_costs.kmeans_seconds(nnz, T.rows, k, km.N_ITER)]
+    done, total = [0], [k]
+    ctx.progress(Event(KMEANS_STAGE, predicted_seconds=predicted[0]))
+
+    def clustered(clusters: int, trainings: float) -> None:
+        stage[0], predicted[0], total[0] = training_stage(clusters), trainings, clusters
+        ctx.progress(Event(stage[0], 0, clusters, predicted_seconds=trainings))
 
     def tick() -> None:
         done[0] += 1
-        ctx.progress(Event(stage, done[0], k))
+        ctx.progress(Event(stage[0], done[0], total[0], predicted_seconds=predicted[0]))
 
     options = MultiLinearOptions(
         seed=ctx.seed,
@@ -341,7 +363,7 @@ def check(T: Dataset, V: Dataset, ctx: Context) -> CheckerResult:
         class_weight=ctx.class_weight,
         calibrate=ctx.scoring.needs_scores,
     )
-    return run(T, V, options, tick)
+    return run(T, V, options, tick, clustered)
 
 
 def size(counts: Counts, allowed: Allowance) -> Sized:
