@@ -5,15 +5,16 @@ share of kcheck.costs' prediction.
 Usage:
     python scripts/calibrate_clusters.py FILE [FILE ...] [--json OUT.json]
 
-For each LIBSVM training file: read, scale and split (seed 0) as a check does, run k-means as
-the MultiLinear checker does (kcheck.checkers.multilinear.run: its K, its seed, its columns),
-then train each cluster's model (its -C search) in this process, one at a time, and time it.
-Printed per file: the k-means CPU seconds, the trainings' CPU seconds, the classes a cluster
-holds (median and most, weighted by its stored values), and the prediction's assumption (the
-square root of the one-vs-rest models) beside the models the clusters trained; the prediction
-before k-means (kcheck.costs.predicted_seconds) and once it has run (``revised``:
-kcheck.solver_costs.clusters_seconds of the clusters' rows, values and classes), at this machine's
-pace (kcheck.probe), against the CPU seconds. Nothing here changes what kcheck computes.
+For each LIBSVM training file: read, scale and split (seed 0) as a check does, then run the
+MultiLinear checker itself (kcheck.checkers.multilinear.run, one job), timing its k-means and
+each cluster's training (its -C search) where it calls them. Printed per file: the k-means
+CPU seconds, the trainings' CPU seconds, the classes a cluster holds (median and most,
+weighted by its stored values), and the prediction's assumption (the square root of the
+one-vs-rest models) beside the models the clusters trained; the prediction before k-means
+(kcheck.costs.predicted_seconds) and once it has run (``revised``: the checker's
+``revised_seconds``, kcheck.solver_costs.clusters_seconds of its clusters' rows, values and
+classes), at this machine's pace (kcheck.probe), against the CPU seconds. Nothing here
+changes what kcheck computes.
 """
 
 from __future__ import annotations
@@ -30,60 +31,59 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from kcheck import budget, costs, probe, solver_costs, tuning  # noqa: E402
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from calibrate_rbfsvm import split  # noqa: E402
+
+from kcheck import budget, costs, probe  # noqa: E402
 from kcheck.checkers import kmeans as km  # noqa: E402
 from kcheck.checkers import multilinear  # noqa: E402
-from kcheck.checkers.base import Counts, Dataset, cpu_seconds  # noqa: E402
-from kcheck.memory import default_memory_limit  # noqa: E402
-from kcheck.prepare import prepare  # noqa: E402
-from kcheck.split import stratified_split  # noqa: E402
-
-
-def split(path: Path) -> tuple[Dataset, Dataset]:
-    data = prepare(str(path), scaling="maxabs", memory_limit=default_memory_limit())
-    tr, va = stratified_split(data.y, seed=0)
-    return Dataset(data.X[tr], data.y[tr]), Dataset(data.X[va], data.y[va])
+from kcheck.checkers.base import Counts, cpu_seconds  # noqa: E402
 
 
 def measure(path: Path) -> dict[str, Any]:
+    """MultiLinear's own run (kcheck.checkers.multilinear.run, one job), its k-means and each
+    cluster's training timed where the checker calls them."""
     T, V = split(path)
     counts = Counts.of(T, V)
     k = km.n_clusters(T.rows)
-    X_km = T.X
-    if T.X.shape[1] >= tuning.COMPACT_MIN_WIDTH:
-        used = np.unique(T.X.indices)
-        if used.size < T.X.shape[1] // 2:
-            X_km = T.X[:, used]
-    c0 = cpu_seconds()
-    result = km.kmeans(X_km, k, seed=0, n_iter=km.N_ITER)
-    kmeans_cpu = cpu_seconds() - c0
-    clusters = []
-    for _, idx in multilinear._groups(result.labels, k):
-        X, y = T.X[idx], T.y[idx]
+    kmeans_cpu = [0.0]
+    clusters: list[dict[str, Any]] = []
+    kmeans, fit_cluster = km.kmeans, multilinear._fit_cluster
+
+    def timed_kmeans(*a: Any, **kw: Any) -> Any:
         c0 = cpu_seconds()
-        multilinear._fit_cluster(X, y, seed=0, fallback_C=1.0)
+        out = kmeans(*a, **kw)
+        kmeans_cpu[0] += cpu_seconds() - c0
+        return out
+
+    def timed_fit(X: Any, y: np.ndarray, *a: Any, **kw: Any) -> Any:
+        c0 = cpu_seconds()
+        out = fit_cluster(X, y, *a, **kw)
         clusters.append(
             {
-                "rows": int(idx.size),
+                "rows": int(y.size),
                 "nnz": int(X.nnz),
                 "classes": int(np.unique(y).size),
                 "cpu": cpu_seconds() - c0,
             }
         )
-    revised = solver_costs.clusters_seconds(
-        ((c["rows"], c["nnz"], c["classes"]) for c in clusters),
-        int(T.X.shape[1]),
-        solver_costs.kmeans_seconds(int(T.X.nnz), T.rows, k, km.N_ITER),
-    )
+        return out
+
+    km.kmeans, multilinear._fit_cluster = timed_kmeans, timed_fit
+    try:
+        r = multilinear.run(T, V, multilinear.MultiLinearOptions(seed=0))
+    finally:
+        km.kmeans, multilinear._fit_cluster = kmeans, fit_cluster
     return {
-        "revised": revised,
+        "revised": r.info["revised_seconds"],
         "set": path.name,
         "rows": T.rows,
         "nnz": int(T.X.nnz),
         "features": int(T.X.shape[1]),
         "classes": counts.n_classes,
         "k": k,
-        "kmeans_cpu": kmeans_cpu,
+        "kmeans_cpu": kmeans_cpu[0],
         "predicted": costs.predicted_seconds("multilinear", counts, T.rows, None),
         "clusters": clusters,
     }
