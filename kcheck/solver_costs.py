@@ -34,8 +34,9 @@ KMEANS_SECONDS_PER_WORK = 2.0e-9
 #: grows from 1 where T has ONSET_FROM x its width in rows to ONSET_MOST where it has the
 #: width or fewer (text of 8,400 words on 5,850 rows and 20,000 on 15,000: 2.2 and 2.1 times
 #: the prediction without it; 1,000 on 1,125 rows: 1.3; sector's 55,197 on 4,794: 1.45).
-#: Only the baseline: a MultiLinear cluster is as narrow in rows, but its problem is small
-#: (madelon's 41-row clusters on 500 features took half their prediction without it).
+#: A MultiLinear cluster pays it only from CLUSTER_ONSET_ROWS rows: a smaller one is as narrow
+#: in rows, but its problem is small (madelon's clusters of 90-125 rows on 500 features took
+#: 0.6-0.7 of their count without it).
 ONSET_FROM = 4.0
 ONSET_MOST = 2.0
 

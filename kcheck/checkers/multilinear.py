@@ -256,6 +256,14 @@ class MultiLinearModel:
         return out, probs
 
 
+def _row_values(X: sp.spmatrix | np.ndarray) -> np.ndarray:
+    """Each row's stored values, of sparse or dense rows (run takes both)."""
+    if sp.issparse(X):
+        return np.asarray(sp.csr_matrix(X).getnnz(axis=1))
+    values: np.ndarray = np.count_nonzero(np.asarray(X), axis=1)
+    return values
+
+
 def _groups(assign: np.ndarray, k: int) -> Iterator[tuple[int, np.ndarray]]:
     order = np.argsort(assign, kind="stable")
     bounds = np.searchsorted(assign[order], np.arange(k + 1))
@@ -291,8 +299,7 @@ def run(
     # Index (a copy of K x n) only when a center was dropped; on wide data centers are large.
     centers = result.centers if len(kept) == k else result.centers[kept]
     # The stage's prediction, now that the clusters are known (kcheck.plan.done_share).
-    X = T.X
-    row_nnz = X.getnnz(axis=1) if sp.issparse(X) else np.count_nonzero(np.asarray(X), axis=1)
+    row_nnz = _row_values(T.X)
     kmeans = solver_costs.kmeans_seconds(int(row_nnz.sum()), T.rows, k, options.n_iter)
     revised = solver_costs.clusters_seconds(
         (
@@ -340,7 +347,7 @@ def training_stage(clusters: int) -> str:
 def check(T: Dataset, V: Dataset, ctx: Context) -> CheckerResult:
     """The checker as the pipeline runs it: K from T's size, the baseline's C as fallback."""
     k = km.n_clusters(T.rows)
-    nnz = int(T.X.nnz) if sp.issparse(T.X) else int(np.count_nonzero(np.asarray(T.X)))
+    nnz = int(_row_values(T.X).sum())
     # Each stage's events carry its own prediction, not the plan's for the whole checker.
     stage = [KMEANS_STAGE]
     predicted = [solver_costs.kmeans_seconds(nnz, T.rows, k, km.N_ITER)]
