@@ -450,6 +450,6 @@ def off_prediction(
             continue
         lines.append(
             f"{step['name']} took {cpu:.1f} CPU seconds against {predicted:.1f} predicted"
-            f"{did} ({ratio:.1f}x{at_pace}): the cost model is off for this data"
+            f"{did} ({ratio:.1f}x{at_pace}): the cost model is off for this data or this machine"
         )
     return lines

@@ -13,7 +13,10 @@ The probe trains LIBLINEAR (``-s 2``, four C values) and LIBSVM (RBF) on a fixed
 that stays in the CPU's cache, and keeps the fastest of three runs in this process's CPU
 seconds: a CPU hog on the other core, or a pause, does not count. It measures the CPU, not
 memory bandwidth, which moved less between those runs (a9a's degree-2 on 15,743 expanded rows:
-0.91). About 40 ms, run only where a stage is predicted to take 0.5 s or more. Display only:
+0.91). Neither holds everywhere: one afternoon this machine ran LIBLINEAR on 24,000-75,000 rows
+1.4-3.5 times slower than the probe's pace said, and the probe's reading moved 1.75x with the
+moment it was taken, as the machine switched between two speeds (scripts/results/pace.md).
+About 40 ms, run only where a stage is predicted to take 0.5 s or more. Display only:
 nothing a check computes reads it.
 """
 
