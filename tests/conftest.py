@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
+import sys
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -36,6 +39,16 @@ def rng() -> np.random.Generator:
 @pytest.fixture
 def datasets() -> Path:
     return DATASETS
+
+
+def load_script(name: str) -> ModuleType:
+    """scripts/NAME.py as a module (scripts are not a package), registered under NAME."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
 
 
 def require_tool(name: str) -> str:

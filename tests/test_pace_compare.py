@@ -2,23 +2,10 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def _module() -> Any:
-    spec = importlib.util.spec_from_file_location(
-        "pace_compare", ROOT / "scripts" / "pace_compare.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["pace_compare"] = module
-    spec.loader.exec_module(module)
-    return module
+from conftest import load_script
 
 
 def _run(probe: float, *steps: tuple[str, int, float]) -> dict[str, Any]:
@@ -32,7 +19,7 @@ def _run(probe: float, *steps: tuple[str, int, float]) -> dict[str, Any]:
 
 
 def test_pairs_compare_the_same_rows_and_group_by_rows() -> None:
-    pc = _module()
+    pc = load_script("pace_compare")
     before = {
         "small": _run(0.01, ("linear", 1_000, 0.5), ("degree2", 1_000, 0.05)),
         "large": _run(0.01, ("linear", 40_000, 1.0), ("degree2", 8_000, 2.0)),

@@ -1,12 +1,10 @@
 """The README's quick start is what CI runs, so the two cannot drift apart."""
 
-import importlib.util
 import re
 import shutil
-import sys
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, load_script
 
 
 def _quick_start_commands() -> list[str]:
@@ -49,14 +47,7 @@ def test_bundled_data_sets_exist_and_stay_small():
 
 def _examples():
     """scripts/readme_examples.py, which makes the README's example sessions."""
-    spec = importlib.util.spec_from_file_location(
-        "readme_examples", ROOT / "scripts" / "readme_examples.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["readme_examples"] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script("readme_examples")
 
 
 EXAMPLES = _examples()
