@@ -29,7 +29,7 @@ import scipy.sparse as sp
 
 from kcheck import engines
 
-__all__ = ["REFERENCE_SECONDS", "pace", "probe_seconds"]
+__all__ = ["REFERENCE_SECONDS", "pace", "probe_runs", "probe_seconds"]
 
 #: The probe's CPU seconds on the reference machine, whose speed kcheck.costs' factors were
 #: fitted at: ``python scripts/probe_reference.py scripts/results/plan_runs_reference.json
@@ -54,17 +54,23 @@ def _problems() -> tuple[engines.Problem, engines.SvmProblem]:
     )
 
 
-def probe_seconds(runs: int = 3) -> float:
-    """The fastest of ``runs`` runs of the probe, in this process's CPU seconds."""
+def probe_runs(runs: int) -> list[float]:
+    """Each of ``runs`` runs of the probe, one after another, in this process's CPU seconds
+    (scripts/pace_compare.py shows how they move with the moment they are taken)."""
     linear, svm = _problems()
-    best = float("inf")
+    took = []
     for _ in range(max(runs, 1)):
         t0 = time.process_time()
         for C in (0.25, 1.0, 4.0, 16.0):
             engines.train_linear(linear, C)
         engines.train_rbf(svm, 4.0, 0.5)
-        best = min(best, time.process_time() - t0)
-    return best
+        took.append(time.process_time() - t0)
+    return took
+
+
+def probe_seconds(runs: int = 3) -> float:
+    """The fastest of ``runs`` runs of the probe, in this process's CPU seconds."""
+    return min(probe_runs(runs))
 
 
 def pace(probe_cpu_seconds: float | None) -> float:

@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from pathlib import Path
 from statistics import median
 from typing import Any
@@ -109,16 +108,9 @@ def report(records: list[dict[str, Any]], before: Path, after: Path) -> str:
 def probe_sequence(n: int) -> str:
     """N single probe runs in a row, and the fastest of each three (kcheck.probe's reading)."""
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    from kcheck import engines, probe
+    from kcheck import probe
 
-    linear, svm = probe._problems()
-    runs = []
-    for _ in range(n):
-        t0 = time.process_time()
-        for C in (0.25, 1.0, 4.0, 16.0):
-            engines.train_linear(linear, C)
-        engines.train_rbf(svm, 4.0, 0.5)
-        runs.append(1e3 * (time.process_time() - t0))
+    runs = [1e3 * seconds for seconds in probe.probe_runs(n)]
     threes = [min(runs[i : i + 3]) for i in range(0, n - 2, 3)]
     return (
         "single runs, CPU ms: " + " ".join(f"{r:.1f}" for r in runs) + "\n"
