@@ -18,7 +18,10 @@ LIBLINEAR -s 2 -B 1) on:
 - Gaussian rows with labels from a noisy linear rule (the same class shares), at offsets
   0, 3, 10 and 30 before scaling;
 - Gaussian rows with each of T's features' mean and standard deviation, with T's own labels
-  (which have nothing to do with these rows) and with a noisy linear rule's.
+  (which have nothing to do with these rows) and with a noisy linear rule's;
+- Gaussian rows whose features' mean / SD is drawn log-uniform from a range, with a linear
+  rule's labels: whether the spread of the scaled features' SDs (shown as the ratio of their
+  90th to 10th percentile) orders the costs.
 
 Printed and written (Markdown): the CPU seconds of each, the baseline's predicted seconds at
 this machine's pace (kcheck.probe, before and after) and their ratio. Where the ratios of rows
@@ -100,6 +103,14 @@ def variants(
 
         return make
 
+    def offset_range(lo: float, hi: float) -> Callable[[], tuple[np.ndarray, np.ndarray]]:
+        def make() -> tuple[np.ndarray, np.ndarray]:
+            G = rng.standard_normal((n, d))
+            offsets = np.exp(rng.uniform(np.log(lo), np.log(hi), d))
+            return max_abs_scaled(G + offsets), linear_rule(G)
+
+        return make
+
     rows: list[tuple[str, Callable[[], tuple[np.ndarray, np.ndarray]]]] = [
         ("T as it is", as_is),
         ("T centred", centred),
@@ -110,6 +121,9 @@ def variants(
         ("Gaussian, T's feature means and SDs, T's labels", moments(True)),
         ("Gaussian, T's feature means and SDs, a linear rule's labels", moments(False)),
     ]
+    for lo, hi in ((1, 100), (1, 1000), (10, 1000), (100, 1000)):
+        label = f"Gaussian, each feature's mean / SD log-uniform in [{lo:g}, {hi:g}]"
+        rows.append((label, offset_range(lo, hi)))
     return rows
 
 
@@ -153,13 +167,15 @@ def main(argv: list[str] | None = None) -> int:
         model, _ = tuning.fit_linear(csr, yv, seed=args.seed)
         cpu = time.process_time() - c0
         del model
-        results.append((label, csr.nnz, predicted, cpu))
+        sd = Xv.std(axis=0)
+        q10, q90 = np.quantile(sd, [0.1, 0.9])
+        results.append((label, csr.nnz, predicted, cpu, float(q90 / max(q10, 1e-300))))
         print(f"{label:60s} nnz {csr.nnz:9,d} predicted {predicted:6.2f} ref s  cpu {cpu:6.2f}")
         del Xv, csr
 
     pace_after = probe.pace(probe.probe_seconds())
     pace = (pace_before + pace_after) / 2
-    ratios = [cpu / (pred * pace) for _, _, pred, cpu in results]
+    ratios = [cpu / (pred * pace) for _, _, pred, cpu, _ in results]
     spread = max(ratios) / min(ratios)
     load = os.getloadavg()[0]
     lines = [
@@ -174,11 +190,12 @@ def main(argv: list[str] | None = None) -> int:
         f"T: {n:,} rows x {d:,} features, {len(np.unique(y))} classes. Every row below has "
         "these counts, so kcheck's cost model predicts each the same.",
         "",
-        "| rows | stored values | predicted (reference s) | CPU s | CPU / (predicted x pace) |",
-        "|---|---|---|---|---|",
+        "| rows | stored values | scaled SDs, 90th / 10th percentile | predicted (reference s) "
+        "| CPU s | CPU / (predicted x pace) |",
+        "|---|---|---|---|---|---|",
     ]
-    for (label, nnz, pred, cpu), ratio in zip(results, ratios, strict=True):
-        lines.append(f"| {label} | {nnz:,} | {pred:.2f} | {cpu:.2f} | {ratio:.2f} |")
+    for (label, nnz, pred, cpu, sds), ratio in zip(results, ratios, strict=True):
+        lines.append(f"| {label} | {nnz:,} | {sds:.1f} | {pred:.2f} | {cpu:.2f} | {ratio:.2f} |")
     lines += [
         "",
         f"Spread of the ratio over rows with the same counts: {spread:.1f}x "

@@ -24,7 +24,7 @@ def test_every_variant_keeps_the_counts() -> None:
         assert {c: int((labels == c).sum()) for c in np.unique(labels)} == shares, label
         # Scaled as kcheck scales: every feature's max |x| is 1.
         np.testing.assert_allclose(np.abs(rows).max(axis=0), 1.0, err_msg=label)
-    assert len(labels_seen) == len(set(labels_seen)) == 9
+    assert len(labels_seen) == len(set(labels_seen)) == 13
 
 
 def test_sparse_data_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
