@@ -284,10 +284,10 @@ def _verdict(
     the mean of both folds' gaps."""
     decision, gaps = _decide(config, results, ctx.scoring, V)
     outcomes = _outcomes(config, results, gaps)
-    again = remeasure(decision, outcomes, config.epsilon, small_data=planned.small_data)
+    again = remeasure(decision, outcomes, config.epsilon, affordable=planned.affords_second_fold)
     if not again:
         return decision, gaps, None
-    second = _second_fold(config, again, T, V, split, ctx, gaps)
+    second = _second_fold(config, again, T, V, split, ctx, gaps, planned.second_fold_seconds)
     gaps = {**gaps, **second.combined()}
     return rule(_outcomes(config, results, gaps), config.epsilon), gaps, second
 
@@ -561,12 +561,14 @@ def _second_fold(
     split: tuple[np.ndarray, np.ndarray],
     ctx: Context,
     first: dict[str, Gap],
+    left_seconds: float,
 ) -> SecondFold:
     """Train the linear baseline and ``names`` on T2, score them on V2
-    (:func:`kcheck.second_fold.second_split`).
+    (:func:`kcheck.second_fold.second_split`), within ``left_seconds``: what the first
+    measurement left of the check's one budget (kcheck.plan.second_fold_steps).
 
     A checker that does not finish there keeps its first fold's gap; if the baseline does not
-    finish (``--time-limit``), the second fold does not count.
+    finish (``--time-limit``) or does not fit what is left, the second fold does not count.
     """
     t0 = time.perf_counter()
     T2, V2 = second_split(T, V, split, config.seed)
@@ -578,13 +580,16 @@ def _second_fold(
     if V2.rows == 0 or np.unique(V2.y).size < 2:
         reason = "too few rows for a second fold"
         return SecondFold(T2.rows, V2.rows, first, {}, {}, {}, reason=reason)
+    steps = plan.second_fold_steps(Counts.of(T2, V2), names, left_seconds, ctx.memory_limit)
+    if steps is None:
+        reason = "its linear baseline does not fit what the first fold left of the budget"
+        return SecondFold(T2.rows, V2.rows, first, {}, {}, {}, reason=reason)
     try:
         base = _train_linear(config, T2, V2, ctx.deadline, report, ctx.scoring)
     except TimeLimitReached:
         reason = f"the time limit (--time-limit {config.time_limit:g}) passed"
         return SecondFold(T2.rows, V2.rows, first, {}, {}, {}, reason=reason)
     ctx2 = dataclasses.replace(ctx, baseline=base, progress=report)
-    steps = plan.checker_steps(Counts.of(T2, V2), names, budget.FLOOR_SECONDS, ctx.memory_limit)
     _, checked = _run_checkers(steps, T2, V2, ctx2)
     results = {"linear": base, **checked}
     gaps = _gaps(config, results, ctx.scoring, V2)

@@ -10,11 +10,14 @@ may cut what the plan gives, at run time, to the time left.
 
 The one budget (kcheck.budget.methods_seconds, counted seconds of the reference machine): every
 method beside the linear baseline shares ``max(FLOOR_SECONDS, LINEAR_FACTOR x the baseline's
-counted cost)``, in the order they run (exact mode first, then the checkers in registry order),
-each planned within what the ones before it left and charged what it is counted to spend. No
-row or stored-value threshold decides what runs: a method that does not fit what is left, or
-the memory limit, reports itself skipped with the reason. The linear baseline has no budget:
-everything is compared with it.
+counted cost)``, in the order they run (exact mode first, then the checkers in registry order,
+then a second fold), each planned within what the ones before it left and charged what it is
+counted to spend. The first measurement is planned within kcheck.budget.first_seconds of it
+(half of the floor on small data); what it leaves (``Plan.second_fold_seconds``) is all a
+second fold may spend, its baseline on the second split included (:func:`second_fold_steps`).
+No row or stored-value threshold decides what runs: a method that does not fit what is left,
+or the memory limit, reports itself skipped with the reason. The linear baseline of the first
+measurement has no budget: everything is compared with it.
 """
 
 from __future__ import annotations
@@ -29,7 +32,15 @@ from kcheck.checkers import exact, registry
 from kcheck.checkers.base import Allowance, CheckerResult, Counts, Sized
 from kcheck.memory import FIXED_BYTES
 
-__all__ = ["BESIDE_MIN_SECONDS", "Options", "Plan", "Step", "checker_steps", "make"]
+__all__ = [
+    "BESIDE_MIN_SECONDS",
+    "Options",
+    "Plan",
+    "Step",
+    "checker_steps",
+    "make",
+    "second_fold_steps",
+]
 
 #: What training the linear baseline in a worker process costs before anything overlaps, in
 #: counted seconds: starting the worker (the fork server's imports, about 0.5 s the first
@@ -68,13 +79,15 @@ class Step:
     limited_by: str | None = None
     estimated_seconds: float | None = None
     budget_seconds: float | None = None
-    #: The check's whole budget (kcheck.budget.methods_seconds); ``budget_seconds`` is what the
-    #: steps before it left of it.
+    #: The budget of its measurement (kcheck.budget.first_seconds; a second fold's, what the
+    #: first left); ``budget_seconds`` is what the steps before it left of it.
     floor_seconds: float = 0.0
     #: Bytes it allocates beyond the data (None: it does not say).
     bytes: int | None = None
     #: What it is predicted to take, for the user (kcheck.costs); decisions never read it.
     predicted_seconds: float | None = None
+    #: What it takes of the budget where it runs (counted; kcheck.plan charges it).
+    charged_seconds: float = 0.0
 
     def allowance(self, memory_limit: int) -> Allowance:
         return Allowance(memory_limit, self.floor_seconds, self.budget_seconds)
@@ -104,14 +117,29 @@ class Plan:
     steps: tuple[Step, ...]
     #: The linear baseline trains in a worker process beside the checkers that do not read it.
     beside: bool
-    #: T is small enough that the rule may ask for a second fold (kcheck.verdict.remeasure).
+    #: The floor, not the linear model, set the first measurement's budget
+    #: (kcheck.budget.floor_sets_budget).
     small_data: bool
     #: With the baseline beside them, the checkers that run in a worker process of their own,
     #: beside the baseline and the checkers this process runs (:func:`_detached`).
     detached: tuple[str, ...] = ()
+    #: The one budget (kcheck.budget.methods_seconds), counted.
+    budget_seconds: float = 0.0
+    #: What the first measurement left of it: all a second fold may spend, its baseline
+    #: included (:func:`second_fold_steps`).
+    second_fold_seconds: float = 0.0
 
     def step(self, name: str) -> Step | None:
         return next((s for s in self.steps if s.name == name), None)
+
+    @property
+    def affords_second_fold(self) -> bool:
+        """Whether what the first measurement left holds a second fold's linear baseline (on
+        the second split, which has T's rows: counted on T's). Only then may the rule ask for
+        one (kcheck.verdict.remeasure), and T's rows are copied for it."""
+        linear = self.step("linear")
+        cost = linear.estimated_seconds if linear is not None else None
+        return cost is not None and cost <= self.second_fold_seconds
 
     @property
     def checkers(self) -> tuple[Step, ...]:
@@ -146,11 +174,18 @@ class Plan:
         # Not ``beside``: it arranges when things run, never what is computed, and the JSON is
         # the same at any --jobs.
         probed = None if probe_cpu_seconds is None else round(probe_cpu_seconds, 5)
-        return {"small_data": self.small_data, "steps": steps, "probe_cpu_seconds": probed}
+        return {
+            "small_data": self.small_data,
+            "budget_seconds": round(self.budget_seconds, 3),
+            "second_fold_seconds": round(self.second_fold_seconds, 3),
+            "steps": steps,
+            "probe_cpu_seconds": probed,
+        }
 
 
 def make(counts: Counts, options: Options) -> Plan:
-    """The plan of a check of T and V: the baseline, exact mode, then the checkers."""
+    """The plan of a check of T and V: the baseline, exact mode, then the checkers, within
+    the first measurement's share of the one budget; and what they leave a second fold."""
     linear = Step(
         "linear",
         "baseline",
@@ -158,12 +193,14 @@ def make(counts: Counts, options: Options) -> Plan:
         counts.rows,
         estimated_seconds=budget.linear_seconds(counts.nnz, counts.n_classes, counts.rows),
     )
-    whole = budget.methods_seconds(nnz=counts.nnz, n_classes=counts.n_classes, rows=counts.rows)
-    deciding = _exact(counts, options, whole)
-    left = whole - (deciding.estimated_seconds or 0.0 if deciding.runs else 0.0)
+    sizes = {"nnz": counts.nnz, "n_classes": counts.n_classes, "rows": counts.rows}
+    whole = budget.methods_seconds(**sizes)
+    first = budget.first_seconds(**sizes)
+    deciding = _exact(counts, options, first)
+    left = first - (deciding.charged_seconds if deciding.runs else 0.0)
     stands_in = options.exact == "auto" and not deciding.runs
     names = tuple(n for n in options.checkers if registry.role(n) != "stand-in" or stands_in)
-    checkers = checker_steps(counts, names, max(left, 0.0), options.memory_limit, whole)
+    checkers = checker_steps(counts, names, max(left, 0.0), options.memory_limit, first)
     reason = "exact mode runs" if deciding.runs else "exact mode is off"
     left_out = tuple(
         Step(n, registry.role(n), False, 0, f"{reason}: it stands in for exact mode only")
@@ -172,14 +209,31 @@ def make(counts: Counts, options: Options) -> Plan:
     )
     steps = tuple(_predicted(s, counts) for s in (linear, deciding, *checkers, *left_out))
     beside = _beside(counts, options, steps)
+    spent = sum(s.charged_seconds for s in steps if s.runs)
     return Plan(
         steps,
         beside=beside,
-        small_data=budget.floor_sets_budget(
-            nnz=counts.nnz, n_classes=counts.n_classes, rows=counts.rows
-        ),
+        small_data=budget.floor_sets_budget(**sizes),
         detached=_detached(counts, options, steps) if beside else (),
+        budget_seconds=whole,
+        second_fold_seconds=max(whole - spent, 0.0),
     )
+
+
+def second_fold_steps(
+    counts: Counts, names: tuple[str, ...], left_seconds: float, memory_limit: int
+) -> tuple[Step, ...] | None:
+    """A second fold's checkers ``names`` on the second split's ``counts``, planned as the
+    first measurement's (:func:`checker_steps`) within what the first measurement left of the
+    one budget (``left_seconds``, ``Plan.second_fold_seconds``) once the second split's
+    linear baseline is charged; None where that baseline does not fit it. So on large data,
+    where the first measurement spends the whole budget, no second fold runs, and on small
+    data it spends what the first left, not a budget of its own."""
+    baseline = budget.linear_seconds(counts.nnz, counts.n_classes, counts.rows)
+    if baseline > left_seconds:
+        return None
+    left = left_seconds - baseline
+    return checker_steps(counts, names, left, memory_limit)
 
 
 def _predicted(step: Step, counts: Counts) -> Step:
@@ -199,7 +253,7 @@ def checker_steps(
 ) -> tuple[Step, ...]:
     """The steps of the checkers ``names``, in registry order, each sized by its own entry
     (``CheckerSpec.size``) within what the ones before it left of ``left_seconds`` (counted),
-    and charged its counted seconds. ``whole_seconds``, the check's whole budget, is recorded
+    and charged its counted seconds. ``whole_seconds``, the measurement's budget, is recorded
     beside (``left_seconds`` where not given). A second fold plans its checkers with this too."""
     steps = []
     left = left_seconds
@@ -209,6 +263,7 @@ def checker_steps(
             continue
         allowed = Allowance(memory_limit, whole, left)
         sized = spec.size(counts, allowed) if spec.size is not None else Sized(counts.rows)
+        charged = _charged(name, sized, counts)
         steps.append(
             Step(
                 name,
@@ -221,9 +276,10 @@ def checker_steps(
                 left,
                 whole,
                 sized.bytes,
+                charged_seconds=charged,
             )
         )
-        left = max(left - _charged(name, sized, counts), 0.0)
+        left = max(left - charged, 0.0)
     return tuple(steps)
 
 
@@ -238,7 +294,7 @@ def _charged(name: str, sized: Sized, counts: Counts) -> float:
 
 def _exact(counts: Counts, options: Options, whole: float) -> Step:
     """Exact mode's step: :func:`kcheck.checkers.exact.decide` on all rows (T and V), within
-    the whole of the check's budget (it runs first)."""
+    the whole of the first measurement's budget ``whole`` (it runs first)."""
     opts = exact.ExactOptions()
     d = exact.decide(
         counts.all_rows,
@@ -267,6 +323,7 @@ def _exact(counts: Counts, options: Options, whole: float) -> Step:
         estimated_seconds=spent if spent is not None else d.estimated_seconds,
         budget_seconds=whole,
         floor_seconds=whole,
+        charged_seconds=spent or 0.0,
     )
 
 

@@ -79,8 +79,9 @@ def second_split(
     """T2 and V2: a stratified part of T the size of V becomes V2, and V joins the rest of T.
 
     T2's rows keep the file's order, as T's do (LIBLINEAR's results depend on it). Copies
-    T's rows once more: only where the floor set the check's budget (kcheck.budget.
-    floor_sets_budget: at most about 2M stored values in T) does a check get here.
+    T's rows once more: only where what the first measurement left of the check's budget
+    holds the linear baseline on T's counts (kcheck.plan.Plan.affords_second_fold: at most
+    about 4M stored values in T) does a check get here.
     """
     train_idx, val_idx = split
     keep, part = stratified_split(

@@ -299,11 +299,13 @@ def rule(outcomes: Sequence[Outcome], epsilon: float) -> Decision:
 
 
 def remeasure(
-    decision: Decision, outcomes: Sequence[Outcome], epsilon: float, *, small_data: bool
+    decision: Decision, outcomes: Sequence[Outcome], epsilon: float, *, affordable: bool
 ) -> tuple[str, ...]:
-    """The checkers a second fold re-measures: on small data without exact mode, those whose
-    interval contains epsilon while the verdict is borderline. From counts and gaps only, so
-    the same data always gets it.
+    """The checkers a second fold re-measures: without exact mode, where the first
+    measurement left the check's budget enough for one (``affordable``:
+    kcheck.plan.Plan.affords_second_fold, which small data does), those whose interval
+    contains epsilon while the verdict is borderline. From counts and gaps only, so the same
+    data always gets it.
 
     One V of a small data set is a few hundred to 2,500 points, and a gap 1.4 points above
     epsilon with an interval of +-1.2 came out below epsilon at one seed in five (a 10,000-row
@@ -311,7 +313,7 @@ def remeasure(
     the variance of the gap where, and only where, the verdict hangs on it. Where the exact
     comparison ran it decides, from repeated cross-validation on all rows.
     """
-    if decision.margin != "borderline" or not small_data:
+    if decision.margin != "borderline" or not affordable:
         return ()
     if any(o.role == "deciding" for o in outcomes):
         return ()

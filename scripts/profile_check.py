@@ -63,8 +63,8 @@ def main() -> int:
         memory_limit=checker_budget(limit, data.data_bytes),
         deadline=None,
         baseline=base,
-        floor_seconds=budget.FLOOR_SECONDS,
-        budget_seconds=budget.FLOOR_SECONDS,
+        floor_seconds=budget.FIRST_SHARE * budget.FLOOR_SECONDS,
+        budget_seconds=budget.FIRST_SHARE * budget.FLOOR_SECONDS,
     )
     profiles: dict[str, str] = {}
     for name in registry.DEFAULT_NAMES:

@@ -47,7 +47,7 @@ def test_counted_costs_are_monotone_and_model_counts() -> None:
     # Above 10,000 rows a value costs more, as the square root of the rows.
     assert budget.degree2_seconds(3_000_000, 2, 40_000) == pytest.approx(18.0)
     assert budget.degree2_seconds(3_000_000, 2, 500) == pytest.approx(9.0)
-    floor = budget.FLOOR_SECONDS
+    floor = budget.FIRST_SHARE * budget.FLOOR_SECONDS  # the first measurement's, on small data
     assert budget.degree2_values_within(floor, rows=750, n_classes=2) == 3_333_333
     assert budget.degree2_values_within(floor, rows=750, n_classes=4) == 833_333
     # Poker's T (18,750 rows): at the cost per value of its rows, where labels overlap (as
@@ -56,12 +56,17 @@ def test_counted_costs_are_monotone_and_model_counts() -> None:
         floor / (3.0e-6 * (18_750 / 10_000) ** 0.5 * (18_750 / 2_000) ** 0.15)
     )
     assert budget.degree2_values_within(0.0, rows=750, n_classes=2) == 0
-    # The one budget: the floor, or the baseline's count where more.
-    assert budget.methods_seconds(nnz=45_000, n_classes=2) == floor
+    # The one budget: the floor, or the baseline's count where more; the first measurement's,
+    # half the floor or the baseline's count.
+    assert budget.methods_seconds(nnz=45_000, n_classes=2) == budget.FLOOR_SECONDS
+    assert budget.first_seconds(nnz=45_000, n_classes=2) == floor
     assert budget.floor_sets_budget(nnz=45_000, n_classes=2)
     big = 10_000_000
     assert budget.methods_seconds(nnz=big, n_classes=2) == pytest.approx(
         budget.LINEAR_FACTOR * budget.linear_seconds(big, 2)
+    )
+    assert budget.first_seconds(nnz=big, n_classes=2) == budget.methods_seconds(
+        nnz=big, n_classes=2
     )
     assert not budget.floor_sets_budget(nnz=big, n_classes=2)
     small = budget.exact_seconds(
@@ -105,13 +110,14 @@ def test_without_a_budget_left_the_same_data_skips_degree2(interaction_file: Pat
     T = Dataset(X[:750], y[:750])
     opts = degree2.Degree2Options(budget_seconds=0.1)
     assert degree2.plan_rows(T, 2, opts).rows == 0
-    floored = degree2.Degree2Options(budget_seconds=budget.FLOOR_SECONDS)
+    first = budget.FIRST_SHARE * budget.FLOOR_SECONDS  # the first measurement's, on small data
+    floored = degree2.Degree2Options(budget_seconds=first)
     assert degree2.plan_rows(T, 2, floored).rows == 750
     # Where the full expansion is over the budget, a subsample of the budget's size runs.
     T2 = Dataset(sp.vstack([T.X] * 6, format="csr"), np.tile(T.y, 6))
     plan = degree2.plan_rows(T2, 2, floored)
     per_row = 40 + 40 * 41 // 2
-    within = budget.degree2_values_within(budget.FLOOR_SECONDS, rows=4500, n_classes=2)
+    within = budget.degree2_values_within(first, rows=4500, n_classes=2)
     assert plan.rows == within // per_row
     assert 1000 <= plan.rows < 4500 and plan.limited_by == "cost"
 
@@ -126,7 +132,7 @@ def test_degree2_gets_the_budget_above_ten_thousand_rows(tmp_path: Path) -> None
 
     y, X = interactions(rows=14_000, features=10, seed=1)
     T = Dataset(sp.csr_matrix(X[:10_500]), y[:10_500])
-    floored = degree2.Degree2Options(budget_seconds=budget.FLOOR_SECONDS)
+    floored = degree2.Degree2Options(budget_seconds=budget.FIRST_SHARE * budget.FLOOR_SECONDS)
     assert degree2.plan_rows(T, 2, floored).rows == T.rows
     # A budget of 1 s buys fewer values on these rows than on 10,000 (the cost per value grows).
     one = budget.degree2_values_within(1.0, rows=T.rows, n_classes=2)
@@ -230,15 +236,16 @@ def test_exact_mode_gets_the_one_budget_at_every_size() -> None:
         t = rows * 3 // 4
         return Dataset(X[:t], y[:t]), Dataset(X[t:], y[t:])
 
+    first = budget.FIRST_SHARE * budget.FLOOR_SECONDS
     T, V = split(800, 40)
-    assert _exact_budget(T, V) == budget.FLOOR_SECONDS
+    assert _exact_budget(T, V) == first
     T, V = split(1600, 300)
-    assert _exact_budget(T, V) == budget.methods_seconds(nnz=T.X.nnz, n_classes=2)
+    assert _exact_budget(T, V) == budget.first_seconds(nnz=T.X.nnz, n_classes=2)
     T, V = split(1600, 4000)  # 4.8M values: the baseline sets the budget
     assert _exact_budget(T, V) == pytest.approx(
         budget.LINEAR_FACTOR * budget.linear_seconds(T.X.nnz, 2)
     )
-    assert _exact_budget(T, V) > budget.FLOOR_SECONDS
+    assert _exact_budget(T, V) > first
 
 
 def _exact_budget(T: Dataset, V: Dataset) -> float | None:

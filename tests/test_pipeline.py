@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 
 import numpy as np
@@ -333,17 +334,43 @@ def test_a_clear_verdict_and_exact_mode_get_no_second_fold(datasets):
     assert v["margin"] == "borderline" and v["exact"]["ran"] and v["second_fold"] is None
 
 
-def test_a_second_fold_only_where_the_floor_sets_the_budget():
-    """The pipeline asks the rule (kcheck.verdict.remeasure) whether the floor, not the linear
-    model, set the check's budget: only there may a second fold spend it again. No row
-    count decides: 20,000 rows of 10 values may; 4M values in T may not."""
-    from kcheck import budget
+def test_the_second_fold_spends_what_the_first_measurement_left(datasets, monkeypatch):
+    """One budget: the second fold is planned within the plan's ``second_fold_seconds`` (what
+    the first measurement left of it), and where that does not hold its baseline there is none,
+    the verdict staying the first fold's."""
+    from kcheck import pipeline
+    from kcheck import plan as plan_module
 
-    assert budget.floor_sets_budget(nnz=300, n_classes=2)
-    assert budget.floor_sets_budget(nnz=200_000, n_classes=2)
-    assert budget.floor_sets_budget(nnz=2_100_000, n_classes=2)
-    assert not budget.floor_sets_budget(nnz=4_100_000, n_classes=2)
-    assert not budget.floor_sets_budget(nnz=500_000, n_classes=10)
+    asked: list[float] = []
+    real = plan_module.second_fold_steps
+
+    def recorded(counts, names, left_seconds, memory_limit):  # type: ignore[no-untyped-def]
+        asked.append(left_seconds)
+        return real(counts, names, left_seconds, memory_limit)
+
+    monkeypatch.setattr(plan_module, "second_fold_steps", recorded)
+    config = CheckConfig(train=str(datasets / "german.numer"), exact="never")
+    v = run(config).json
+    assert v["second_fold"]["used"] is True
+    assert asked == [pytest.approx(v["plan"]["second_fold_seconds"], abs=1e-3)]
+    spent = sum(
+        s["estimated_seconds"] or 0.0
+        for s in v["plan"]["steps"]
+        if s["runs"] and s["name"] not in ("linear", "multilinear")
+    )
+    assert v["plan"]["second_fold_seconds"] < v["plan"]["budget_seconds"] - spent + 1e-3
+
+    # Nothing left: the rule is told a second fold is not affordable, and none runs.
+    made = plan_module.make
+    monkeypatch.setattr(
+        pipeline.plan,
+        "make",
+        lambda *a, **k: dataclasses.replace(made(*a, **k), second_fold_seconds=0.0),
+    )
+    asked.clear()
+    one = run(config).json
+    assert one["second_fold"] is None and asked == []
+    assert (one["verdict"], one["margin"]) == ("kernel", "borderline")
 
 
 @pytest.mark.slow

@@ -47,8 +47,11 @@ def make(c: Counts, **options: object) -> plan.Plan:
 
 def test_small_data_runs_exact_mode_and_the_checkers_get_what_it_left_of_the_budget() -> None:
     p = make(counts(600))
-    whole = budget.methods_seconds(nnz=600 * 10, n_classes=2)
-    assert whole == budget.FLOOR_SECONDS  # a cheap linear model: the floor sets the budget
+    # A cheap linear model: the floor sets the one budget, and half of it the first
+    # measurement's, where exact mode and the checkers are planned.
+    assert budget.methods_seconds(nnz=600 * 10, n_classes=2) == budget.FLOOR_SECONDS
+    whole = budget.first_seconds(nnz=600 * 10, n_classes=2)
+    assert whole == budget.FIRST_SHARE * budget.FLOOR_SECONDS
     rbf = p.step(exact.NAME)
     assert rbf is not None and rbf.runs and rbf.role == "deciding" and rbf.rows == 800
     assert rbf.budget_seconds == whole and rbf.estimated_seconds is not None
@@ -64,6 +67,10 @@ def test_small_data_runs_exact_mode_and_the_checkers_get_what_it_left_of_the_bud
     assert svm is not None and not svm.runs and svm.rows == 0 and svm.role == "stand-in"
     assert svm.reason is not None and "exact mode runs" in svm.reason
     assert p.small_data and not p.beside
+    # What the first measurement left is the second fold's (exact mode rules one out here).
+    assert p.budget_seconds == budget.FLOOR_SECONDS
+    spent = rbf.estimated_seconds + ml.charged_seconds + d2.charged_seconds
+    assert p.second_fold_seconds == pytest.approx(budget.FLOOR_SECONDS - spent)
 
 
 def test_where_exact_mode_does_not_fit_the_stand_in_runs_on_what_degree2_left() -> None:
@@ -73,11 +80,12 @@ def test_where_exact_mode_does_not_fit_the_stand_in_runs_on_what_degree2_left() 
     assert rbf is not None and not rbf.runs and rbf.reason is not None
     # No row count decides: its counted cost is over the budget.
     assert rbf.reason.startswith("its counted cost is over")
-    assert rbf.estimated_seconds is not None and rbf.estimated_seconds > budget.FLOOR_SECONDS
+    first = budget.FIRST_SHARE * budget.FLOOR_SECONDS
+    assert rbf.estimated_seconds is not None and rbf.estimated_seconds > first
     ml, d2, svm = p.step("multilinear"), p.step("degree2"), p.step("rbfsvm")
     assert ml is not None and d2 is not None and svm is not None and svm.runs
     assert svm.rows == c.rows
-    assert ml.budget_seconds == budget.FLOOR_SECONDS  # exact mode spent none of it
+    assert ml.budget_seconds == first  # exact mode spent none of it
     spent = budget.degree2_seconds(c.expanded_nnz, 2, c.rows)
     assert d2.estimated_seconds == pytest.approx(spent)
     assert d2.budget_seconds is not None
@@ -91,7 +99,8 @@ def test_exact_mode_runs_on_any_rows_its_cost_fits() -> None:
     c = counts(1_500, width=500, per_row=500)
     rbf = make(c).step(exact.NAME)
     assert rbf is not None and rbf.runs and rbf.rows == 2_000
-    assert rbf.estimated_seconds is not None and rbf.estimated_seconds <= budget.FLOOR_SECONDS
+    first = budget.first_seconds(nnz=c.nnz, n_classes=2, rows=c.rows)
+    assert rbf.estimated_seconds is not None and rbf.estimated_seconds <= first
 
 
 def test_exact_never_plans_no_rbf_svm_at_all() -> None:
@@ -100,6 +109,37 @@ def test_exact_never_plans_no_rbf_svm_at_all() -> None:
     assert rbf is not None and not rbf.runs and rbf.reason == "exact mode is off"
     assert svm is not None and not svm.runs and "exact mode is off" in (svm.reason or "")
     assert "rbfsvm" not in [s.name for s in p.checkers]
+
+
+def test_a_second_fold_gets_what_the_first_measurement_left_of_the_one_budget() -> None:
+    """One budget: the first measurement is planned within half the floor, and a second fold
+    (its own baseline first) within what that left, not within a budget of its own."""
+    c = counts(4_500, width=5, per_row=5)
+    p = make(c, exact="never")
+    spent = sum(s.charged_seconds for s in p.checkers)
+    assert 0 < spent <= budget.FIRST_SHARE * budget.FLOOR_SECONDS
+    assert p.second_fold_seconds == pytest.approx(budget.FLOOR_SECONDS - spent)
+    assert p.affords_second_fold
+    steps = plan.second_fold_steps(c, ("degree2", "multilinear"), p.second_fold_seconds, 8 * GIB)
+    assert steps is not None and [s.name for s in steps] == ["multilinear", "degree2"]
+    baseline = budget.linear_seconds(c.nnz, 2, c.rows)
+    assert steps[0].budget_seconds == pytest.approx(p.second_fold_seconds - baseline)
+    # Less left than its baseline counts: no second fold at all.
+    assert plan.second_fold_steps(c, ("degree2",), baseline * 0.99, 8 * GIB) is None
+    # A budget spent to the last second affords none: the pipeline asks the rule with this.
+    assert not dataclasses.replace(p, second_fold_seconds=baseline * 0.99).affords_second_fold
+
+
+def test_on_large_data_the_first_measurement_spends_the_budget_and_no_second_fold_fits() -> None:
+    """Where the baseline's count sets the budget, the first measurement gets all of it and
+    what it leaves cannot hold a second fold's baseline: no size threshold decides that."""
+    for rows in (400_000, 2_000_000):
+        c = counts(rows, width=20, per_row=10)
+        p = make(c, exact="never")
+        linear = budget.linear_seconds(c.nnz, 2, c.rows)
+        assert p.budget_seconds == pytest.approx(linear)
+        assert p.step("multilinear") is not None
+        assert not p.affords_second_fold and not p.small_data
 
 
 def test_on_large_data_the_budget_is_the_baselines_count_and_degree2_subsamples() -> None:
@@ -198,14 +238,21 @@ def test_every_plan_is_consistent(
 ) -> None:
     """Whatever the counts: what is left of the one budget only shrinks from step to step, a
     step that trains no rows says why, the stand-in runs only where exact mode is auto and
-    does not, and the JSON names every method once."""
+    does not, the second fold gets what the first measurement left of the one budget, and the
+    JSON names every method once."""
     c = counts(rows, width=max(per_row, 1), per_row=per_row, classes=classes)
     p = plan.make(c, plan.Options(checkers=DEFAULT, exact=exact_mode, memory_limit=memory))
-    whole = budget.methods_seconds(nnz=c.nnz, n_classes=classes, rows=c.rows)
+    sizes = {"nnz": c.nnz, "n_classes": classes, "rows": c.rows}
+    whole, first = budget.methods_seconds(**sizes), budget.first_seconds(**sizes)
+    assert first <= whole == p.budget_seconds
     left = [s.budget_seconds or 0.0 for s in p.checkers]
     assert left == sorted(left, reverse=True)
-    assert all(0.0 <= f <= whole for f in left)
-    assert all(s.floor_seconds == whole for s in p.checkers)
+    assert all(0.0 <= f <= first for f in left)
+    assert all(s.floor_seconds == first for s in p.checkers)
+    spent = sum(s.charged_seconds for s in p.steps if s.runs)
+    assert p.second_fold_seconds == pytest.approx(max(whole - spent, 0.0))
+    if exact_mode == "auto":  # within its budget (``always`` runs whatever it counts)
+        assert spent <= first * (1 + 1e-9) or not p.checkers or p.checkers[-1].charged_seconds
     for s in p.steps:
         if s.rows == 0:
             assert s.reason

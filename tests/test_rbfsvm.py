@@ -74,14 +74,16 @@ def test_it_finds_the_gain_that_degree2_misses(wavy_check) -> None:  # type: ign
 
 def test_it_gets_what_degree2_left_of_the_budget(wavy_check) -> None:  # type: ignore[no-untyped-def]
     """The budget is for the whole check: MultiLinear and degree-2 ran first, and rbfsvm's
-    budget is the floor (these 0.1 s linear models set none higher) less their charges."""
+    budget is the first measurement's share of the floor (these 0.1 s linear models set none
+    higher) less their charges."""
     T = wavy_check.T
     plan_steps = {s["name"]: s for s in wavy_check.json["plan"]["steps"]}
     svm = wavy_check.json["checkers"]["rbfsvm"]
     spent = budget.degree2_seconds(int(degree2.row_expanded_nnz(T.X).sum()), 2, T.rows)
-    assert budget.methods_seconds(nnz=T.X.nnz, n_classes=2) == budget.FLOOR_SECONDS
+    first = budget.FIRST_SHARE * budget.FLOOR_SECONDS
+    assert budget.first_seconds(nnz=T.X.nnz, n_classes=2) == first
     d2_left = plan_steps["degree2"]["budget_seconds"]
-    assert 0 < spent < d2_left < budget.FLOOR_SECONDS
+    assert 0 < spent < d2_left < first
     assert svm["budget_seconds"] == pytest.approx(d2_left - spent, abs=2e-3)
     assert svm["estimated_seconds"] <= svm["budget_seconds"]
 
@@ -109,9 +111,10 @@ def test_no_row_count_skips_it_only_its_cost() -> None:
     """14,000 rows of few features: once, T above 10,000 rows gave it no budget at all; now
     what is left of the one budget decides, and the reason names the counted cost."""
     T, V = _split(*linear_rule(14_000))
-    (step,) = plan.checker_steps(Counts.of(T, V), ("rbfsvm",), budget.FLOOR_SECONDS, 2**33)
-    assert step.budget_seconds == budget.FLOOR_SECONDS
-    p = rbfsvm.plan(T, V, 2, budget.FLOOR_SECONDS)
+    first = budget.first_seconds(nnz=T.X.nnz, n_classes=2, rows=T.rows)
+    (step,) = plan.checker_steps(Counts.of(T, V), ("rbfsvm",), first, 2**33)
+    assert step.budget_seconds == first
+    p = rbfsvm.plan(T, V, 2, first)
     assert (p.tune_rows is None) == (step.rows == 0)
     if p.tune_rows is None:
         assert p.reason is not None and "over the budget" in p.reason

@@ -46,9 +46,8 @@ def separable() -> tuple[Dataset, Dataset, Context]:
     # Small data's floor of counted work, and the stand-in's budget from it, as the plan gives
     # them where exact mode does not run: without them rbfsvm (like degree-2 on a wider set)
     # may be over its relative budget.
-    ctx = make_context(
-        baseline=base, floor_seconds=budget.FLOOR_SECONDS, budget_seconds=budget.FLOOR_SECONDS
-    )
+    first = budget.FIRST_SHARE * budget.FLOOR_SECONDS
+    ctx = make_context(baseline=base, floor_seconds=first, budget_seconds=first)
     return T, V, ctx
 
 

@@ -197,12 +197,12 @@ def test_remeasure_asks_for_the_straddling_checkers_of_a_borderline_verdict_on_s
     straddling = _proxy("degree2", Gap(0.01, -0.01, 0.03))
     clear = _proxy("multilinear", Gap(0.0, -0.01, 0.01))
     d = rule([straddling, clear], 0.02)
-    assert remeasure(d, [straddling, clear], 0.02, small_data=True) == ("degree2",)
-    assert remeasure(d, [straddling, clear], 0.02, small_data=False) == ()
+    assert remeasure(d, [straddling, clear], 0.02, affordable=True) == ("degree2",)
+    assert remeasure(d, [straddling, clear], 0.02, affordable=False) == ()
     with_exact = [straddling, clear, _exact(Gap(0.01, -0.01, 0.03))]
-    assert remeasure(rule(with_exact, 0.02), with_exact, 0.02, small_data=True) == ()
+    assert remeasure(rule(with_exact, 0.02), with_exact, 0.02, affordable=True) == ()
     kernel = [straddling, _proxy("ml", Gap(0.05, 0.03, 0.07))]
-    assert remeasure(rule(kernel, 0.02), kernel, 0.02, small_data=True) == ()
+    assert remeasure(rule(kernel, 0.02), kernel, 0.02, affordable=True) == ()
 
 
 def test_settled_is_the_rules_side_of_epsilon():
