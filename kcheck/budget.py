@@ -8,7 +8,7 @@ reference machine (2 cores, `scripts/calibrate.py`); a faster or busier machine 
 long a check takes, not what it computes.
 
 The one budget rule (:func:`methods_seconds`): every method beside the linear baseline (exact
-mode, the checkers, and a second fold with its own baseline) shares ``max(FLOOR_SECONDS,
+mode, the checkers, and a second fold's checkers) shares ``max(FLOOR_SECONDS,
 LINEAR_FACTOR x the baseline's counted cost)``, taken in the order they run, each spending what
 the ones before it left. The first measurement (exact mode or the checkers on T) is planned
 within ``max(FIRST_SHARE x FLOOR_SECONDS, LINEAR_FACTOR x the baseline's count)`` of it

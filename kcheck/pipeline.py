@@ -133,9 +133,10 @@ def run(
         scoring=scoring,
     )
     planned = plan.make(Counts.of(T, V), _plan_options(config, ctx))
-    # This machine's pace, for comparing stages with their predictions (display only).
-    probed = probe.probe_seconds() if planned.worth_probing else None
-    exact_json, results = _methods(config, planned, T, V, ctx, probe.pace(probed))
+    # This machine's pace, for comparing stages with their predictions (display only): read
+    # before the first stage and again after each stage of note that ran in this process.
+    probed = probe.Readings(probe.probe_seconds() if planned.worth_probing else None)
+    exact_json, results = _methods(config, planned, T, V, ctx, probed)
     decision, gaps, second = _verdict(config, planned, results, T, V, split, ctx)
     tested = _score_test(test, results, report) if test is not None else None
     explained = _explain(config, T, V, results, deadline, report) if config.explain else None
@@ -166,7 +167,7 @@ def run(
         scoring=scoring,
         values=_values(results, scoring, V),
         second_fold=None if second is None else second.to_json(),
-        plan=planned.to_json(results, probed),
+        plan=planned.to_json(results, probed.seconds),
     )
     return CheckReport(result, data, T, V, split, deadline, results)
 
@@ -220,14 +221,15 @@ def _methods(
     T: Dataset,
     V: Dataset,
     ctx: Context,
-    machine: float = 1.0,
+    probed: probe.Readings | None = None,
 ) -> tuple[dict[str, Any], dict[str, CheckerResult]]:
     """The linear baseline (beside the checkers where the plan says so), exact mode, and the
     planned checkers: exact mode's JSON block and every method's result, the baseline's
-    first. ``machine``: this machine's pace (kcheck.probe), which the predictions shown start
-    from."""
+    first. ``probed``: the probe's readings (kcheck.probe), whose first is the pace the
+    predictions shown start from, and which each stage of note adds one to."""
     beside = None
-    pace = _Pace(machine=machine)
+    readings = probed if probed is not None else probe.Readings(None)
+    pace = _Pace(machine=probe.pace(readings.seconds), readings=readings)
     if planned.beside:
         ctx.progress(Event("starting the linear baseline (C search) in a worker process"))
         options = linear.LinearOptions(seed=config.seed, class_weight=ctx.class_weight)
@@ -351,11 +353,15 @@ class _Pace:
     predicted: float = 0.0
     took: float = 0.0
     machine: float = 1.0
+    #: The probe's readings, read again after each stage of note done here (display only).
+    readings: probe.Readings | None = None
 
     def add(self, predicted: float | None, took: float | None) -> None:
         if predicted is not None and took is not None:
             self.predicted += predicted
             self.took += took
+        if self.readings is not None and (predicted or 0.0) >= plan.OFF_MIN_SECONDS:
+            self.readings.again()
 
     def shown(self, seconds: float) -> float:
         # Stages of a few milliseconds say little about the machine's pace.

@@ -9,15 +9,15 @@ budget, what is left of it) through its context and never computes one. Only ``-
 may cut what the plan gives, at run time, to the time left.
 
 The one budget (kcheck.budget.methods_seconds, counted seconds of the reference machine): every
-method beside the linear baseline shares ``max(FLOOR_SECONDS, LINEAR_FACTOR x the baseline's
+method beside the linear baselines shares ``max(FLOOR_SECONDS, LINEAR_FACTOR x the baseline's
 counted cost)``, in the order they run (exact mode first, then the checkers in registry order,
-then a second fold), each planned within what the ones before it left and charged what it is
+then a second fold's), each planned within what the ones before it left and charged what it is
 counted to spend. The first measurement is planned within kcheck.budget.first_seconds of it
 (half of the floor on small data); what it leaves (``Plan.second_fold_seconds``) is all a
-second fold may spend, its baseline on the second split included (:func:`second_fold_steps`).
+second fold's checkers may spend, where it holds the baseline's count (:func:`second_fold_steps`).
 No row or stored-value threshold decides what runs: a method that does not fit what is left,
-or the memory limit, reports itself skipped with the reason. The linear baseline of the first
-measurement has no budget: everything is compared with it.
+or the memory limit, reports itself skipped with the reason. A linear baseline, the first
+measurement's or a second fold's, has no budget: everything is compared with it.
 """
 
 from __future__ import annotations
@@ -125,8 +125,8 @@ class Plan:
     detached: tuple[str, ...] = ()
     #: The one budget (kcheck.budget.methods_seconds), counted.
     budget_seconds: float = 0.0
-    #: What the first measurement left of it: all a second fold may spend, its baseline
-    #: included (:func:`second_fold_steps`).
+    #: What the first measurement left of it: all a second fold's checkers may spend, where it
+    #: holds the baseline's count (:func:`second_fold_steps`).
     second_fold_seconds: float = 0.0
 
     def step(self, name: str) -> Step | None:
@@ -224,16 +224,17 @@ def second_fold_steps(
     counts: Counts, names: tuple[str, ...], left_seconds: float, memory_limit: int
 ) -> tuple[Step, ...] | None:
     """A second fold's checkers ``names`` on the second split's ``counts``, planned as the
-    first measurement's (:func:`checker_steps`) within what the first measurement left of the
-    one budget (``left_seconds``, ``Plan.second_fold_seconds``) once the second split's
-    linear baseline is charged; None where that baseline does not fit it. So on large data,
-    where the first measurement spends the whole budget, no second fold runs, and on small
-    data it spends what the first left, not a budget of its own."""
+    first measurement's (:func:`checker_steps`) within what the first measurement's methods
+    left of the one budget (``left_seconds``, ``Plan.second_fold_seconds``); None where that
+    does not hold the second split's linear baseline. A baseline, the second fold's as the
+    first's, is what every method is compared with and is not charged; but only a budget that
+    could pay for it affords a second fold: on large data, where the first measurement spends
+    the whole budget, none runs, and on small data the second fold's checkers get at least
+    the first measurement's share of the floor."""
     baseline = budget.linear_seconds(counts.nnz, counts.n_classes, counts.rows)
     if baseline > left_seconds:
         return None
-    left = left_seconds - baseline
-    return checker_steps(counts, names, left, memory_limit)
+    return checker_steps(counts, names, left_seconds, memory_limit)
 
 
 def _predicted(step: Step, counts: Counts) -> Step:

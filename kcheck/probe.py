@@ -16,12 +16,18 @@ memory bandwidth, which moved less between those runs (a9a's degree-2 on 15,743 
 0.91). Neither holds everywhere: one afternoon this machine ran LIBLINEAR on 24,000-75,000 rows
 1.4-3.5 times slower than the probe's pace said, and the probe's reading moved 1.75x with the
 moment it was taken, as the machine switched between two speeds (scripts/results/pace.md).
-About 40 ms, run only where a stage is predicted to take 0.5 s or more. Display only:
-nothing a check computes reads it.
+About 40 ms, run only where a stage is predicted to take 0.5 s or more. A check reads it again,
+once, after each such stage that ran in its own process (:class:`Readings`), and its pace is
+the median of its readings: a single reading at the start fell in one of the machine's two
+speeds while the stages after it ran in both (on 2026-12-06, five checks whose start read a
+pace of 0.85-1.05 where the others read 0.47-0.70 had stages take 0.28-0.48 of their
+prediction). Display only: nothing a check computes reads it.
 """
 
 from __future__ import annotations
 
+import functools
+import statistics
 import time
 
 import numpy as np
@@ -29,7 +35,7 @@ import scipy.sparse as sp
 
 from kcheck import engines
 
-__all__ = ["REFERENCE_SECONDS", "pace", "probe_runs", "probe_seconds"]
+__all__ = ["REFERENCE_SECONDS", "Readings", "pace", "probe_runs", "probe_seconds"]
 
 #: The probe's CPU seconds on the reference machine, whose speed kcheck.costs' factors were
 #: fitted at: ``python scripts/probe_reference.py scripts/results/plan_runs_reference.json
@@ -44,6 +50,7 @@ REFERENCE_SECONDS = 0.0182
 ROWS, FEATURES, SVM_ROWS = 3000, 16, 500
 
 
+@functools.lru_cache(maxsize=1)
 def _problems() -> tuple[engines.Problem, engines.SvmProblem]:
     rng = np.random.default_rng(0)
     X = rng.uniform(-1.0, 1.0, (ROWS, FEATURES))
@@ -71,6 +78,24 @@ def probe_runs(runs: int) -> list[float]:
 def probe_seconds(runs: int = 3) -> float:
     """The fastest of ``runs`` runs of the probe, in this process's CPU seconds."""
     return min(probe_runs(runs))
+
+
+class Readings:
+    """The probe's readings over one check: the fastest of three runs before its first stage,
+    then one run after each stage of note (:meth:`again`). :attr:`seconds` is their median,
+    the pace a finished check's stages are compared at (None where it never ran)."""
+
+    def __init__(self, first: float | None) -> None:
+        self.readings: list[float] = [] if first is None else [first]
+
+    def again(self) -> None:
+        """One more reading, where the check reads the probe at all."""
+        if self.readings:
+            self.readings.append(probe_seconds(1))
+
+    @property
+    def seconds(self) -> float | None:
+        return statistics.median(self.readings) if self.readings else None
 
 
 def pace(probe_cpu_seconds: float | None) -> float:

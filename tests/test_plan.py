@@ -112,19 +112,25 @@ def test_exact_never_plans_no_rbf_svm_at_all() -> None:
 
 
 def test_a_second_fold_gets_what_the_first_measurement_left_of_the_one_budget() -> None:
-    """One budget: the first measurement is planned within half the floor, and a second fold
-    (its own baseline first) within what that left, not within a budget of its own."""
+    """One budget: the first measurement is planned within half the floor, and a second
+    fold's checkers within what that left, not within a budget of their own; its baseline is
+    not charged, but only what is left holding its count affords one."""
     c = counts(4_500, width=5, per_row=5)
     p = make(c, exact="never")
     spent = sum(s.charged_seconds for s in p.checkers)
     assert 0 < spent <= budget.FIRST_SHARE * budget.FLOOR_SECONDS
     assert p.second_fold_seconds == pytest.approx(budget.FLOOR_SECONDS - spent)
+    # On small data that is at least the first measurement's share of the floor.
+    assert p.second_fold_seconds >= budget.FIRST_SHARE * budget.FLOOR_SECONDS
     assert p.affords_second_fold
     steps = plan.second_fold_steps(c, ("degree2", "multilinear"), p.second_fold_seconds, 8 * GIB)
     assert steps is not None and [s.name for s in steps] == ["multilinear", "degree2"]
-    baseline = budget.linear_seconds(c.nnz, 2, c.rows)
-    assert steps[0].budget_seconds == pytest.approx(p.second_fold_seconds - baseline)
+    assert steps[0].budget_seconds == pytest.approx(p.second_fold_seconds)
+    assert steps[1].budget_seconds == pytest.approx(
+        p.second_fold_seconds - steps[0].charged_seconds
+    )
     # Less left than its baseline counts: no second fold at all.
+    baseline = budget.linear_seconds(c.nnz, 2, c.rows)
     assert plan.second_fold_steps(c, ("degree2",), baseline * 0.99, 8 * GIB) is None
     # A budget spent to the last second affords none: the pipeline asks the rule with this.
     assert not dataclasses.replace(p, second_fold_seconds=baseline * 0.99).affords_second_fold

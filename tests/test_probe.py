@@ -4,6 +4,7 @@ nothing the check decides does."""
 from __future__ import annotations
 
 import itertools
+import statistics
 from pathlib import Path
 
 import pytest
@@ -72,7 +73,7 @@ def test_the_first_predictions_shown_are_at_the_probes_pace_and_nothing_else_mov
     heart = str(DATASETS / "heart_scale")
 
     def announced(pace: float) -> tuple[float, dict[str, object]]:
-        monkeypatch.setattr(probe, "probe_seconds", lambda: pace * probe.REFERENCE_SECONDS)
+        monkeypatch.setattr(probe, "probe_seconds", lambda runs=3: pace * probe.REFERENCE_SECONDS)
         events: list[Event] = []
         v = run(CheckConfig(train=heart, exact="auto", jobs=1), events.append).json
         shown = next(
@@ -88,6 +89,36 @@ def test_the_first_predictions_shown_are_at_the_probes_pace_and_nothing_else_mov
     fast, fast_json = announced(0.5)
     assert slow == pytest.approx(4 * fast, rel=1e-3)
     assert slow_json == fast_json
+
+
+def test_a_check_reads_the_probe_again_after_each_stage_of_note_and_keeps_the_median(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The machine switches between two speeds, so one reading at the start may fall in the
+    slower while the stages run in both: the JSON keeps the median of the reading before the
+    first stage and one after each stage predicted at OFF_MIN_SECONDS or more."""
+    readings = iter([0.030, 0.010, 0.012, 0.011, 0.013])
+    asked: list[int] = []
+
+    def reading(runs: int = 3) -> float:
+        asked.append(runs)
+        return next(readings)
+
+    monkeypatch.setattr(probe, "probe_seconds", reading)
+    v = run(CheckConfig(train=str(DATASETS / "heart_scale"), exact="auto", jobs=1)).json
+    noted = [
+        s
+        for s in v["plan"]["steps"]
+        if s["runs"] and s["rows"] and (s["predicted_seconds"] or 0.0) >= plan.OFF_MIN_SECONDS
+    ]
+    assert noted and asked == [3] + [1] * len(noted)
+    taken = [0.030, 0.010, 0.012, 0.011, 0.013][: len(asked)]
+    assert v["plan"]["probe_cpu_seconds"] == pytest.approx(statistics.median(taken))
+    # Its median, not the slow first reading, is the pace the stages are compared at.
+    assert v["plan"]["probe_cpu_seconds"] < 0.030
+    r = probe.Readings(None)
+    r.again()
+    assert r.seconds is None  # a check that never read it does not start reading later
 
 
 def test_the_readme_gives_the_reference_a_user_divides_by() -> None:
