@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from kcheck import budget, explain, plan, probe
+from kcheck import costs, explain, plan, probe
 from kcheck.checkers import linear, registry
 from kcheck.checkers.base import (
     CheckerResult,
@@ -136,8 +136,9 @@ def run(
     # This machine's pace, for comparing stages with their predictions (display only): read
     # before the first stage and again after each stage of note that ran in this process.
     probed = probe.Readings(probe.probe_seconds() if planned.worth_probing else None)
-    exact_json, results = _methods(config, planned, T, V, ctx, probed)
-    decision, gaps, second = _verdict(config, planned, results, T, V, split, ctx)
+    pace = _Pace(machine=probe.pace(probed.seconds), readings=probed)
+    exact_json, results = _methods(config, planned, T, V, ctx, pace)
+    decision, gaps, second = _verdict(config, planned, results, T, V, split, ctx, pace)
     tested = _score_test(test, results, report) if test is not None else None
     explained = _explain(config, T, V, results, deadline, report) if config.explain else None
     result = CheckResult(
@@ -221,15 +222,14 @@ def _methods(
     T: Dataset,
     V: Dataset,
     ctx: Context,
-    probed: probe.Readings | None = None,
+    pace: _Pace | None = None,
 ) -> tuple[dict[str, Any], dict[str, CheckerResult]]:
     """The linear baseline (beside the checkers where the plan says so), exact mode, and the
     planned checkers: exact mode's JSON block and every method's result, the baseline's
-    first. ``probed``: the probe's readings (kcheck.probe), whose first is the pace the
-    predictions shown start from, and which each stage of note adds one to."""
+    first. ``pace``: this run's pace (the probe's readings, kcheck.probe, then the stages
+    done), which the predictions shown follow."""
     beside = None
-    readings = probed if probed is not None else probe.Readings(None)
-    pace = _Pace(machine=probe.pace(readings.seconds), readings=readings)
+    pace = pace if pace is not None else _Pace()
     if planned.beside:
         ctx.progress(Event("starting the linear baseline (C search) in a worker process"))
         options = linear.LinearOptions(seed=config.seed, class_weight=ctx.class_weight)
@@ -281,6 +281,7 @@ def _verdict(
     V: Dataset,
     split: tuple[np.ndarray, np.ndarray],
     ctx: Context,
+    pace: _Pace | None = None,
 ) -> tuple[Decision, dict[str, Gap], SecondFold | None]:
     """The rule on V's gaps; where it asks for a second fold, that fold, and the rule again on
     the mean of both folds' gaps."""
@@ -289,7 +290,7 @@ def _verdict(
     again = remeasure(decision, outcomes, config.epsilon, affordable=planned.affords_second_fold)
     if not again:
         return decision, gaps, None
-    second = _second_fold(config, again, T, V, split, ctx, gaps, planned.second_fold_seconds)
+    second = _second_fold(config, again, T, V, split, ctx, gaps, planned.second_fold_seconds, pace)
     gaps = {**gaps, **second.combined()}
     return rule(_outcomes(config, results, gaps), config.epsilon), gaps, second
 
@@ -327,14 +328,16 @@ def _train_linear(
     deadline: float | None,
     report: Progress,
     scoring: Scoring,
+    predicted_seconds: float | None = None,
 ) -> CheckerResult:
     """The linear baseline's C search, training and scoring; TimeLimitReached at the deadline.
+    ``predicted_seconds``: what its stage is announced to take (None: what ``report`` fills
+    in, the plan's prediction where the caller has one).
 
     With a time limit, in a worker process that is killed at the deadline: LIBLINEAR's C
     search cannot be interrupted, and it took 50 s on 1,000 classes.
     """
-    predicted = budget.linear_seconds(int(T.X.nnz), int(np.unique(T.y).size), T.rows)
-    report(Event("linear baseline (C search)", predicted_seconds=predicted))
+    report(Event("linear baseline (C search)", predicted_seconds=predicted_seconds))
     options = linear.LinearOptions(seed=config.seed, class_weight=scoring.class_weight)
     c0 = cpu_seconds()
     result = run_until(deadline, linear.run, T, V, options)
@@ -568,6 +571,7 @@ def _second_fold(
     ctx: Context,
     first: dict[str, Gap],
     left_seconds: float,
+    pace: _Pace | None = None,
 ) -> SecondFold:
     """Train the linear baseline and ``names`` on T2, score them on V2
     (:func:`kcheck.second_fold.second_split`), within ``left_seconds``: what the first
@@ -579,9 +583,16 @@ def _second_fold(
     t0 = time.perf_counter()
     T2, V2 = second_split(T, V, split, config.seed)
     first = {n: first[n] for n in names}
+    # Its first stage, the baseline's, says in the log why it runs.
+    why = " and ".join(registry.words(n) for n in names)
+    baseline_stage = f"second fold (the verdict hung on {why}): "
 
-    def report(event: Event) -> None:
-        ctx.progress(dataclasses.replace(event, stage="second fold: " + event.stage, line=None))
+    def prefixed(event: Event) -> None:
+        first_stage = event.stage.startswith("linear baseline")
+        prefix = baseline_stage if first_stage else "second fold: "
+        ctx.progress(dataclasses.replace(event, stage=prefix + event.stage, line=None))
+
+    report = _predicted(prefixed, None, pace)
 
     if V2.rows == 0 or np.unique(V2.y).size < 2:
         reason = "too few rows for a second fold"
@@ -590,13 +601,15 @@ def _second_fold(
     if steps is None:
         reason = "its linear baseline does not fit what the first fold left of the budget"
         return SecondFold(T2.rows, V2.rows, first, {}, {}, {}, reason=reason)
+    counts = Counts.of(T2, V2)
+    predicted = costs.predicted_seconds("linear", counts, T2.rows, None)
     try:
-        base = _train_linear(config, T2, V2, ctx.deadline, report, ctx.scoring)
+        base = _train_linear(config, T2, V2, ctx.deadline, report, ctx.scoring, predicted)
     except TimeLimitReached:
         reason = f"the time limit (--time-limit {config.time_limit:g}) passed"
         return SecondFold(T2.rows, V2.rows, first, {}, {}, {}, reason=reason)
-    ctx2 = dataclasses.replace(ctx, baseline=base, progress=report)
-    _, checked = _run_checkers(steps, T2, V2, ctx2)
+    ctx2 = dataclasses.replace(ctx, baseline=base, progress=prefixed)
+    _, checked = _run_checkers(steps, T2, V2, ctx2, pace=pace)
     results = {"linear": base, **checked}
     gaps = _gaps(config, results, ctx.scoring, V2)
     values = _values(results, ctx.scoring, V2)

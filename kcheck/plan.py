@@ -234,7 +234,8 @@ def second_fold_steps(
     baseline = budget.linear_seconds(counts.nnz, counts.n_classes, counts.rows)
     if baseline > left_seconds:
         return None
-    return checker_steps(counts, names, left_seconds, memory_limit)
+    steps = checker_steps(counts, names, left_seconds, memory_limit)
+    return tuple(_predicted(s, counts) for s in steps)
 
 
 def _predicted(step: Step, counts: Counts) -> Step:

@@ -14,6 +14,7 @@ from runner import slowdown, wait_for
 
 from kcheck.checkers import multilinear
 from kcheck.data import read_libsvm, write_libsvm
+from kcheck.defaults import Event
 from kcheck.errors import KcheckError
 from kcheck.pipeline import CheckConfig, run
 from kcheck.verdict import without_timing as strip_timing
@@ -350,9 +351,16 @@ def test_the_second_fold_spends_what_the_first_measurement_left(datasets, monkey
 
     monkeypatch.setattr(plan_module, "second_fold_steps", recorded)
     config = CheckConfig(train=str(datasets / "german.numer"), exact="never")
-    v = run(config).json
+    events: list[Event] = []
+    v = run(config, events.append).json
     assert v["second_fold"]["used"] is True
     assert asked == [pytest.approx(v["plan"]["second_fold_seconds"], abs=1e-3)]
+    # A log says why it runs, on its first stage, and announces its stages with predictions.
+    stages = [e.stage for e in events if e.stage.startswith("second fold")]
+    assert stages[0] == "second fold (the verdict hung on degree-2): linear baseline (C search)"
+    assert "second fold: degree-2 checker" in stages
+    announced = [e for e in events if e.stage == stages[0] and e.predicted_seconds is not None]
+    assert announced and announced[0].predicted_seconds > 0
     spent = sum(
         s["estimated_seconds"] or 0.0
         for s in v["plan"]["steps"]

@@ -83,6 +83,13 @@ def test_the_first_predictions_shown_are_at_the_probes_pace_and_nothing_else_mov
         )
         planned = next(s for s in v["plan"]["steps"] if s["name"] == exact.NAME)
         assert shown == pytest.approx(planned["predicted_seconds"] * pace, rel=1e-3)
+        # The baseline, announced before it, with the plan's prediction at the probe's pace
+        # too (it was announced with the budget's count, which the warning does not use).
+        baseline = next(e for e in events if e.stage == "linear baseline (C search)")
+        lin = next(s for s in v["plan"]["steps"] if s["name"] == "linear")
+        assert baseline.predicted_seconds == pytest.approx(
+            lin["predicted_seconds"] * pace, rel=1e-2, abs=1e-3
+        )
         return shown, without_timing(v)
 
     slow, slow_json = announced(2.0)
