@@ -41,6 +41,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from kcheck.data import write_libsvm  # noqa: E402
+from kcheck.plan import BESIDE_MIN_SECONDS  # noqa: E402
 
 PRELUDE = r"""
 import json, sys, time
@@ -231,11 +232,12 @@ def main() -> int:
         "search + training and check is the whole check after reading. Read peak MB is the "
         "reader's resident high-water mark above the process's start. ML-path MB is the data "
         "in memory after the read and split (CSR) plus the high-water mark the rest of the path "
-        "adds (linear baseline + MultiLinear: LIBLINEAR's copies, k-means). With `--jobs` 2, on "
-        "the sets whose linear model counts at least 2 seconds, the check trains the linear "
-        "baseline in a worker process beside MultiLinear and degree-2 "
-        "(`kcheck.plan`, its `beside`): their seconds overlap, and MultiLinear's include "
-        "waiting for the baseline's C for its smallest clusters.",
+        "adds (linear baseline + MultiLinear: LIBLINEAR's copies, k-means). With `--jobs` 2, "
+        "where the linear model and the checkers beside it each count at least "
+        f"{BESIDE_MIN_SECONDS:g} s (`kcheck.plan`, its `beside` and `detached`), the check "
+        "trains the linear baseline, and degree-2, each in a worker process beside MultiLinear: "
+        "their seconds overlap, and MultiLinear's include waiting for the baseline's C for its "
+        "smallest clusters.",
         "",
         "| data set | rows | features | nnz | CSR MB | read s | read peak MB | linear s | "
         "MultiLinear s | degree-2 s (status) | check s | ratio | verdict | ML-path MB | "
