@@ -43,8 +43,10 @@ __all__ = ["REFERENCE_SECONDS", "Readings", "pace", "probe_runs", "probe_seconds
 #: over 0.504, the median ratio of the same 89 stages' CPU seconds (on the same rows) between
 #: them. The same derivation from a run two days later (scripts/results/plan_runs_0.6.2.json)
 #: gives 0.0198: 0.00770 s over 0.388 on 89 stages; from two on 2026-12-02, kcheck 0.6.3's
-#: 0.0184 (0.00915 s over 0.498) and 0.6.4's (scripts/results/plan_runs.json) 0.0182
-#: (0.00912 s over 0.502).
+#: 0.0184 (0.00915 s over 0.498) and 0.6.4's 0.0182 (0.00912 s over 0.502; that run's file
+#: now holds 0.6.5's of the same day, scripts/results/plan_runs_0.6.5.json: 0.0189); from
+#: 0.7.0's on 2026-12-06, on an Intel host where the others ran on AMD
+#: (scripts/results/plan_runs.json), 0.0199.
 REFERENCE_SECONDS = 0.0182
 #: Rows and features of the generated set; LIBSVM trains on the first SVM_ROWS rows.
 ROWS, FEATURES, SVM_ROWS = 3000, 16, 500
