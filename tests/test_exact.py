@@ -549,7 +549,12 @@ def test_the_repeats_are_announced_with_their_prediction(nest: bool) -> None:
     stages = [e.stage for e in events]
     if nest:
         assert set(stages) == {exact.STAGE}
+        assert events[0].predicted_seconds is None  # all one stage: the step's prediction
         return
+    # The search, before the repeats, is announced with its own count (the repeats' left out).
+    search = exact.counted_seconds(300, int(X.nnz), 2, dataclasses.replace(opts, repeats=0))
+    assert events[0].predicted_seconds == pytest.approx(search, abs=1e-3)
+    assert search < exact.counted_seconds(300, int(X.nnz), 2, opts)
     first = stages.index(exact.REPEATS_STAGE)
     assert set(stages[:first]) == {exact.STAGE} and set(stages[first:]) == {exact.REPEATS_STAGE}
     start, end = events[first], events[-1]

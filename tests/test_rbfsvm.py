@@ -392,6 +392,11 @@ def test_the_trainings_on_t_are_announced_with_their_prediction() -> None:
     assert start.done == 0 and start.predicted_seconds is not None
     assert start.predicted_seconds > 0
     assert end.done == end.total == len(options.resolved_gamma_factor()) + 2
+    # The search before them is announced with its own count, not the whole checker's.
+    assert events[0].predicted_seconds == pytest.approx(
+        rbfsvm._search_seconds(Counts.of(T, V), 600), abs=1e-3
+    )
+    assert events[0].predicted_seconds < rbfsvm.estimated_seconds(T, V, 2, 600)
     # On a sample of T, the stage names it: its rows and T's.
     assert rbfsvm.training_stage(1_600, None) == rbfsvm.training_stage(1_600, 1_600)
     assert rbfsvm.training_stage(5_993, 14_068) == (

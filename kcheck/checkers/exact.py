@@ -474,6 +474,12 @@ def run(
         options.grid_points() + options.max_repeats(rows),
         None if options.nested(rows) else options.grid_points(),
     )
+    if not options.nested(rows):
+        # The search (with the linear model's C and the distances) is a stage of its own,
+        # announced with its own count, not the whole comparison's; nested, it is all one.
+        classes = int(np.unique(yb).size)
+        search = dataclasses.replace(options, repeats=0)
+        steps.predicted = round(counted_seconds(rows, int(Xb.nnz), classes, search), 3)
     steps.tick(0)
     steps.check_time()
     tuned, K = _tune(Xb, yb, options, steps)

@@ -327,6 +327,8 @@ def run(
     trainings' stage (the linear reference on the sample), in their prediction."""
     t0 = time.perf_counter()
     steps = _steps(ctx, options)
+    # The search is a stage of its own: announced with its own count, not the checker's.
+    steps.predicted = round(_search_seconds(_counts(T, V, int(np.unique(T.y).size)), tune_rows), 3)
     steps.tick(0)
     Xb = engines.as_binding_csr(T.X)
     yb = np.asarray(T.y, dtype=np.float64)
