@@ -597,11 +597,11 @@ def _second_fold(
     if V2.rows == 0 or np.unique(V2.y).size < 2:
         reason = "too few rows for a second fold"
         return SecondFold(T2.rows, V2.rows, first, {}, {}, {}, reason=reason)
-    steps = plan.second_fold_steps(Counts.of(T2, V2), names, left_seconds, ctx.memory_limit)
+    counts = Counts.of(T2, V2)
+    steps = plan.second_fold_steps(counts, names, left_seconds, ctx.memory_limit)
     if steps is None:
         reason = "its linear baseline does not fit what the first fold left of the budget"
         return SecondFold(T2.rows, V2.rows, first, {}, {}, {}, reason=reason)
-    counts = Counts.of(T2, V2)
     predicted = costs.predicted_seconds("linear", counts, T2.rows, None)
     try:
         base = _train_linear(config, T2, V2, ctx.deadline, report, ctx.scoring, predicted)
