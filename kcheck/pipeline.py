@@ -583,14 +583,9 @@ def _second_fold(
     t0 = time.perf_counter()
     T2, V2 = second_split(T, V, split, config.seed)
     first = {n: first[n] for n in names}
-    # Its first stage, the baseline's, says in the log why it runs.
-    why = " and ".join(registry.words(n) for n in names)
-    baseline_stage = f"second fold (the verdict hung on {why}): "
 
     def prefixed(event: Event) -> None:
-        first_stage = event.stage.startswith("linear baseline")
-        prefix = baseline_stage if first_stage else "second fold: "
-        ctx.progress(dataclasses.replace(event, stage=prefix + event.stage, line=None))
+        ctx.progress(dataclasses.replace(event, stage="second fold: " + event.stage, line=None))
 
     report = _predicted(prefixed, None, pace)
 

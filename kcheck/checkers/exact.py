@@ -40,7 +40,6 @@ JSON on any machine and under any load.
 from __future__ import annotations
 
 import dataclasses
-import math
 import threading
 import time
 from collections.abc import Callable
@@ -74,6 +73,7 @@ from kcheck.checkers.rbf_tuning import (
     tuning_sample,
 )
 from kcheck.checkers.rbf_tuning import grid_for as grid_for
+from kcheck.checkers.rbf_tuning import side_by_side_share as side_by_side_share
 from kcheck.defaults import EXACT_MODES, Progress, no_progress
 from kcheck.rbf_search import best_point as best_point
 from kcheck.scoring import PointResults, positive_scores
@@ -103,13 +103,6 @@ REPEAT_WORKERS = 2
 #: :func:`repeat_workers`.
 REPEAT_BUILDING_BYTES_PER_ENTRY = 32
 REPEAT_TRAINING_BYTES_PER_ENTRY = 20
-
-
-def side_by_side_share(folds: int, workers: int) -> float:
-    """The share of their one-core time that ``folds`` folds take on ``workers`` threads: the
-    most folds one thread trains (3 of 5 on two). For the time shown to the user only; the
-    plan's counts stay one core's, the same at any ``--jobs``."""
-    return math.ceil(folds / max(1, workers)) / folds
 
 
 def wall_share(rows: int, jobs: int, memory_limit: int) -> float:
@@ -476,10 +469,12 @@ def run(
     )
     if not options.nested(rows):
         # The search (with the linear model's C and the distances) is a stage of its own,
-        # announced with its own count, not the whole comparison's; nested, it is all one.
+        # announced with its own count, not the whole comparison's, as it takes: its folds
+        # side by side at two jobs or more; nested, it is all one.
         classes = int(np.unique(yb).size)
         search = dataclasses.replace(options, repeats=0)
-        steps.predicted = round(counted_seconds(rows, int(Xb.nnz), classes, search), 3)
+        share = rbf_tuning.search_share(min(rows, options.tune_rows), options)
+        steps.predicted = round(counted_seconds(rows, int(Xb.nnz), classes, search) * share, 3)
     steps.tick(0)
     steps.check_time()
     tuned, K = _tune(Xb, yb, options, steps)

@@ -220,6 +220,21 @@ def beyond_count(search: Search, rows: int, n_classes: int, options: GridOptions
     return ran - search_seconds(rows, n_classes, options)
 
 
+def side_by_side_share(folds: int, workers: int) -> float:
+    """The share of their one-core time that ``folds`` folds take on ``workers`` threads: the
+    most folds one thread trains (3 of 5 on two). For the time shown to the user only; the
+    plan's counts stay one core's, the same at any ``--jobs``."""
+    return math.ceil(folds / max(1, workers)) / folds
+
+
+def search_share(rows: int, options: GridOptions) -> float:
+    """About the share of its one-core time that a search's CVs on ``rows`` rows take, their
+    folds side by side on ``options.jobs`` threads from engines.SIDE_BY_SIDE_MIN_ROWS rows.
+    For the time announced only."""
+    workers = options.jobs if rows >= engines.SIDE_BY_SIDE_MIN_ROWS else 1
+    return side_by_side_share(options.folds, workers)
+
+
 def search_allowance(y: np.ndarray, options: GridOptions) -> float:
     """What a search on the rows of ``y`` may spend (:func:`search_grid`'s ``allowance``):
     SEARCH_ALLOWANCE times its counted seconds. Exact mode, its nested folds and rbfsvm

@@ -327,8 +327,10 @@ def run(
     trainings' stage (the linear reference on the sample), in their prediction."""
     t0 = time.perf_counter()
     steps = _steps(ctx, options)
-    # The search is a stage of its own: announced with its own count, not the checker's.
-    steps.predicted = round(_search_seconds(_counts(T, V, int(np.unique(T.y).size)), tune_rows), 3)
+    # The search is a stage of its own: announced with its own count, not the checker's, as
+    # it takes (its folds side by side at two jobs or more).
+    searched = _search_seconds(_counts(T, V, int(np.unique(T.y).size)), tune_rows)
+    steps.predicted = round(searched * rbf_tuning.search_share(min(tune_rows, T.rows), options), 3)
     steps.tick(0)
     Xb = engines.as_binding_csr(T.X)
     yb = np.asarray(T.y, dtype=np.float64)
