@@ -456,10 +456,15 @@ if __name__ == "__main__":
 
     def progress(event):
         # Mid-check: MultiLinear's first cluster is done, with the baseline and degree-2 each
-        # training in a worker process beside it.
+        # training in a worker process beside it. The check then waits here for the signal, so
+        # that on a busy machine it cannot end before the signal comes (once, in CI, it did).
         if not said and event.stage.startswith("MultiLinear") and (event.done or 0) >= 1:
             said.append(event.stage)
             print("mid-check", flush=True)
+            import time
+            until = time.monotonic() + 120
+            while time.monotonic() < until:
+                time.sleep(0.01)
 
     try:
         kcheck.check(X, y, jobs=2, progress=progress)
