@@ -88,9 +88,10 @@ class Counts:
 
 @dataclass(frozen=True)
 class Allowance:
-    """What the plan gives one checker: the memory it may allocate beyond the data, the check's
-    whole budget in counted seconds (kcheck.budget.methods_seconds), and what the methods
-    before it left of it, its own budget (None: it has none)."""
+    """What the plan gives one checker: the memory it may allocate beyond the data, its
+    measurement's whole budget in counted seconds (kcheck.budget.first_seconds; a second
+    fold's, what the first left), and what the methods before it left of it, its own budget
+    (None: it has none)."""
 
     memory_limit: int
     floor_seconds: float = 0.0
@@ -185,7 +186,7 @@ class Context:
 
     ``memory_limit`` is what a checker may allocate on top of the data already in memory.
     ``deadline`` is a ``time.perf_counter()`` value (``--time-limit``), or None.
-    ``floor_seconds`` is the check's whole budget of counted work (kcheck.budget), and
+    ``floor_seconds`` is its measurement's whole budget of counted work (kcheck.budget), and
     ``budget_seconds`` what the methods before this checker left of it, which it may spend
     (None: it has no counted budget); both come from kcheck.plan, which
     decides them once from counts, and a checker only reads them. ``baseline`` is None while the

@@ -262,7 +262,8 @@ def decide(
 
     ``never`` and ``always`` decide alone (``always`` still refuses what cannot fit the memory
     limit). ``auto`` runs where :func:`counted_seconds` is within ``budget_seconds``, the
-    check's budget (kcheck.budget.methods_seconds; ``basis`` names it in the reason): no row
+    first measurement's budget (kcheck.budget.first_seconds; ``basis`` names it in the
+    reason): no row
     count decides. Where it runs, the search's rows are the most that budget affords
     (:func:`tune_rows_within`).
     """
