@@ -509,6 +509,17 @@ def off_prediction(
             continue
         lines.append(
             f"{step['name']} took {cpu:.1f} CPU seconds against {predicted:.1f} predicted"
-            f"{did} ({ratio:.1f}x{at_pace}): the cost model is off for this data or this machine"
+            f"{did} ({_times(ratio)}x{at_pace}): the cost model is off for this data or this "
+            "machine"
         )
     return lines
+
+
+def _times(ratio: float) -> str:
+    """``ratio`` to one decimal, or more where one would round it into [OFF_LOW, OFF_HIGH]:
+    a warning that said "0.5x" of 0.46 read as if the stage had been within the band."""
+    for places in (1, 2, 3):
+        shown = f"{ratio:.{places}f}"
+        if not OFF_LOW <= float(shown) <= OFF_HIGH:
+            break
+    return shown

@@ -353,6 +353,23 @@ def test_a_stage_far_from_its_prediction_is_named_and_one_near_it_is_not() -> No
     )
 
 
+@pytest.mark.parametrize(
+    ("predicted", "cpu", "shown"),
+    [
+        (2.8, 1.3, "0.46x"),  # madelon's MultiLinear: "0.5x" read as within the band
+        (3.9, 7.85, "2.01x"),  # and "2.0x" as its edge
+        (10.0, 4.99, "0.499x"),
+        (10.0, 85.0, "8.5x"),  # one decimal where it shows the stage outside
+        (4.0, 1.0, "0.2x"),
+    ],
+)
+def test_the_warning_shows_a_ratio_outside_the_band_as_outside(
+    predicted: float, cpu: float, shown: str
+) -> None:
+    (line,) = plan.off_prediction({"steps": [_step("multilinear", predicted, cpu)]})
+    assert f"predicted ({shown}):" in line
+
+
 def test_a_stage_is_compared_with_its_prediction_at_this_machines_pace() -> None:
     """On a day when the machine ran at half the reference's seconds, exact mode took 0.84 CPU
     seconds of a 2.83 s prediction (0.3x), and the check warned that the cost model was off.
