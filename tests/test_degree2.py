@@ -136,6 +136,18 @@ def test_plan_caps_rows_by_cost_deterministically(rng):
     assert plan.rows == 0 and f"cost budget of {10 * per_row:,}" in plan.reason
 
 
+def test_a_budget_the_methods_before_it_used_is_the_reason_it_gave(rng):
+    """madelon: exact mode and MultiLinear used the first measurement's budget, and the skip
+    read "only 0 rows of the expansion ... fit the cost budget of 0 expanded values"."""
+    T = Dataset(sp.csr_matrix(random_matrix(rng, 4000, 20, 1.0)), np.tile([1.0, -1.0], 2000))
+    plan = degree2.plan_rows(T, 2, degree2.Degree2Options(budget_seconds=0.0))
+    assert (plan.rows, plan.limited_by) == (0, "cost")
+    assert plan.reason == "the methods planned before it used all of their budget"
+    # Some budget left, too little for the least sample: the count says so.
+    plan = degree2.plan_rows(T, 2, degree2.Degree2Options(budget_seconds=1e-4))
+    assert plan.rows == 0 and "fit the cost budget of" in plan.reason
+
+
 def test_small_expansion_ignores_the_cost_budget(rng):
     T = Dataset(sp.csr_matrix(random_matrix(rng, 500, 10, 1.0)), np.tile([1.0, -1.0], 250))
     opts = degree2.Degree2Options(max_cost_nnz=1)

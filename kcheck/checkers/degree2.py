@@ -273,6 +273,9 @@ def plan_counts(
     if fit < least:
         if limited_by == "memory":
             what = f"the memory limit of {_gib(options.memory_limit)}"
+        elif limited_by == "cost" and options.budget_seconds is not None and not cost_budget:
+            # "0 rows fit the cost budget of 0 expanded values" said nothing of why.
+            return Plan(0, "the methods planned before it used all of their budget", "cost")
         elif limited_by == "cost":
             what = f"the cost budget of {cost_budget or 0:,} expanded values"
         else:
