@@ -45,6 +45,7 @@ import scipy.sparse as sp
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from kcheck import costs, probe, tuning  # noqa: E402
+from kcheck.atomic import write_text  # noqa: E402
 from kcheck.checkers.base import Counts  # noqa: E402
 from kcheck.data import read_libsvm  # noqa: E402
 from kcheck.split import stratified_split  # noqa: E402
@@ -127,6 +128,15 @@ def variants(
     return rows
 
 
+def publish(lines: list[str], output: str | None) -> int:
+    """Print the report's ``lines`` and, with ``output``, write them there atomically."""
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if output:
+        write_text(output, text)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("file")
@@ -202,14 +212,7 @@ def main(argv: list[str] | None = None) -> int:
         f"({min(ratios):.2f}-{max(ratios):.2f}); a prediction from counts keeps all of them "
         f"within [0.5, 2] only where it is at most 4x.",
     ]
-    text = "\n".join(lines) + "\n"
-    print(text)
-    if args.output:
-        tmp = args.output + ".tmp"
-        with open(tmp, "w") as f:
-            f.write(text)
-        os.replace(tmp, args.output)
-    return 0
+    return publish(lines, args.output)
 
 
 if __name__ == "__main__":
