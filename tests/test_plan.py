@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from conftest import DATASETS
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from kcheck import budget, engines, plan, probe
@@ -232,6 +232,7 @@ def test_a_plan_reads_no_clock_and_trains_nothing(monkeypatch: pytest.MonkeyPatc
 
 
 @settings(max_examples=60, deadline=None)
+@example(rows=2253, per_row=32, classes=4, exact_mode="auto", memory=8 * GIB)
 @given(
     rows=st.integers(10, 60_000),
     per_row=st.integers(1, 60),
@@ -258,7 +259,19 @@ def test_every_plan_is_consistent(
     spent = sum(s.charged_seconds for s in p.steps if s.runs)
     assert p.second_fold_seconds == pytest.approx(max(whole - spent, 0.0))
     if exact_mode == "auto":  # within its budget (``always`` runs whatever it counts)
-        assert spent <= first * (1 + 1e-9) or not p.checkers or p.checkers[-1].charged_seconds
+        # but for MultiLinear, which runs on all of T whatever is left (multilinear.size) and
+        # is charged its count (2,253 rows x 32 in 4 classes: 0.443 s where exact mode left
+        # 0.424).
+        over = sum(
+            max(s.charged_seconds - (s.budget_seconds or 0.0), 0.0)
+            for s in p.checkers
+            if s.name == "multilinear"
+        )
+        assert (
+            spent <= first * (1 + 1e-9) + over
+            or not p.checkers
+            or p.checkers[-1].charged_seconds
+        )
     for s in p.steps:
         if s.rows == 0:
             assert s.reason
