@@ -12,12 +12,21 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import pytest
+from hypothesis import settings
 
 if TYPE_CHECKING:
     from kcheck.checkers.base import Context
 
 ROOT = Path(__file__).resolve().parent.parent
 DATASETS = ROOT / "datasets"
+
+# The properties draw the same examples on every run, as the seeded fixtures do, so one that
+# fails on a rare example fails every run and not one CI run in many (test_plan's
+# test_every_plan_is_consistent failed once, on 2,253 rows of 32 values in 4 classes, a draw
+# it then kept as an explicit example). HYPOTHESIS_PROFILE=explore draws new ones each run.
+settings.register_profile("repeatable", derandomize=True)
+settings.register_profile("explore", derandomize=False)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "repeatable"))
 
 
 def make_context(**given: object) -> Context:

@@ -34,3 +34,43 @@ def test_the_fast_tier_keeps_most_tests_and_a_test_of_every_file(tmp_path: Path)
     files = {nodeid.split("::")[0] for _, nodeid in tiers}
     per_file = Counter(nodeid.split("::")[0] for nodeid in fast)
     assert not [f for f in sorted(files) if per_file[f] == 0], "a file with no fast test"
+
+
+PROPERTY = """
+import os
+from hypothesis import given, settings, strategies as st
+
+@settings(max_examples=20)
+@given(st.integers(0, 10**12))
+def test_draws(x):
+    with open(os.environ["DRAWN"], "a") as f:
+        f.write(f"{x}\\n")
+"""
+
+
+def test_a_property_draws_the_same_examples_on_every_run_unless_told_to_explore(
+    tmp_path: Path,
+) -> None:
+    """The README's promise: a run's result does not hang on its luck (tests/conftest.py's
+    hypothesis profile), and HYPOTHESIS_PROFILE=explore draws new examples."""
+    (tmp_path / "test_property.py").write_text(PROPERTY)
+    (tmp_path / "conftest.py").write_text((ROOT / "tests" / "conftest.py").read_text())
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "HYPOTHESIS"))}
+
+    def drawn(run: int, **extra: str) -> list[str]:
+        out = tmp_path / f"drawn{run}.txt"
+        r = subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "0"],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            timeout=300,
+            env={**env, "DRAWN": str(out), **extra},
+        )
+        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+        return out.read_text().split()
+
+    first, second = drawn(1), drawn(2)
+    assert len(first) >= 10 and first == second
+    explored = drawn(3, HYPOTHESIS_PROFILE="explore")
+    assert explored != first
