@@ -268,9 +268,7 @@ def test_every_plan_is_consistent(
             if s.name == "multilinear"
         )
         assert (
-            spent <= first * (1 + 1e-9) + over
-            or not p.checkers
-            or p.checkers[-1].charged_seconds
+            spent <= first * (1 + 1e-9) + over or not p.checkers or p.checkers[-1].charged_seconds
         )
     for s in p.steps:
         if s.rows == 0:
