@@ -434,9 +434,9 @@ def test_the_check_gives_the_repeats_its_budget_under_auto(mode: str, monkeypatc
 
 def test_the_time_shown_follows_the_folds_side_by_side() -> None:
     """Display only: five folds on two threads take about three folds' time; one job, all."""
-    assert exact.side_by_side_share(5, 1) == 1.0
-    assert exact.side_by_side_share(5, 2) == pytest.approx(0.6)
-    assert exact.side_by_side_share(3, 2) == pytest.approx(2 / 3)
+    assert rbf_tuning.side_by_side_share(5, 1) == 1.0
+    assert rbf_tuning.side_by_side_share(5, 2) == pytest.approx(0.6)
+    assert rbf_tuning.side_by_side_share(3, 2) == pytest.approx(2 / 3)
     assert exact.wall_share(2_000, 2, 2**30) == pytest.approx(0.6)
     assert exact.wall_share(2_000, 1, 2**30) == 1.0
     assert exact.wall_share(engines.SIDE_BY_SIDE_MIN_ROWS - 1, 2, 2**30) == 1.0

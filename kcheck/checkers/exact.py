@@ -70,10 +70,10 @@ from kcheck.checkers.rbf_tuning import (
     median_sq_distance,
     search_allowance,
     search_grid,
+    side_by_side_share,
     tuning_sample,
 )
 from kcheck.checkers.rbf_tuning import grid_for as grid_for
-from kcheck.checkers.rbf_tuning import side_by_side_share as side_by_side_share
 from kcheck.defaults import EXACT_MODES, Progress, no_progress
 from kcheck.rbf_search import best_point as best_point
 from kcheck.scoring import PointResults, positive_scores
