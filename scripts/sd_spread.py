@@ -39,6 +39,7 @@ from same_counts import publish  # noqa: E402
 
 from kcheck.data import read_libsvm  # noqa: E402
 from kcheck.probe import pace  # noqa: E402
+from kcheck.scaling import fit_scaler  # noqa: E402
 from kcheck.split import stratified_split  # noqa: E402
 
 
@@ -46,9 +47,8 @@ def sd_spread(X: sp.spmatrix | np.ndarray) -> float:
     """The 90th over the 10th percentile of the features' SDs, after max |x| scaling (zeros
     counted as values, as LIBLINEAR sees them), features of SD 0 left out; 1.0 where fewer
     than two features vary. Dense and sparse ``X`` give the same number."""
-    M = sp.csc_matrix(X, dtype=np.float64)
-    top = np.asarray(abs(M).max(axis=0).todense()).ravel()
-    M = M @ sp.diags(1.0 / np.where(top > 0, top, 1.0))
+    M = sp.csr_matrix(X, dtype=np.float64)
+    M = fit_scaler(M, "maxabs").transform(M)
     mean = np.asarray(M.mean(axis=0)).ravel()
     square = np.asarray(M.multiply(M).mean(axis=0)).ravel()
     sd = np.sqrt(np.maximum(square - mean**2, 0.0))
