@@ -11,7 +11,7 @@ from typing import Any
 
 from kcheck.errors import KcheckError
 
-__version__ = "0.7.0"
+__version__ = "0.7.1"
 
 #: What ``kcheck.NAME`` finds in kcheck.api, imported on first use.
 _API = ("check", "check_file", "Result", "Model", "Gap", "Event")

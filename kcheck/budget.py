@@ -291,11 +291,13 @@ def exact_seconds(
     repeats: int,
     folds: int,
     nested_folds: int = 0,
+    linear_search: bool = True,
 ) -> float:
     """Counted seconds of the exact comparison (kcheck.checkers.exact.run): the search builds
     one precomputed problem per gamma and runs a CV at each of ``grid_points``. Nested
     (``nested_folds`` > 0), each training fold of each repeat runs the search again, by
-    ``nested_folds``-fold CV, and the linear model's C search."""
+    ``nested_folds``-fold CV, and the linear model's C search. ``linear_search``: it searches
+    the linear model's C on all rows first (not where the baseline's is handed over)."""
     pairs = _pairs_factor(n_classes)
     train_share = (folds - 1) / folds
     tuning = rbf_tuning_seconds(
@@ -322,7 +324,7 @@ def exact_seconds(
             + linear_seconds(int(nnz * train_share), n_classes)
         )
     return (
-        linear_seconds(nnz, n_classes)
+        (linear_seconds(nnz, n_classes) if linear_search else 0.0)
         + DISTANCE_SECONDS_PER_WORK * rows * max(nnz, rows)
         + tuning
         + repeats * per_repeat

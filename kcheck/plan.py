@@ -297,7 +297,7 @@ def _charged(name: str, sized: Sized, counts: Counts) -> float:
 def _exact(counts: Counts, options: Options, whole: float) -> Step:
     """Exact mode's step: :func:`kcheck.checkers.exact.decide` on all rows (T and V), within
     the whole of the first measurement's budget ``whole`` (it runs first)."""
-    opts = exact.ExactOptions()
+    opts = exact.ExactOptions(baseline_C=True)
     d = exact.decide(
         counts.all_rows,
         counts.all_nnz,
@@ -314,7 +314,7 @@ def _exact(counts: Counts, options: Options, whole: float) -> Step:
             counts.all_rows,
             counts.all_nnz,
             counts.all_classes or counts.n_classes,
-            exact.ExactOptions(tune_rows=tune, nest=d.nest),
+            exact.ExactOptions(tune_rows=tune, nest=d.nest, baseline_C=True),
         )
     return Step(
         registry.EXACT.name,
@@ -466,6 +466,7 @@ def done_share(
         folds=int(block.get("folds") or 5),
         tune_rows=int(block.get("tune_rows") or rows),
         nest=bool(block.get("nested")),
+        baseline_C=True,
     )
     classes = len(data.get("classes") or ()) or 2
 

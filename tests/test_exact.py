@@ -10,9 +10,9 @@ import pytest
 import scipy.sparse as sp
 from conftest import make_context
 
-from kcheck import engines, tuning
-from kcheck.checkers import exact, rbf_tuning
-from kcheck.checkers.base import CheckerResult
+from kcheck import budget, engines, tuning
+from kcheck.checkers import exact, linear, rbf_tuning
+from kcheck.checkers.base import CheckerResult, Dataset
 from kcheck.errors import TimeLimitReached
 from kcheck.verdict import decide, paired_gap
 
@@ -384,11 +384,54 @@ def test_the_repeats_folds_side_by_side_fit_the_memory_limit():
     assert one < rbf_tuning.matrix_bytes(rows) < two
 
 
+def _baseline(T: Dataset, V: Dataset) -> CheckerResult:
+    """The real linear baseline on T, as the check runs it before exact mode."""
+    return linear.run(T, V, linear.LinearOptions(seed=0))
+
+
+def test_the_check_compares_with_the_baselines_C_and_counts_no_search_of_its_own(
+    monkeypatch,
+) -> None:
+    """In the check, exact mode's linear model is the baseline's (its C from T's search): it
+    searches no C of its own on all rows, and its count leaves that search out, by exactly
+    LIBLINEAR's count on all rows. A direct call still searches, and counts it."""
+    X, y = circles(400, seed=4)
+    T, V = Dataset(X[:300], y[:300]), Dataset(X[300:], y[300:])
+    base = linear.run(T, V, linear.LinearOptions(seed=0, class_weight=None))
+    base.info["C"] = 2.0**-3  # not what a search on all rows would choose (checked below)
+    searched: list[int] = []
+    fit_linear = tuning.fit_linear
+
+    def spy(X, y, seed, C=None, class_weight=None):  # type: ignore[no-untyped-def]
+        if C is None:
+            searched.append(int(y.size))
+        return fit_linear(X, y, seed=seed, C=C, class_weight=class_weight)
+
+    monkeypatch.setattr(tuning, "fit_linear", spy)
+    block, result = exact.check_all(T, V, make_context(baseline=base), "always")
+    assert result is not None and result.status == "exact"
+    assert result.info["linear_C"] == 2.0**-3
+    assert result.info["linear_cv_accuracy"] == base.cv_accuracy
+    assert not result.info["nested"] and searched == []  # the folds train at the given C
+    alone = exact.run(X, y, exact.ExactOptions(seed=0, repeats=1, **SMALL))
+    assert 400 in searched and alone.info["linear_C"] != 2.0**-3
+    given, own = exact.ExactOptions(baseline_C=True), exact.ExactOptions()
+    counted = budget.linear_seconds(int(X.nnz), 2)
+    assert exact.counted_seconds(400, int(X.nnz), 2, own) - exact.counted_seconds(
+        400, int(X.nnz), 2, given
+    ) == pytest.approx(counted)
+    # Given exactly where the options say so: a mismatch is a caller's error.
+    with pytest.raises(ValueError, match="baseline's C"):
+        exact.run(X, y, given)
+    with pytest.raises(ValueError, match="baseline's C"):
+        exact.run(X, y, own, linear=exact.Linear(1.0, None))
+
+
 @pytest.mark.parametrize("roomy", [True, False], ids=["roomy", "tight"])
 def test_the_check_gives_the_repeats_its_memory_limit(roomy: bool, monkeypatch) -> None:
     """check_all passes the run's memory limit and jobs on: under a limit that holds exact
     mode's count but not two folds side by side, the repeats' folds train in turn."""
-    from kcheck.checkers.base import Context, Dataset
+    from kcheck.checkers.base import Context
 
     X, y = circles(engines.SIDE_BY_SIDE_MIN_ROWS + 100, seed=4)
     rows = int(y.size)
@@ -402,8 +445,11 @@ def test_the_check_gives_the_repeats_its_memory_limit(roomy: bool, monkeypatch) 
 
     monkeypatch.setattr(exact, "side_by_side", counted_repeat)
     t = rows * 3 // 4
-    ctx = Context(seed=0, jobs=2, epsilon=0.02, memory_limit=limit, deadline=None, baseline=None)
-    block, result = exact.check_all(Dataset(X[:t], y[:t]), Dataset(X[t:], y[t:]), ctx, "always")
+    T, V = Dataset(X[:t], y[:t]), Dataset(X[t:], y[t:])
+    ctx = Context(
+        seed=0, jobs=2, epsilon=0.02, memory_limit=limit, deadline=None, baseline=_baseline(T, V)
+    )
+    block, result = exact.check_all(T, V, ctx, "always")
     assert block["ran"] and result is not None and result.status == "exact"
     assert repeats == [2 if roomy else 1] * result.info["repeats"]
 
@@ -413,7 +459,6 @@ def test_the_check_gives_the_repeats_its_budget_under_auto(mode: str, monkeypatc
     """Under ``auto`` the repeats must fit the plan's counted budget
     (:func:`exact.repeats_within_budget`); ``always`` runs past the budget by request and may
     run the adaptive maximum."""
-    from kcheck.checkers.base import Dataset
 
     # More rows than the search's sample: not nested, so the repeats choose their point.
     X, y = circles(800, seed=4)
@@ -425,8 +470,9 @@ def test_the_check_gives_the_repeats_its_budget_under_auto(mode: str, monkeypatc
         return within(search, tune_rows, rows, nnz, classes, options)
 
     monkeypatch.setattr(exact, "repeats_within_budget", spy)
-    ctx = make_context(budget_seconds=10.0)
-    block, result = exact.check_all(Dataset(X[:600], y[:600]), Dataset(X[600:], y[600:]), ctx, mode)
+    T, V = Dataset(X[:600], y[:600]), Dataset(X[600:], y[600:])
+    ctx = make_context(budget_seconds=10.0, baseline=_baseline(T, V))
+    block, result = exact.check_all(T, V, ctx, mode)
     assert block["ran"] and result is not None and result.status == "exact"
     assert seen == ([10.0] if mode == "auto" else [None])
     assert result.info["repeats"] <= result.info["repeats_budgeted"] <= exact.default_repeats(800)
