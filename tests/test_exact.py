@@ -397,7 +397,7 @@ def test_the_check_compares_with_the_baselines_C_and_counts_no_search_of_its_own
     LIBLINEAR's count on all rows. A direct call still searches, and counts it."""
     X, y = circles(400, seed=4)
     T, V = Dataset(X[:300], y[:300]), Dataset(X[300:], y[300:])
-    base = linear.run(T, V, linear.LinearOptions(seed=0, class_weight=None))
+    base = _baseline(T, V)
     base.info["C"] = 2.0**-3  # not what a search on all rows would choose (checked below)
     searched: list[int] = []
     fit_linear = tuning.fit_linear

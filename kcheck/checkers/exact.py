@@ -931,8 +931,7 @@ def check_all(
         # The plan's counted budget, not the time left: the repeats that may run stay the
         # same on every machine (only the --time-limit's decide above reads a clock).
         opts = dataclasses.replace(opts, budget_seconds=ctx.budget_seconds)
-    base = ctx.linear()
-    linear = Linear(ctx.baseline_C, base.cv_accuracy)
+    linear = Linear(ctx.baseline_C, ctx.linear().cv_accuracy)
     result = guarded(NAME, ctx.deadline, lambda: run(Xa, ya, opts, ctx.progress, linear))
     # What it spent of the check's budget, as the plan counted it (also ``always``).
     result.counted_seconds = estimated_seconds(Xa, int(np.unique(ya).size), opts)
