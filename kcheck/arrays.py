@@ -50,6 +50,9 @@ def as_csr(X: Any, what: str = "X") -> sp.csr_matrix:
             raise KcheckError(f"{what} must be 2-D (rows, features), got shape {X.shape}")
         if X.dtype.kind not in "biuf":
             raise TypeError(f"{what} must hold numbers, got a sparse matrix of {X.dtype}")
+        if X.format not in _CHECKED_FORMATS:
+            X = _coordinates(X, what)
+        _require_structure(X, what)
         A = sp.csr_matrix(X, dtype=np.float64, copy=True)
         A.sum_duplicates()
     else:
@@ -61,6 +64,99 @@ def as_csr(X: Any, what: str = "X") -> sp.csr_matrix:
         A.indices = A.indices.astype(np.int32, copy=False)
         A.indptr = A.indptr.astype(np.int32, copy=False)
     return A
+
+
+#: The sparse formats whose index arrays :func:`_require_structure` checks; any other is made
+#: COO first. scipy's C++ conversions read these indices as offsets unchecked: a negative or
+#: too large one writes past an array and may abort the interpreter.
+_CHECKED_FORMATS = ("csr", "csc", "bsr", "coo")
+
+
+def _coordinates(X: Any, what: str) -> Any:
+    """A LIL, DOK or DIA matrix as a new COO one: scipy makes it in numpy, never reading an
+    index as an offset, and refuses some invalid indices itself (ValueError)."""
+    try:
+        return X.tocoo()
+    except (ValueError, IndexError) as e:
+        raise KcheckError(f"{what}: the sparse matrix's structure is invalid: {e}") from None
+
+
+def _require_structure(X: Any, what: str) -> None:
+    """A sparse matrix's index arrays (those :data:`_CHECKED_FORMATS` hold) as
+    ``check_format(full_check=True)`` wants them, checked without changing the caller's
+    object: integers, an index pointer that starts at 0 and never decreases, and every index in
+    range."""
+    rows, cols = (int(n) for n in X.shape)
+    if X.format == "coo":
+        data = np.asarray(X.data)
+        for axis, (index, limit) in enumerate(((X.row, rows), (X.col, cols))):
+            _require_indices(np.asarray(index), int(data.shape[0]), limit, axis, what)
+        return
+    if X.format == "bsr":
+        r, c = (int(n) for n in X.blocksize)
+        if r < 1 or c < 1 or rows % r or cols % c:
+            raise KcheckError(
+                f"{what}: its blocks of {r} x {c} do not tile its shape {rows} x {cols}; the "
+                "sparse matrix's structure is invalid"
+            )
+        major, minor, axis = rows // r, cols // c, 0
+    elif X.format == "csr":
+        major, minor, axis = rows, cols, 0
+    else:
+        major, minor, axis = cols, rows, 1
+    indptr, indices = np.asarray(X.indptr), np.asarray(X.indices)
+    stored = min(int(indices.size), int(np.asarray(X.data).shape[0]))
+    nnz = _require_indptr(indptr, major, stored, axis, what)
+    _require_indices(indices, nnz, minor, axis ^ 1, what)
+
+
+_AXES = ("row", "column")
+
+
+def _require_indptr(indptr: np.ndarray, major: int, stored: int, axis: int, what: str) -> int:
+    """The count of stored values that an index pointer over ``major`` rows (``axis`` 0) or
+    columns (1) spans, within the ``stored`` values the matrix holds."""
+    invalid = f"{what}: the sparse matrix's structure is invalid: its index pointer (indptr)"
+    if indptr.dtype.kind not in "iu" or indptr.ndim != 1:
+        raise KcheckError(f"{invalid} must be 1-D integers, got {indptr.ndim}-D {indptr.dtype}")
+    if indptr.size != major + 1:
+        raise KcheckError(
+            f"{invalid} has {indptr.size:,} entries where {major:,} {_AXES[axis]}s need "
+            f"{major + 1:,}"
+        )
+    if indptr[0] != 0:
+        raise KcheckError(f"{invalid} starts at {indptr[0]}, not 0")
+    steps = np.diff(indptr)
+    if steps.size and steps.min() < 0:
+        k = int(np.flatnonzero(steps < 0)[0])
+        raise KcheckError(
+            f"{invalid} decreases at {_AXES[axis]} {k} ({indptr[k]} then {indptr[k + 1]}); it "
+            "must never decrease"
+        )
+    nnz = int(indptr[-1])
+    if nnz > stored:
+        raise KcheckError(f"{invalid} ends at {nnz:,}, past its {stored:,} stored values")
+    return nnz
+
+
+def _require_indices(index: np.ndarray, stored: int, limit: int, axis: int, what: str) -> None:
+    """``stored`` values' ``axis`` indices (0: rows, 1: columns), each in 0 to ``limit`` - 1."""
+    invalid = f"{what}: the sparse matrix's structure is invalid:"
+    name = _AXES[axis]
+    if index.dtype.kind not in "iu" or index.ndim != 1:
+        raise KcheckError(f"{invalid} its {name} indices must be 1-D integers, got {index.dtype}")
+    if index.size < stored:
+        raise KcheckError(
+            f"{invalid} it has {index.size:,} {name} indices for {stored:,} stored values"
+        )
+    index = index[:stored]
+    bad = (index < 0) | (index >= limit)
+    if bad.any():
+        k = int(np.flatnonzero(bad)[0])
+        raise KcheckError(
+            f"{invalid} stored value {k:,} has {name} index {index[k]}, outside 0 to "
+            f"{limit - 1:,} ({limit:,} {name}s)"
+        )
 
 
 def _dense(X: Any, what: str) -> np.ndarray:
@@ -112,6 +208,7 @@ def as_labels(y: Any, rows: int, what: str = "y") -> np.ndarray:
                     f"{what}[{i}] is {v!r}; labels must be numbers (as in a LIBSVM file): "
                     "map each class to a number first"
                 )
+    _require_distinct_as_doubles(raw, what)
     labels = np.array(raw, dtype=np.float64, copy=True)
     bad = ~np.isfinite(labels)
     if bad.any():
@@ -120,6 +217,47 @@ def as_labels(y: Any, rows: int, what: str = "y") -> np.ndarray:
     if labels.size != rows:
         raise KcheckError(f"X has {rows:,} rows but {what} has {labels.size:,} labels")
     return labels
+
+
+def _require_distinct_as_doubles(raw: np.ndarray, what: str) -> None:
+    """Refuse two distinct labels that are one double: LIBLINEAR, LIBSVM and their model files
+    keep labels as doubles, which hold integers exactly only up to 2^53, so 2^53 + 1 and
+    2^53 (or 2^63 - 1 and 2^63 - 2) would be one class."""
+    if raw.dtype.kind == "b" or raw.dtype.kind == "f" and raw.dtype.itemsize <= 8:
+        return  # booleans, float16/32/64: every value is a double of its own
+    if raw.dtype.kind in "iuf":
+        values: Any = np.unique(raw)
+        doubles = values.astype(np.float64)
+    else:  # Python numbers (object arrays): compared exactly, as Python compares them
+        values = sorted(set(raw.tolist()))
+        doubles = np.array([_double(v, what) for v in values], dtype=np.float64)
+    # Rounding keeps the order, so sorted values that became one double are neighbours.
+    merged = np.flatnonzero(doubles[1:] == doubles[:-1])
+    if merged.size:
+        k = int(merged[0])
+        raise KcheckError(
+            f"{what}: labels {_exact(values[k + 1])} and {_exact(values[k])} are the same as a "
+            f"double ({float(doubles[k])!r}); LIBLINEAR and LIBSVM keep labels as doubles, so "
+            "they would be one class (map each class to a smaller number first)"
+        )
+
+
+def _double(value: Any, what: str) -> float:
+    try:
+        return float(value)
+    except OverflowError:
+        raise KcheckError(
+            f"{what}: label {_exact(value)} is too large for a double; LIBLINEAR and LIBSVM "
+            "keep labels as doubles"
+        ) from None
+
+
+def _exact(value: Any) -> str:
+    """A label as the caller wrote it: an integer's every digit, a float as its shortest
+    repr."""
+    if isinstance(value, (numbers.Integral, np.integer)):
+        return str(int(value))
+    return str(value)
 
 
 def content_hash(X: sp.csr_matrix, y: np.ndarray) -> str:

@@ -32,11 +32,20 @@ def _seconds(x: Any) -> str:
 
 
 def _text(value: Any) -> str:
-    """XML 1.0 cannot hold most control characters, even escaped: they become U+FFFD."""
-    text = str(value)
-    return "".join(
-        c if c in "\t\n\r" or ord(c) >= 0x20 and c not in "\ufffe\uffff" else "\ufffd" for c in text
-    )
+    """XML 1.0 cannot hold most control characters, even escaped: they become U+FFFD. Nor
+    can it hold a lone surrogate, which is how Python keeps a file name's undecodable bytes:
+    such a byte is shown as ``\\xff``, as kcheck's messages show it (kcheck.errors.printable),
+    and any other lone surrogate as ``\\udXXX``."""
+    return "".join(_character(c) for c in str(value))
+
+
+def _character(c: str) -> str:
+    code = ord(c)
+    if 0xD800 <= code <= 0xDFFF:
+        return f"\\x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else f"\\u{code:04x}"
+    if c in "\t\n\r" or code >= 0x20 and c not in "\ufffe\uffff":
+        return c
+    return "\ufffd"
 
 
 def _points(x: float | None) -> str:

@@ -392,9 +392,19 @@ def run(
             ),
         },
         predict=model.predict,
-        cv_accuracy=search.right[best] / tune_rows,
+        cv_accuracy=_cv_accuracy(search, best, tune_rows),
         model=model,
     )
+
+
+def _cv_accuracy(search: Search, point: tuple[float, float], tune_rows: int) -> float | None:
+    """The search's CV accuracy at ``point`` on its ``tune_rows`` rows; None where it did not
+    score that point. The larger-C step may choose the grid's next C at a gamma where the
+    search passed it over as too costly (``grid_passed_over``): its CV on the sample would
+    cost what the search spared, and another point's CV would not be this model's, so none
+    is reported."""
+    right = search.right.get(point)
+    return None if right is None else right / tune_rows
 
 
 def _steps(ctx: Context, options: Tuning) -> SearchThenStage:
