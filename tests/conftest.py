@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import fcntl
 import importlib.util
 import os
 import shutil
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING
@@ -72,11 +75,13 @@ def require_tool(name: str) -> str:
 
 # --- tiers ------------------------------------------------------------------------------------
 # `python -m pytest -q` runs the fast tier: every test marked neither `slow` nor `serial`, in two
-# processes (pytest-xdist) where that is installed. `--slow` runs the whole suite, one test at
-# a time (what CI runs), and lists the 20 slowest tests so that they stay visible.
+# processes (pytest-xdist) where that is installed. `--slow` runs the whole suite (what CI runs),
+# also in two processes, and lists the 20 slowest tests so that they stay visible. A test marked
+# `serial` (it loads the machine, sends signals or starts a Dask cluster) never runs beside
+# another: it holds a lock that every other test shares (_exclusive_if_serial).
 
-#: Processes for the fast tier: this kind of machine has 2 cores.
-FAST_TIER_PROCESSES = 2
+#: Processes for both tiers: this kind of machine has 2 cores.
+PROCESSES = 2
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -84,26 +89,27 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--slow",
         action="store_true",
         default=False,
-        help="run the whole suite, one test at a time: the tests marked slow or serial too "
-        "(what CI runs)",
+        help="run the whole suite, the tests marked slow or serial too (what CI runs); a serial "
+        "test runs alone",
     )
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
-    if config.getoption("--slow"):
-        if not config.getoption("durations"):
-            config.option.durations = 20
-        return
-    # The fast tier holds no serial test, so it may run in processes side by side; an
-    # explicit -n (including -n 0) or a collection alone is left as asked.
+    whole = config.getoption("--slow")
+    if whole and not config.getoption("durations"):
+        config.option.durations = 20
+    # An explicit -n (including -n 0) or a collection alone is left as asked.
     xdist = config.pluginmanager.hasplugin("xdist")
     worker = os.environ.get("PYTEST_XDIST_WORKER") is not None
     if xdist and not worker and config.option.numprocesses is None:
         if not config.getoption("collectonly"):
-            config.option.numprocesses = FAST_TIER_PROCESSES
-            config.option.dist = "loadfile"  # a module's fixtures are made once
-            config.option.tx = ["popen"] * FAST_TIER_PROCESSES
+            config.option.numprocesses = PROCESSES
+            config.option.tx = ["popen"] * PROCESSES
+            # The fast tier's modules are small, so a module's fixtures are made once. The
+            # whole suite's heavy modules (test_cli, test_batch, ...) would each hold one
+            # process for minutes that way: there an idle process takes tests from the other.
+            config.option.dist = "worksteal" if whole else "loadfile"
 
 
 def _whole_suite_only(item: pytest.Item) -> bool:
@@ -123,3 +129,41 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if slow:
         config.hook.pytest_deselected(items=slow)
         items[:] = [item for item in items if not _whole_suite_only(item)]
+
+
+def _lock_files(config: pytest.Config) -> tuple[str, str] | None:
+    """The run's two lock files, the same for every process of one run; None outside xdist."""
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is None:
+        return None
+    stem = os.path.join(tempfile.gettempdir(), f"kcheck-tests-{workerinput['testrunuid']}")
+    return f"{stem}.gate", f"{stem}.lock"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """A serial test holds the run's lock alone, every other test shares it: a serial test
+    never runs beside another, whatever process either runs in. The lock covers the whole
+    protocol, so a module fixture made or ended on a serial test's turn is made alone too.
+
+    A serial test takes the gate before it waits for the lock, and the others pass through the
+    gate before they share it, so a waiting serial test is not starved by a stream of short
+    ones."""
+    files = _lock_files(item.config)
+    if files is None:
+        yield
+        return
+    gate_path, lock_path = files
+    serial = item.get_closest_marker("serial") is not None
+    with open(gate_path, "a") as gate, open(lock_path, "a") as lock:
+        fcntl.flock(gate, fcntl.LOCK_EX)
+        if serial:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            fcntl.flock(gate, fcntl.LOCK_UN)
+        else:
+            fcntl.flock(gate, fcntl.LOCK_UN)
+            fcntl.flock(lock, fcntl.LOCK_SH)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)

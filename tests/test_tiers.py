@@ -74,3 +74,58 @@ def test_a_property_draws_the_same_examples_on_every_run_unless_told_to_explore(
     assert len(first) >= 10 and first == second
     explored = drawn(3, HYPOTHESIS_PROFILE="explore")
     assert explored != first
+
+
+TIMED = """
+import os, time
+import pytest
+
+def _spent(name):
+    start = time.monotonic()
+    time.sleep(0.2)
+    with open(os.environ["SPANS"], "a") as f:
+        f.write(f"{name} {start} {time.monotonic()}\\n")
+
+@pytest.mark.parametrize("i", range(6))
+def test_shared(i):
+    _spent(f"shared{i}")
+
+@pytest.mark.slow
+@pytest.mark.parametrize("i", range(3))
+def test_slow(i):
+    _spent(f"slow{i}")
+
+@pytest.mark.serial
+@pytest.mark.parametrize("i", range(3))
+def test_alone(i):
+    _spent(f"serial{i}")
+"""
+
+
+def test_the_whole_suite_runs_in_two_processes_and_a_serial_test_alone(tmp_path: Path) -> None:
+    """`--slow` runs in two processes like the fast tier, and a `serial` test overlaps no other
+    test in time (tests/conftest.py's lock), whichever process runs it."""
+    (tmp_path / "test_timed.py").write_text(TIMED)
+    (tmp_path / "conftest.py").write_text((ROOT / "tests" / "conftest.py").read_text())
+    spans = tmp_path / "spans.txt"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    r = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--slow"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=300,
+        env={**env, "SPANS": str(spans)},
+    )
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    rows = [line.split() for line in spans.read_text().splitlines()]
+    spans_of = {name: (float(a), float(b)) for name, a, b in rows}
+    assert len(spans_of) == 12
+    overlapping = [
+        (a, b)
+        for a, (a0, a1) in spans_of.items()
+        for b, (b0, b1) in spans_of.items()
+        if a < b and a0 < b1 and b0 < a1
+    ]
+    assert overlapping, "two processes ran no two tests at the same time"
+    assert not [pair for pair in overlapping if any(n.startswith("serial") for n in pair)]
