@@ -4,15 +4,22 @@ A reader of the target sees the old file or the complete new one, never a partia
 failed or interrupted run leaves the old file as it was and no temporary file behind. Every
 file kcheck writes goes through here, so the edge cases are handled once:
 
-* a device or pipe (``/dev/null``, ``/dev/stdout``, a FIFO) is written in place, since renaming
-  over it would replace the device node;
+* a device or pipe (``/dev/null``, ``/dev/stdout``, a FIFO, ``-o >(jq ...)``) is written in
+  place, since renaming over it would replace the device node. It is opened before the work,
+  not at the commit: where an :class:`OutputSet` reserved it, without waiting (a FIFO that no
+  process reads is an error then); and it is written with signals live, so that neither a
+  missing reader nor one that does not read can hold an interrupt back;
 * a symlink's target is replaced, not the link;
 * a new file gets the umask's permissions, a replaced one keeps its own;
 * an OSError (disk full, permission, missing directory) becomes a one-line KcheckError.
 
-Each temporary file lives alone in a private directory beside its target (``.NAME.XXXX.tmp/``),
-so that an interrupted run can delete it for good: a C library still writing the file's path in
-another thread cannot create it again once its directory is gone, as it could a plain file.
+Each temporary file lives alone in a private directory beside its target (``.NAME.XXXX.tmp/``;
+in TMPDIR for a device or pipe), so that an interrupted run can delete it for good: a C library
+still writing the file's path in another thread cannot create it again once its directory is
+gone, as it could a plain file.
+
+While an :class:`OutputSet` is active, what is written here is staged instead, and the set
+commits every output of the command together once the command has reached its end, or none.
 """
 
 from __future__ import annotations
@@ -25,21 +32,60 @@ import signal
 import stat
 import tempfile
 import threading
-from collections.abc import Iterator
-from typing import IO, Any
+from collections.abc import Callable, Iterator
+from types import TracebackType
+from typing import IO, Any, Protocol
 
 from kcheck.errors import KcheckError
 
 
-def _special(target: str) -> bool:
+def _special(path: str) -> bool:
+    """Whether ``path`` names a device, pipe or socket, through links (``/dev/fd/N`` too)."""
     try:
-        return not stat.S_ISREG(os.stat(target).st_mode)
-    except FileNotFoundError:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
+
+
+def _is_fifo(path: str) -> bool:
+    try:
+        return stat.S_ISFIFO(os.stat(path).st_mode)
+    except OSError:
         return False
 
 
+def no_reader(path: str, e: OSError) -> bool:
+    """Whether ``e`` is what opening the FIFO ``path`` without waiting gives when no process
+    reads it."""
+    return e.errno == errno.ENXIO and _is_fifo(path)
+
+
 def _failed(target: str, what: str, e: OSError) -> KcheckError:
-    return KcheckError(f"cannot write {what} {target}: {e.strerror or e}")
+    why = "a FIFO that no process reads" if no_reader(target, e) else e.strerror or e
+    return KcheckError(f"cannot write {what} {target}: {why}")
+
+
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+_NOCTTY = getattr(os, "O_NOCTTY", 0)
+
+
+def open_special(path: str, *, wait: bool = False) -> int:
+    """A descriptor that writes the device or pipe ``path`` in place, opened without waiting
+    for a reader: OSError ENXIO where ``path`` is a FIFO that no process reads (with ``wait``,
+    wait for one instead). Writes through it block as usual."""
+    try:
+        fd = os.open(path, os.O_WRONLY | _NONBLOCK | _NOCTTY)
+    except OSError as e:
+        if not (wait and e.errno == errno.ENXIO):
+            raise
+        fd = os.open(path, os.O_WRONLY | _NOCTTY)
+    try:
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 class Abandoned(BaseException):
@@ -62,6 +108,8 @@ _abandoned_with: list[object] = []
 #: meanwhile (see :func:`defer_signal`).
 _main_committing = False
 _deferred: list[int] = []
+#: The set that writes are staged into now (see :class:`OutputSet`), if any.
+_active: OutputSet | None = None
 
 
 def _abandoned() -> bool:
@@ -163,33 +211,299 @@ def scratch_directory(prefix: str) -> Iterator[str]:
 class _Temporary:
     """One target's temporary file, alone in its private directory."""
 
-    def __init__(self, path: str | os.PathLike[str], what: str) -> None:
-        self.target = os.path.realpath(os.fspath(path))
-        self.special = _special(self.target)
+    def __init__(self, path: str | os.PathLike[str], what: str, group: OutputSet | None) -> None:
+        self.given = os.fspath(path)
+        self.what = what
+        self.special = _special(self.given)
+        # A device or pipe is written through the name given: /dev/stdout or /dev/fd/N may
+        # lead to a pipe, which has no path to resolve.
+        self.target = self.given if self.special else os.path.realpath(self.given)
+        self.directory: str | None = None
+        self.fd: int | None = None
+        self._owns_fd = False
         name = os.path.basename(self.target)
         parent = tempfile.gettempdir() if self.special else os.path.dirname(self.target)
         try:
+            if self.special:
+                # Opened now, before the work, never under the commit lock: the set's own
+                # descriptor, else one opened here (in a set a FIFO that no process reads is
+                # an error; a caller of its own waits for the FIFO's reader, as a shell does).
+                self.fd = group.reserved(self.given) if group is not None else None
+                if self.fd is None:
+                    self.fd = open_special(self.given, wait=group is None)
+                    self._owns_fd = True
             self.directory = _private_directory(parent, "." + name + ".")
             self.path = os.path.join(self.directory, name or "file")
             with open(self.path, "xb"):
                 pass
         except OSError as e:
-            if hasattr(self, "directory"):
-                self.discard()
-            raise _failed(os.fspath(path), what, e) from None
+            self.discard()
+            raise _failed(self.given, what, e) from None
+        except BaseException:
+            self.discard()
+            raise
 
-    def commit(self) -> None:
+    def sync(self) -> None:
+        if not self.special:
+            try:
+                _sync(self.path)
+            except OSError as e:
+                raise _failed(self.given, self.what, e) from None
+
+    def check(self) -> None:
+        """A target that cannot be replaced (a directory) fails its set before any rename."""
+        if not self.special and os.path.isdir(self.target):
+            e = IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), self.target)
+            raise _failed(self.given, self.what, e)
+
+    def write(self) -> None:
+        """A device or pipe: the temporary's bytes written through its descriptor."""
+        if not self.special:
+            return
+        assert self.fd is not None
+        try:
+            with open(self.path, "rb") as src:
+                while chunk := src.read(1 << 16):
+                    view = memoryview(chunk)
+                    while view:
+                        view = view[os.write(self.fd, view) :]
+        except OSError as e:
+            raise _failed(self.given, self.what, e) from None
+
+    def rename(self) -> None:
+        """A file: the temporary renamed over the target."""
         if self.special:
-            with open(self.path, "rb") as src, open(self.target, "wb") as dst:
-                shutil.copyfileobj(src, dst)
-        else:
+            return
+        try:
             os.chmod(self.path, mode_for(self.target))
             os.replace(self.path, self.target)
-        self.discard()
+        except OSError as e:
+            raise _failed(self.given, self.what, e) from None
 
     def discard(self) -> None:
-        _remove_tree(self.directory)
-        _track(self.directory, False)
+        if self._owns_fd and self.fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self.fd)
+        self.fd = None
+        if self.directory is not None:
+            _remove_tree(self.directory)
+            _track(self.directory, False)
+
+
+class _Staged(Protocol):
+    """Outputs that are ready: committed together with the rest of their set, or discarded."""
+
+    def check(self) -> None:
+        """Before anything is written: raise if this cannot be committed."""
+
+    def write(self) -> None:
+        """Write devices and pipes in place (with signals live)."""
+
+    def rename(self) -> None:
+        """Rename files into place (under the commit lock)."""
+
+    def directories(self) -> set[str]:
+        """Directories whose renames are to be made durable."""
+
+    def discard(self) -> None:
+        """Remove what is left; the end of every staged item, committed or not."""
+
+
+class _Files:
+    """The temporaries of one :func:`atomic_paths`, renamed in the order given."""
+
+    def __init__(self, made: list[_Temporary]) -> None:
+        self.made = made
+
+    def check(self) -> None:
+        for t in self.made:
+            t.check()
+
+    def write(self) -> None:
+        for t in self.made:
+            t.write()
+
+    def rename(self) -> None:
+        for t in self.made:
+            t.rename()
+
+    def directories(self) -> set[str]:
+        return {os.path.dirname(t.target) for t in self.made if not t.special}
+
+    def discard(self) -> None:
+        for t in self.made:
+            t.discard()
+
+
+class _Deferred:
+    """Another writer's commit (a batch's ``FILE.partial`` renamed over ``FILE``)."""
+
+    def __init__(self, rename: Callable[[], None], end: Callable[[], None]) -> None:
+        self.rename = rename
+        self._end = end
+
+    def check(self) -> None:
+        pass
+
+    def write(self) -> None:
+        pass
+
+    def directories(self) -> set[str]:
+        return set()
+
+    def discard(self) -> None:
+        self._end()
+
+
+def _commit(items: list[_Staged]) -> None:
+    """Commit ``items`` as one set: nothing if one cannot be (a directory at a file's
+    target); then the devices and pipes, written with signals live, so that a reader that does
+    not read can be interrupted (and a failure there, /dev/full, leaves every file as it was);
+    then every file renamed into place, in order, under the commit lock that an interrupt
+    waits for."""
+    for item in items:
+        item.check()
+    for item in items:
+        item.write()
+    with _renaming():
+        for item in items:
+            item.rename()
+        for directory in {d for item in items for d in item.directories()}:
+            _sync_directory(directory)
+
+
+class OutputSet:
+    """The outputs of one command, committed together once it has reached its end.
+
+    Made before the work: :meth:`reserve` opens each device or FIFO output then. While the
+    set is active (``with``), :func:`atomic_paths` stages what it writes here instead of
+    committing it (from any thread of this process: a model saved by a worker thread), and
+    :func:`defer` adds another writer's commit. Where the block ends normally, everything
+    staged is committed as one set (:func:`_commit`); where it raises, nothing is, and every
+    temporary is removed. A write that began in the set and is still under way when an
+    interrupt ended the block (a worker thread saving a model) is dropped, not committed.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._reserved: dict[tuple[int, int], int] = {}
+        self._staged: list[_Staged] = []
+        self._pid = os.getpid()
+        self._ended = False
+
+    def reserve(self, path: str) -> None:
+        """Open the device or pipe ``path`` now, for the commit (OSError as from
+        :func:`open_special`: ENXIO for a FIFO that no process reads)."""
+        fd = open_special(path)
+        st = os.fstat(fd)
+        key = (st.st_dev, st.st_ino)
+        if key in self._reserved:
+            os.close(fd)
+        else:
+            self._reserved[key] = fd
+
+    def reserved(self, path: str) -> int | None:
+        """The descriptor reserved for the device or pipe ``path``, if any."""
+        try:
+            st = os.stat(path)
+        except OSError:
+            return None
+        return self._reserved.get((st.st_dev, st.st_ino))
+
+    def add(self, item: _Staged) -> None:
+        """Stage ``item``; once the set has ended (an interrupt), drop it instead."""
+        with self._lock:
+            if not self._ended:
+                self._staged.append(item)
+                return
+        item.discard()
+        raise Abandoned()
+
+    def commit(self) -> None:
+        """Commit what is staged so far, as one set; the set stays active for more."""
+        with self._lock:
+            staged, self._staged = self._staged, []
+        try:
+            _commit(staged)
+        finally:
+            for item in staged:
+                item.discard()
+
+    def discard(self) -> None:
+        """Drop what is staged so far: no target changes."""
+        with self._lock:
+            staged, self._staged = self._staged, []
+        for item in staged:
+            item.discard()
+
+    def close(self) -> None:
+        """Drop what is staged and close the reserved descriptors: the set is over."""
+        with self._lock:
+            self._ended = True
+        self.discard()
+        reserved, self._reserved = self._reserved, {}
+        for fd in reserved.values():
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+    def __enter__(self) -> OutputSet:
+        global _active
+        with _live_lock:
+            if _active is not None and _active._pid == self._pid and not _active._ended:
+                raise RuntimeError("an output set is active already")
+            _active = self
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        global _active
+        try:
+            if exc_type is None:
+                self.commit()
+        finally:
+            # Ended: a worker thread whose write began in this set (a model being saved as an
+            # interrupt ends the run) drops it at the end instead of committing it alone.
+            self.close()
+            with _live_lock:
+                if _active is self:
+                    _active = None
+
+
+def _current() -> OutputSet | None:
+    """The active set of this process (a forked worker has none)."""
+    group = _active
+    return group if group is not None and group._pid == os.getpid() else None
+
+
+def _within_temporaries(targets: list[tuple[str | os.PathLike[str], str]]) -> bool:
+    """Whether a target lies in the private directory of a temporary file now in use."""
+    parents = {os.path.dirname(os.path.realpath(os.fspath(path))) for path, _ in targets}
+    with _live_lock:
+        return not parents.isdisjoint(_live)
+
+
+def defer(rename: Callable[[], None], end: Callable[[], None]) -> bool:
+    """Within an active :class:`OutputSet`: ``rename`` runs among the set's renames at its
+    commit, and ``end`` after the commit or when the set is dropped; True. False without one:
+    the caller commits now."""
+    group = _current()
+    if group is None:
+        return False
+    group.add(_Deferred(rename, end))
+    return True
+
+
+def special_target(path: str) -> int:
+    """A descriptor of the caller's own for writing the device or pipe ``path`` in place: a
+    copy of the one the active set reserved, else one opened now without waiting (OSError
+    ENXIO for a FIFO that no process reads)."""
+    group = _current()
+    fd = group.reserved(path) if group is not None else None
+    return os.dup(fd) if fd is not None else open_special(path)
 
 
 def _sync(tmp: str) -> None:
@@ -216,36 +530,36 @@ def atomic_paths(
     All are written in full before any is renamed, and they are renamed in the order given
     (a model before its range file), under a lock an interrupt waits for; in the main
     thread, a signal that arrives during the renames takes effect once they are all done.
+    Within an active :class:`OutputSet`, they are staged in it instead, and committed with
+    the rest of the set; not where a target is itself a temporary file of this module (a range
+    file written to the temporary path that a model's export was given), which is no output
+    of the command: it is written now, for the outer temporary to hold it when that commits.
     """
+    group = None if _within_temporaries(targets) else _current()
     made: list[_Temporary] = []
-    current = os.fspath(targets[0][0]) if targets else ""
-    what = targets[0][1] if targets else "file"
     try:
-        for path, what_ in targets:
-            made.append(_Temporary(path, what_))
-        yield [t.path for t in made]
-        for (path, what_), t in zip(targets, made, strict=True):
-            current, what = os.fspath(path), what_
-            if not t.special:
-                _sync(t.path)
-        # A target that cannot be replaced (a directory) fails the set before any rename, so
-        # the model is not replaced when its range file cannot be.
-        for (path, what_), t in zip(targets, made, strict=True):
-            current, what = os.fspath(path), what_
-            if os.path.isdir(t.target):
-                raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), t.target)
-        with _renaming():
-            for (path, what_), t in zip(targets, made, strict=True):
-                current, what = os.fspath(path), what_
-                t.commit()
-            for directory in {os.path.dirname(t.target) for t in made if not t.special}:
-                _sync_directory(directory)
-    except BaseException as e:
+        for path, what in targets:
+            made.append(_Temporary(path, what, group))
+        try:
+            yield [t.path for t in made]
+        except OSError as e:
+            path, what = targets[0]
+            raise _failed(os.fspath(path), what, e) from None
+        files = _Files(made)
+        for t in made:
+            t.sync()
+        files.check()
+    except BaseException:
         for t in made:
             t.discard()
-        if isinstance(e, OSError):
-            raise _failed(current, what, e) from None
         raise
+    if group is not None:
+        group.add(files)
+        return
+    try:
+        _commit([files])
+    finally:
+        files.discard()
 
 
 @contextlib.contextmanager

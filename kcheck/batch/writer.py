@@ -18,7 +18,7 @@ import tempfile
 from collections.abc import Iterator, Sequence
 from typing import IO, Any
 
-from kcheck.atomic import mode_for
+from kcheck.atomic import defer, mode_for, no_reader, special_target
 from kcheck.batch.discovery import STDIN
 from kcheck.errors import DataFormatError, KcheckError
 from kcheck.ownformat import RESULTS_BYTES, RESULTS_LINE_BYTES, byte_cap, iter_lines, loads
@@ -91,17 +91,21 @@ class LineWriter:
         self._size = 0
         self._started = False
         self._committed = False
+        self._deferred = False  # the rename waits for the command's set of outputs
         if path == STDIN:
             stream = sys.stdout
             stream.flush()
             self._f = getattr(stream, "buffer", None) or _TextAdapter(stream)
             return
         self._target = os.path.realpath(path)
-        if _special(self._target):
+        # Through the name given: /dev/stdout or /dev/fd/N may lead to a pipe, which has no
+        # path to resolve. Opened without waiting (the command's set may have opened it).
+        if _special(path):
             try:
-                self._f = open(self._target, "wb")
+                self._f = open(special_target(path), "wb")  # noqa: SIM115 - closed by close()
             except OSError as e:
-                raise KcheckError(f"{path}: cannot write: {e.strerror or e}") from None
+                why = "a FIFO that no process reads" if no_reader(path, e) else e.strerror or e
+                raise KcheckError(f"{path}: cannot write: {why}") from None
             return
         self._lock_path = self._target + ".lock"
         self._lock_fd = _lock(path, self._lock_path)
@@ -171,7 +175,12 @@ class LineWriter:
             self._size += len(data)
 
     def commit(self) -> None:
-        """All lines are written: ``FILE.partial`` becomes ``FILE`` (or the stream is flushed)."""
+        """All lines are written: ``FILE.partial`` becomes ``FILE`` (or the stream is flushed).
+
+        Within a command's set of outputs (:class:`kcheck.atomic.OutputSet`), the rename is
+        the set's, together with its other outputs, and the lock is held until then; until
+        then :meth:`close` does nothing, and a set that is dropped leaves ``FILE.partial``.
+        """
         if self._partial is None:
             try:
                 if self._f is not None and self.path != STDIN:
@@ -181,23 +190,38 @@ class LineWriter:
             finally:
                 self.close()
             return
+        if defer(self._rename, self._end):
+            self._deferred = True
+            return
         try:
-            assert self._fd is not None
-            fd, self._fd = self._fd, None
-            os.close(fd)
+            self._rename()
+        finally:
+            self.close()
+
+    def _rename(self) -> None:
+        assert self._partial is not None
+        try:
+            if self._fd is not None:
+                fd, self._fd = self._fd, None
+                os.close(fd)
             os.chmod(self._partial, mode_for(self._target))
             os.replace(self._partial, self._target)
             self._committed = True
         except OSError as e:
             raise self._failed(e) from None
-        finally:
-            self.close()
+
+    def _end(self) -> None:
+        """The set's end, committed or dropped: close as :meth:`close` does."""
+        self._deferred = False
+        self.close()
 
     def close(self) -> None:
         """End without committing: ``FILE.partial`` stays if it holds a line, the lock goes.
 
         Nothing here raises: it runs while an error or an interrupt is on its way out.
         """
+        if self._deferred:
+            return
         f, self._f = self._f, None
         if f is not None and self.path != STDIN:
             with contextlib.suppress(OSError):
@@ -231,10 +255,11 @@ def _encode(line: dict[str, Any]) -> bytes:
 
 
 def _special(path: str) -> bool:
-    """A device or pipe (``/dev/null``, ``/dev/stdout``, a FIFO): written in place."""
+    """A device or pipe (``/dev/null``, ``/dev/stdout``, a FIFO): written in place (and a
+    directory refused as it is opened)."""
     try:
         return not stat.S_ISREG(os.stat(path).st_mode)
-    except FileNotFoundError:
+    except OSError:
         return False
 
 

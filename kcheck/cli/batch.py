@@ -21,7 +21,7 @@ from kcheck.cli.options import (
     junit_properties,
     scheduler_option,
 )
-from kcheck.cli.outputs import check_writable, require_stdout
+from kcheck.cli.outputs import prepare_outputs, require_stdout
 from kcheck.cli.render import batch_caption, batch_table
 from kcheck.cli.ui import Ui, count_text, new_progress
 from kcheck.cli.words import verdict_summary
@@ -136,21 +136,24 @@ def batch(
         paths, files_from, jobs, jobs_given, scheduler, shared_fs, output, resume, strict, opts
     )
     if junit_out is not None:
-        check_writable(junit_out, "--junit")
         if run.output is not None and os.path.abspath(junit_out) == os.path.abspath(run.output):
             raise click.UsageError("--junit and -o name the same file")
-    own = run.own_files + ([junit_out] if junit_out is not None else [])
-    found = discover(run.named, exclude=own)
-    for path, reason in found.skipped:
-        ui.info(
-            f"kcheck: skipping {path} ({reason})" + (": an error under --strict" if strict else "")
-        )
-    if not found.datasets:
-        raise KcheckError(f"no LIBSVM data files found in {' '.join(run.named)}")
-    result = _check(ui, run, found)
-    _summarise(ui, run, result, len(found.datasets))
-    if junit_out is not None:
-        _write_junit(junit_out, result, opts)
+    # FILE (renamed from FILE.partial) and --junit are committed together, once every data set
+    # has a line: a run that fails (exit 2) or is interrupted changes neither.
+    with prepare_outputs([(run.destination, "-o"), (junit_out, "--junit")]):
+        own = run.own_files + ([junit_out] if junit_out is not None else [])
+        found = discover(run.named, exclude=own)
+        for path, reason in found.skipped:
+            ui.info(
+                f"kcheck: skipping {path} ({reason})"
+                + (": an error under --strict" if strict else "")
+            )
+        if not found.datasets:
+            raise KcheckError(f"no LIBSVM data files found in {' '.join(run.named)}")
+        result = _check(ui, run, found)
+        _summarise(ui, run, result, len(found.datasets))
+        if junit_out is not None:
+            _write_junit(junit_out, result, opts)
     _exit_status(run, result, len(found.datasets), opts["fail_on"])
 
 
@@ -252,8 +255,7 @@ def _destination(output: str | None) -> str | None:
     if output == "-":
         destination: str | None = "-"
     elif output is not None:
-        destination = output
-        check_writable(output, "-o")
+        destination = output  # checked with the other outputs (prepare_outputs)
     else:
         destination = None if sys.stdout.isatty() else "-"
     if destination == "-":

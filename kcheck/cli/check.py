@@ -11,6 +11,7 @@ from typing import Any
 import click
 from rich.text import Text
 
+from kcheck.atomic import OutputSet
 from kcheck.cli.app import GateTripped
 from kcheck.cli.options import (
     check_config,
@@ -22,10 +23,11 @@ from kcheck.cli.options import (
     output_option,
 )
 from kcheck.cli.outputs import (
-    check_writable,
-    emit_json,
     json_destination,
+    prepare_outputs,
+    print_json,
     refuse_input_as_output,
+    write_json,
 )
 from kcheck.cli.render import (
     fmt_acc,
@@ -35,6 +37,7 @@ from kcheck.cli.render import (
 )
 from kcheck.cli.ui import Ui
 from kcheck.cli.words import verdict_summary
+from kcheck.defaults import products_of
 from kcheck.errors import KcheckError, recorded_warnings
 
 
@@ -102,15 +105,13 @@ def _check_outputs(
     output: str | None,
     junit_out: str | None = None,
 ) -> None:
-    """Refuse a --model-out or --junit that cannot be written, or whose files (or -o) would
-    overwrite an input or each other."""
+    """Refuse a --model-out or --junit whose files (or -o) would overwrite an input or each
+    other."""
     if junit_out is not None:
-        check_writable(junit_out, "--junit")
         refuse_input_as_output(
             junit_out, "--junit", inputs, [output, model_out, model_out and model_out + ".range"]
         )
     if model_out is not None:
-        check_writable(model_out, "--model-out")
         refuse_input_as_output(model_out, "--model-out", inputs)
         refuse_input_as_output(model_out + ".range", "--model-out", inputs)
         refuse_input_as_output(model_out + ".terms", "--model-out", inputs)
@@ -118,6 +119,20 @@ def _check_outputs(
         refuse_input_as_output(
             output, "-o", inputs, [model_out, model_out and model_out + ".range"]
         )
+
+
+def _output_paths(
+    output: str | None, model_out: str | None, model_kind: str | None, junit_out: str | None
+) -> list[tuple[str | None, str]]:
+    """Every file the check writes, with its option: -o, the model and its companions, and
+    --junit."""
+    paths: list[tuple[str | None, str]] = [(output, "-o")]
+    if model_out is not None:
+        paths += [(model_out, "--model-out"), (model_out + ".range", "--model-out")]
+        if model_kind is not None and products_of(model_kind) is not None:
+            paths.append((model_out + ".terms", "--model-out"))
+    paths.append((junit_out, "--junit"))
+    return paths
 
 
 def _refuse_directories(*paths: str | None) -> None:
@@ -145,13 +160,15 @@ def _write_junit(path: str, lines: list[dict[str, Any]], opts: dict[str, Any]) -
 
 @contextlib.contextmanager
 def _junit_on_error(
-    junit_out: str | None, train: str, test: str | None, opts: dict[str, Any]
+    staged: OutputSet, junit_out: str | None, train: str, test: str | None, opts: dict[str, Any]
 ) -> Iterator[None]:
-    """A check that fails on its input is an ``<error>`` test case, then exit 2 as always."""
+    """A check that fails on its input is an ``<error>`` test case, then exit 2 as always: the
+    report is the one output committed then (of ``staged``, the command's set)."""
     try:
         yield
     except KcheckError as e:
         if junit_out is not None:
+            staged.discard()
             line = {
                 "name": train,
                 "status": "error",
@@ -161,6 +178,7 @@ def _junit_on_error(
                 "seconds": None,
             }
             _write_junit(junit_out, [line], opts)
+            staged.commit()
         raise
 
 
@@ -278,6 +296,7 @@ def check(
     # Fail now, not after a long check (and not after --model-out has replaced a model).
     output, to_stdout = json_destination(output, as_json)
     _check_outputs(model_out, [train, test], output, junit_out)
+    staged = prepare_outputs(_output_paths(output, model_out, model_kind, junit_out))
     shown: list[int] = []  # how many warnings went out with an early verdict
 
     def decided(v: dict[str, Any]) -> None:
@@ -288,24 +307,31 @@ def check(
             show_verdict(ui, v, early, model_out)
             shown.append(len(early))
 
-    with recorded_warnings() as notes, _junit_on_error(junit_out, train, test, opts):
-        report = ui.run(lambda progress: run(config, progress))
-        if config.model_out is not None:
-            decided(report.json)
-            from kcheck.cli.verify import announcing
+    # Every file (the model, -o, --junit) is staged, and committed together at the end.
+    with staged:
+        with recorded_warnings() as notes, _junit_on_error(staged, junit_out, train, test, opts):
+            report = ui.run(lambda progress: run(config, progress))
+            if config.model_out is not None:
+                decided(report.json)
+                from kcheck.cli.verify import announcing
 
-            ui.run(lambda progress: models.train_model(report, config, announcing(ui, progress)))
-    verdict = report.json
-    verdict["warnings"] = [*verdict.get("warnings", []), *notes]
-    if shown:
-        for w in verdict["warnings"][shown[0] :]:
-            ui.warn(w)
-    else:
-        show_verdict(ui, verdict, verdict["warnings"], model_out)
-    if verdict.get("model") and not ui.quiet:
-        _show_model(ui, verdict["model"])
-    emit_json(verdict, output, to_stdout=to_stdout)
-    if junit_out is not None:
-        _write_junit(junit_out, [{"name": train, "status": "ok", **verdict}], opts)
+                ui.run(
+                    lambda progress: models.train_model(report, config, announcing(ui, progress))
+                )
+        verdict = report.json
+        verdict["warnings"] = [*verdict.get("warnings", []), *notes]
+        if shown:
+            for w in verdict["warnings"][shown[0] :]:
+                ui.warn(w)
+        else:
+            show_verdict(ui, verdict, verdict["warnings"], model_out)
+        if verdict.get("model") and not ui.quiet:
+            _show_model(ui, verdict["model"])
+        if output is not None:
+            write_json(verdict, output)
+        if junit_out is not None:
+            _write_junit(junit_out, [{"name": train, "status": "ok", **verdict}], opts)
+    if to_stdout:
+        print_json(verdict)
     if fail_on is not None and verdict["verdict"] == fail_on:
         raise GateTripped(f"verdict is {fail_on} (--fail-on {fail_on})")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from kcheck.cli.options import memory_limit_option, output_option, quiet_option
-from kcheck.cli.outputs import refuse_input_as_output
+from kcheck.cli.outputs import prepare_outputs, refuse_input_as_output
 from kcheck.cli.ui import Ui
 from kcheck.defaults import DEFAULT_SCALING, SCALINGS
 
@@ -92,28 +92,29 @@ def expand(
         raise click.UsageError("-r and --fit-scaling cannot be used together")
     if output != "-":
         refuse_input_as_output(output, "-o", [file, range_path, fit_scaling, from_check, spec])
-    scaler = core.scaler_for(
-        range_path,
-        fit_scaling,
-        scaling=scaling,
-        zero_based=zero_based,
-        memory_limit=memory_limit,
-    )
-    width = int(scaler.n_features)
-    if spec is not None:
-        term_spec = core.read_spec(spec, width=width)
-    elif from_check is not None:
-        assert top is not None
-        pairs = core.terms_from_check(
-            from_check, top, width, zero_based=zero_based, memory_limit=memory_limit
+    with prepare_outputs([(output, "-o")]):
+        scaler = core.scaler_for(
+            range_path,
+            fit_scaling,
+            scaling=scaling,
+            zero_based=zero_based,
+            memory_limit=memory_limit,
         )
-        term_spec = core.TermSpec(width, pairs)
-    else:
-        assert terms is not None
-        term_spec = core.TermSpec(width, core.parse_terms(terms, width, zero_based=zero_based))
-    rows = core.expand_file(
-        file, output, term_spec, scaler, zero_based=zero_based, memory_limit=memory_limit
-    )
+        width = int(scaler.n_features)
+        if spec is not None:
+            term_spec = core.read_spec(spec, width=width)
+        elif from_check is not None:
+            assert top is not None
+            pairs = core.terms_from_check(
+                from_check, top, width, zero_based=zero_based, memory_limit=memory_limit
+            )
+            term_spec = core.TermSpec(width, pairs)
+        else:
+            assert terms is not None
+            term_spec = core.TermSpec(width, core.parse_terms(terms, width, zero_based=zero_based))
+        rows = core.expand_file(
+            file, output, term_spec, scaler, zero_based=zero_based, memory_limit=memory_limit
+        )
     if output != "-":
         ui.info(
             f"kcheck: {rows:,} rows of {file} with {len(term_spec.terms)} products at "

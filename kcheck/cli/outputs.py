@@ -1,17 +1,18 @@
-"""Where a command's data goes: the JSON destination, atomic writes, and refusing to write over
-an input or over another output."""
+"""Where a command's data goes: the JSON destination, its output paths checked before the work
+and committed as one set after it, and refusing to write over an input or another output."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import stat
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
-from kcheck.atomic import atomic_open
-from kcheck.errors import KcheckError
+from kcheck.atomic import OutputSet, atomic_open, no_reader
+from kcheck.errors import KcheckError, printable
 
 #: Standard streams that were closed when kcheck started (see app.guard_standard_streams).
 closed_streams: set[str] = set()
@@ -22,15 +23,13 @@ def json_destination(output: str | None, as_json: bool) -> tuple[str | None, boo
 
     ``-o -`` is stdout. Without ``-o``, the JSON goes to stdout when asked (``--json``) or when
     stdout is not a terminal, ``-q`` or not: ``-o FILE -q`` is the silent form. A closed stdout
-    is refused now rather than after the work.
+    is refused now rather than after the work (and the file by :func:`prepare_outputs`).
     """
     if output == "-":
         output, as_json = None, True
     to_stdout = as_json or (output is None and not sys.stdout.isatty())
     if to_stdout:
         require_stdout()
-    if output is not None:
-        check_writable(output, "-o")
     return output, to_stdout
 
 
@@ -39,22 +38,79 @@ def require_stdout() -> None:
         raise KcheckError("stdout is closed, so there is nowhere to write the JSON; use -o FILE")
 
 
-def emit_json(data: dict[str, Any], out_path: str | None, to_stdout: bool) -> None:
-    """JSON to ``out_path`` (atomically, indented) and/or stdout (one line, for jq and JSONL)."""
-    if out_path is not None:
-        with atomic_open(out_path) as f:
-            f.write(json.dumps(data, indent=2) + "\n")
-    if to_stdout:
-        sys.stdout.write(json.dumps(data) + "\n")
-        sys.stdout.flush()
+def write_json(data: dict[str, Any], out_path: str) -> None:
+    """The JSON to ``out_path``, indented, atomically (staged in the command's set)."""
+    with atomic_open(out_path) as f:
+        f.write(json.dumps(data, indent=2) + "\n")
 
 
-def check_writable(path: str, option: str) -> None:
-    directory = os.path.dirname(os.path.abspath(path))
+def print_json(data: dict[str, Any]) -> None:
+    """The JSON on stdout, one line (for jq and JSON lines)."""
+    sys.stdout.write(json.dumps(data) + "\n")
+    sys.stdout.flush()
+
+
+def prepare_outputs(declared: Iterable[tuple[str | None, str]]) -> OutputSet:
+    """Check every output path of a command, ``(path, option)`` (None: not asked; ``-``:
+    stdout), before its work starts; return the set that commits them together after it.
+
+    Refused at once, with one line (KcheckError, exit 2): an empty name, a directory, a file
+    under /proc or /sys, a missing or read-only directory. A device or FIFO (``/dev/null``,
+    ``/dev/stdout``, ``-o >(jq ...)``) is opened now, without waiting: a FIFO that no process
+    reads is refused, and it is written in place at the commit.
+
+    Use the set as a context manager around the work and every write: each output written
+    inside is staged, and where the block ends normally all are committed as one set (before
+    the command raises the exit code of a gate or a batch's errors); where it raises (a bad
+    input, an output that fails, an interrupt) none is.
+    """
+    group = OutputSet()
+    try:
+        for path, option in declared:
+            if path is not None and path != "-":
+                _check_output(path, option, group)
+    except BaseException:
+        group.close()
+        raise
+    return group
+
+
+#: File systems whose files are the kernel's interfaces, never a place for output.
+_KERNEL_TREES = ("/proc", "/sys")
+
+
+def _check_output(path: str, option: str, group: OutputSet) -> None:
+    """Refuse ``path`` for ``option`` where it cannot be written (see :func:`prepare_outputs`);
+    reserve it in ``group`` where it is a device or pipe."""
+    if path == "":
+        raise KcheckError(f"{option}: the file name is empty")
+    shown = f"{option} {printable(path)}"
+    try:
+        mode: int | None = os.stat(path).st_mode
+    except OSError:
+        mode = None  # a new file (or a dangling link): its directory decides
+    if mode is not None and stat.S_ISDIR(mode):
+        raise KcheckError(f"{shown}: cannot write there: {os.strerror(errno.EISDIR)}")
+    if mode is not None and not stat.S_ISREG(mode):
+        try:
+            group.reserve(path)
+        except OSError as e:
+            if no_reader(path, e):
+                raise KcheckError(
+                    f"{shown}: a FIFO that no process reads; start its reader first"
+                ) from None
+            raise KcheckError(f"{shown}: cannot write there: {e.strerror or e}") from None
+        return
+    real = os.path.realpath(path)
+    if any(real == tree or real.startswith(tree + "/") for tree in _KERNEL_TREES):
+        raise KcheckError(f"{shown}: cannot write a file under /proc or /sys")
+    directory = os.path.dirname(real)
     if not os.path.isdir(directory):
-        raise KcheckError(f"{option} {path}: cannot write there: No such file or directory")
-    if not os.access(directory, os.W_OK):
-        raise KcheckError(f"{option} {path}: cannot write there: Permission denied")
+        raise KcheckError(f"{shown}: cannot write there: No such file or directory")
+    if not os.access(directory, os.W_OK | os.X_OK):
+        readonly = hasattr(os, "ST_RDONLY") and os.statvfs(directory).f_flag & os.ST_RDONLY
+        why = "Read-only file system" if readonly else "Permission denied"
+        raise KcheckError(f"{shown}: cannot write there: {why}")
 
 
 def _same_file(a: str, b: str) -> bool:

@@ -8,7 +8,7 @@ import click
 
 from kcheck.atomic import atomic_open
 from kcheck.cli.options import Size, output_option, quiet_option
-from kcheck.cli.outputs import refuse_input_as_output
+from kcheck.cli.outputs import prepare_outputs, refuse_input_as_output
 from kcheck.cli.ui import Ui
 
 
@@ -73,28 +73,31 @@ def predict(
     if output is not None:
         inputs = [model, file, range_path if range_path is not None else model + ".range"]
         refuse_input_as_output(output, "-o", inputs)
-    result = ui.run(
-        lambda progress: predicting.predict_file(
-            model,
-            file,
-            range_path=range_path,
-            scale=not no_scale,
-            probability=probability == "1",
-            zero_based=zero_based,
-            progress=progress if ui.interactive else None,
-            memory_limit=memory_limit,
+    with prepare_outputs([(output, "-o")]):
+        result = ui.run(
+            lambda progress: predicting.predict_file(
+                model,
+                file,
+                range_path=range_path,
+                scale=not no_scale,
+                probability=probability == "1",
+                zero_based=zero_based,
+                progress=progress if ui.interactive else None,
+                memory_limit=memory_limit,
+            )
         )
-    )
-    if result.probabilities is not None:
-        assert result.classes is not None
-        text = predicting.format_probabilities(result.classes, result.labels, result.probabilities)
-    else:
-        text = predicting.format_labels(result.labels)
-    if output is None:
-        sys.stdout.write(text)
-        sys.stdout.flush()
-    else:
-        with atomic_open(output) as f:
-            f.write(text)
+        if result.probabilities is not None:
+            assert result.classes is not None
+            text = predicting.format_probabilities(
+                result.classes, result.labels, result.probabilities
+            )
+        else:
+            text = predicting.format_labels(result.labels)
+        if output is None:
+            sys.stdout.write(text)
+            sys.stdout.flush()
+        else:
+            with atomic_open(output) as f:
+                f.write(text)
     if result.accuracy is not None:
         ui.info(f"Accuracy = {100 * result.accuracy:g}% ({result.correct}/{result.rows})")

@@ -8,7 +8,7 @@ import click
 
 from kcheck.atomic import write_text
 from kcheck.cli.options import output_option, quiet_option
-from kcheck.cli.outputs import refuse_input_as_output
+from kcheck.cli.outputs import prepare_outputs, refuse_input_as_output
 from kcheck.cli.ui import Ui
 
 
@@ -31,6 +31,7 @@ def report(results: str, output: str, title: str | None, quiet: bool) -> None:
 
     ui = Ui(quiet)
     refuse_input_as_output(output, "-o", [results])
-    rows = read_lines(results)
-    write_text(output, render(rows, title or os.path.basename(results)), "report")
+    with prepare_outputs([(output, "-o")]):
+        rows = read_lines(results)
+        write_text(output, render(rows, title or os.path.basename(results)), "report")
     ui.info(f"kcheck: {len(rows)} data sets and files in {output}")

@@ -9,9 +9,9 @@ from typing import IO, TYPE_CHECKING
 
 import click
 
-from kcheck.atomic import atomic_paths
+from kcheck.atomic import OutputSet, atomic_paths
 from kcheck.cli.options import memory_limit_option, output_option, quiet_option
-from kcheck.cli.outputs import refuse_input_as_output
+from kcheck.cli.outputs import prepare_outputs, refuse_input_as_output
 from kcheck.cli.ui import Ui
 from kcheck.errors import KcheckError
 
@@ -108,7 +108,8 @@ def scale(
         zero_based=zero_based,
         memory_limit=memory_limit,
     )
-    _write(core.scaled(config, warn=None if quiet else _warn), output, save_range)
+    with prepare_outputs([(output, "-o"), (save_range, "-s")]) as staged:
+        _write(core.scaled(config, warn=None if quiet else _warn), output, save_range, staged)
 
 
 def _refuse_together(
@@ -136,18 +137,20 @@ def _warn(message: str) -> None:
     sys.stderr.write(message + "\n")
 
 
-def _write(out: Scaled, output: str | None, save_range: str | None) -> None:
+def _write(out: Scaled, output: str | None, save_range: str | None, staged: OutputSet) -> None:
     """The scaled text to stdout, or to ``-o``'s file; and ``-s``'s range file.
 
     Files are written atomically and together: ``-o FILE -s RANGE`` replaces both or neither
     (a failure or an interrupt leaves the old pair, never a new range beside old data). On
-    stdout, the range file is written first, as svm-scale writes it before printing.
+    stdout, the range file is written first (committed from ``staged``, the command's set),
+    as svm-scale writes it before printing.
     """
     from kcheck.scaling import write_range_file
 
     if output is None or output == "-":
         if save_range is not None:
             write_range_file(save_range, out.scaler)
+            staged.commit()
         _text_to(sys.stdout, out.blocks)
         sys.stdout.flush()
         return

@@ -22,7 +22,13 @@ from kcheck.cli.options import (
     quiet_option,
     scheduler_option,
 )
-from kcheck.cli.outputs import emit_json, json_destination, refuse_input_as_output
+from kcheck.cli.outputs import (
+    json_destination,
+    prepare_outputs,
+    print_json,
+    refuse_input_as_output,
+    write_json,
+)
 from kcheck.cli.render import verify_summary, verify_table
 from kcheck.cli.ui import Ui
 from kcheck.defaults import SCALINGS, Event
@@ -131,40 +137,44 @@ def verify(
     output, to_stdout = json_destination(output, as_json)
     if output is not None:
         refuse_input_as_output(output, "-o", [train, test, check_json])
-    session = None
-    if scheduler is not None:
-        from kcheck.cluster import Session
+    with prepare_outputs([(output, "-o")]):
+        session = None
+        if scheduler is not None:
+            from kcheck.cluster import Session
 
-        # Reach the cluster (or start local:N) before any work: a bad address fails at once.
-        session = Session(scheduler, memory_limit)
-    try:
-        config = verifying.VerifyConfig(
-            train=train,
-            test=test,
-            jobs=jobs if jobs is not None else (os.cpu_count() or 1),
-            max_rows=max_rows,
-            scaling=scaling,
-            seed=seed,
-            epsilon=epsilon,
-            metric=metric,
-            check_json=check_json,
-            zero_based=zero_based,
-            memory_limit=memory_limit,
-            scheduler=None if session is None else session.address,
-        ).validated()
-        result = ui.run(lambda progress: verifying.verify(config, announcing(ui, progress)))
-    except BaseException:
-        if session is not None:
-            # Ctrl-C: the grid runs in a worker thread; cancel its tasks from here.
-            from kcheck.cluster import end_all_sessions
+            # Reach the cluster (or start local:N) before any work: a bad address fails at once.
+            session = Session(scheduler, memory_limit)
+        try:
+            config = verifying.VerifyConfig(
+                train=train,
+                test=test,
+                jobs=jobs if jobs is not None else (os.cpu_count() or 1),
+                max_rows=max_rows,
+                scaling=scaling,
+                seed=seed,
+                epsilon=epsilon,
+                metric=metric,
+                check_json=check_json,
+                zero_based=zero_based,
+                memory_limit=memory_limit,
+                scheduler=None if session is None else session.address,
+            ).validated()
+            result = ui.run(lambda progress: verifying.verify(config, announcing(ui, progress)))
+        except BaseException:
+            if session is not None:
+                # Ctrl-C: the grid runs in a worker thread; cancel its tasks from here.
+                from kcheck.cluster import end_all_sessions
 
-            end_all_sessions()
-        raise
-    finally:
-        if session is not None:
-            session.close()
-    _show_verify(ui, result)
-    emit_json(result, output, to_stdout=to_stdout)
+                end_all_sessions()
+            raise
+        finally:
+            if session is not None:
+                session.close()
+        _show_verify(ui, result)
+        if output is not None:
+            write_json(result, output)
+    if to_stdout:
+        print_json(result)
     if result["confirms"] is False:
         raise GateTripped(
             f"the reference does not confirm the check's verdict: {result['check']['verdict']} "
