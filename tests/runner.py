@@ -1,9 +1,11 @@
 """Running ``python -m kcheck`` as users do, for the tests that need a real process.
 
-One runner for the hostile-input, fault and limit tests: an optional address-space cap (a
-runaway allocation fails the test instead of hurting the machine), an optional loss of root's
-file-access override (so permission errors can be tested as root), and a hard timeout that
-kills the whole process group and fails the test.
+One runner for every test that runs kcheck to its end: :func:`kcheck` (``run_kcheck`` under
+it), with an optional address-space cap (a runaway allocation fails the test instead of
+hurting the machine), an optional loss of root's file-access override (so permission errors
+can be tested as root), and a hard timeout that kills the whole process group and fails the
+test. One assertion for a refusal, :func:`one_error_line`. Runs that a test must watch or
+interrupt start with :func:`start_kcheck`.
 """
 
 from __future__ import annotations
@@ -17,21 +19,28 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+#: The project's root: the working directory of a run unless a test gives another.
+ROOT = Path(__file__).resolve().parent.parent
+
 
 @dataclass
 class Run:
+    """A finished run: its exit code, stdout as bytes, stderr as text (an undecodable byte
+    replaced; ``stderr_bytes`` as written)."""
+
     args: tuple[str, ...]
     code: int
     stdout: bytes
     stderr: str
     seconds: float = 0.0
+    raw_stderr: bytes | None = None
 
     def describe(self) -> str:
         return (
@@ -43,15 +52,60 @@ class Run:
     def json(self) -> Any:
         return json.loads(self.stdout)
 
+    @property
+    def returncode(self) -> int:
+        """``code``, under subprocess's name."""
+        return self.code
+
+    @property
+    def stdout_text(self) -> str:
+        """stdout decoded (an undecodable byte replaced)."""
+        return self.stdout.decode("utf-8", "replace")
+
+    @property
+    def stderr_bytes(self) -> bytes:
+        """stderr as the process wrote it."""
+        return self.stderr.encode() if self.raw_stderr is None else self.raw_stderr
+
 
 #: A log line of a stage starting or ending (kcheck.cli.ui.StageLog, off a terminal): progress,
 #: not part of an error or of the result. It may wrap onto an indented line.
 _STAGE_LINE = re.compile(r"^(kcheck: (?!error: |interrupted$|terminated$)|  \S)")
 
 
-def without_stage_lines(stderr: str) -> list[str]:
-    """The non-blank lines of ``stderr`` that are not a stage's log lines."""
-    return [x for x in stderr.splitlines() if x.strip() and not _STAGE_LINE.match(x)]
+def without_stage_lines(stderr: str, *, keep_warnings: bool = False) -> list[str]:
+    """The non-blank lines of ``stderr`` that are not a stage's log lines (nor warnings,
+    unless ``keep_warnings``)."""
+
+    def dropped(line: str) -> bool:
+        warning = line.startswith("kcheck: warning: ")
+        return bool(_STAGE_LINE.match(line)) and not (keep_warnings and warning)
+
+    return [x for x in stderr.splitlines() if x.strip() and not dropped(x)]
+
+
+def one_error_line(
+    run_or_stderr: Run | str, *fragments: str, code: int | None = 2, stages: bool = True
+) -> str:
+    """Assert that a run was refused with one ``kcheck: error: ...`` line holding every
+    fragment, and return that line.
+
+    A :class:`Run` must have ended with ``code`` (given its stderr alone, the exit code is
+    the caller's to check). Nothing may be a traceback. With ``stages``, the stages' log
+    lines (off a terminal, the stages that ran before the error have them) may come with it,
+    but no warning; without, the line is all of stderr.
+    """
+    run = run_or_stderr if isinstance(run_or_stderr, Run) else None
+    stderr = run_or_stderr if run is None else run.stderr
+    said = run.describe() if run is not None else stderr
+    if run is not None and code is not None:
+        assert run.code == code, said
+    assert "Traceback" not in stderr, said
+    lines = without_stage_lines(stderr, keep_warnings=True) if stages else stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("kcheck: error: "), said
+    for fragment in fragments:
+        assert fragment in lines[0], said
+    return lines[0]
 
 
 def drop_file_access_override() -> None:
@@ -89,16 +143,18 @@ def run_kcheck(
     env: dict[str, str] | None = None,
     stdout: Any = subprocess.PIPE,
     stdin: Any = None,
+    input: bytes | None = None,
     cwd: Path | None = None,
     during: Callable[[subprocess.Popen], None] | None = None,
 ) -> Run:
-    """Run ``python -m kcheck ARGS``; kill it (and its children) and fail the test if it does
-    not end within ``timeout`` seconds."""
+    """Run ``python -m kcheck ARGS`` (``input`` written to its stdin, else ``stdin`` is its
+    stdin); kill it (and its children) and fail the test if it does not end within
+    ``timeout`` seconds."""
     t0 = time.monotonic()
     proc = subprocess.Popen(
         [sys.executable, "-m", "kcheck", *args],
         stdout=stdout,
-        stdin=stdin,
+        stdin=subprocess.PIPE if input is not None else stdin,
         stderr=subprocess.PIPE,
         cwd=cwd,
         env=env,
@@ -108,7 +164,7 @@ def run_kcheck(
     try:
         if during is not None:
             during(proc)
-        out, err = proc.communicate(timeout=timeout)
+        out, err = proc.communicate(input=input, timeout=timeout)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.communicate()
@@ -123,7 +179,46 @@ def run_kcheck(
         out or b"",
         err.decode("utf-8", "replace"),
         time.monotonic() - t0,
+        err,
     )
+
+
+def kcheck(
+    *args: object,
+    code: int | Collection[int] | None = None,
+    cwd: Path | str | None = ROOT,
+    env: Mapping[str, str | None] | None = None,
+    timeout: float = 600,
+    **options: Any,
+) -> Run:
+    """Run ``python -m kcheck ARGS`` (each argument through ``str``) in ``cwd``, the project's
+    root unless given, and return the finished :class:`Run`.
+
+    ``env`` holds variables set over this process's environment (``None`` unsets one).
+    ``code``, where given, is the exit code (or the codes) the run must end with, and then
+    nothing on stderr may be a traceback. ``options`` go to :func:`run_kcheck`: ``input``,
+    ``stdin``, ``stdout``, ``address_space``, ``drop_root``, ``during``.
+    """
+    full = None
+    if env is not None:
+        full = dict(os.environ)
+        for name, value in env.items():
+            if value is None:
+                full.pop(name, None)
+            else:
+                full[name] = value
+    run = run_kcheck(
+        [str(a) for a in args],
+        timeout=timeout,
+        cwd=None if cwd is None else Path(cwd),
+        env=full,
+        **options,
+    )
+    if code is not None:
+        codes = (code,) if isinstance(code, int) else tuple(code)
+        assert run.code in codes, run.describe()
+        assert "Traceback" not in run.stderr, run.describe()
+    return run
 
 
 def descendants(pid: int) -> set[int]:

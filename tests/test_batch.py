@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from runner import alive, descendants, startup_seconds, wait_for
+from runner import Run, alive, descendants, kcheck, startup_seconds, wait_for
 
 from kcheck import batch
 from kcheck.batch import DataSet, discover, name_skip_reason, sniff, strip_compression
@@ -33,21 +33,11 @@ from kcheck.verdict import without_timing
 FAST = ("--checkers", "multilinear", "--exact", "never")
 
 
-def kcheck(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "kcheck", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        cwd=Path(__file__).parent.parent,
-    )
-
-
 def lines_of(path: Path) -> list[dict[str, Any]]:
     return [json.loads(x) for x in path.read_text().splitlines()]
 
 
-def assert_batch_failed(r: subprocess.CompletedProcess[str]) -> None:
+def assert_batch_failed(r: Run) -> None:
     """Exit code 3. Until main() maps BatchFailed, the contract is that BatchFailed escapes."""
     assert r.returncode == 3 or (r.returncode == 1 and "BatchFailed" in r.stderr), r.stderr
 
@@ -252,7 +242,7 @@ def serial_run(data_dir, tmp_path_factory):
 def test_serial_run_lines_and_summary(serial_run, data_dir):
     r, out = serial_run
     assert_batch_failed(r)  # the broken file
-    assert r.stdout == ""
+    assert r.stdout == b""
     lines = {x["name"]: x for x in lines_of(out) if x["status"] != "skipped"}
     assert sorted(lines) == NAMES
     for name in NAMES:
@@ -693,13 +683,7 @@ def test_files_from_a_list_and_from_stdin(issue_dir, tmp_path):
     r = kcheck("batch", "--files-from", str(listing), *FAST)
     assert r.returncode == 0, r.stderr
     assert [json.loads(x)["name"] for x in r.stdout.splitlines()] == ["sg", "fc"]
-    r = subprocess.run(
-        [sys.executable, "-m", "kcheck", "batch", "--files-from", "-", *FAST],
-        input=f"{issue_dir / 'fc'}\n",
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    r = kcheck("batch", "--files-from", "-", *FAST, input=f"{issue_dir / 'fc'}\n".encode())
     assert r.returncode == 0, r.stderr
     assert [json.loads(x)["name"] for x in r.stdout.splitlines()] == ["fc"]
     r = kcheck("batch", "-", "--files-from", "-")
@@ -710,12 +694,7 @@ def test_files_from_a_list_and_from_stdin(issue_dir, tmp_path):
 def test_a_bare_dash_is_data_on_stdin(issue_dir, tmp_path):
     (issue_dir / "broken.svm").unlink()
     data = (Path(__file__).parent.parent / "datasets" / "fourclass").read_bytes()
-    r = subprocess.run(
-        [sys.executable, "-m", "kcheck", "batch", "-", str(issue_dir / "sg"), "-j", "2", *FAST],
-        input=data,
-        capture_output=True,
-        timeout=600,
-    )
+    r = kcheck("batch", "-", str(issue_dir / "sg"), "-j", "2", *FAST, input=data)
     assert r.returncode == 0, r.stderr
     lines = {x["name"]: x for x in map(json.loads, r.stdout.splitlines())}
     assert lines["<stdin>"]["data"]["rows"] == 862 and lines["<stdin>"]["verdict"] == "kernel"
@@ -725,13 +704,7 @@ def test_a_bare_dash_is_data_on_stdin(issue_dir, tmp_path):
 @pytest.mark.slow
 def test_dash_o_is_stdout_not_a_file(issue_dir, tmp_path):
     (issue_dir / "broken.svm").unlink()
-    r = subprocess.run(
-        [sys.executable, "-m", "kcheck", "batch", str(issue_dir), "-o", "-", *FAST],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=tmp_path,
-    )
+    r = kcheck("batch", str(issue_dir), "-o", "-", *FAST, cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert [json.loads(x)["name"] for x in r.stdout.splitlines()] == ["sg"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bd"]

@@ -14,18 +14,9 @@ from pathlib import Path
 
 import pytest
 from conftest import DATASETS, ROOT, require_tool
+from runner import kcheck
 
 FAST = ("--checkers", "multilinear", "--exact", "never")
-
-
-def kcheck(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "kcheck", *args],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=cwd,
-    )
 
 
 def lines_of(path: Path) -> list[dict]:
@@ -59,7 +50,7 @@ def test_ci_scenario(data: Path, tmp_path: Path) -> None:
     r = kcheck("batch", str(data), "-o", str(out), "--fail-on", "kernel", "-q", *FAST)
     # Errors take precedence over the gate: 3, not 1 (and never 0).
     assert r.returncode == 3, r.stderr
-    assert r.stdout == ""
+    assert r.stdout == b""
     assert r.stderr.splitlines() == [
         "kcheck: 2 of 4 data sets could not be checked: corrupt.svm, empty.svm"
     ]

@@ -11,19 +11,9 @@ import time
 
 import numpy as np
 import pytest
-from runner import cpu_seconds, slowdown, wait_for, without_stage_lines
+from runner import cpu_seconds, kcheck, slowdown, wait_for, without_stage_lines
 
 from kcheck.data import write_libsvm
-
-
-def kcheck(*args: str, input: bytes | None = None, cwd=None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "kcheck", *args],
-        capture_output=True,
-        input=input,
-        cwd=cwd,
-        timeout=600,
-    )
 
 
 @pytest.mark.slow
@@ -39,7 +29,7 @@ def test_check_prints_json_when_piped(datasets):
 @pytest.mark.slow
 def test_quiet_silences_stderr(datasets):
     r = kcheck("check", str(datasets / "heart_scale"), "-q")
-    assert r.returncode == 0 and r.stderr == b""
+    assert r.returncode == 0 and r.stderr == ""
     assert json.loads(r.stdout)["verdict"] in ("linear", "kernel")
 
 
@@ -47,10 +37,10 @@ def test_quiet_silences_stderr(datasets):
 def test_fail_on_gate(datasets):
     tripped = kcheck("check", str(datasets / "fourclass"), "--fail-on", "kernel", "-q")
     # -q is the silent form: the exit code alone says the gate tripped.
-    assert tripped.returncode == 1 and tripped.stderr == b""
+    assert tripped.returncode == 1 and tripped.stderr == ""
     loud = kcheck("check", str(datasets / "fourclass"), "--fail-on", "kernel", "--exact", "never")
     assert loud.returncode == 1
-    assert loud.stderr.decode().splitlines()[-1] == "kcheck: verdict is kernel (--fail-on kernel)"
+    assert loud.stderr.splitlines()[-1] == "kcheck: verdict is kernel (--fail-on kernel)"
     passed = kcheck("check", str(datasets / "fourclass"), "--fail-on", "linear", "-q")
     assert passed.returncode == 0
 
@@ -71,7 +61,7 @@ def test_bad_input_names_file_and_line(tmp_path):
     bad.write_text("1 1:0.5 2:1\n-1 1:0.25\n1 3;0.5\n")
     r = kcheck("check", str(bad))
     assert r.returncode == 2
-    err = r.stderr.decode()
+    err = r.stderr
     assert f"{bad}:3:" in err and "Traceback" not in err
     assert len(without_stage_lines(err)) == 1
     assert r.stdout == b""
@@ -93,7 +83,7 @@ def test_usage_errors_exit_2_without_traceback(datasets, args):
     args = [a.replace("{heart}", str(datasets / "heart_scale")) for a in args]
     r = kcheck(*args)
     assert r.returncode == 2, r.stderr
-    assert b"Traceback" not in r.stderr and r.stderr.strip()
+    assert "Traceback" not in r.stderr and r.stderr.strip()
 
 
 @pytest.mark.slow
@@ -101,7 +91,7 @@ def test_single_class_file_is_refused(tmp_path):
     path = tmp_path / "one.svm"
     write_libsvm(str(path), np.ones(40), np.eye(40))
     r = kcheck("check", str(path))
-    assert r.returncode == 2 and b"two classes" in r.stderr
+    assert r.returncode == 2 and "two classes" in r.stderr
 
 
 @pytest.mark.slow
@@ -117,7 +107,7 @@ def test_version_and_help():
     assert r.returncode == 0 and b"--fail-on" in r.stdout
     # Bare kcheck asks what there is: the help, on stdout, and no error.
     bare = kcheck()
-    assert bare.returncode == 0 and bare.stderr == b"", bare.stderr
+    assert bare.returncode == 0 and bare.stderr == "", bare.stderr
     assert bare.stdout == kcheck("--help").stdout and b"Commands:" in bare.stdout
 
 
@@ -263,9 +253,9 @@ def test_scale_warns_like_svm_scale_when_sparse_data_densifies(tmp_path):
     data.write_text("1 1:1 5:2\n-1 2:3\n1 3:1 4:4\n")
     r = kcheck("scale", str(data))
     assert r.returncode == 0
-    assert b"use -l 0" in r.stderr
+    assert "use -l 0" in r.stderr
     quiet = kcheck("scale", "-l", "0", str(data))
-    assert quiet.returncode == 0 and quiet.stderr == b""
+    assert quiet.returncode == 0 and quiet.stderr == ""
 
 
 @pytest.mark.slow
@@ -276,7 +266,7 @@ def test_scale_output_file_is_atomic_and_usage_errors(datasets, tmp_path):
     assert out.read_text().count("\n") == 270
     assert kcheck("scale", str(datasets / "heart_scale"), "-s", "a", "-r", "b").returncode == 2
     missing = kcheck("scale", "-r", str(tmp_path / "none.range"), str(datasets / "heart_scale"))
-    assert missing.returncode == 2 and b"none.range" in missing.stderr
+    assert missing.returncode == 2 and "none.range" in missing.stderr
 
 
 @pytest.fixture
@@ -302,9 +292,9 @@ def test_quiet_silences_warnings_and_the_json_keeps_them(datasets, wide_test_fil
     ]
     loud = kcheck(*args)
     assert loud.returncode == 0, loud.stderr
-    assert loud.stderr.decode().count("dropped 1 value(s)") == 1
+    assert loud.stderr.count("dropped 1 value(s)") == 1
     quiet = kcheck(*args, "-q")
-    assert quiet.returncode == 0 and quiet.stderr == b""
+    assert quiet.returncode == 0 and quiet.stderr == ""
     warnings = json.loads(quiet.stdout)["warnings"]
     assert any("dropped 1 value(s)" in w for w in warnings)
 
@@ -319,13 +309,13 @@ def test_quiet_batch_keeps_warnings_in_its_lines(datasets, wide_test_file, tmp_p
     r = kcheck(
         "batch", str(d), "-o", str(out), "-q", "--checkers", "multilinear", "--exact", "never"
     )
-    assert r.returncode == 0 and r.stderr == b"" and r.stdout == b""
+    assert r.returncode == 0 and r.stderr == "" and r.stdout == b""
     line = json.loads(out.read_text())
     assert any("dropped 1 value(s)" in w for w in line["warnings"])
     loud = kcheck("batch", str(d), "-o", str(out), "--checkers", "multilinear", "--exact", "never")
     # Laid out for the log's width, the warning may wrap anywhere in its words (where depends
     # on the temporary path's length).
-    assert "dropped 1 value(s)" in " ".join(loud.stderr.decode().split())
+    assert "dropped 1 value(s)" in " ".join(loud.stderr.split())
 
 
 @pytest.mark.slow

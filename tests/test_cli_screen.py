@@ -16,17 +16,16 @@ from pathlib import Path
 import click
 import numpy as np
 import pytest
+import runner
+from runner import Run
 
 from kcheck import __version__
 from kcheck.data import write_libsvm
 
 
-def kcheck(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    full = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
-    full.update(env or {})
-    return subprocess.run(
-        [sys.executable, "-m", "kcheck", *args], capture_output=True, env=full, timeout=600
-    )
+def kcheck(*args: str, env: dict[str, str] | None = None) -> Run:
+    """``python -m kcheck ARGS`` in a log: COLUMNS unset unless ``env`` sets it."""
+    return runner.kcheck(*args, env={"COLUMNS": None, **(env or {})})
 
 
 @pytest.mark.slow
@@ -35,7 +34,7 @@ def test_log_output_is_unpadded_and_keeps_every_number(datasets, columns):
     env = {"COLUMNS": columns} if columns else {}
     r = kcheck("check", str(datasets / "fourclass"), "--exact", "always", env=env)
     assert r.returncode == 0, r.stderr
-    err = r.stderr.decode()
+    err = r.stderr
     lines = err.splitlines()
     assert all(line == line.rstrip() for line in lines), "lines padded with spaces"
     assert "…" not in err
@@ -60,7 +59,7 @@ def test_batch_and_verify_in_a_narrow_log(datasets, tmp_path):
         "batch", str(d), "-o", str(tmp_path / "o.jsonl"), "--exact", "never", env={"COLUMNS": "60"}
     )
     assert r.returncode == 0, r.stderr
-    err = r.stderr.decode()
+    err = r.stderr
     assert "…" not in err and all(x == x.rstrip() for x in err.splitlines())
     assert re.search(r"fourclass\s+kernel\s+(\S+\s+)?\+29\.17", err), err
     v = kcheck(
@@ -73,7 +72,7 @@ def test_batch_and_verify_in_a_narrow_log(datasets, tmp_path):
         env={"COLUMNS": "60"},
     )
     assert v.returncode == 0, v.stderr
-    out = v.stderr.decode()
+    out = v.stderr
     assert "…" not in out and max(len(x) for x in out.splitlines()) <= 60
     assert re.search(r"C=2\^-?\d+", out) and "g=2^" in out
 
@@ -93,13 +92,13 @@ def test_batch_and_verify_in_a_narrow_log(datasets, tmp_path):
 def test_one_error_style_naming_the_option(datasets, args, option):
     r = kcheck(*[a.replace("{heart}", str(datasets / "heart_scale")) for a in args])
     assert r.returncode == 2
-    err = r.stderr.decode()
+    err = r.stderr
     assert len(err.strip().splitlines()) == 1, err
     assert err.startswith("kcheck: error: ") and option in err and "Usage:" not in err
 
 
 def test_epsilon_as_points_gets_a_hint(datasets):
-    err = kcheck("check", str(datasets / "heart_scale"), "--epsilon", "2").stderr.decode()
+    err = kcheck("check", str(datasets / "heart_scale"), "--epsilon", "2").stderr
     assert "0.02" in err and "fraction" in err
 
 
@@ -178,7 +177,7 @@ def skipping_checkers(datasets: Path) -> list[str]:
 def test_sizes_are_shown_in_a_unit_that_shows_them(datasets):
     r = kcheck(*skipping_checkers(datasets))
     assert r.returncode == 0, r.stderr
-    err = r.stderr.decode()
+    err = r.stderr
     assert "skipped" in err and "MiB" in err
     assert not re.search(r"\b0\.0+ GiB", err + r.stdout.decode())
 
@@ -295,6 +294,6 @@ def test_notes_wrap_at_words_on_a_terminal_and_stay_one_line_in_a_log(datasets):
     lines = [line.rstrip() for line in re.split(r"[\r\n]+", text)]  # progress redraws with \r
     assert any("skipped" in line for line in lines), text
     assert all(len(line) <= 60 for line in lines), text
-    log = kcheck(*skipping_checkers(datasets), env={"COLUMNS": "60"}).stderr.decode()
+    log = kcheck(*skipping_checkers(datasets), env={"COLUMNS": "60"}).stderr
     one = [line for line in log.splitlines() if "skipped" in line and "MiB" in line]
     assert one and len(one[0]) > 60, log

@@ -5,28 +5,20 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import DATASETS, ROOT, require_tool
-from runner import run_kcheck
+import runner
+from conftest import DATASETS, require_tool
+from runner import Run
 
 from kcheck.data import read_libsvm
 
 
-def kcheck(*args: object, code: int = 0, stdin: bytes | None = None) -> subprocess.CompletedProcess:
-    run = subprocess.run(
-        [sys.executable, "-m", "kcheck", *map(str, args)],
-        cwd=ROOT,
-        capture_output=True,
-        input=stdin,
-        timeout=600,
-    )
-    assert run.returncode == code, run.stderr.decode()
-    assert b"Traceback" not in run.stderr
-    return run
+def kcheck(*args: object, code: int = 0) -> Run:
+    """``python -m kcheck ARGS``, which must end with ``code`` and no traceback."""
+    return runner.kcheck(*args, code=code)
 
 
 def write_svm(path: Path, X: np.ndarray, y: np.ndarray) -> Path:
@@ -95,11 +87,11 @@ def test_from_check_takes_the_top_terms(tmp_path: Path) -> None:
     bad = kcheck(
         "expand", data, "--from-check", verdict, "--top", "99", "--fit-scaling", data, code=2
     )
-    assert "lists only" in bad.stderr.decode()
+    assert "lists only" in bad.stderr
     plain = tmp_path / "plain.json"
     kcheck("check", data, "--exact", "never", "-o", plain, "-q")
     bad = kcheck("expand", data, "--from-check", plain, "--top", "1", "-r", plain, code=2)
-    assert len(bad.stderr.decode().strip().splitlines()) == 1
+    assert len(bad.stderr.strip().splitlines()) == 1
 
 
 @pytest.mark.slow
@@ -116,7 +108,7 @@ def test_bad_options_are_one_line(tmp_path: Path, args: list[str], message: str)
     data = xor_file(tmp_path / "xor.svm", rows=40)
     scaling = [] if message.startswith("give") else ["--fit-scaling", str(data)]
     run = kcheck("expand", data, *args, *scaling, code=2)
-    assert message in run.stderr.decode()
+    assert message in run.stderr
 
 
 @pytest.mark.slow
@@ -161,7 +153,7 @@ def test_linear_k_saves_the_model_and_its_spec(linear3: tuple[Path, Path, dict])
     }
     # kcheck predict applies the spec: the products carry the xor, so accuracy is high.
     run = kcheck("predict", model, data)
-    assert "Accuracy" in run.stderr.decode()
+    assert "Accuracy" in run.stderr
     labels = np.array(run.stdout.split(), dtype=float)
     y, _ = read_libsvm(str(data))
     assert np.mean(labels == y) > 0.95
@@ -227,8 +219,7 @@ def test_predict_validates_the_spec(
     copy.write_bytes(model.read_bytes())
     Path(f"{copy}.range").write_bytes(Path(f"{model}.range").read_bytes())
     Path(f"{copy}.terms").write_bytes(HOSTILE[what].encode("utf-8", "surrogateescape"))
-    run = run_kcheck(["predict", str(copy), str(data)], cwd=ROOT)
-    assert run.code == 2, run.describe()
+    run = kcheck("predict", copy, data, code=2)
     lines = run.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in run.stderr, run.describe()
     assert f"{copy}.terms" in lines[0] or "m.terms" in lines[0]
@@ -245,5 +236,5 @@ def test_linear_k_needs_explain(tmp_path: Path) -> None:
         "linear+2",
         code=2,
     )
-    assert "needs --explain" in run.stderr.decode()
+    assert "needs --explain" in run.stderr
     assert not (tmp_path / "m").exists()

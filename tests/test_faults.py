@@ -31,10 +31,10 @@ from runner import (
     alive,
     descendants,
     drop_file_access_override,
-    run_kcheck,
+    kcheck,
+    one_error_line,
     tree_cpu_seconds,
     wait_for,
-    without_stage_lines,
 )
 
 from kcheck.checkers.multilinear import MIN_PARALLEL_NNZ
@@ -46,32 +46,6 @@ DATASETS = ROOT / "datasets"
 PLAIN = Path(__file__).resolve().parent / "data" / "hostile" / "plain.svm"
 GARBAGE = Path(__file__).resolve().parent / "data" / "hostile" / "garbage.bin"
 OLD = b"old content\n"
-
-
-# --- running kcheck ------------------------------------------------------------------------
-
-
-def kcheck(
-    *args: str,
-    tmpdir: Path | None = None,
-    stdout=subprocess.PIPE,
-    drop_root: bool = False,
-    timeout: float = 600,
-) -> Run:
-    env = dict(os.environ)
-    if tmpdir is not None:
-        env["TMPDIR"] = str(tmpdir)
-    return run_kcheck(args, timeout=timeout, drop_root=drop_root, env=env, stdout=stdout)
-
-
-def assert_one_error_line(run: Run, *fragments: str) -> str:
-    assert "Traceback" not in run.stderr, run.describe()
-    assert run.code == 2, run.describe()
-    lines = without_stage_lines(run.stderr)
-    assert len(lines) == 1 and lines[0].startswith("kcheck: error: "), run.describe()
-    for fragment in fragments:
-        assert fragment in lines[0], run.describe()
-    return lines[0]
 
 
 def snapshot(d: Path) -> dict[str, bytes | None]:
@@ -164,11 +138,11 @@ def test_bad_input_leaves_existing_outputs_untouched(writer: str, tmp_path: Path
     if writer == "batch -o":
         empty = tmp_path / "no_data"  # a batch records bad files; with no data files it fails
         empty.mkdir()
-        r = kcheck(*writer_args(writer, empty, model, out), tmpdir=tmp_path)
-        assert_one_error_line(r, "no LIBSVM data files found")
+        r = kcheck(*writer_args(writer, empty, model, out), env={"TMPDIR": str(tmp_path)})
+        one_error_line(r, "no LIBSVM data files found")
     else:
-        r = kcheck(*writer_args(writer, GARBAGE, model, out), tmpdir=tmp_path)
-        assert_one_error_line(r, f"{GARBAGE}:1:")
+        r = kcheck(*writer_args(writer, GARBAGE, model, out), env={"TMPDIR": str(tmp_path)})
+        one_error_line(r, f"{GARBAGE}:1:")
     assert snapshot(out_dir) == before
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
         ["out", "no_data"] if writer == "batch -o" else ["out"]
@@ -192,7 +166,7 @@ def test_model_is_not_replaced_when_its_range_file_fails(tmp_path: Path) -> None
     m.write_bytes(OLD)
     (tmp_path / "m.range").mkdir()  # cannot be replaced by a file
     r = kcheck("check", str(PLAIN), "--checkers", "multilinear", "-q", "--model-out", str(m))
-    assert_one_error_line(r, "m.range")
+    one_error_line(r, "m.range")
     assert m.read_bytes() == OLD
 
 
@@ -212,7 +186,7 @@ def test_model_is_not_replaced_when_the_json_output_fails(tmp_path: Path) -> Non
         "-o",
         str(tmp_path / "missing" / "verdict.json"),
     )
-    assert_one_error_line(r, "verdict.json")
+    one_error_line(r, "verdict.json")
     assert m.read_bytes() == OLD and (tmp_path / "m.range").read_bytes() == OLD
 
 
@@ -222,8 +196,8 @@ def test_model_is_not_replaced_when_the_json_output_fails(tmp_path: Path) -> Non
 @pytest.mark.parametrize("writer", writer_params())
 def test_missing_directory(writer: str, tmp_path: Path, model: Path) -> None:
     out = tmp_path / "missing" / "out"
-    r = kcheck(*writer_args(writer, PLAIN, model, out), tmpdir=tmp_path)
-    assert_one_error_line(r, str(out), "No such file or directory")
+    r = kcheck(*writer_args(writer, PLAIN, model, out), env={"TMPDIR": str(tmp_path)})
+    one_error_line(r, str(out), "No such file or directory")
     assert sorted(p.name for p in tmp_path.iterdir()) == []
 
 
@@ -258,10 +232,14 @@ def test_read_only_directory(writer: str, tmp_path: Path, model: Path, can_drop_
     d.chmod(0o555)
     before = snapshot(d)
     try:
-        r = kcheck(*writer_args(writer, PLAIN, model, target), drop_root=True, tmpdir=tmp_path)
+        r = kcheck(
+            *writer_args(writer, PLAIN, model, target),
+            drop_root=True,
+            env={"TMPDIR": str(tmp_path)},
+        )
     finally:
         d.chmod(0o755)
-    assert_one_error_line(r, str(target), "Permission denied")
+    one_error_line(r, str(target), "Permission denied")
     assert snapshot(d) == before
 
 
@@ -277,8 +255,8 @@ STDOUT_WRITE_ERROR = (
 @pytest.mark.parametrize("writer", writer_params())
 def test_full_device(writer: str, tmp_path: Path, model: Path) -> None:
     """/dev/full as the output: written in place (a device is not renamed over), ENOSPC."""
-    r = kcheck(*writer_args(writer, PLAIN, model, "/dev/full"), tmpdir=tmp_path)
-    assert_one_error_line(r, "/dev/full", "No space left on device")
+    r = kcheck(*writer_args(writer, PLAIN, model, "/dev/full"), env={"TMPDIR": str(tmp_path)})
+    one_error_line(r, "/dev/full", "No space left on device")
     assert list(tmp_path.iterdir()) == []  # no temporary file left in TMPDIR
 
 
@@ -296,7 +274,7 @@ def test_stdout_on_a_full_device(command: str, model: Path) -> None:
     args = [a.format(model=model) for a in STDOUT_WRITERS[command]]
     with open("/dev/full", "wb") as full:
         r = kcheck(*args, stdout=full)
-    assert_one_error_line(r, "No space left on device")
+    one_error_line(r, "No space left on device")
 
 
 @pytest.fixture
@@ -334,8 +312,8 @@ def test_full_file_system(writer: str, full_tmpfs: Path, tmp_path: Path, model: 
     fill(full_tmpfs)
     before = snapshot(full_tmpfs)
     target = new if writer == "batch -o" else out
-    r = kcheck(*writer_args(writer, PLAIN, model, target), tmpdir=tmp_path / "mnt")
-    assert_one_error_line(r, str(target), "No space left on device")
+    r = kcheck(*writer_args(writer, PLAIN, model, target), env={"TMPDIR": str(tmp_path / "mnt")})
+    one_error_line(r, str(target), "No space left on device")
     after = snapshot(full_tmpfs)
     after.pop("new", None)
     assert after == before
@@ -582,7 +560,7 @@ def test_scale_replaces_its_data_and_range_file_together_or_neither(tmp_path: Pa
     ranges = tmp_path / "r.range"
     ranges.write_bytes(OLD)
     r = kcheck("scale", str(PLAIN), "-q", "-o", str(out), "-s", str(ranges))
-    assert_one_error_line(r, str(out), "Is a directory")
+    one_error_line(r, str(out), "Is a directory")
     assert ranges.read_bytes() == OLD
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.range", "s.txt"]
 
@@ -602,12 +580,9 @@ def closed_reader(args: list[str]) -> Run:
     r, w = os.pipe()
     os.close(r)
     try:
-        proc = subprocess.run(
-            [sys.executable, "-m", "kcheck", *args], stdout=w, stderr=subprocess.PIPE, timeout=600
-        )
+        return kcheck(*args, stdout=w)
     finally:
         os.close(w)
-    return Run(tuple(args), proc.returncode, b"", proc.stderr.decode("utf-8", "replace"))
 
 
 @pytest.mark.slow
@@ -757,7 +732,7 @@ def test_every_command_with_a_closed_standard_stream(command, stream, model, tmp
     assert "Traceback" not in r.stderr, r.describe()
     writes_stdout = "{out}" not in " ".join(STREAM_COMMANDS[command])
     if stream == "stdout" and writes_stdout:
-        assert_one_error_line(r, "stdout is closed")
+        one_error_line(r, "stdout is closed")
         assert not out.exists()
         return
     assert r.code == 0, r.describe()
@@ -797,4 +772,4 @@ def test_gate_and_errors_with_a_closed_stream(stream, tmp_path):
     )
     assert piped.code == (2 if stream == "stdin" else 0), piped.describe()
     if stream == "stdin":
-        assert_one_error_line(piped, "stdin is closed")
+        one_error_line(piped, "stdin is closed")

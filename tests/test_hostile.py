@@ -28,9 +28,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
-from runner import Run, drop_file_access_override, run_kcheck, slowdown
+import runner
+from runner import Run, drop_file_access_override, slowdown
 
 from kcheck.verdict import without_timing
 
@@ -46,21 +48,11 @@ BIG_LINE_BYTES = 50 * 2**20
 # --- running kcheck ------------------------------------------------------------------------
 
 
-def kcheck(
-    *args: str,
-    seconds: float = DEFAULT_SECONDS,
-    during: Callable[[subprocess.Popen], None] | None = None,
-    drop_root: bool = False,
-    cwd: Path | None = None,
-) -> Run:
-    """Run ``python -m kcheck ARGS`` capped in memory and time."""
-    return run_kcheck(
-        args,
-        timeout=seconds * slowdown(),
-        address_space=ADDRESS_SPACE,
-        drop_root=drop_root,
-        cwd=cwd,
-        during=during,
+def kcheck(*args: str, seconds: float = DEFAULT_SECONDS, **options: Any) -> Run:
+    """Run ``python -m kcheck ARGS`` capped in memory and time; ``options`` (``cwd``,
+    ``drop_root``, ``during``) as :func:`runner.kcheck` takes them."""
+    return runner.kcheck(
+        *args, timeout=seconds * slowdown(), address_space=ADDRESS_SPACE, **options
     )
 
 
@@ -729,5 +721,5 @@ def test_standard_input(command: str, name: str, outcome: Outcome, refs: Referen
         else ["scale", "-", "-q"]
     )
     with open(CORPUS / name, "rb") as f:
-        run = run_kcheck(args, timeout=600, address_space=ADDRESS_SPACE, stdin=f)
+        run = runner.kcheck(*args, address_space=ADDRESS_SPACE, stdin=f)
     assert_outcome(run, outcome, Ctx(path="<stdin>", refs=refs))

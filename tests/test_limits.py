@@ -15,8 +15,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import runner
 import scipy.sparse as sp
-from runner import Run, run_kcheck, slowdown
+from runner import Run, slowdown
 
 from kcheck.checkers import degree2
 from kcheck.checkers.base import Dataset
@@ -28,9 +29,9 @@ GiB = 2**30
 ADDRESS_SPACE = 3 * GiB
 
 
-def kcheck(*args: str, timeout: float = 600, cap: bool = True) -> Run:
+def kcheck(*args: str, timeout: float = 600) -> Run:
     """Run ``python -m kcheck ARGS`` (address space capped); fail the test after ``timeout``."""
-    return run_kcheck(args, timeout=timeout, address_space=ADDRESS_SPACE if cap else None)
+    return runner.kcheck(*args, timeout=timeout, address_space=ADDRESS_SPACE)
 
 
 def assert_clean(run: Run) -> None:

@@ -5,14 +5,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from conftest import DATASETS, ROOT
+from conftest import DATASETS
+from runner import Run, kcheck, one_error_line
 
 from kcheck import engines, model_load, models, predict, rbf_search, tuning, verify
 from kcheck.data import read_libsvm
@@ -30,16 +29,6 @@ def _scaled(name: str, method: str = "maxabs"):
     y, X = read_libsvm(str(DATASETS / name))
     scaler = fit_scaler(X, method=method)
     return y, scaler.transform(X), scaler
-
-
-def _kcheck(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "kcheck", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
 
 
 @pytest.fixture(scope="module")
@@ -194,9 +183,9 @@ def test_export_prints_nothing(tmp_path, capfd):
 
 def test_predict_cli_kernel(exported):
     entry = exported["kernel"]
-    r = _kcheck("predict", entry["path"], "datasets/fourclass")
+    r = kcheck("predict", entry["path"], "datasets/fourclass")
     assert r.returncode == 0, r.stderr
-    lines = r.stdout.splitlines()
+    lines = r.stdout_text.splitlines()
     assert len(lines) == 862 and set(lines) <= {"1", "-1"}
     y, X, _ = _scaled("fourclass")
     expected = predict.load(entry["path"]).predict_scaled(X)
@@ -207,8 +196,8 @@ def test_predict_cli_kernel(exported):
 
 def test_predict_cli_linear_to_file(exported, tmp_path):
     out = tmp_path / "labels"
-    r = _kcheck("predict", exported["linear"]["path"], "datasets/heart_scale", "-o", str(out), "-q")
-    assert r.returncode == 0 and r.stdout == "" and r.stderr == ""
+    r = kcheck("predict", exported["linear"]["path"], "datasets/heart_scale", "-o", str(out), "-q")
+    assert r.returncode == 0 and r.stdout == b"" and r.stderr == ""
     lines = out.read_text().splitlines()
     assert len(lines) == 270 and set(lines) <= {"1", "-1"}
 
@@ -218,14 +207,9 @@ def test_format_labels_like_svm_predict():
     assert predict.format_labels(np.array([])) == ""
 
 
-def _expect_usage_error(r: subprocess.CompletedProcess[str], *words: str) -> None:
-    assert r.returncode == 2, r.stderr
-    assert r.stdout == ""
-    lines = r.stderr.splitlines()
-    assert len(lines) == 1, r.stderr
-    assert lines[0].startswith("kcheck: error:")
-    for w in words:
-        assert w in lines[0]
+def _expect_usage_error(r: Run, *words: str) -> None:
+    one_error_line(r, *words, stages=False)
+    assert r.stdout == b""
 
 
 def _copy_model(entry: dict, dest: Path, with_range: str | None) -> Path:
@@ -250,17 +234,17 @@ def test_predict_rejects_a_bad_model_file(tmp_path, exported, content):
     model = tmp_path / "bad.model"
     model.write_text(content)
     Path(str(model) + ".range").write_text(Path(exported["linear"]["range_path"]).read_text())
-    _expect_usage_error(_kcheck("predict", str(model), "datasets/heart_scale"), str(model))
+    _expect_usage_error(kcheck("predict", str(model), "datasets/heart_scale"), str(model))
 
 
 def test_predict_rejects_a_missing_model(tmp_path):
-    _expect_usage_error(_kcheck("predict", str(tmp_path / "none"), "datasets/heart_scale"), "none")
+    _expect_usage_error(kcheck("predict", str(tmp_path / "none"), "datasets/heart_scale"), "none")
 
 
 def test_predict_needs_the_range_file(tmp_path, exported):
     model = _copy_model(exported["kernel"], tmp_path, None)
     _expect_usage_error(
-        _kcheck("predict", str(model), "datasets/fourclass"), f"{model}.range", "not found"
+        kcheck("predict", str(model), "datasets/fourclass"), f"{model}.range", "not found"
     )
 
 
@@ -281,17 +265,17 @@ def test_predict_needs_the_range_file(tmp_path, exported):
 def test_predict_rejects_a_range_file_of_other_data(tmp_path, exported, model, data, other, words):
     kind = model.split(":")[0]
     path = _copy_model(exported[model], tmp_path, exported[f"{kind}:{other}"]["range_path"])
-    _expect_usage_error(_kcheck("predict", str(path), f"datasets/{data}"), *words)
+    _expect_usage_error(kcheck("predict", str(path), f"datasets/{data}"), *words)
 
 
 def test_predict_warns_about_a_range_file_wider_than_the_support_vectors(tmp_path, exported):
     path = _copy_model(
         exported["kernel:fourclass"], tmp_path, exported["kernel:heart_scale"]["range_path"]
     )
-    r = _kcheck("predict", str(path), "datasets/fourclass")
+    r = kcheck("predict", str(path), "datasets/fourclass")
     assert r.returncode == 0 and len(r.stdout.splitlines()) == 862
     assert "kcheck: warning:" in r.stderr and "no support vector" in r.stderr
-    quiet = _kcheck("predict", str(path), "datasets/fourclass", "-q")  # -q silences warnings
+    quiet = kcheck("predict", str(path), "datasets/fourclass", "-q")  # -q silences warnings
     assert quiet.returncode == 0 and quiet.stdout == r.stdout and quiet.stderr == ""
 
 
@@ -300,7 +284,7 @@ def test_predict_rejects_a_range_file_that_drops_a_used_feature(tmp_path, export
     lines = Path(exported["linear"]["range_path"]).read_text().splitlines(keepends=True)
     model = _copy_model(exported["linear"], tmp_path, None)
     Path(f"{model}.range").write_text("".join(ln for ln in lines if not ln.startswith("5 ")))
-    _expect_usage_error(_kcheck("predict", str(model), "datasets/heart_scale"), "feature 5")
+    _expect_usage_error(kcheck("predict", str(model), "datasets/heart_scale"), "feature 5")
 
 
 def test_loaded_kernel_model_reports_its_features(exported):
@@ -337,7 +321,7 @@ def test_verify_json_and_determinism_across_jobs(tmp_path):
     )
     runs = []
     for jobs in ("1", "2"):
-        r = _kcheck(
+        r = kcheck(
             "verify",
             "datasets/fourclass",
             "-j",
@@ -447,18 +431,18 @@ def test_verify_rejects_a_bad_check_json(tmp_path, content):
     check = tmp_path / "check.json"
     check.write_text(content)
     _expect_usage_error(
-        _kcheck("verify", "datasets/heart_scale", "--check-json", str(check)), str(check)
+        kcheck("verify", "datasets/heart_scale", "--check-json", str(check)), str(check)
     )
 
 
 def test_verify_rejects_bad_options():
     for args in (["--max-rows", "3"], ["-j", "0"], ["--epsilon", "2"]):
-        _expect_usage_error(_kcheck("verify", "datasets/heart_scale", *args))
+        _expect_usage_error(kcheck("verify", "datasets/heart_scale", *args))
 
 
 def test_check_model_out_then_predict(tmp_path):
     model = tmp_path / "m"
-    r = _kcheck(
+    r = kcheck(
         "check",
         "datasets/heart_scale",
         "--model-out",
@@ -472,7 +456,7 @@ def test_check_model_out_then_predict(tmp_path):
     entry = json.loads(r.stdout)["model"]
     assert entry["kind"] == "linear" and entry["path"] == str(model)
     assert Path(entry["range_path"]).is_file()
-    r = _kcheck("predict", str(model), "datasets/heart_scale")
+    r = kcheck("predict", str(model), "datasets/heart_scale")
     assert r.returncode == 0 and len(r.stdout.splitlines()) == 270
 
 

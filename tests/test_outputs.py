@@ -14,22 +14,13 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from conftest import DATASETS
-from runner import run_kcheck
+from runner import kcheck, one_error_line
 
 from kcheck import atomic, models, predict
 from kcheck.data import read_libsvm, write_libsvm
 from kcheck.scaling import fit_scaler
 
 OLD = b"old contents\n"
-
-
-def _one_error_line(run, *words: str) -> str:
-    assert run.code == 2, run.describe()
-    lines = run.stderr.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("kcheck: error: "), run.describe()
-    for w in words:
-        assert w in lines[0], run.describe()
-    return lines[0]
 
 
 @pytest.fixture
@@ -52,26 +43,23 @@ def test_check_refuses_to_write_over_its_training_file(train: Path, how: str) ->
     elif how == "other spelling":
         target = train.parent / "." / ".." / train.parent.name / train.name
     for option in ("-o", "--model-out"):
-        r = run_kcheck(["check", str(train), option, str(target), "-q"], timeout=600)
-        _one_error_line(r, option, "is the input file")
+        r = kcheck("check", train, option, target, "-q")
+        one_error_line(r, option, "is the input file", stages=False)
         assert train.read_bytes() == before
 
 
 def test_model_out_whose_range_file_is_an_input_is_refused(train: Path, tmp_path: Path) -> None:
     test = tmp_path / "m.range"
     test.write_bytes((DATASETS / "heart_scale").read_bytes())
-    r = run_kcheck(
-        ["check", str(train), "--test", str(test), "--model-out", str(tmp_path / "m"), "-q"],
-        timeout=600,
-    )
-    _one_error_line(r, "--model-out", "is the input file")
+    r = kcheck("check", train, "--test", test, "--model-out", tmp_path / "m", "-q")
+    one_error_line(r, "--model-out", "is the input file", stages=False)
     assert not (tmp_path / "m").exists()
 
 
 def test_json_output_over_the_model_is_refused(train: Path, tmp_path: Path) -> None:
     m = tmp_path / "m"
-    r = run_kcheck(["check", str(train), "--model-out", str(m), "-o", f"{m}.range", "-q"])
-    _one_error_line(r, "is also the output")
+    r = kcheck("check", train, "--model-out", m, "-o", f"{m}.range", "-q")
+    one_error_line(r, "is also the output", stages=False)
 
 
 @pytest.mark.parametrize("command", ["scale", "scale -s", "predict", "verify"])
@@ -87,24 +75,13 @@ def test_other_commands_refuse_to_write_over_an_input(
         args = ["verify", str(train), "-o", str(train)]
     else:
         model = tmp_path / "m"
-        r = run_kcheck(
-            [
-                "check",
-                str(train),
-                "--model-out",
-                str(model),
-                "--model",
-                "linear",
-                "-q",
-                "--exact",
-                "never",
-            ],
-            timeout=600,
+        r = kcheck(
+            "check", train, "--model-out", model, "--model", "linear", "-q", "--exact", "never"
         )
         assert r.code == 0, r.describe()
         args = ["predict", str(model), str(train), "-o", f"{model}.range"]
-    r = run_kcheck([*args, "-q"], timeout=600)
-    _one_error_line(r, "is the input file")
+    r = kcheck(*args, "-q")
+    one_error_line(r, "is the input file", stages=False)
     assert train.read_bytes() == before
 
 

@@ -21,11 +21,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import runner
 import scipy.sparse as sp
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from rich.console import Console
-from runner import Run, run_kcheck, slowdown
+from runner import Run, one_error_line, slowdown
 
 from kcheck import expand, ownformat, report, verify
 from kcheck.batch import resume, writer
@@ -50,19 +51,15 @@ HUGE_INT = "9" * 5000
 # --- running kcheck -----------------------------------------------------------------------------
 
 
-def kcheck(*args: object, cwd: Path | None = None) -> Run:
+def kcheck(*args: object) -> Run:
     """``python -m kcheck ARGS`` in a subprocess, capped in memory and time."""
-    return run_kcheck(
-        [str(a) for a in args],
-        timeout=SECONDS * slowdown(),
-        address_space=ADDRESS_SPACE,
-        cwd=cwd,
-    )
+    return runner.kcheck(*args, timeout=SECONDS * slowdown(), address_space=ADDRESS_SPACE)
 
 
-def in_process(capsys: pytest.CaptureFixture[str], *args: object) -> tuple[int, str]:
-    """``kcheck ARGS`` through :func:`kcheck.cli.app.main` in this process: (exit code,
-    stderr). An exception other than SystemExit (a bug: a traceback) fails the test."""
+def in_process(capsys: pytest.CaptureFixture[str], *args: object) -> Run:
+    """``kcheck ARGS`` through :func:`kcheck.cli.app.main` in this process, as a :class:`Run`
+    of what it printed. An exception other than SystemExit (a bug: a traceback) fails the
+    test."""
     capsys.readouterr()
     try:
         main([str(a) for a in args])
@@ -70,17 +67,8 @@ def in_process(capsys: pytest.CaptureFixture[str], *args: object) -> tuple[int, 
         code = int(e.code or 0)
     else:
         code = 0
-    return code, capsys.readouterr().err
-
-
-def one_error_line(code: int, stderr: str, *fragments: str) -> str:
-    """Exit 2 with exactly one ``kcheck: error:`` line holding every fragment."""
-    lines = [x for x in stderr.splitlines() if x.strip()]
-    assert code == 2 and len(lines) == 1, f"exit {code}: {stderr}"
-    assert lines[0].startswith("kcheck: error: ") and "Traceback" not in stderr, stderr
-    for fragment in fragments:
-        assert fragment in lines[0], stderr
-    return lines[0]
+    said = capsys.readouterr()
+    return Run(tuple(map(str, args)), code, said.out.encode("utf-8", "replace"), said.err)
 
 
 # --- documents kcheck writes --------------------------------------------------------------------
@@ -128,30 +116,30 @@ def test_a_device_as_the_check_json_is_refused_at_the_cap(device: str) -> None:
     """In a process of its own, capped in memory: it ends (within a ceiling that only a
     read of the whole stream would pass) with one line."""
     r = kcheck("verify", "-q", HEART, "--check-json", device)
-    one_error_line(r.code, r.stderr, device, "too large for a kcheck check verdict")
+    one_error_line(r, device, "too large for a kcheck check verdict", stages=False)
 
 
 def test_a_device_as_results_or_spec_is_refused(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    code, err = in_process(capsys, "verify", HEART, "--check-json", "/dev/zero", "-q")
-    one_error_line(code, err, "/dev/zero", "larger than 16.0 MiB")
-    code, err = in_process(capsys, "report", "/dev/zero", "-o", tmp_path / "p.html")
-    one_error_line(code, err, "/dev/zero:1", "longer than")
-    code, err = in_process(capsys, "report", "/dev/urandom", "-o", tmp_path / "p.html")
+    r = in_process(capsys, "verify", HEART, "--check-json", "/dev/zero", "-q")
+    one_error_line(r, "/dev/zero", "larger than 16.0 MiB", stages=False)
+    r = in_process(capsys, "report", "/dev/zero", "-o", tmp_path / "p.html")
+    one_error_line(r, "/dev/zero:1", "longer than", stages=False)
+    r = in_process(capsys, "report", "/dev/urandom", "-o", tmp_path / "p.html")
     # Blank lines are skipped, so the random stream's first line that is not blank is named
     # (line 2 where its first byte was a newline: about one run in 256).
-    line = one_error_line(code, err, "/dev/urandom:")
+    line = one_error_line(r, "/dev/urandom:", stages=False)
     assert re.search(r"/dev/urandom:\d+: ", line), line
-    code, err = in_process(
+    r = in_process(
         capsys, "expand", HEART, "--spec", "/dev/zero", "--fit-scaling", HEART, "-o", "-"
     )
-    one_error_line(code, err, "/dev/zero", "too large for a term spec")
-    code, err = in_process(
+    one_error_line(r, "/dev/zero", "too large for a term spec", stages=False)
+    r = in_process(
         capsys, "expand", HEART, "--from-check", "/dev/urandom", "--top", "1",
         "--fit-scaling", HEART, "-o", tmp_path / "x",
     )  # fmt: skip
-    one_error_line(code, err, "/dev/urandom", "too large")
+    one_error_line(r, "/dev/urandom", "too large", stages=False)
     assert not (tmp_path / "p.html").exists() and not (tmp_path / "x").exists()
 
 
@@ -164,7 +152,7 @@ def test_resume_over_a_partial_file_linked_to_dev_zero(tmp_path: Path) -> None:
     out.write_text(json.dumps(batch_line()) + "\n")
     os.symlink("/dev/zero", f"{out}.partial")
     r = kcheck("batch", data, "-o", out, "--resume", "-q")
-    one_error_line(r.code, r.stderr, "r.jsonl.partial", "too large for a batch's results")
+    one_error_line(r, "r.jsonl.partial", "too large for a batch's results", stages=False)
 
 
 @pytest.mark.slow
@@ -178,7 +166,7 @@ def test_resume_over_a_results_file_larger_than_the_limit_allows(tmp_path: Path)
     out.write_text(json.dumps({**batch_line(), "junk": "a" * 4_000_000}) + "\n")
     before = out.read_bytes()
     r = kcheck("batch", data, "-o", out, "--resume", "--memory-limit", "100M", "-q")
-    one_error_line(r.code, r.stderr, "r.jsonl", "too large for a batch's results")
+    one_error_line(r, "r.jsonl", "too large for a batch's results", stages=False)
     assert "3.1 MiB" in r.stderr
     assert out.read_bytes() == before
 
@@ -248,8 +236,8 @@ def test_deep_nesting_and_huge_integers_are_one_line(
         ("verify", HEART, "--check-json", bad, "-q", "-o", out),
     ]
     for args in runs:
-        code, err = in_process(capsys, *args)
-        one_error_line(code, err, bad.name, why)
+        r = in_process(capsys, *args)
+        one_error_line(r, bad.name, why, stages=False)
     assert not out.exists()
 
 
@@ -261,11 +249,11 @@ def test_predict_through_a_tampered_terms_file(
     liblinear_model(model, 14)
     Path(f"{model}.terms").write_text(spec_text())
     out = tmp_path / "p"
-    code, err = in_process(capsys, "predict", model, HEART, "--no-scale", "-q", "-o", out)
-    assert code == 0 and len(out.read_text().splitlines()) == 270, err
+    r = in_process(capsys, "predict", model, HEART, "--no-scale", "-q", "-o", out)
+    assert r.code == 0 and len(out.read_text().splitlines()) == 270, r.stderr
     shutil.copy(hostile[kind], f"{model}.terms")
-    code, err = in_process(capsys, "predict", model, HEART, "--no-scale", "-o", out)
-    one_error_line(code, err, "m.terms", "not a term spec")
+    r = in_process(capsys, "predict", model, HEART, "--no-scale", "-o", out)
+    one_error_line(r, "m.terms", "not a term spec", stages=False)
 
 
 def test_terms_of_huge_or_non_ascii_digits_are_refused(
@@ -277,8 +265,8 @@ def test_terms_of_huge_or_non_ascii_digits_are_refused(
         ("1:\uff12", "ASCII digits"),  # a fullwidth 2
         ("1:2\u2003", "ASCII digits"),  # a Unicode space
     ):
-        code, err = in_process(capsys, "expand", HEART, "--terms", terms, "--fit-scaling", HEART)
-        one_error_line(code, err, "--terms", why)
+        r = in_process(capsys, "expand", HEART, "--terms", terms, "--fit-scaling", HEART)
+        one_error_line(r, "--terms", why, stages=False)
     assert expand.parse_terms(" 1 : 2,3:3", 13) == ((0, 1), (2, 2))
     with pytest.raises(KcheckError, match="at most 10,000 terms"):
         expand.parse_terms(",".join(["1:2"] * 10_001), 13)
@@ -384,10 +372,10 @@ def test_a_check_json_epsilon_follows_the_options_rule(
     assert n == 1
     path = tmp_path / "v.json"
     path.write_text(text)
-    code, err = in_process(capsys, "verify", HEART, "--check-json", path, "-q")
-    one_error_line(code, err, "v.json", why)
-    code, err = in_process(capsys, "check", HEART, "--epsilon", epsilon.lower(), "-q")
-    assert code == 2 and "--epsilon" in err, err  # the same rule on the command line
+    r = in_process(capsys, "verify", HEART, "--check-json", path, "-q")
+    one_error_line(r, "v.json", why, stages=False)
+    r = in_process(capsys, "check", HEART, "--epsilon", epsilon.lower(), "-q")
+    assert r.code == 2 and "--epsilon" in r.stderr, r.stderr  # the same rule on the command line
 
 
 @pytest.mark.parametrize(
@@ -399,8 +387,8 @@ def test_a_check_json_setting_of_the_wrong_type_is_refused(
 ) -> None:
     path = tmp_path / "v.json"
     path.write_text(json.dumps(check_json() | {field: value}))
-    code, err = in_process(capsys, "verify", HEART, "--check-json", path, "-q")
-    one_error_line(code, err, "v.json", "not a kcheck check verdict")
+    r = in_process(capsys, "verify", HEART, "--check-json", path, "-q")
+    one_error_line(r, "v.json", "not a kcheck check verdict", stages=False)
 
 
 def test_from_check_index_base_true_is_not_one(tmp_path: Path) -> None:
@@ -425,8 +413,8 @@ def test_report_on_a_name_with_an_undecodable_byte_and_a_lone_surrogate(
     results = tmp_path / "r\udcff.jsonl"
     results.write_text("".join(json.dumps(x) + "\n" for x in (first, second, skipped)))
     page = tmp_path / "p.html"
-    code, err = in_process(capsys, "report", results, "-o", page)
-    assert code == 0, err
+    r = in_process(capsys, "report", results, "-o", page)
+    assert r.code == 0, r.stderr
     text = page.read_bytes().decode("utf-8")
     assert 'data-name="a\\xff.svm"' in text and 'data-name="b\\ud800&lt;i&gt;"' in text
     assert "c\\xfe\\n.md" in text and "r\\xff.jsonl" in text
@@ -451,13 +439,13 @@ def test_a_newline_in_a_file_name_keeps_the_error_one_line(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     name = tmp_path / "a\nb\x1b[31m\udcff.jsonl"
-    code, err = in_process(capsys, "report", name, "-o", tmp_path / "p.html")
-    one_error_line(code, err, "a\\nb\\x1b[31m\\xff.jsonl: cannot read")
-    code, err = in_process(capsys, "verify", HEART, "--check-json", name, "-q")
-    one_error_line(code, err, "a\\nb\\x1b[31m\\xff.jsonl: cannot read")
+    r = in_process(capsys, "report", name, "-o", tmp_path / "p.html")
+    one_error_line(r, "a\\nb\\x1b[31m\\xff.jsonl: cannot read", stages=False)
+    r = in_process(capsys, "verify", HEART, "--check-json", name, "-q")
+    one_error_line(r, "a\\nb\\x1b[31m\\xff.jsonl: cannot read", stages=False)
     name.write_text("{}\n")
-    code, err = in_process(capsys, "report", name, "-o", tmp_path / "p.html")
-    one_error_line(code, err, "a\\nb\\x1b[31m\\xff.jsonl:1: not a kcheck batch line")
+    r = in_process(capsys, "report", name, "-o", tmp_path / "p.html")
+    one_error_line(r, "a\\nb\\x1b[31m\\xff.jsonl:1: not a kcheck batch line", stages=False)
 
 
 def test_printable_escapes_what_would_break_a_line() -> None:
@@ -474,8 +462,8 @@ def test_printable_escapes_what_would_break_a_line() -> None:
 def test_max_rows_of_400_digits_is_a_usage_error(
     capsys: pytest.CaptureFixture[str], command: str
 ) -> None:
-    code, err = in_process(capsys, command, HEART, "--max-rows", "9" * 400, "-q")
-    one_error_line(code, err, "--max-rows", "at most 9,007,199,254,740,992")
+    r = in_process(capsys, command, HEART, "--max-rows", "9" * 400, "-q")
+    one_error_line(r, "--max-rows", "at most 9,007,199,254,740,992", stages=False)
 
 
 def test_parse_max_rows_bounds() -> None:
@@ -693,10 +681,10 @@ test_fuzz_terms_file_long = pytest.mark.slow(fuzzed(SLOW_EXAMPLES, fuzz_terms_fi
 def test_exact_never_with_only_the_stand_in_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
     """rbfsvm stands in for exact mode only under --exact auto: alone under never, nothing
     would run (it was a KeyError)."""
-    code, err = in_process(capsys, "check", HEART, "--exact", "never", "--checkers", "rbfsvm", "-q")
-    one_error_line(code, err, "--exact never", "rbfsvm")
+    r = in_process(capsys, "check", HEART, "--exact", "never", "--checkers", "rbfsvm", "-q")
+    one_error_line(r, "--exact never", "rbfsvm", stages=False)
 
 
 def test_files_from_a_device_is_refused_by_the_command(capsys: pytest.CaptureFixture[str]) -> None:
-    code, err = in_process(capsys, "batch", "--files-from", "/dev/zero", "-q")
-    one_error_line(code, err, "/dev/zero:1:", "not a path")
+    r = in_process(capsys, "batch", "--files-from", "/dev/zero", "-q")
+    one_error_line(r, "/dev/zero:1:", "not a path", stages=False)

@@ -6,26 +6,19 @@ import json
 import re
 import struct
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from conftest import DATASETS, ROOT, require_tool
+import runner
+from conftest import DATASETS, require_tool
+from runner import Run
 
 from kcheck.report import read_lines
 
 
-def kcheck(*args: object, code: int = 0) -> subprocess.CompletedProcess[str]:
-    run = subprocess.run(
-        [sys.executable, "-m", "kcheck", *map(str, args)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert run.returncode == code, run.stderr
-    assert "Traceback" not in run.stderr
-    return run
+def kcheck(*args: object, code: int = 0) -> Run:
+    """``python -m kcheck ARGS``, which must end with ``code`` and no traceback."""
+    return runner.kcheck(*args, code=code)
 
 
 @pytest.fixture(scope="module")

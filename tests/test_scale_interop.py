@@ -11,13 +11,12 @@ import dataclasses
 import io
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from conftest import ROOT
+from runner import Run, kcheck
 from sklearn.datasets import load_svmlight_file
 
 from kcheck.scaling import (
@@ -219,15 +218,9 @@ def test_maxabs_through_svm_scale_r(tmp_path: Path, data_file: Path) -> None:
 BUNDLED = sorted(p.name for p in DATASETS.iterdir() if p.name != "README.md")
 
 
-def kcheck_scale(*args: object) -> subprocess.CompletedProcess[bytes]:
-    r = subprocess.run(
-        [sys.executable, "-m", "kcheck", "scale", *(str(a) for a in args)],
-        cwd=ROOT,
-        capture_output=True,
-        timeout=600,
-    )
-    assert r.returncode == 0, r.stderr.decode()
-    return r
+def kcheck_scale(*args: object) -> Run:
+    """``kcheck scale ARGS``, which must succeed."""
+    return kcheck("scale", *args, code=0)
 
 
 def test_every_bundled_set_is_compared() -> None:
@@ -249,7 +242,7 @@ def test_scale_output_is_svm_scales_to_the_byte(tmp_path: Path, name: str, lower
         assert ours.stdout == theirs.stdout, (name, y_opts)
         assert ours.stdout.count(b"\n") == len(data.read_bytes().splitlines())
         assert ours_range.read_bytes() == theirs_range.read_bytes()
-        assert ours.stderr == theirs.stderr
+        assert ours.stderr_bytes == theirs.stderr
         # Each applies the other's range file; both give svm-scale -r's bytes.
         applied = kcheck_scale("-r", theirs_range, other)
         assert applied.stdout == svm_scale("-r", ours_range, other).stdout, (name, y_opts)
@@ -309,28 +302,16 @@ def test_scale_y_usage_errors(tmp_path: Path, args: list[str], words: str) -> No
     path = tmp_path / "range"
     path.write_text("x\n-1 1\n1 0 1\n")
     args = [str(path) if a == "RANGE" else a for a in args]
-    r = subprocess.run(
-        [sys.executable, "-m", "kcheck", "scale", *args, str(DATASETS / "heart_scale")],
-        cwd=ROOT,
-        capture_output=True,
-        timeout=600,
-        text=True,
-    )
-    assert r.returncode == 2 and r.stdout == ""
+    r = kcheck("scale", *args, DATASETS / "heart_scale")
+    assert r.returncode == 2 and r.stdout == b""
     assert words in r.stderr and "Traceback" not in r.stderr
 
 
 def test_scale_help_names_the_svm_scale_options() -> None:
-    r = subprocess.run(
-        [sys.executable, "-m", "kcheck", "scale", "--help"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    r = kcheck("scale", "--help")
     assert r.returncode == 0
     for option in ("-y Y_LOWER Y_UPPER", "--full-precision", "-s RANGE", "-r RANGE"):
-        assert option in r.stdout
+        assert option in r.stdout_text
 
 
 @pytest.mark.parametrize("name", ["heart_scale", "sparse"])

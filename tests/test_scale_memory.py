@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import ROOT
+from runner import kcheck, one_error_line
 
 from kcheck.errors import KcheckError
 from kcheck.scale import ScaleConfig, scaled
@@ -56,13 +57,6 @@ def run(
     return r.returncode, "\n".join(lines), int(last.split()[1]), seconds
 
 
-def one_error_line(stderr: str) -> str:
-    lines = stderr.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in stderr, stderr
-    assert lines[0].startswith("kcheck: error: "), stderr
-    return lines[0]
-
-
 # --- refused before the run starts ------------------------------------------------------------
 
 
@@ -92,7 +86,7 @@ def test_a_range_file_claiming_a_huge_index_is_refused_at_once(
         command, *args, *extra, "--memory-limit", "1G", "-o", out, timeout=60
     )
     assert code == 2, stderr
-    line = one_error_line(stderr)
+    line = one_error_line(stderr, stages=False)
     assert str(huge_range) in line and "100000000" in line, line
     assert "6.0 GiB" in line and "over the memory limit of 1.0 GiB" in line, line
     assert not out.exists()
@@ -120,7 +114,7 @@ def test_a_row_that_cannot_fit_is_refused_before_the_data_is_read(
     args = ["-r", ranges, fifo] if command == "scale" else [fifo, "-r", ranges, "--terms", "1:2"]
     code, stderr, _, _ = run(command, *args, "--memory-limit", "100M", timeout=60)
     assert code == 2, stderr
-    line = one_error_line(stderr)
+    line = one_error_line(stderr, stages=False)
     assert str(ranges) in line or str(fifo) in line, line
     assert "for the arrays of 100,000 features" in line and "one row of 100," in line, line
     assert "over the memory limit of 100.0 MiB" in line, line
@@ -129,7 +123,7 @@ def test_a_row_that_cannot_fit_is_refused_before_the_data_is_read(
 def test_a_limit_below_the_program_is_refused_with_the_figure(small_data: Path) -> None:
     code, stderr, _, _ = run("scale", small_data, "--memory-limit", "10M", timeout=60)
     assert code == 2
-    line = one_error_line(stderr)
+    line = one_error_line(stderr, stages=False)
     assert f"{small_data}: scaling needs at least" in line, line
     assert "over the memory limit of 10.0 MiB" in line, line
 
@@ -154,15 +148,9 @@ def test_a_pipe_too_large_to_keep_is_refused(tmp_path: Path) -> None:
     (12 MB in memory) are too many for what 100M leaves, and the message says what to do."""
     data = write_sparse(tmp_path / "big.svm", 500, 20_000, 2_000)
     with data.open("rb") as f:
-        r = subprocess.run(
-            [sys.executable, "-m", "kcheck", "scale", "-", "--memory-limit", "100M"],
-            cwd=ROOT,
-            stdin=f,
-            capture_output=True,
-            timeout=120,
-        )
+        r = kcheck("scale", "-", "--memory-limit", "100M", stdin=f, timeout=120)
     assert r.returncode == 2 and r.stdout == b""
-    line = one_error_line(r.stderr.decode())
+    line = one_error_line(r, stages=False)
     assert "<stdin>: not a regular file" in line and "give a regular file" in line, line
 
 
@@ -265,13 +253,7 @@ def test_the_chunks_do_not_change_a_byte(tmp_path: Path) -> None:
         outs.append((out.read_bytes(), ranges.read_bytes(), stderr))
     assert outs[0] == outs[1]
     with data.open("rb") as f:
-        piped = subprocess.run(
-            [sys.executable, "-m", "kcheck", "scale", "-", "-y", "0", "1", "--memory-limit", "90M"],
-            cwd=ROOT,
-            stdin=f,
-            capture_output=True,
-            timeout=120,
-        )
+        piped = kcheck("scale", "-", "-y", "0", "1", "--memory-limit", "90M", stdin=f, timeout=120)
     assert piped.returncode == 0 and piped.stdout == outs[0][0]
     # With the range file, in chunks: the rows of the first run again.
     code, stderr, _, _ = run(

@@ -6,38 +6,11 @@ from __future__ import annotations
 import dataclasses
 import json
 import lzma
-import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from conftest import DATASETS, ROOT
-
-
-def kcheck(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "kcheck", *args],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=ROOT,
-    )
-
-
-#: A log line of a stage starting or ending (kcheck.cli.ui.StageLog), not part of an error.
-STAGE_LINE = re.compile(r"^kcheck: (reading|linear model|RBF grid|AUC|[^:]*: done in )")
-
-
-def one_error_line(r: subprocess.CompletedProcess[str], *fragments: str) -> str:
-    assert r.returncode == 2, r.stderr
-    # Off a terminal, the stages that ran before the error have their log lines.
-    lines = [x for x in r.stderr.splitlines() if x.strip() and not STAGE_LINE.match(x)]
-    assert "Traceback" not in r.stderr and len(lines) == 1, r.stderr
-    assert lines[0].startswith("kcheck: "), r.stderr
-    for fragment in fragments:
-        assert fragment in lines[0], r.stderr
-    return lines[0]
+from conftest import DATASETS
+from runner import kcheck, one_error_line
 
 
 @pytest.fixture(scope="module")
@@ -103,7 +76,7 @@ def test_a_verdict_on_other_data_is_refused(heart_check):
         "verify", str(DATASETS / "fourclass"), "--check-json", str(heart_check), "-j", "1", "--json"
     )
     one_error_line(r, "fourclass is not the data", "re-run kcheck check")
-    assert r.stdout == ""
+    assert r.stdout == b""
 
 
 def test_compressed_data_is_the_same_data(heart_check, tmp_path):
