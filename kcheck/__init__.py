@@ -7,9 +7,17 @@ From Python: ``kcheck.check(X, y)`` on arrays, ``kcheck.check_file(path)`` on a 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kcheck.errors import KcheckError
+
+if TYPE_CHECKING:  # what type checkers see of the names __getattr__ imports on first use
+    from kcheck.api import Gap as Gap
+    from kcheck.api import Model as Model
+    from kcheck.api import Result as Result
+    from kcheck.api import check as check
+    from kcheck.api import check_file as check_file
+    from kcheck.defaults import Event as Event
 
 __version__ = "0.7.1"
 

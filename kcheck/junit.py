@@ -1,17 +1,22 @@
 """``--junit FILE``: the verdicts as JUnit XML, which CI systems (GitHub Actions, GitLab,
 Jenkins, Azure) show as test results, each data set a test case next to a project's own tests.
 
-One ``<testsuite name="kcheck">``; one ``<testcase>`` per line of ``check`` or ``batch``,
-named by its data set. A verdict that matched ``--fail-on`` is a ``<failure>`` whose message
-is the verdict in plain words, a data set that could not be checked an ``<error>``, a file
-left out a ``<skipped>``. The verdict, margin and gaps go in the case's ``<system-out>``: the
-common schema (tests/data/junit-10.xsd) has ``<properties>`` on the suite only, where the
-options go. Pure: the plain words come in as a function, so that this module needs no CLI.
+One ``<testsuite name="kcheck">`` with the ``timestamp`` (when the run started, in UTC,
+without a zone as Ant's schema has it) and ``hostname`` that Ant's JUnit schema requires; one
+``<testcase>`` per line of ``check`` or ``batch``, named by the line's ``name`` (a batch's
+data-set name, the file a check read). A verdict that matched ``--fail-on`` is a
+``<failure>`` whose message is the verdict in plain words, a data set that could not be checked
+an ``<error>``, a file left out a ``<skipped>``. The verdict, margin and gaps go in the case's
+``<system-out>``, a value the JSON has as null written ``null`` (a gap ``-``): the common
+schema (tests/data/junit-10.xsd) has ``<properties>`` on the suite only, where the options go.
+Pure: the plain words come in as a function, so that this module needs no CLI.
 """
 
 from __future__ import annotations
 
+import datetime
 import os
+import socket
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -49,25 +54,42 @@ def _character(c: str) -> str:
 
 
 def _points(x: float | None) -> str:
-    return "n/a" if x is None else f"{100 * x:+.2f}"
+    return "-" if x is None else f"{100 * x:+.2f}"
+
+
+def _value(x: Any) -> str:
+    """A JSON value as the JSON writes it where Python's text would differ: ``null``."""
+    return "null" if x is None else str(x)
 
 
 def case_output(line: dict[str, Any]) -> str:
-    """The ``<system-out>`` of an ok line: verdict, margin, deciding checker and every gap."""
+    """The ``<system-out>`` of an ok line: verdict, margin, deciding checker and every gap
+    (``-`` for a checker with none, skipped or cut short)."""
     out = [
-        f"verdict: {line['verdict']}",
-        f"margin: {line['margin']}",
-        f"deciding_checker: {line.get('deciding_checker')}",
-        f"epsilon: {line['epsilon']}",
+        f"verdict: {_value(line['verdict'])}",
+        f"margin: {_value(line['margin'])}",
+        f"deciding_checker: {_value(line.get('deciding_checker'))}",
+        f"epsilon: {_value(line['epsilon'])}",
         f"metric: {line.get('metric') or 'accuracy'}",
     ]
     for name, c in (line.get("checkers") or {}).items():
         ci = c.get("gap_ci95")
         interval = f" (95% CI {_points(ci[0])} to {_points(ci[1])})" if ci else ""
         reason = f": {c['reason']}" if c.get("reason") else ""
-        out.append(f"gap {name}: {_points(c.get('gap'))} points{interval}, {c['status']}{reason}")
+        gap = "-" if c.get("gap") is None else f"{_points(c['gap'])} points"
+        out.append(f"gap {name}: {gap}{interval}, {c['status']}{reason}")
     out.extend(f"warning: {w}" for w in line.get("warnings") or [])
     return "\n".join(out) + "\n"
+
+
+def timestamp(at: datetime.datetime) -> str:
+    """``2024-05-01T12:30:05``: Ant's ISO 8601 form, to the second and without a zone (UTC)."""
+    return at.astimezone(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+
+
+def hostname() -> str:
+    """This machine's name, as the suite's ``hostname`` (Ant's schema wants one, not empty)."""
+    return _text(socket.gethostname()) or "localhost"
 
 
 def build(
@@ -77,22 +99,33 @@ def build(
     summary: Summary = _plain,
     seconds: float | None = None,
     properties: dict[str, Any] | None = None,
+    started: datetime.datetime | None = None,
 ) -> ET.Element:
-    """The ``<testsuite>`` of ``lines``: batch lines, or one check's JSON with a ``name``."""
-    suite = ET.Element("testsuite", name="kcheck")
+    """The ``<testsuite>`` of ``lines``: batch lines, or one check's JSON with a ``name``.
+
+    ``started`` is when the run started (the suite's ``timestamp``); by default now less the
+    suite's ``time``."""
+    lines = list(lines)
+    total = sum(float(line.get("seconds") or 0.0) for line in lines)
+    took = total if seconds is None else seconds
+    if started is None:
+        started = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(
+            seconds=max(0.0, float(took))
+        )
+    suite = ET.Element(
+        "testsuite", name="kcheck", timestamp=timestamp(started), hostname=hostname()
+    )
     counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
     props = ET.SubElement(suite, "properties")
     for key, value in {"kcheck_version": __version__, **(properties or {})}.items():
         if value is not None:
             ET.SubElement(props, "property", name=key, value=_text(value))
-    total = 0.0
     for line in lines:
         counts["tests"] += 1
-        total += float(line.get("seconds") or 0.0)
         case = ET.SubElement(
             suite,
             "testcase",
-            name=_text((line.get("data") or {}).get("path") or line.get("name")),
+            name=_text(line.get("name") or (line.get("data") or {}).get("path") or "-"),
             classname="kcheck",
             time=_seconds(line.get("seconds")),
         )
@@ -119,7 +152,7 @@ def build(
         ET.SubElement(case, "system-out").text = _text(case_output(line))
     for key, n in counts.items():
         suite.set(key, str(n))
-    suite.set("time", _seconds(total if seconds is None else seconds))
+    suite.set("time", _seconds(took))
     ET.indent(suite)
     return suite
 

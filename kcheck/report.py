@@ -233,15 +233,23 @@ class _Scale:
         return LEFT + (min(max(x, self.lo), self.hi) - self.lo) / (self.hi - self.lo) * PLOT_W
 
 
-def _forest(rows: list[Row]) -> str:
-    """The SVG: gap axis in points of the lines' metric, one band per data set."""
+def shown_checkers(rows: list[Row]) -> dict[str, str]:
+    """The methods with a gap on at least one line, in the registry's order, and their
+    colours: a checker that ran on no data set gets neither a column nor a legend entry."""
+    return {c: colour for c, colour in colours().items() if any(c in r.gaps for r in rows)}
+
+
+def _forest(rows: list[Row], fail_on: str | None = None) -> str:
+    """The SVG: gap axis in points of the lines' metric, one band per data set; a band whose
+    verdict tripped ``fail_on`` is framed in red. It shrinks to the window's width."""
     sx = _Scale.of(rows)
     height = TOP + ROW_H * len(rows) + 40
     width = LEFT + PLOT_W + RIGHT
     bottom = TOP + ROW_H * len(rows)
     out = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-        f'viewBox="0 0 {width} {height}" role="img" aria-label="gaps with 95% intervals">',
+        f'viewBox="0 0 {width} {height}" role="img" aria-label="gaps with 95% intervals" '
+        'style="max-width: 100%; height: auto">',
         f'<rect x="0" y="0" width="{width}" height="{height}" fill="#fff"/>',
     ]
     out += _stripes(len(rows), width)
@@ -251,9 +259,9 @@ def _forest(rows: list[Row]) -> str:
         f'<text x="{LEFT + PLOT_W / 2}" y="{bottom + 34}" font-size="12" text-anchor="middle" '
         'fill="#333">' + _esc(_axis_label(rows)) + "</text>"
     )
-    out += _legend()
+    out += _legend(shown_checkers(rows))
     for i, r in enumerate(rows):
-        out += _forest_row(r, TOP + i * ROW_H, sx)
+        out += _forest_row(r, TOP + i * ROW_H, sx, width, tripped(r, fail_on))
     out.append("</svg>")
     return "\n".join(out)
 
@@ -296,24 +304,35 @@ def _zero_and_epsilon_lines(rows: list[Row], sx: _Scale, bottom: int) -> list[st
     return out
 
 
-def _legend() -> list[str]:
-    """Each checker's colour, in a line above the plot."""
+def _legend(shown: dict[str, str]) -> list[str]:
+    """The colour of each checker the plot shows, in a line above the plot."""
     return [
         f'<circle cx="{LEFT + 95 * k + 5}" cy="14" r="4" fill="{colour}"/>'
         f'<text x="{LEFT + 95 * k + 13}" y="18" font-size="11" fill="#333">{c}</text>'
-        for k, (c, colour) in enumerate(colours().items())
+        for k, (c, colour) in enumerate(shown.items())
     ]
 
 
-def _forest_row(r: Row, y0: int, sx: _Scale) -> list[str]:
+def tripped(r: Row, fail_on: str | None) -> bool:
+    """Whether the line's verdict is the ``--fail-on`` one (a checked line only)."""
+    return fail_on is not None and r.status == "ok" and r.verdict == fail_on
+
+
+def _forest_row(r: Row, y0: int, sx: _Scale, width: int, failed: bool = False) -> list[str]:
     """One data set's band: its name; its status if it was not checked; each checker's gap
-    and interval, one above the other; the verdict, bold where clear."""
+    and interval, one above the other; the verdict, bold where clear; a red frame where the
+    verdict tripped --fail-on."""
     mid = y0 + ROW_H / 2
     out = [
-        f'<g class="forest-row" data-name="{_esc(r.name)}">',
+        f'<g class="forest-row{" tripped" if failed else ""}" data-name="{_esc(r.name)}">',
         f'<text x="{LEFT - 8}" y="{mid + 4}" font-size="12" text-anchor="end" '
         f'fill="#222">{_esc(_short(r.name))}</text>',
     ]
+    if failed:
+        out.append(
+            f'<rect x="1" y="{y0 + 1}" width="{width - 2}" height="{ROW_H - 2}" fill="none" '
+            'stroke="#c0392b" stroke-width="2"><title>the verdict tripped --fail-on</title></rect>'
+        )
     if r.status != "ok":
         colour = "#b03a2e" if r.status == "error" else "#7f8c8d"
         out.append(
@@ -345,15 +364,23 @@ def _forest_row(r: Row, y0: int, sx: _Scale) -> list[str]:
     return out
 
 
+#: The page keeps to the window: the plot shrinks to its width, and in the table a long text
+#: (a path, an error) wraps inside its cell and a gap's interval goes under the gap where the
+#: columns are narrow; a number or a word is never broken.
 _STYLE = """
 body { font-family: system-ui, sans-serif; margin: 24px; color: #222; }
 h1 { font-size: 20px; }
-table { border-collapse: collapse; margin-top: 18px; font-size: 13px; }
-th, td { border-bottom: 1px solid #ddd; padding: 4px 10px; text-align: left; }
+table { border-collapse: collapse; margin-top: 18px; font-size: 13px; max-width: 100%; }
+th, td { border-bottom: 1px solid #ddd; padding: 4px 8px; text-align: left; }
+td { white-space: nowrap; }
+td.name, td.note { white-space: normal; overflow-wrap: anywhere; min-width: 8em; }
+td.note { max-width: 28em; }
+td.gap { white-space: normal; }
 th { cursor: pointer; background: #f4f6f8; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
 .kernel { color: #c0392b; } .linear { color: #1e8449; }
 .error { color: #b03a2e; font-style: italic; } .skipped { color: #7f8c8d; font-style: italic; }
+tr.tripped td { background: #fdecea; } td.gate { color: #c0392b; font-weight: bold; }
 """
 
 _SCRIPT = """
@@ -389,15 +416,26 @@ def _number_cell(value: float | None, fmt: str) -> str:
     return _cell(fmt.format(value), value, "num")
 
 
-def _table(rows: list[Row]) -> str:
+def _table(rows: list[Row], fail_on: str | None = None) -> str:
+    """One row per line; with ``fail_on``, a column that marks the lines whose verdict tripped
+    it, and those rows tinted."""
     head = ["data set", "status", "verdict", "margin", "deciding", "metric", "rows", "seconds"]
-    shown = colours()
+    shown = shown_checkers(rows)
     head += [f"{c} gap" for c in shown]
+    if fail_on is not None:
+        head.insert(1, f"--fail-on {fail_on}")
     out = ["<table><thead><tr>", *(f"<th>{_esc(h)}</th>" for h in head), "</tr></thead><tbody>"]
     for r in rows:
+        failed = tripped(r, fail_on)
+        gate = [] if fail_on is None else [_cell("fails" if failed else "", cls="gate")]
         cells = [
-            _cell(r.name),
-            _cell(r.status if r.note is None else f"{r.status}: {r.note}", r.status, r.status),
+            _cell(r.name, cls="name"),
+            *gate,
+            _cell(
+                r.status if r.note is None else f"{r.status}: {r.note}",
+                r.status,
+                r.status if r.note is None else f"{r.status} note",
+            ),
             _cell(r.verdict or "", cls=r.verdict or ""),
             _cell(r.margin or ""),
             _cell(r.deciding or ""),
@@ -408,23 +446,46 @@ def _table(rows: list[Row]) -> str:
         for c in shown:
             if c in r.gaps:
                 g, lo, hi = r.gaps[c]
-                cells.append(_cell(f"{_points(g)} [{_points(lo)}, {_points(hi)}]", g, "num"))
+                # One place to wrap: between the gap and its interval.
+                text = f"{_points(g)} [{_points(lo)},\u00a0{_points(hi)}]"
+                cells.append(_cell(text, g, "num gap"))
             else:
                 cells.append(_cell("", -9, "num"))
-        out.append(f'<tr class="result">{"".join(cells)}</tr>')
+        row_class = "result tripped" if failed else "result"
+        out.append(f'<tr class="{row_class}">{"".join(cells)}</tr>')
     out.append("</tbody></table>")
     return "\n".join(out)
 
 
-def render(rows: list[Row], title: str) -> str:
-    """The whole page: no external resource, one inline script (table sorting)."""
+def _names(names: list[str], limit: int = 10) -> str:
+    """``a, b and 3 more``: the first ``limit`` names."""
+    more = f" and {len(names) - limit:,} more" if len(names) > limit else ""
+    return ", ".join(names[:limit]) + more
+
+
+def _count(n: int, word: str) -> str:
+    """``1 error``, ``2 errors``."""
+    return f"{n:,} {word if n == 1 else word + 's'}"
+
+
+def render(rows: list[Row], title: str, fail_on: str | None = None) -> str:
+    """The whole page: no external resource, one inline script (table sorting). With
+    ``fail_on`` (the batch's ``--fail-on``), the data sets whose verdict tripped it are
+    named in the summary and marked in the plot and the table."""
     counts = {s: sum(r.status == s for r in rows) for s in ("ok", "error", "skipped")}
     verdicts = {v: sum(r.verdict == v for r in rows) for v in VERDICT_COLOURS}
     summary = (
-        f"{len(rows)} lines: {counts['ok']} checked ({verdicts['kernel']} kernel, "
-        f"{verdicts['linear']} linear), {counts['error']} errors, {counts['skipped']} skipped. "
-        "Bold verdicts are clear, plain ones borderline."
+        f"{_count(len(rows), 'line')}: {counts['ok']:,} checked ({verdicts['kernel']:,} kernel, "
+        f"{verdicts['linear']:,} linear), {_count(counts['error'], 'error')}, "
+        f"{counts['skipped']:,} skipped. Bold verdicts are clear, plain ones borderline."
     )
+    if fail_on is not None:
+        hits = [r.name for r in rows if tripped(r, fail_on)]
+        summary += (
+            f" --fail-on {fail_on}: {len(hits):,} of {counts['ok']:,} checked data sets tripped it"
+            + (f" ({_names(hits)}), framed in red" if hits else "")
+            + "."
+        )
     return "\n".join(
         [
             "<!DOCTYPE html>",
@@ -435,8 +496,8 @@ def render(rows: list[Row], title: str) -> str:
             f"<style>{_STYLE}</style></head><body>",
             f"<h1>kcheck report: {_esc(title)}</h1>",
             f"<p>{_esc(summary)}</p>",
-            _forest(rows),
-            _table(rows),
+            _forest(rows, fail_on),
+            _table(rows, fail_on),
             f"<script>{_SCRIPT}</script>",
             "</body></html>",
             "",

@@ -128,6 +128,13 @@ _DONE = re.compile(r"^kcheck: (.+): done in [\d.]+s(?: \([^)]*\))?$")
 _PREDICTED = re.compile(r" \(about [^)]*predicted\)$")
 
 
+#: A log's progress lines that a terminal shows in its progress line instead: a batch's data
+#: set starting, and a long stage's "still running" (kcheck.cli.ui).
+_PROGRESS = re.compile(
+    r"^kcheck: (\[\d+/\d+\] .+: checking|\d+/\d+ done; checking .+|.+: still running, .+)$"
+)
+
+
 def terminal_view(stderr: str) -> str:
     """``stderr`` of a run off a terminal as a terminal leaves it: without the stage lines
     (``kcheck: STAGE`` and ``kcheck: STAGE: done in 1.2s``), which a terminal shows as a
@@ -149,6 +156,7 @@ def terminal_view(stderr: str) -> str:
         x
         for x in lines
         if not _DONE.match(x)
+        and not _PROGRESS.match(x)
         and not (x.startswith("kcheck: ") and _PREDICTED.sub("", x[8:]) in stages)
     ]
     return "\n".join(kept).rstrip() + "\n"

@@ -3,8 +3,6 @@ test case per data set, with the failure, error and skipped elements CI systems 
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
@@ -12,6 +10,7 @@ from typing import Any
 import pytest
 import xmlschema
 from conftest import DATASETS, ROOT
+from runner import kcheck
 
 from kcheck import junit
 from kcheck.errors import KcheckError
@@ -23,12 +22,6 @@ FAST = ("--checkers", "multilinear", "--exact", "never")
 @pytest.fixture(scope="module")
 def schema() -> xmlschema.XMLSchema:
     return xmlschema.XMLSchema(str(XSD))
-
-
-def kcheck(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "kcheck", *args], capture_output=True, text=True, timeout=600
-    )
 
 
 def ok_line(name: str, verdict: str, gap: float) -> dict[str, Any]:
@@ -84,16 +77,16 @@ def test_each_line_is_a_test_case_with_its_outcome(schema: xmlschema.XMLSchema) 
         "skipped": "1",
     }
     found = cases(suite)
-    assert list(found) == ["data/README.md", "data/bad.svm", "data/wavy", "data/flat"]
+    assert list(found) == ["data/README.md", "bad.svm", "wavy", "flat"]
     assert [child.tag for child in found["data/README.md"]] == ["skipped"]
     assert found["data/README.md"][0].attrib["message"] == ".md file"
-    error = found["data/bad.svm"].find("error")
+    error = found["bad.svm"].find("error")
     assert error is not None and error.attrib["message"].endswith("got 'x'")
-    failure = found["data/wavy"].find("failure")
+    failure = found["wavy"].find("failure")
     assert failure is not None and failure.text == "words for wavy"
     assert failure.attrib["message"] == "verdict is kernel (--fail-on kernel): words for wavy"
-    assert found["data/flat"].find("failure") is None
-    out = found["data/wavy"].findtext("system-out") or ""
+    assert found["flat"].find("failure") is None
+    out = found["wavy"].findtext("system-out") or ""
     assert "verdict: kernel\nmargin: clear\ndeciding_checker: multilinear\n" in out
     assert "gap multilinear: +20.00 points (95% CI +10.00 to +30.00), ok" in out
     assert "warning: a warning" in out
@@ -104,7 +97,7 @@ def test_each_line_is_a_test_case_with_its_outcome(schema: xmlschema.XMLSchema) 
 def test_without_fail_on_nothing_fails_and_the_gate_can_trip_on_linear() -> None:
     assert junit.build(LINES).attrib["failures"] == "0"
     suite = junit.build(LINES, fail_on="linear")
-    assert cases(suite)["data/flat"].find("failure") is not None
+    assert cases(suite)["flat"].find("failure") is not None
 
 
 def test_text_xml_cannot_hold_is_replaced(schema: xmlschema.XMLSchema) -> None:

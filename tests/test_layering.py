@@ -137,19 +137,25 @@ def _imports(module: str, path: Path, known: set[str]) -> tuple[set[str], list[i
         subs = {f"{base}.{a.name}" for a in node.names if f"{base}.{a.name}" in known}
         return subs or {base}
 
-    def visit(node: ast.AST, in_function: bool) -> None:
+    def visit(node: ast.AST, in_function: bool, typing_only: bool) -> None:
         for child in ast.iter_child_nodes(node):
             if isinstance(child, (ast.Import, ast.ImportFrom)):
                 t = targets(child)
-                if in_function:
+                if in_function or typing_only:
                     t = {x for x in t if (module, x) not in LAZY_IMPORTS}
                 if in_function and t:
                     nested.append(child.lineno)
                 found.update(t)
             inside = in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef))
-            visit(child, inside)
+            # ``if TYPE_CHECKING:`` imports are read by type checkers only, never run.
+            typing = typing_only or (
+                isinstance(child, ast.If)
+                and isinstance(child.test, ast.Name)
+                and child.test.id == "TYPE_CHECKING"
+            )
+            visit(child, inside, typing)
 
-    visit(tree, False)
+    visit(tree, False, False)
     found.discard(module)
     return found, nested
 

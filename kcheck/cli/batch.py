@@ -276,7 +276,8 @@ def _check(ui: Ui, run: _BatchRun, found: Discovery) -> BatchResult:
     """Run the batch, with a live progress line on a terminal, else a line per data set."""
     # JSON lines on a terminal's stdout would land in the middle of a live progress display.
     if not ui.interactive or (run.destination == "-" and sys.stdout.isatty()):
-        return run.go(found, None, None if ui.quiet else lambda x: _announce(x, ui.info))
+        with ui.batch_log() as progress:
+            return run.go(found, progress, None if ui.quiet else lambda x: _announce(x, ui.info))
     bar = new_progress(ui.console, redirect_stdout=False)
     task = bar.add_task("starting", total=None, count="")
 

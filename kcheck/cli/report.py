@@ -18,8 +18,14 @@ from kcheck.cli.ui import Ui
 @click.option(
     "--title", type=str, default=None, metavar="TITLE", help="The page's title [default: RESULTS]."
 )
+@click.option(
+    "--fail-on",
+    type=click.Choice(["kernel", "linear"]),
+    default=None,
+    help="Frame the data sets whose verdict trips the batch's --fail-on, and name them.",
+)
 @quiet_option()
-def report(results: str, output: str, title: str | None, quiet: bool) -> None:
+def report(results: str, output: str, title: str | None, fail_on: str | None, quiet: bool) -> None:
     """Make one HTML page from RESULTS, the JSON lines of `kcheck batch -o`.
 
     A forest plot shows, for every data set, each checker's gap with its 95% interval, the
@@ -33,5 +39,6 @@ def report(results: str, output: str, title: str | None, quiet: bool) -> None:
     refuse_input_as_output(output, "-o", [results])
     with prepare_outputs([(output, "-o")]):
         rows = read_lines(results)
-        write_text(output, render(rows, title or os.path.basename(results)), "report")
+        page = render(rows, title or os.path.basename(results), fail_on=fail_on)
+        write_text(output, page, "report")
     ui.info(f"kcheck: {len(rows)} data sets and files in {output}")

@@ -3,13 +3,14 @@ plain lines elsewhere; and the worker thread that keeps Ctrl-C responsive."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import re
 import textwrap
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, TypeVar, cast
 
 from rich.console import Console, RenderableType
@@ -122,6 +123,9 @@ class Ui:
         self.quiet = quiet
         self.console = Console(stderr=True, highlight=False)
         self.interactive = self.console.is_terminal and not quiet
+        #: When a log line was last written (time.perf_counter()): a long stage's progress
+        #: line (StageLog) is written once the log has been silent for PULSE_SECONDS.
+        self.logged_at = time.perf_counter()
 
     @property
     def width(self) -> int:
@@ -146,6 +150,7 @@ class Ui:
         text = re.sub(r"[ \t]+$", "", buffer.getvalue(), flags=re.MULTILINE)
         self.console.file.write(text)
         self.console.file.flush()
+        self.logged_at = time.perf_counter()
 
     def note(self, message: str, style: str | None = None) -> None:
         """One line in a log (greppable); wrapped at word boundaries on a terminal, where the
@@ -154,6 +159,7 @@ class Ui:
             self.console.print(
                 message, markup=False, style=style, soft_wrap=not self.console.is_terminal
             )
+            self.logged_at = time.perf_counter()
 
     def log_line(self, message: str) -> None:
         """A progress line in a log, laid out for the log's width (a path longer than it is
@@ -167,6 +173,15 @@ class Ui:
             )
             self.console.file.write(text + "\n")
             self.console.file.flush()
+            self.logged_at = time.perf_counter()
+
+    def batch_log(self) -> contextlib.AbstractContextManager[Report | None]:
+        """A batch's progress in a log (:class:`BatchLog`): a line as each data set starts, and
+        one at least every PULSE_SECONDS while one runs; None with -q. The ``with`` block is
+        the batch: its ticks end with it."""
+        if self.quiet:
+            return contextlib.nullcontext(None)
+        return _logging_batch(BatchLog(self.log_line, last_line=lambda: self.logged_at))
 
     def info(self, message: str) -> None:
         self.note(message)
@@ -190,11 +205,13 @@ class Ui:
         if self.quiet:
             return in_worker(lambda: fn(no_progress), box)
         if not self.interactive:
-            # Off a terminal (logs, CI): a line when each stage starts and when it ends, so a
-            # long run is never silent; no bar, no carriage return, no colour.
+            # Off a terminal (logs, CI): a line when each stage starts and when it ends, and
+            # one at least every PULSE_SECONDS of a long stage, so a long run is never silent;
+            # no bar, no carriage return, no colour.
             # A stage that an error or Ctrl-C ends gets no "done" line: the error says it.
-            log = StageLog(self.log_line)
-            result = in_worker(lambda: fn(log.report), box)
+            log = StageLog(self.log_line, last_line=lambda: self.logged_at)
+            with ticking(log.tick):
+                result = in_worker(lambda: fn(log.report), box)
             log.close()
             return result
         progress = new_progress(self.console)
@@ -219,43 +236,201 @@ class Ui:
             return in_worker(lambda: fn(report), box)
 
 
+#: In a log, a stage that runs on writes a line once the log has been silent this long (a
+#: grid search between its estimates was silent for minutes): at least one line a minute,
+#: whatever the stage counts.
+PULSE_SECONDS = 30.0
+
+#: How often the log looks at the clock between progress events (a stage with no events, such
+#: as one long LIBLINEAR training, still gets its lines).
+TICK_SECONDS = 1.0
+
+
+def running_text(count: str, elapsed: float, done: int | None, total: int | None) -> str:
+    """What a log says of a stage that runs on, as the terminal's bar shows it: ``still
+    running, 40/110 grid points, elapsed 4:00, ETA 7:00`` (the ETA from the rate of the counts
+    so far, where there are counts)."""
+    parts = ["still running"] + ([count] if count else []) + [f"elapsed {_clock(elapsed)}"]
+    if done and total and total > done and elapsed > 0:
+        parts.append(f"ETA {_clock(elapsed / done * (total - done))}")
+    return ", ".join(parts)
+
+
 class StageLog:
     """Progress as log lines: ``kcheck: STAGE`` (with its predicted seconds where the plan has
     them) when a stage starts, ``kcheck: STAGE: done in N.Ns`` when the next one starts or the
     run ends (with the stage's ``note`` where an event gave one: ``done in 4.6s (settled
     after 1 of 2 repeats)``), or ``kcheck: STAGE: skipped (REASON) after N.Ns`` where it ended
     without doing its work (an event's ``ended``). Counts within a stage are left to the
-    terminal's bar."""
+    terminal's bar, except that a stage that runs on writes ``kcheck: STAGE: still running,
+    40/110 grid points, elapsed 4:00, ETA 7:00`` once the log has been silent for
+    :data:`PULSE_SECONDS` (checked at each event and at each :meth:`tick`).
 
-    def __init__(self, write: Callable[[str], None]) -> None:
+    ``last_line`` gives when any line was last written to the log (lines written beside this
+    one, such as a search's estimates, count); by default the lines this one wrote. The events
+    and the ticks may come from different threads."""
+
+    def __init__(
+        self, write: Callable[[str], None], last_line: Callable[[], float] | None = None
+    ) -> None:
         self.write = write
         self.stage: str | None = None
         self.started = 0.0
         self.note: str | None = None
+        self.done: int | None = None
+        self.total: int | None = None
+        self.written = time.perf_counter()
+        self.last_line = last_line
+        self.lock = threading.RLock()
+
+    def _line(self, text: str) -> None:
+        self.write(text)
+        self.written = time.perf_counter()
 
     def report(self, event: Event) -> None:
+        with self.lock:
+            self._report(event)
+
+    def _report(self, event: Event) -> None:
         if event.ended is not None:
             if event.stage == self.stage:
                 took = time.perf_counter() - self.started
-                self.write(f"kcheck: {self.stage}: {event.ended} after {took:.1f}s")
+                self._line(f"kcheck: {self.stage}: {event.ended} after {took:.1f}s")
                 self.stage = None
             return
         if event.stage == self.stage:
             self.note = event.note or self.note
+            self.done, self.total = event.done, event.total
+            if event.line is None:
+                # An event with a line of its own (a search's estimate) may be written beside
+                # this log: the next event or tick says the stage if it is still due.
+                self._pulse()
             return
-        self.close()
+        self._close()
         self.stage, self.started, self.note = event.stage, time.perf_counter(), event.note
+        self.done, self.total = event.done, event.total
         predicted = event.predicted_seconds
         about = f" (about {predicted:.0f}s predicted)" if predicted and predicted >= 1 else ""
-        self.write(f"kcheck: {event.stage}{about}")
+        self._line(f"kcheck: {event.stage}{about}")
+
+    def tick(self) -> None:
+        """A look at the clock between events: the line of a stage that runs on, if due."""
+        with self.lock:
+            self._pulse()
+
+    def _pulse(self) -> None:
+        if self.stage is None:
+            return
+        now = time.perf_counter()
+        last = max(self.written, self.last_line()) if self.last_line else self.written
+        if now - last < PULSE_SECONDS:
+            return
+        count = count_text(self.stage, self.done, self.total)
+        running = running_text(count, now - self.started, self.done, self.total)
+        self._line(f"kcheck: {self.stage}: {running}")
 
     def close(self) -> None:
         """The end of the stage under way, if any."""
+        with self.lock:
+            self._close()
+
+    def _close(self) -> None:
         if self.stage is not None:
             took = time.perf_counter() - self.started
             note = f" ({self.note})" if self.note else ""
-            self.write(f"kcheck: {self.stage}: done in {took:.1f}s{note}")
+            self._line(f"kcheck: {self.stage}: done in {took:.1f}s{note}")
             self.stage = None
+
+
+class BatchLog:
+    """A batch's progress as log lines: ``kcheck: [2/5] heart_scale: checking`` as a data set
+    starts (one at a time), ``kcheck: 1/5 done; checking a, b`` as the data sets in flight
+    change (several at once), a line when the batch itself starts a step (``kcheck:
+    connecting to tcp://...``), and where the log has been silent for :data:`PULSE_SECONDS`,
+    what runs now: ``kcheck: [2/5] heart_scale: RBF grid search: still running, 40/110 grid
+    points, elapsed 4:00`` (the time since the data set started). A check's own stages are not
+    written one by one: each data set's verdict has its line when it is done. ``last_line`` is
+    as for :class:`StageLog`."""
+
+    def __init__(
+        self, write: Callable[[str], None], last_line: Callable[[], float] | None = None
+    ) -> None:
+        self.log = StageLog(write, last_line)
+        self.lock = self.log.lock
+        #: The last line this log said of the batch, and the data set being checked (one at a
+        #: time), whose stages are its own events.
+        self.said: str | None = None
+        self.checking: str | None = None
+
+    def report(self, event: Event) -> None:
+        with self.lock:
+            self._report(event)
+
+    def _say(self, text: str, stage: str) -> None:
+        """A new line of the batch; the pulse counts from here."""
+        log = self.log
+        if text != self.said:
+            self.said = text
+            log.stage, log.started, log.done, log.total = stage, time.perf_counter(), None, None
+            log._line(f"kcheck: {text}")
+
+    def _report(self, event: Event) -> None:
+        from kcheck.batch.progress import DATA_SETS, FINISHING
+
+        log = self.log
+        if event.unit == DATA_SETS:
+            if event.stage == FINISHING:
+                log.stage, self.checking = None, None  # the table follows
+            elif event.line is None:  # one data set starts
+                self.checking = event.stage
+                self._say(f"{event.stage}: checking", event.stage)
+            else:  # the data sets in flight, reported again and again while they run
+                self._say(event.line, event.stage)
+                log._pulse()
+            return
+        if self.checking is not None and event.stage.startswith(self.checking + ": "):
+            # A stage of the data set being checked: the pulse says the latest.
+            log.stage, log.done, log.total = event.stage, event.done, event.total
+        else:
+            # A step of the batch's own: "comparing saved results with the data: NAME" for
+            # each data set is one line.
+            self._say(event.stage.split(": ", 1)[0], event.stage)
+            log.stage, log.done, log.total = event.stage, event.done, event.total
+        log._pulse()
+
+    def tick(self) -> None:
+        self.log.tick()
+
+
+class _Ticker:
+    """Calls ``tick`` every :data:`TICK_SECONDS` in a daemon thread until stopped."""
+
+    def __init__(self, tick: Callable[[], None]) -> None:
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._run, args=(tick,), daemon=True)
+
+    def _run(self, tick: Callable[[], None]) -> None:
+        while not self.stopped.wait(TICK_SECONDS):
+            tick()
+
+    def __enter__(self) -> _Ticker:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stopped.set()
+        self.thread.join(TICK_SECONDS)
+
+
+def ticking(tick: Callable[[], None]) -> _Ticker:
+    """``with ticking(log.tick):`` the log looks at the clock while the block runs."""
+    return _Ticker(tick)
+
+
+@contextlib.contextmanager
+def _logging_batch(log: BatchLog) -> Iterator[Report]:
+    with ticking(log.tick):
+        yield log.report
 
 
 def in_worker(fn: Callable[[], T], box: dict[str, Any]) -> T:
