@@ -6,6 +6,7 @@ import fcntl
 import importlib.util
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -51,6 +52,26 @@ def rng() -> np.random.Generator:
 @pytest.fixture
 def datasets() -> Path:
     return DATASETS
+
+
+@pytest.fixture(scope="session")
+def can_drop_root(tmp_path_factory: pytest.TempPathFactory) -> bool:
+    """True if file permissions apply to the kcheck runs (not root, or root without override)."""
+    from runner import drop_file_access_override
+
+    locked = tmp_path_factory.mktemp("probe") / "locked"
+    locked.write_text("secret")
+    locked.chmod(0)
+    preexec = drop_file_access_override if os.geteuid() == 0 else None
+    try:
+        probe = subprocess.run(
+            [sys.executable, "-c", f"open({str(locked)!r}).read()"],
+            preexec_fn=preexec,
+            capture_output=True,
+        )
+    except OSError:
+        return False
+    return probe.returncode != 0
 
 
 def load_script(name: str) -> ModuleType:

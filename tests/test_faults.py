@@ -30,7 +30,6 @@ from runner import (
     Run,
     alive,
     descendants,
-    drop_file_access_override,
     kcheck,
     one_error_line,
     tree_cpu_seconds,
@@ -199,24 +198,6 @@ def test_missing_directory(writer: str, tmp_path: Path, model: Path) -> None:
     r = kcheck(*writer_args(writer, PLAIN, model, out), env={"TMPDIR": str(tmp_path)})
     one_error_line(r, str(out), "No such file or directory")
     assert sorted(p.name for p in tmp_path.iterdir()) == []
-
-
-@pytest.fixture(scope="module")
-def can_drop_root(tmp_path_factory: pytest.TempPathFactory) -> bool:
-    """True if permissions apply to the kcheck runs (not root, or root without override)."""
-    locked = tmp_path_factory.mktemp("probe") / "locked"
-    locked.write_text("secret")
-    locked.chmod(0)
-    preexec = drop_file_access_override if os.geteuid() == 0 else None
-    try:
-        probe = subprocess.run(
-            [sys.executable, "-c", f"open({str(locked)!r}).read()"],
-            preexec_fn=preexec,
-            capture_output=True,
-        )
-    except OSError:
-        return False
-    return probe.returncode != 0
 
 
 @pytest.mark.parametrize("writer", writer_params())

@@ -17,7 +17,6 @@ import signal
 import stat
 import struct
 import subprocess
-import sys
 import termios
 import time
 import xml.etree.ElementTree as ET
@@ -28,8 +27,7 @@ import pytest
 import scipy.sparse as sp
 from conftest import DATASETS
 from runner import (
-    Run,
-    drop_file_access_override,
+    one_error_line,
     run_kcheck,
     slowdown,
     start_kcheck,
@@ -49,34 +47,6 @@ OLD = b"old content\n"
 def env_with_tmpdir(tmp: Path) -> dict[str, str]:
     tmp.mkdir(exist_ok=True)
     return dict(os.environ, TMPDIR=str(tmp))
-
-
-def one_error_line(run: Run, *fragments: str) -> str:
-    assert "Traceback" not in run.stderr, run.describe()
-    assert run.code == 2, run.describe()
-    lines = without_stage_lines(run.stderr)
-    assert len(lines) == 1 and lines[0].startswith("kcheck: error: "), run.describe()
-    for fragment in fragments:
-        assert fragment in lines[0], run.describe()
-    return lines[0]
-
-
-@pytest.fixture(scope="module")
-def can_drop_root(tmp_path_factory: pytest.TempPathFactory) -> bool:
-    """True if file permissions apply to the kcheck runs (not root, or root without override)."""
-    locked = tmp_path_factory.mktemp("probe") / "locked"
-    locked.write_text("secret")
-    locked.chmod(0)
-    preexec = drop_file_access_override if os.geteuid() == 0 else None
-    try:
-        probe = subprocess.run(
-            [sys.executable, "-c", f"open({str(locked)!r}).read()"],
-            preexec_fn=preexec,
-            capture_output=True,
-        )
-    except OSError:
-        return False
-    return probe.returncode != 0
 
 
 # --- a path that cannot be written: refused before the work ---------------------------------
