@@ -5,14 +5,15 @@ from __future__ import annotations
 import fcntl
 import importlib.util
 import os
+import pickle
 import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 import pytest
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
     from kcheck.checkers.base import Context
 
 ROOT = Path(__file__).resolve().parent.parent
+T = TypeVar("T")
 DATASETS = ROOT / "datasets"
 
 # The properties draw the same examples on every run, as the seeded fixtures do, so one that
@@ -118,7 +120,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
     whole = config.getoption("--slow")
-    if whole and not config.getoption("durations"):
+    if whole and config.getoption("durations") is None:  # --durations=0 lists every test
         config.option.durations = 20
     # An explicit -n (including -n 0) or a collection alone is left as asked.
     xdist = config.pluginmanager.hasplugin("xdist")
@@ -157,7 +159,11 @@ def _lock_files(config: pytest.Config) -> tuple[str, str] | None:
     workerinput = getattr(config, "workerinput", None)
     if workerinput is None:
         return None
-    stem = os.path.join(tempfile.gettempdir(), f"kcheck-tests-{workerinput['testrunuid']}")
+    # Beside the processes' own temporary folders (.../pytest-N/popen-gwK), in the run's, which
+    # pytest removes with the run's other leftovers.
+    factory = getattr(config, "_tmp_path_factory", None)
+    where = str(factory.getbasetemp().parent) if factory is not None else tempfile.gettempdir()
+    stem = os.path.join(where, f"kcheck-tests-{workerinput['testrunuid']}")
     return f"{stem}.gate", f"{stem}.lock"
 
 
@@ -188,3 +194,23 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
             yield
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def made_once(config: pytest.Config, key: str, make: Callable[[], T]) -> T:
+    """``make()``, called by one process of the run: the others wait for it and read its
+    pickled result. For a module fixture that runs many commands (the model corpus): work
+    stealing may share one module's tests out to both processes, and each would make it."""
+    files = _lock_files(config)
+    if files is None:
+        return make()
+    path = f"{files[1]}.{key}.pickle"
+    with open(f"{path}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if os.path.exists(path):
+            with open(path, "rb") as f:
+                return pickle.load(f)  # type: ignore[no-any-return]
+        value = make()
+        with open(f"{path}.tmp", "wb") as f:
+            pickle.dump(value, f)
+        os.replace(f"{path}.tmp", path)
+        return value

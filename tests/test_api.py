@@ -90,13 +90,12 @@ def frame_of(X: sp.csr_matrix) -> Any:
 @pytest.mark.parametrize(
     ("name", "form", "fast"),
     [
+        # Each input form once, and the whole check (exact mode, nested on heart_scale) twice.
         ("fourclass", "csr", True),
-        pytest.param("heart_scale", "dense", True, marks=pytest.mark.slow),
         pytest.param("heart_scale", "frame", True, marks=pytest.mark.slow),
+        pytest.param("svmguide1", "csc", True, marks=pytest.mark.slow),
         pytest.param("heart_scale", "dense", False, marks=pytest.mark.slow),
-        pytest.param("fourclass", "csr", False, marks=pytest.mark.slow),
         pytest.param("german.numer", "frame", False, marks=pytest.mark.slow),
-        pytest.param("svmguide1", "csc", False, marks=pytest.mark.slow),
     ],
 )
 def test_to_dict_is_the_commands_json(name: str, form: str, fast: bool, tmp_path: Path) -> None:

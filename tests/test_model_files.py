@@ -9,6 +9,7 @@ a mutation makes, loading either refuses it or gives a model that predicts its o
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 from concurrent.futures import ThreadPoolExecutor
@@ -16,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import made_once
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from model_corpus import HEART, Case, heart_range, mutations_seed_models, write
@@ -34,7 +36,6 @@ def corpus_runs(
 ) -> dict[str, tuple[Case, Path, Run]]:
     """Every case this run tests through ``kcheck predict``, two processes at a time (the
     runs are short; the fast tier tests part of the corpus, the whole suite all of it)."""
-    directory = tmp_path_factory.mktemp("model-corpus")
     wanted = {
         item.callspec.params["name"]
         for item in request.session.items
@@ -42,7 +43,6 @@ def corpus_runs(
         and item.originalname == "test_hostile_model_file_is_refused_in_one_line"
     }
     selected = any(i.originalname == "test_the_corpus_is_large" for i in request.session.items)
-    written = [(c, p) for c, p in write(directory) if selected or c.name in wanted]
 
     def one(item: tuple[Case, Path]) -> tuple[Case, Path, Run]:
         case, path = item
@@ -53,8 +53,16 @@ def corpus_runs(
         )
         return case, path, run
 
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        return {case.name: (case, path, run) for case, path, run in pool.map(one, written)}
+    def every() -> dict[str, tuple[Case, Path, Run]]:
+        directory = tmp_path_factory.mktemp("model-corpus")
+        written = [(c, p) for c, p in write(directory) if selected or c.name in wanted]
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            return {case.name: (case, path, run) for case, path, run in pool.map(one, written)}
+
+    # Both processes of the whole suite may get this module's tests: the corpus runs once.
+    names = "all" if selected else " ".join(sorted(wanted))
+    key = "model-corpus-" + hashlib.sha256(names.encode()).hexdigest()[:16]
+    return made_once(request.config, key, every)
 
 
 @pytest.mark.slow
