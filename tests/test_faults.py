@@ -20,6 +20,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -360,7 +361,13 @@ def interrupt(
             if when_exists is None and tree_cpu_seconds(proc.pid) >= after:
                 break
             time.sleep(0.002 if when_exists else 0.02)
-        assert proc.poll() is None, "kcheck ended before it could be interrupted"
+        if proc.poll() is not None:
+            out, err = proc.communicate()
+            pytest.fail(
+                f"kcheck {' '.join(args)} ended (exit {proc.returncode}) before it could be "
+                f"interrupted, at {tree_cpu_seconds(proc.pid):.2f} CPU s of {after}:\n"
+                + err.decode("utf-8", "replace")[-3000:]
+            )
         children = descendants(proc.pid)
         if group:
             os.killpg(proc.pid, sig)
@@ -497,18 +504,22 @@ def test_interrupt_leaves_no_temporary_directory(slow_model_data: Path, tmp_path
 def test_interrupted_verify_keeps_its_json(slow_model_data: Path, tmp_path: Path) -> None:
     out = tmp_path / "verify.json"
     out.write_bytes(OLD)
-    tmpdir = tmp_path / "tmp"
-    tmpdir.mkdir()
-    run, children = interrupt(
-        ["verify", str(slow_model_data), "-j", "2", "-o", str(out)],
-        signal.SIGTERM,
-        after=1.5,
-        tmpdir=tmpdir,
-    )
-    assert_interrupted(run, 143, children)
-    assert out.read_bytes() == OLD
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["tmp", "verify.json"]
-    assert our_temporary_files(tmpdir) == []
+    # A short TMPDIR: the worker pool's socket lives in it, and a Unix socket's path holds at
+    # most 107 bytes, which a test's folder in a pytest-xdist process nearly fills on its own.
+    tmpdir = Path(tempfile.mkdtemp(prefix="kv-"))
+    try:
+        run, children = interrupt(
+            ["verify", str(slow_model_data), "-j", "2", "-o", str(out)],
+            signal.SIGTERM,
+            after=1.5,
+            tmpdir=tmpdir,
+        )
+        assert_interrupted(run, 143, children)
+        assert out.read_bytes() == OLD
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["verify.json"]
+        assert our_temporary_files(tmpdir) == []
+    finally:
+        shutil.rmtree(tmpdir, ignore_errors=True)
 
 
 @pytest.mark.slow
