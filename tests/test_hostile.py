@@ -22,7 +22,6 @@ import os
 import random
 import shutil
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -32,7 +31,7 @@ from typing import Any
 
 import pytest
 import runner
-from runner import Run, drop_file_access_override, slowdown
+from runner import Run, slowdown
 
 from kcheck.verdict import without_timing
 
@@ -554,23 +553,6 @@ def command_args(command: str, path: str, case: Case | None, refs: References) -
     return ["verify", path, "-q", "-j", "1"]
 
 
-def _can_drop_root(d: Path) -> bool:
-    """True if file permissions apply to the kcheck runs (not root, or root without them)."""
-    locked = d / "locked"
-    locked.write_text("secret")
-    locked.chmod(0)
-    drop = drop_file_access_override if os.geteuid() == 0 else None
-    try:
-        probe = subprocess.run(
-            [sys.executable, "-c", f"open({str(locked)!r}).read()"],
-            preexec_fn=drop,
-            capture_output=True,
-        )
-    except OSError:  # could not drop the capabilities
-        return False
-    return probe.returncode != 0
-
-
 @pytest.mark.parametrize(("case", "command"), _params())
 def test_hostile_input(
     case: Case,
@@ -578,8 +560,9 @@ def test_hostile_input(
     refs: References,
     generated: dict,
     tmp_path_factory: pytest.TempPathFactory,
+    can_drop_root: bool,
 ) -> None:
-    if case.drop_root and not _can_drop_root(tmp_path_factory.mktemp("probe")):
+    if case.drop_root and not can_drop_root:
         pytest.skip("cannot run without root's file access here")
     if isinstance(case.source, str):
         path = CORPUS / case.source

@@ -36,6 +36,23 @@ def test_the_fast_tier_keeps_most_tests_and_a_test_of_every_file(tmp_path: Path)
     assert not [f for f in sorted(files) if per_file[f] == 0], "a file with no fast test"
 
 
+def _small_suite(tmp_path: Path, tests: str, *args: str, **env: str) -> None:
+    """Run pytest ARGS in ``tmp_path`` on a test file of ``tests`` beside the project's
+    conftest, as the project's tiers run; fail with its output unless it passes."""
+    (tmp_path / "test_small.py").write_text(tests)
+    (tmp_path / "conftest.py").write_text((ROOT / "tests" / "conftest.py").read_text())
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "HYPOTHESIS"))}
+    r = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=300,
+        env={**clean, **env},
+    )
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+
+
 PROPERTY = """
 import os
 from hypothesis import given, settings, strategies as st
@@ -53,21 +70,10 @@ def test_a_property_draws_the_same_examples_on_every_run_unless_told_to_explore(
 ) -> None:
     """The README's promise: a run's result does not hang on its luck (tests/conftest.py's
     hypothesis profile), and HYPOTHESIS_PROFILE=explore draws new examples."""
-    (tmp_path / "test_property.py").write_text(PROPERTY)
-    (tmp_path / "conftest.py").write_text((ROOT / "tests" / "conftest.py").read_text())
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "HYPOTHESIS"))}
 
     def drawn(run: int, **extra: str) -> list[str]:
         out = tmp_path / f"drawn{run}.txt"
-        r = subprocess.run(
-            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "0"],
-            capture_output=True,
-            text=True,
-            cwd=tmp_path,
-            timeout=300,
-            env={**env, "DRAWN": str(out), **extra},
-        )
-        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+        _small_suite(tmp_path, PROPERTY, "-n", "0", DRAWN=str(out), **extra)
         return out.read_text().split()
 
     first, second = drawn(1), drawn(2)
@@ -105,19 +111,8 @@ def test_alone(i):
 def test_the_whole_suite_runs_in_two_processes_and_a_serial_test_alone(tmp_path: Path) -> None:
     """`--slow` runs in two processes like the fast tier, and a `serial` test overlaps no other
     test in time (tests/conftest.py's lock), whichever process runs it."""
-    (tmp_path / "test_timed.py").write_text(TIMED)
-    (tmp_path / "conftest.py").write_text((ROOT / "tests" / "conftest.py").read_text())
     spans = tmp_path / "spans.txt"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
-    r = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--slow"],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        timeout=300,
-        env={**env, "SPANS": str(spans)},
-    )
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    _small_suite(tmp_path, TIMED, "--slow", SPANS=str(spans))
     rows = [line.split() for line in spans.read_text().splitlines()]
     spans_of = {name: (float(a), float(b)) for name, a, b in rows}
     assert len(spans_of) == 12
