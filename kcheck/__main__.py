@@ -8,10 +8,17 @@ command line's :func:`~kcheck.cli.app.main` replaces these handlers with its own
 
 ``_signal`` is the C module under :mod:`signal`: built into the interpreter, it is there at
 once, where importing :mod:`signal` reads a file (and an interrupt could land in that).
+
+A worker process of the ``kcheck`` command runs the command's script again (as
+``__mp_main__``, which imports this module) while multiprocessing prepares it. There the
+handlers are not installed, nor the command line imported: a worker is no command, and one
+that caught SIGTERM this way ignored it for as long as a LIBLINEAR call ran (a Python handler
+waits for the call to return), and said "kcheck: interrupted" a second time.
 """
 
 import _signal
 import os
+import sys
 
 
 def _interrupted_while_starting(signum: int, frame: object) -> None:
@@ -23,10 +30,19 @@ def _interrupted_while_starting(signum: int, frame: object) -> None:
     os._exit(130 if signum == _signal.SIGINT else 143)
 
 
-_signal.signal(_signal.SIGINT, _interrupted_while_starting)
-_signal.signal(_signal.SIGTERM, _interrupted_while_starting)
+def _preparing_a_worker() -> bool:
+    """Whether multiprocessing is preparing this process as a worker (it has imported itself
+    by then; the command, this early, has not)."""
+    process = sys.modules.get("multiprocessing.process")
+    current = getattr(process, "current_process", None)
+    return current is not None and bool(getattr(current(), "_inheriting", False))
 
-from kcheck.cli import main as _main  # noqa: E402 - after the handlers, on purpose
+
+if not _preparing_a_worker():
+    _signal.signal(_signal.SIGINT, _interrupted_while_starting)
+    _signal.signal(_signal.SIGTERM, _interrupted_while_starting)
+
+    from kcheck.cli import main as _main  # after the handlers, on purpose
 
 
 def main() -> None:

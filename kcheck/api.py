@@ -28,6 +28,7 @@ import numpy as np
 from kcheck import models, predict
 from kcheck.arrays import ArrayTest, as_csr, prepare_arrays
 from kcheck.atomic import atomic_paths
+from kcheck.c_runtime import wait_for_left_calls
 from kcheck.config import CheckConfig
 from kcheck.defaults import MAX_SEED, Event, Progress, no_progress
 from kcheck.errors import KcheckError, recorded_warnings
@@ -434,6 +435,9 @@ def _quiet(progress: Progress | None, verbose: bool) -> Iterator[Progress]:
         raise TypeError("progress must be a function of one kcheck.Event")
     shown = progress or (_stage_lines() if verbose else no_progress)
     with _interruptible() as interrupted:
+        # A LIBLINEAR or LIBSVM call that an earlier Ctrl-C left running ends first: this
+        # call's draws and counts must not mix with its (kcheck.c_runtime.interruptible).
+        wait_for_left_calls()
 
         def report(event: Event) -> None:
             if interrupted.is_set():
@@ -461,7 +465,9 @@ def _interruptible() -> Iterator[threading.Event]:
     """Ctrl-C ends the call with KeyboardInterrupt even where it lands inside a LIBSVM
     callback, which swallows the exception: the flag stays set, and the next progress report
     (or the end of the call) raises it again. The interpreter's own handler is restored after;
-    a caller's own SIGINT handler, or a call outside the main thread, is left alone."""
+    a caller's own SIGINT handler, or a call outside the main thread, is left alone. A
+    LIBLINEAR or LIBSVM call, which runs to its end once begun, runs apart from the main
+    thread meanwhile (kcheck.c_runtime.interruptible), so the handler runs at once."""
     flag = threading.Event()
     ours = (
         threading.current_thread() is threading.main_thread()

@@ -43,6 +43,7 @@ from kcheck.binding_input import (
 from kcheck.c_runtime import (
     c_rand,
     captured_stderr,
+    interruptible,
     library_reason,
     one_omp_thread,
     save_failed,
@@ -196,9 +197,12 @@ def search_C(problem: Problem, *, seed: int, eps: float | None = None) -> tuple[
     best_p = ctypes.c_double()
     best_score = ctypes.c_double()
     seed_c_rand(seed)
+    prob = problem._prob
     with weights_quiet(problem.weights):
-        _ll.liblinear.find_parameters(
-            problem._prob, param, N_FOLDS, -1.0, -1.0, best_C, best_p, best_score
+        interruptible(
+            lambda: _ll.liblinear.find_parameters(
+                prob, param, N_FOLDS, -1.0, -1.0, best_C, best_p, best_score
+            )
         )
     C = float(best_C.value)
     if not (C > 0 and math.isfinite(C)):
@@ -258,8 +262,11 @@ def train_linear(
     _check_linear(problem, param)
     if start is not None:
         param.init_sol = start._raw.w
+        # The warm start's weights live as long as the parameters that point at them.
+        param._kcheck_keep = start
     # A problem holds only the weights of its own classes: nothing to warn about.
-    ptr = _ll.liblinear.train(problem._prob, param)
+    prob = problem._prob
+    ptr = interruptible(lambda: _ll.liblinear.train(prob, param))
     if not ptr:
         raise EngineError("LIBLINEAR failed to train a model")
     return _from_raw(_ll.toPyModel(ptr), C)
@@ -403,7 +410,8 @@ def _svm_cv_predictions(
         if workers > 1 and n >= max(SIDE_BY_SIDE_MIN_ROWS, folds + 1) and not param.probability:
             return _side_by_side_cv(problem, param, folds, workers)
         target = (ctypes.c_double * n)()
-        _svm.libsvm.svm_cross_validation(problem._prob, param, folds, target)
+        prob = problem._prob
+        interruptible(lambda: _svm.libsvm.svm_cross_validation(prob, param, folds, target))
     return np.array(np.ctypeslib.as_array(target, shape=(n,)))
 
 
@@ -472,8 +480,11 @@ def _side_by_side_cv(
         sub.l = int(train.size)
         sub.y = ys.ctypes.data_as(ctypes.POINTER(ctypes.c_double))
         sub.x = rows.ctypes.data_as(ctypes.POINTER(ctypes.POINTER(_svm.svm_node)))
+        # What the fold's problem points at lives as long as it does (a training an interrupt
+        # left running holds ``sub``).
+        sub._kcheck_keep = (rows, ys, prob)
         one_omp_thread()
-        ptr = _svm.libsvm.svm_train(sub, param)
+        ptr = interruptible(lambda: _svm.libsvm.svm_train(sub, param))
         if not ptr:
             raise EngineError("LIBSVM failed to train a model")
         model = _svm.toPyModel(ptr)
@@ -518,8 +529,9 @@ def cv_linear_correct(problem: Problem, C: float, *, folds: int, seed: int) -> n
     _check_linear(problem, param)
     target = (ctypes.c_double * problem.n_rows)()
     seed_c_rand(seed)
+    prob = problem._prob
     with weights_quiet(problem.weights):
-        _ll.liblinear.cross_validation(problem._prob, param, folds, target)
+        interruptible(lambda: _ll.liblinear.cross_validation(prob, param, folds, target))
     predicted = np.ctypeslib.as_array(target, shape=(problem.n_rows,))
     return np.asarray(predicted == problem.y)
 
@@ -640,7 +652,8 @@ def train_rbf(
     one_omp_thread()
     if probability:
         seed_c_rand(seed)
-    ptr = _svm.libsvm.svm_train(problem._prob, param)
+    prob = problem._prob
+    ptr = interruptible(lambda: _svm.libsvm.svm_train(prob, param))
     if not ptr:
         raise EngineError("LIBSVM failed to train a model")
     return _rbf_from_raw(_svm.toPyModel(ptr), C, problem)
@@ -702,7 +715,8 @@ def fit_predict_kernel(
     param = _svm_parameter(C, None, weights=problem.weights)
     _check_svm(problem, param)
     one_omp_thread()
-    ptr = _svm.libsvm.svm_train(problem._prob, param)
+    prob = problem._prob
+    ptr = interruptible(lambda: _svm.libsvm.svm_train(prob, param))
     if not ptr:
         raise EngineError("LIBSVM failed to train a model")
     model = _svm.toPyModel(ptr)

@@ -33,7 +33,8 @@ from kcheck._parse import _BYTES_PER_VALUE, _INT32_MAX, Part, TooLarge
 
 Array = npt.NDArray[Any]
 
-#: Bytes a kept row costs beyond its values: indptr entry, key, class code, label, count.
+#: Bytes a kept row is counted beyond its values (a fixed --max-rows sample's bound): its
+#: indptr entry and label in the sample, its key, class code and count in the pool, and a margin.
 ROW_OVERHEAD = 40
 #: Pool growth, as a fraction of the target, before the pool is settled back to the target.
 SLACK = 0.25
@@ -75,9 +76,10 @@ def release_free_memory() -> None:
 
 @dataclass
 class _Block:
-    """Rows in file order: labels, class codes, keys, entries per row, and their entries."""
+    """Rows in file order: class codes (int32; a row's label is its class's), keys, entries
+    per row (int32), and their entries. 16 bytes a row beside its values: a file of short rows
+    keeps about as many bytes of them in the pool as in its CSR."""
 
-    labels: Array
     codes: Array
     keys: Array
     counts: Array
@@ -86,12 +88,11 @@ class _Block:
 
     @property
     def rows(self) -> int:
-        return int(self.labels.size)
+        return int(self.codes.size)
 
     def take(self, keep: Array) -> _Block:
         entry_keep = np.repeat(keep, self.counts)
         return _Block(
-            self.labels[keep],
             self.codes[keep],
             self.keys[keep],
             self.counts[keep],
@@ -129,7 +130,7 @@ def _merge(blocks: list[_Block]) -> _Block:
     return out
 
 
-_FIELDS = ("labels", "codes", "keys", "counts", "cols", "vals")
+_FIELDS = ("codes", "keys", "counts", "cols", "vals")
 
 
 def allocate(n: int, seen: Array) -> Array:
@@ -200,9 +201,18 @@ class StratifiedReservoir:
         return _BYTES_PER_VALUE * self.pool_nnz + ROW_OVERHEAD * self.pool_rows
 
     def _over(self) -> bool:
+        """Whether the pool has grown SLACK past the sample and is to be settled.
+
+        "auto" counts rows against its target: the target is in the CSR's bytes, which hold
+        less per row than the pool's estimate (ROW_OVERHEAD), so a file of short rows (three
+        values a row) kept a pool always over the byte bound, settled it at every chunk (the
+        read took minutes) and held the settle's scratch for the whole pool each time: the
+        read alone went past the memory limit."""
+        if self.max_rows is None:
+            return self.pool_rows > self.target() * (1 + SLACK) + 64
         if self.max_bytes is not None and self._pool_bytes() > (1 + SLACK) * self.max_bytes:
             return True
-        return self.max_rows is not None and self.pool_rows > self.max_rows * (1 + SLACK) + 64
+        return self.pool_rows > self.max_rows * (1 + SLACK) + 64
 
     # -- feeding --------------------------------------------------------------------------
 
@@ -214,7 +224,7 @@ class StratifiedReservoir:
         if fresh:
             self.seen = np.concatenate([self.seen, np.zeros(len(fresh), np.int64)])
             self.tau = np.concatenate([self.tau, np.ones(len(fresh))])
-        lookup = np.array([self.codes[float(u)] for u in uniq], dtype=np.int64)
+        lookup = np.array([self.codes[float(u)] for u in uniq], dtype=np.int32)
         return lookup[inverse.reshape(-1)]
 
     def add(self, part: Part) -> None:
@@ -229,7 +239,8 @@ class StratifiedReservoir:
         self.nnz_read += int(part.cols.size)
         if part.cols.size:
             self.width = max(self.width, int(part.cols.max()) + 1)
-        block = _Block(part.labels, codes, keys, part.counts, part.cols, part.vals)
+        counts = part.counts.astype(np.int32)
+        block = _Block(codes, keys, counts, part.cols, part.vals)
         keep = keys < self.tau[codes]
         if not keep.all():
             if not keep.any():
@@ -267,19 +278,8 @@ class StratifiedReservoir:
             caps = allocate(n, self.seen)
         else:
             caps = np.ceil(n * self.seen / max(1, self.rows_read)).astype(np.int64)
-        order = np.lexsort((keys, codes))
-        sorted_codes = codes[order]
-        first = np.searchsorted(sorted_codes, np.arange(self.seen.size))
-        rank = np.arange(order.size) - first[sorted_codes]
-        kept_sorted = rank < caps[sorted_codes]
-        keep = np.zeros(keys.size, dtype=bool)
-        keep[order[kept_sorted]] = True
-        # A full class admits from now on only keys below its largest kept key.
-        held = np.bincount(codes[keep], minlength=self.seen.size)
-        kth = np.ones(self.seen.size)
-        full_rows = order[kept_sorted & (rank == caps[sorted_codes] - 1)]
-        kth[codes[full_rows]] = keys[full_rows]
-        self.tau = np.where(held >= caps, kth, 1.0)
+        keep, self.tau = _smallest_keys(keys, codes, caps)
+        del keys, codes
         kept: list[_Block] = []
         start = 0
         while self.blocks:
@@ -304,6 +304,8 @@ class StratifiedReservoir:
     def finish(self) -> tuple[Array, sp.csr_matrix]:
         """The sample's labels and CSR rows, in file order, at the whole file's width."""
         self._settle(final=True)
+        if len(self.blocks) > 1:  # merged into one below: the pieces are freed
+            self.untrimmed += self._pool_bytes()
         pool = _merge(self.blocks) if self.blocks else None
         if pool is None:
             return np.empty(0), sp.csr_matrix((0, self.width))
@@ -315,4 +317,43 @@ class StratifiedReservoir:
             (pool.vals, pool.cols.astype(itype, copy=False), indptr), shape=(rows, self.width)
         )
         X.has_canonical_format = True
-        return pool.labels.astype(np.float64, copy=False), X
+        labels = np.array(list(self.codes), dtype=np.float64)  # in code order
+        y = labels[pool.codes]
+        del pool
+        # The pool's pieces, freed, are holes in the heap: handed back where they are many, so
+        # that the check does not carry them beside the sample.
+        if self.untrimmed >= TRIM_BYTES:
+            release_free_memory()
+            self.untrimmed = 0
+        return y, X
+
+
+def _smallest_keys(keys: Array, codes: Array, caps: Array) -> tuple[Array, Array]:
+    """Which rows keep their place: in each class ``c``, the ``caps[c]`` rows with the
+    smallest keys (ties in file order); and each class's admission bound from now on, the
+    largest key it kept where it kept ``caps[c]`` rows (1.0, all, where it holds fewer).
+
+    The rows are sorted by class, then key, once; each class's kept rows are the head of its
+    run in that order. Scratch: the order and a byte a row, beside the keys and codes (a rank
+    per row, with its class's cap and start gathered beside it, took three times that).
+    """
+    classes = caps.size
+    order = np.lexsort((keys, codes))
+    held = np.bincount(codes, minlength=classes)
+    first = np.zeros(classes, dtype=np.int64)
+    np.cumsum(held[:-1], out=first[1:])
+    take = np.minimum(caps, held)
+    # 1 from each class's first row in the order to the last it keeps, 0 elsewhere: +1 where
+    # a run starts and -1 where it stops, summed (the runs do not overlap).
+    bounds = np.zeros(order.size + 1, dtype=np.int8)
+    np.add.at(bounds, first[take > 0], 1)
+    np.add.at(bounds, (first + take)[take > 0], -1)
+    kept_sorted = np.cumsum(bounds[:-1], dtype=np.int8).view(bool)
+    del bounds
+    keep = np.zeros(keys.size, dtype=bool)
+    keep[order[kept_sorted]] = True
+    # A full class admits from now on only keys below its largest kept key.
+    full = (take >= caps) & (caps > 0)
+    kth = np.ones(classes)
+    kth[full] = keys[order[first[full] + caps[full] - 1]]
+    return keep, np.where(take >= caps, kth, 1.0)

@@ -11,10 +11,15 @@ An interrupted run must end cleanly with ``-j N`` too. Two things went wrong whe
 worker printed an ``UnpicklingError`` traceback), and it skipped multiprocessing's exit handlers,
 so the resource tracker warned about the pools' leaked semaphores. Every pool is therefore
 registered, a worker is only ever started under one lock (workers start in ``submit``), and
-:func:`end_all_pools` takes that lock, ends every pool and releases their semaphores.
+:func:`end_all_pools` takes that lock, ends every pool and releases their semaphores. It then
+ends the fork server and the resource tracker too (:func:`_end_helpers`): neither ends with this
+process, and the tracker ignores SIGINT and SIGTERM by design, so a SIGTERM to the process group
+left it running, adopted by init, for as long as any worker was.
 
 A Ctrl-C in a terminal also reaches the fork server, the resource tracker and the workers
-(the whole process group). Each ignores SIGINT once it runs, but the fork server first imports
+(the whole process group); a SIGTERM to the group ends the workers and the fork server at once
+(a worker takes SIGTERM's default action, whatever the command's script it ran again as it
+started had set). Each ignores SIGINT once it runs, but the fork server first imports
 the preloaded modules (a second or more), and a SIGINT then printed a KeyboardInterrupt
 traceback. So SIGINT is blocked in the thread that starts them, and a SIGINT held pending is
 dropped when the process sets it to be ignored. multiprocessing starts its resource tracker
@@ -31,6 +36,7 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing
+import multiprocessing.forkserver
 import multiprocessing.resource_tracker
 import multiprocessing.util
 import os
@@ -184,6 +190,10 @@ def process_pool(
 
 def _init_worker(initializer: Callable[..., None] | None, initargs: tuple[Any, ...]) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # SIGTERM ends a worker at once, even inside a LIBLINEAR call: a Python handler (one a
+    # module imported while the worker was prepared may have set) would wait for the call to
+    # return, and the parent then stops the worker, which a stopped process never sees.
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     parent = multiprocessing.parent_process()
     if parent is not None:
         threading.Thread(target=_exit_with, args=(parent,), daemon=True).start()
@@ -201,11 +211,19 @@ def end_pool(pool: ProcessPoolExecutor, grace: float = 3.0) -> None:
     processes = _processes(pool)
     # Stopped before the shutdown drops the pool's queues, whose semaphores are unlinked once
     # collected: a worker still reading its start-up data would print a traceback (below).
-    _stop_workers(pool)
+    stopped = _stop_workers(pool)
     pool.shutdown(wait=False, cancel_futures=True)
     for p in processes:
         with contextlib.suppress(Exception):
             p.kill()  # stopped: SIGTERM would wait for a SIGCONT
+    # Where the fork server has died (a SIGTERM to the process group), each worker's handle
+    # takes it for ended (the server can no longer report its exit) and kill() sends nothing:
+    # the stopped worker would stay, stopped, for ever. So each one still stopped is killed by
+    # its pid (a process stopped here is not one that reused the pid of a worker).
+    for pid in stopped:
+        if _state(pid) in (b"T", b"t"):
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
     deadline = time.monotonic() + grace
     for p in processes:
         with contextlib.suppress(Exception):
@@ -220,11 +238,6 @@ _REAP_SECONDS = 1.0
 
 class Stopped(Exception):
     """The deadline passed before a :func:`stoppable` call finished; its worker was killed."""
-
-
-def _stoppable_main(conn: Any, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
-    _init_worker(None, ())
-    _run_and_send(conn, fn, args)
 
 
 def _run_and_send(conn: Any, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
@@ -253,38 +266,24 @@ def stoppable(
     once ``time.perf_counter()`` passes ``deadline``, after killing the worker.
 
     A LIBLINEAR or LIBSVM call cannot be interrupted from Python; in its own process it can
-    be ended. The arguments and the result are pickled, so this costs a copy of the data:
-    it is meant for runs with a time limit only. The worker ignores Ctrl-C (the parent
-    handles it) and exits when the parent dies.
+    be ended. The worker gets its own copy of the arguments, sent as :class:`Background`
+    sends them (the arrays' memory written to the pipe as it is), so it is meant for runs
+    with a time limit only. Pickled as a process's arguments, they also stood in this process
+    twice over (the pickle, and the bytes it was written from) while the worker started: with
+    --time-limit and --max-rows auto the process tree went past --memory-limit by that. The
+    worker ignores Ctrl-C (the parent handles it) and exits when the parent dies.
     """
     if time.perf_counter() >= deadline:
         raise Stopped()
-    ctx = _context(preload)
-    receive, send = ctx.Pipe(duplex=False)
-    proc = ctx.Process(  # type: ignore[attr-defined]
-        target=_stoppable_main, args=(send, fn, args), daemon=False
-    )
-    with _sigint_blocked():  # as a pool's workers start (see the module's doc)
-        proc.start()
-    send.close()
+    job = Background(fn, *args, preload=preload)
     try:
-        ready = receive.poll(max(0.0, deadline - time.perf_counter()))
-        if not ready:
+        if not job.ready(max(0.0, deadline - time.perf_counter())):
             raise Stopped()
-        try:
-            ok, value, cpu = receive.recv()
-        except EOFError:
-            proc.join(_REAP_SECONDS)
-            raise RuntimeError(f"worker process died (exit code {proc.exitcode})") from None
+        return job.result()
     finally:
-        receive.close()
-        if proc.is_alive():
-            proc.kill()
-        proc.join(_REAP_SECONDS)
-    _add_worker_cpu(cpu)
-    if not ok:
-        raise value
-    return value
+        job.cancel()
+        if job.cpu_seconds is not None:
+            _add_worker_cpu(job.cpu_seconds)
 
 
 def run_until(deadline: float | None, fn: Callable[..., R], *args: Any) -> R:
@@ -327,16 +326,24 @@ class Background:
         child.close()
         try:
             _send_out_of_band(self._conn, (fn, args))
+        except (BrokenPipeError, ConnectionResetError):
+            self.cancel()  # the worker died before it had read its call
+            raise RuntimeError(f"worker process died (exit code {self._proc.exitcode})") from None
         except BaseException:
             self.cancel()
             raise
+
+    def ready(self, timeout: float) -> bool:
+        """Whether the call has ended (or its worker died) within ``timeout`` seconds: then
+        :meth:`result` returns or raises at once."""
+        return bool(self._conn.poll(timeout))
 
     def result(self) -> Any:
         """The call's value (or its exception, raised here); the worker ends either way."""
         try:
             try:
                 ok, value, self.cpu_seconds = self._conn.recv()
-            except EOFError:
+            except (EOFError, ConnectionResetError):
                 self._proc.join(_REAP_SECONDS)
                 raise RuntimeError(
                     f"worker process died (exit code {self._proc.exitcode})"
@@ -394,7 +401,8 @@ def _recv_out_of_band(conn: Any) -> Any:
 
 
 def end_all_pools(wait_for_start: float = 10.0) -> None:
-    """End every pool of this process and release their semaphores; for a run about to exit.
+    """End every pool of this process, release their semaphores, and end the fork server and
+    the resource tracker; for a run about to exit.
 
     Waits (up to ``wait_for_start`` seconds) for a worker being started to finish starting and
     refuses new tasks from then on. Then it runs multiprocessing's exit finalizers of priority
@@ -427,6 +435,67 @@ def end_all_pools(wait_for_start: float = 10.0) -> None:
             _LOCK.release()
     _run_exit_finalizers()
     time.sleep(0.05)  # let a finalizer another thread had already begun finish
+    _end_helpers()
+
+
+#: Seconds the resource tracker gets to exit on its own once its pipe is closed.
+_TRACKER_GRACE = 1.0
+
+
+def _end_helpers(grace: float = _TRACKER_GRACE) -> None:
+    """End the fork server and the resource tracker this process started, and reap both.
+
+    Neither ends with this process: the fork server exits once it reads the end of its
+    "alive" pipe, the tracker once every process that holds its pipe (this one, the fork
+    server, each worker) has closed it, and the tracker ignores SIGINT and SIGTERM by design,
+    so a terminal's Ctrl-C or SIGTERM to the process group cannot end it. After the workers
+    are gone: the fork server (which holds nothing to clean up) is killed, and the tracker's
+    pipe is closed so that it releases whatever is still registered with it and exits; it is
+    killed if it has not within ``grace`` seconds. Python 3.10 to 3.13 keep both processes'
+    pid and pipe under these names (their own ``_stop`` waits without a bound, and 3.10 and
+    3.11 have none for the fork server).
+    """
+    server = getattr(multiprocessing.forkserver, "_forkserver", None)
+    pid = getattr(server, "_forkserver_pid", None)
+    if server is not None and pid is not None:
+        _close(getattr(server, "_forkserver_alive_fd", None))
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+        _reap(pid, None)
+        server._forkserver_alive_fd = server._forkserver_pid = None
+    tracker = getattr(multiprocessing.resource_tracker, "_resource_tracker", None)
+    pid = getattr(tracker, "_pid", None)
+    if tracker is not None and pid is not None:
+        _close(getattr(tracker, "_fd", None))
+        tracker._fd = tracker._pid = None
+        if not _reap(pid, grace):
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+            _reap(pid, None)
+
+
+def _close(fd: int | None) -> None:
+    if fd is not None:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+
+
+def _reap(pid: int, within: float | None) -> bool:
+    """Wait for child ``pid`` to end (at most ``within`` seconds; None: until it does) and
+    reap it; whether it has ended (also where it is no child of this process any more)."""
+    deadline = None if within is None else time.monotonic() + within
+    while True:
+        try:
+            done, _ = os.waitpid(pid, 0 if deadline is None else os.WNOHANG)
+        except ChildProcessError:
+            return True
+        except InterruptedError:
+            continue
+        if done:
+            return True
+        if deadline is not None and time.monotonic() >= deadline:
+            return False
+        time.sleep(0.005)
 
 
 def _processes(pool: ProcessPoolExecutor) -> list[multiprocessing.process.BaseProcess]:
@@ -434,32 +503,40 @@ def _processes(pool: ProcessPoolExecutor) -> list[multiprocessing.process.BasePr
     return list((getattr(pool, "_processes", None) or {}).values())
 
 
-def _stop_workers(pool: ProcessPoolExecutor, wait: float = 0.5) -> None:
+def _stop_workers(pool: ProcessPoolExecutor, wait: float = 0.5) -> list[int]:
     """SIGSTOP every worker of ``pool`` (SIGKILL still ends a stopped process), and wait up
-    to ``wait`` seconds until /proc shows them stopped: a signal is delivered asynchronously."""
+    to ``wait`` seconds until /proc shows them stopped: a signal is delivered asynchronously.
+    The pids signalled."""
     if not hasattr(signal, "SIGSTOP"):
-        return
-    pids = []
+        return []
+    pids: list[int] = []
     for p in _processes(pool):
         with contextlib.suppress(Exception):
             if p.pid is not None:
                 os.kill(p.pid, signal.SIGSTOP)
                 pids.append(p.pid)
     deadline = time.monotonic() + wait
-    while pids and time.monotonic() < deadline:
-        pids = [pid for pid in pids if _running(pid)]
-        if pids:
+    running = list(pids)
+    while running and time.monotonic() < deadline:
+        running = [pid for pid in running if _running(pid)]
+        if running:
             time.sleep(0.002)
+    return pids
+
+
+def _state(pid: int) -> bytes | None:
+    """The state letter of ``pid`` in /proc (None where it is gone or cannot be read)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return None
 
 
 def _running(pid: int) -> bool:
     """Whether ``pid`` is neither stopped nor gone, by /proc (False where it cannot tell)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            state = f.read().rsplit(b")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state not in (b"T", b"t", b"Z", b"X")
+    state = _state(pid)
+    return state is not None and state not in (b"T", b"t", b"Z", b"X")
 
 
 def _run_exit_finalizers() -> None:

@@ -15,12 +15,14 @@ import signal
 import sys
 import threading
 import time
+import traceback
 import warnings
 from collections.abc import Callable
 from typing import Any, NoReturn
 
 import click
 
+import kcheck
 from kcheck import __version__, atomic
 from kcheck.cli.outputs import closed_streams
 from kcheck.cli.ui import state
@@ -196,10 +198,73 @@ def _said(e: Exception) -> int:
         where = f" {e.filename}" if getattr(e, "filename", None) else ""
         _err(f"kcheck: error: cannot write or read{where}: {e.strerror or e}")
         return EXIT_USAGE
-    if isinstance(e, MemoryError):
+    if isinstance(e, MemoryError) or _no_thread(e):
         _err("kcheck: error: out of memory; try a smaller --memory-limit or fewer --jobs")
         return EXIT_USAGE
+    if isinstance(e, ImportError):
+        failed = _failed_import(e)
+        if failed is not None:
+            _err(f"kcheck: error: {failed}")
+            return EXIT_USAGE
     raise e
+
+
+#: What the import of a compiled module says where the address space ran out (``ulimit -v``:
+#: "failed to map segment from shared object") or memory did.
+_OUT_OF_MEMORY = ("failed to map segment", "cannot allocate memory", "out of memory")
+
+
+def _no_thread(e: Exception) -> bool:
+    """Whether ``e`` is Python failing to start a thread: the stack of a new thread did not
+    fit (memory, or the address space ``ulimit -v`` allows)."""
+    return isinstance(e, RuntimeError) and str(e) == "can't start new thread"
+
+
+def _failed_import(e: ImportError) -> str | None:
+    """The one line for a library that could not be loaded (numpy's import failing where the
+    address space runs out, a package missing from the installation); None where the import
+    that failed is kcheck's own (a bug: its traceback)."""
+    package = _library(e)
+    if package is None:
+        return None
+    chain: list[BaseException] = []
+    cause: BaseException | None = e
+    while cause is not None and cause not in chain:
+        chain.append(cause)
+        cause = cause.__cause__ or cause.__context__
+    texts = [str(x) for x in chain]
+    # numpy wraps the loader's error in a page of advice that ends with it.
+    said = [t.rsplit("Original error was:", 1)[-1].strip() for t in texts]
+    reason = next((line for t in reversed(said) for line in t.splitlines() if line.strip()), "")
+    if reason.startswith("/"):  # "/.../x.so: failed to map segment ...": the file's name will do
+        reason = os.path.basename(reason)
+    memory = any(isinstance(x, MemoryError) for x in chain) or any(
+        m in t.lower() for t in texts for m in _OUT_OF_MEMORY
+    )
+    if memory:
+        return (
+            f"out of memory while loading {package} ({reason}); an address-space limit "
+            "(ulimit -v) leaves too little room, see --memory-limit"
+        )
+    return f"cannot load {package}: {reason or type(e).__name__}"
+
+
+def _library(e: ImportError) -> str | None:
+    """The installed package whose import failed under kcheck's: the first frame past
+    kcheck's last one, or the module a kcheck import statement did not find; None where
+    kcheck's own import failed."""
+    own = os.path.dirname(os.path.abspath(kcheck.__file__))
+    frames = [
+        f.filename for f in traceback.extract_tb(e.__traceback__) if not f.filename.startswith("<")
+    ]
+    inside = [i for i, name in enumerate(frames) if os.path.abspath(name).startswith(own + os.sep)]
+    for name in frames[inside[-1] + 1 if inside else 0 :]:
+        parts = os.path.abspath(name).split(os.sep)
+        for i, part in enumerate(parts[:-1]):
+            if part in ("site-packages", "dist-packages"):
+                return parts[i + 1].removesuffix(".py")
+    top = (e.name or "").split(".")[0]
+    return top if top and top != "kcheck" else None
 
 
 def _from_a_signal(e: BaseException) -> BaseException | None:
