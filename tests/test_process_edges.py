@@ -33,8 +33,6 @@ import pytest
 from runner import (
     cpu_seconds,
     descendants,
-    kcheck,
-    one_error_line,
     slowdown,
     start_kcheck,
     wait_for,
@@ -277,25 +275,6 @@ def test_ctrl_c_in_a_one_job_check_raises_within_about_a_second(tmp_path: Path) 
 
 
 # --- out of memory, out of address space -------------------------------------------------
-
-#: An address space in which the Python interpreter and the command line start but numpy
-#: cannot load ("failed to map segment from shared object"), and one in which numpy loads but
-#: the run then finds no room: the import fails or an allocation does, one run in two each.
-NO_ROOM_FOR_NUMPY = 60 * 2**20
-LITTLE_ROOM = 150 * 2**20
-
-
-@pytest.mark.slow
-def test_no_room_for_numpy_or_the_run_is_one_line() -> None:
-    """Under ``ulimit -v 150M``, ``kcheck check -j 2`` ended with numpy's ImportError and its
-    traceback (exit 1) one run in two, "out of memory" in the other; under 60M every time.
-    Both are one line and exit 2 now; six runs at 150M catch a one-in-two failure."""
-    for limit in [NO_ROOM_FOR_NUMPY] + 6 * [LITTLE_ROOM]:
-        r = kcheck("check", HEART, "-q", "-j", "2", address_space=limit)
-        line = one_error_line(r, "out of memory", stages=False)
-        assert "Traceback" not in r.stderr, (limit, r.describe())
-        if limit == NO_ROOM_FOR_NUMPY:
-            assert "while loading numpy" in line, line
 
 
 # --- --max-rows auto on a gzip bomb keeps the process tree to --memory-limit ----------------
