@@ -351,3 +351,43 @@ def start_kcheck(
         start_new_session=True,
         preexec_fn=default_sigint,
     )
+
+
+def tree_peak(args: list[str], timeout: float = 600) -> tuple[int, int, str]:
+    """(exit code, peak bytes, stderr) of ``python ARGS`` and every process it starts: the sum
+    of their proportional set sizes (``Pss`` in ``/proc/PID/smaps_rollup``, so pages a fork
+    shares count once), sampled every 10 ms. A worker's own peak shows here, where the
+    launcher's ``ru_maxrss`` sees one process only."""
+
+    def tree(pid: int) -> list[int]:
+        out = [pid]
+        try:
+            for task in os.listdir(f"/proc/{pid}/task"):
+                with open(f"/proc/{pid}/task/{task}/children") as f:
+                    out += [q for c in f.read().split() for q in tree(int(c))]
+        except OSError:
+            pass
+        return out
+
+    def pss(pid: int) -> int:
+        try:
+            with open(f"/proc/{pid}/smaps_rollup") as f:
+                for line in f:
+                    if line.startswith("Pss:"):
+                        return int(line.split()[1]) * 1024
+        except OSError:
+            pass
+        return 0
+
+    p = subprocess.Popen(
+        [sys.executable, *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
+    peak = 0
+    deadline = time.monotonic() + timeout
+    while p.poll() is None and time.monotonic() < deadline:
+        peak = max(peak, sum(pss(q) for q in tree(p.pid)))
+        time.sleep(0.01)
+    if p.poll() is None:
+        p.kill()
+    _, err = p.communicate()
+    return p.returncode, peak, err

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import runner
 import scipy.sparse as sp
-from runner import Run, slowdown
+from runner import Run, slowdown, tree_peak
 
 from kcheck.checkers import degree2
 from kcheck.checkers.base import Dataset
@@ -393,50 +393,6 @@ def test_a_memory_limit_the_check_cannot_keep_is_refused_at_once(
         assert peak - import_baseline <= limit, (limit_mb, (peak - import_baseline) / 2**20)
 
 
-def _tree_peak(args: list[str], timeout: float = 600) -> tuple[int, int, str]:
-    """(exit code, peak bytes, stderr) of ``python ARGS`` and every process it starts: the sum
-    of their proportional set sizes (``Pss`` in ``/proc/PID/smaps_rollup``, so pages a fork
-    shares count once), sampled every 10 ms. A worker's own peak shows here, where the
-    launcher's ``ru_maxrss`` sees one process only."""
-    import os
-    import subprocess
-    import sys
-    import time
-
-    def tree(pid: int) -> list[int]:
-        out = [pid]
-        try:
-            for task in os.listdir(f"/proc/{pid}/task"):
-                with open(f"/proc/{pid}/task/{task}/children") as f:
-                    out += [q for c in f.read().split() for q in tree(int(c))]
-        except OSError:
-            pass
-        return out
-
-    def pss(pid: int) -> int:
-        try:
-            with open(f"/proc/{pid}/smaps_rollup") as f:
-                for line in f:
-                    if line.startswith("Pss:"):
-                        return int(line.split()[1]) * 1024
-        except OSError:
-            pass
-        return 0
-
-    p = subprocess.Popen(
-        [sys.executable, *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
-    )
-    peak = 0
-    deadline = time.monotonic() + timeout
-    while p.poll() is None and time.monotonic() < deadline:
-        peak = max(peak, sum(pss(q) for q in tree(p.pid)))
-        time.sleep(0.01)
-    if p.poll() is None:
-        p.kill()
-    _, err = p.communicate()
-    return p.returncode, peak, err
-
-
 @pytest.fixture(scope="module")
 def big_dense(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """100,000 x 20 dense reals (a 23 MB file, 24 MB of CSR), labels from a noisy linear rule:
@@ -452,7 +408,7 @@ def big_dense(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def import_tree_baseline() -> int:
-    code, peak, err = _tree_peak(
+    code, peak, err = tree_peak(
         ["-c", "import kcheck.cli, kcheck.pipeline, kcheck.models, kcheck.checkers.exact"]
     )
     assert code == 0, err
@@ -474,7 +430,7 @@ def test_a_whole_check_keeps_its_process_tree_to_the_memory_limit(
 ) -> None:
     """Every checker the plan runs (exact mode's choice included), every worker counted."""
     limit = int(args[-1].rstrip("M")) * 2**20
-    code, peak, err = _tree_peak(["-m", "kcheck", "check", str(big_dense), "-q", *args])
+    code, peak, err = tree_peak(["-m", "kcheck", "check", str(big_dense), "-q", *args])
     assert code == 0, err
     assert "Traceback" not in err, err
     assert peak - import_tree_baseline <= limit, (peak - import_tree_baseline) / 2**20

@@ -35,6 +35,7 @@ from runner import (
     descendants,
     slowdown,
     start_kcheck,
+    tree_peak,
     wait_for,
 )
 
@@ -280,45 +281,6 @@ def test_ctrl_c_in_a_one_job_check_raises_within_about_a_second(tmp_path: Path) 
 # --- --max-rows auto on a gzip bomb keeps the process tree to --memory-limit ----------------
 
 
-def _tree_peak(args: list[str], timeout: float = 600) -> tuple[int, int, str]:
-    """(exit code, peak bytes, stderr) of ``python ARGS`` and every process it starts: the
-    sum of their proportional set sizes (``Pss`` in ``/proc/PID/smaps_rollup``, so pages a
-    fork shares count once), sampled every 10 ms, as tests/test_limits.py measures it."""
-
-    def tree(pid: int) -> list[int]:
-        out = [pid]
-        try:
-            for task in os.listdir(f"/proc/{pid}/task"):
-                with open(f"/proc/{pid}/task/{task}/children") as f:
-                    out += [q for c in f.read().split() for q in tree(int(c))]
-        except OSError:
-            pass
-        return out
-
-    def pss(pid: int) -> int:
-        try:
-            with open(f"/proc/{pid}/smaps_rollup") as f:
-                for line in f:
-                    if line.startswith("Pss:"):
-                        return int(line.split()[1]) * 1024
-        except OSError:
-            pass
-        return 0
-
-    p = subprocess.Popen(
-        [sys.executable, *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
-    )
-    peak = 0
-    deadline = time.monotonic() + timeout
-    while p.poll() is None and time.monotonic() < deadline:
-        peak = max(peak, sum(pss(q) for q in tree(p.pid)))
-        time.sleep(0.01)
-    if p.poll() is None:
-        p.kill()
-    _, err = p.communicate()
-    return p.returncode, peak, err
-
-
 def short_row_bomb(path: Path, gigabytes: float) -> Path:
     """A gzip file of rows of one value each, two classes, that expands to ``gigabytes``: one
     compressed member of about 400 kB of rows, repeated (gzip reads concatenated members as
@@ -344,12 +306,12 @@ def test_max_rows_auto_keeps_the_process_tree_to_the_memory_limit_on_a_gzip_bomb
     minutes). The pool now settles once it outgrows the target's rows, holds 16 bytes a row
     beside the values, and a settle holds the order and a byte a row (126 MB past it)."""
     bomb = short_row_bomb(tmp_path / "bomb.svm.gz", 4.0)
-    code, baseline, err = _tree_peak(
+    code, baseline, err = tree_peak(
         ["-c", "import kcheck.cli, kcheck.pipeline, kcheck.models, kcheck.checkers.exact"]
     )
     assert code == 0, err
     limit = 150 * 2**20
-    code, peak, err = _tree_peak(
+    code, peak, err = tree_peak(
         [
             "-m",
             "kcheck",
