@@ -19,16 +19,16 @@ process-wide C state is :mod:`kcheck.c_runtime`, a linear model's numpy side is
 from __future__ import annotations
 
 import ctypes
+import importlib
 import math
 import os
+import signal
 import threading
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import scipy.sparse as sp
-from liblinear import liblinear as _ll
-from libsvm import svm as _svm
 
 from kcheck.binding_input import (
     ClassWeight,
@@ -53,6 +53,35 @@ from kcheck.c_runtime import (
 )
 from kcheck.errors import EngineError
 from kcheck.linear_weights import SOLVER, LinearWeights, nr_weight_vectors, split_bias
+
+
+def _import_binding(module: str) -> Any:
+    """The binding ``module``, imported with SIGINT and SIGTERM held back in this thread.
+
+    Each binding loads its C library inside a bare ``except:`` that goes on to any other copy
+    on the system: a Ctrl-C at that moment was taken for a failed load, and a system LIBLINEAR
+    of another version then ended the import with a traceback about a missing symbol. A signal
+    held back arrives as the import ends, where it is an interrupt like any other."""
+    held = {signal.SIGINT, signal.SIGTERM}
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise
+    except Exception as e:  # no C library loaded, or another one than the binding's own
+        package = module.split(".")[0]
+        raise ImportError(f"{package}'s own C library did not load: {e}", name=package) from e
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
+
+
+if TYPE_CHECKING:
+    from liblinear import liblinear as _ll
+    from libsvm import svm as _svm
+else:
+    _ll = _import_binding("liblinear.liblinear")
+    _svm = _import_binding("libsvm.svm")
+
 
 __all__ = [
     "BIAS",
