@@ -25,17 +25,18 @@ from typing import Any
 
 import numpy as np
 
-from kcheck import models, predict
+from kcheck import predict
 from kcheck.arrays import ArrayTest, as_csr, prepare_arrays
-from kcheck.atomic import atomic_paths
-from kcheck.c_runtime import wait_for_left_calls
+from kcheck.bindings.c_runtime import wait_for_left_calls
 from kcheck.config import CheckConfig
 from kcheck.defaults import MAX_SEED, Event, Progress, no_progress
 from kcheck.errors import KcheckError, recorded_warnings
-from kcheck.expand import spec_path
+from kcheck.io.atomic import atomic_paths
 from kcheck.memory import default_memory_limit
+from kcheck.modelfiles import export
 from kcheck.pipeline import CheckReport, run
-from kcheck.scaling import RANGE_SUFFIX
+from kcheck.scaling.fitting import RANGE_SUFFIX
+from kcheck.terms.expand import spec_path
 
 __all__ = ["Gap", "Model", "Result", "check", "check_file"]
 
@@ -150,7 +151,7 @@ class Result:
                 time_limit=None,
             ).validated()
             with _quiet(progress, False):
-                models.train_model(report, config, progress)
+                export.train_model(report, config, progress)
             saved = predict.load(path)
             files = {
                 suffix: _read_bytes(path + suffix)
@@ -436,7 +437,7 @@ def _quiet(progress: Progress | None, verbose: bool) -> Iterator[Progress]:
     shown = progress or (_stage_lines() if verbose else no_progress)
     with _interruptible() as interrupted:
         # A LIBLINEAR or LIBSVM call that an earlier Ctrl-C left running ends first: this
-        # call's draws and counts must not mix with its (kcheck.c_runtime.interruptible).
+        # call's draws and counts must not mix with its (kcheck.bindings.c_runtime.interruptible).
         wait_for_left_calls()
 
         def report(event: Event) -> None:
@@ -467,7 +468,7 @@ def _interruptible() -> Iterator[threading.Event]:
     (or the end of the call) raises it again. The interpreter's own handler is restored after;
     a caller's own SIGINT handler, or a call outside the main thread, is left alone. A
     LIBLINEAR or LIBSVM call, which runs to its end once begun, runs apart from the main
-    thread meanwhile (kcheck.c_runtime.interruptible), so the handler runs at once."""
+    thread meanwhile (kcheck.bindings.c_runtime.interruptible), so the handler runs at once."""
     flag = threading.Event()
     ours = (
         threading.current_thread() is threading.main_thread()

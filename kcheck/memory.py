@@ -87,7 +87,7 @@ def csr_bytes(X: object) -> int:
 
 #: ... and what ``kcheck verify`` holds: the rows, their scaled copy, LIBSVM's copy of them
 #: (16 bytes a value against the CSR's 12) and its solver's per-row arrays, before the kernel
-#: cache, which takes what is left (kcheck.rbf_search.search_memory).
+#: cache, which takes what is left (kcheck.tuning.rbf_grid.search_memory).
 VERIFY_BYTES_PER_CSR_BYTE = 4
 
 

@@ -2,7 +2,7 @@
 
 ``run(config, progress)`` returns a :class:`CheckReport` whose ``json`` is the verdict
 (:mod:`kcheck.result` owns its schema). Progress is reported through a callback so that the
-CLI alone decides what to show. :func:`kcheck.models.train_model` then trains the
+CLI alone decides what to show. :func:`kcheck.modelfiles.export.train_model` then trains the
 ``--model-out`` model as a separate step, so that a caller can show the verdict before the
 (possibly long) training.
 """
@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from kcheck import costs, explain, plan, probe
+from kcheck import plan
 from kcheck.checkers import linear, registry
 from kcheck.checkers.base import (
     CheckerResult,
@@ -28,7 +28,8 @@ from kcheck.checkers.base import (
     guarded,
 )
 from kcheck.config import CHECKERS, DEFAULT_CHECKERS, MAX_TIME_LIMIT, CheckConfig
-from kcheck.data import read_until
+from kcheck.costs import pace as probe
+from kcheck.costs import predicted as costs
 from kcheck.defaults import (
     EXACT_MODES,
     SCALINGS,
@@ -37,7 +38,9 @@ from kcheck.defaults import (
     no_progress,
 )
 from kcheck.errors import KcheckError, TimeLimitReached, recorded_warnings
+from kcheck.io.data import read_until
 from kcheck.memory import checker_budget, default_memory_limit
+from kcheck.parallel.workers import Background, run_until
 from kcheck.prepare import (
     BlockPredictor,
     Prepared,
@@ -52,8 +55,8 @@ from kcheck.result import CheckResult
 from kcheck.scoring import Scoring, oriented
 from kcheck.second_fold import SecondFold, second_split
 from kcheck.split import stratified_split
+from kcheck.terms import explain
 from kcheck.verdict import Decision, Gap, Outcome, remeasure, rule
-from kcheck.workers import Background, run_until
 
 __all__ = [
     "CHECKERS",
@@ -99,7 +102,7 @@ def run(
     """Run the whole check and return the verdict; raises KcheckError on bad input.
 
     With ``config.model_out``, labels a model file cannot store are refused at once; the
-    model itself is trained afterwards by :func:`kcheck.models.train_model`.
+    model itself is trained afterwards by :func:`kcheck.modelfiles.export.train_model`.
     """
     config = config.validated()
     report = progress or no_progress
@@ -226,7 +229,7 @@ def _methods(
 ) -> tuple[dict[str, Any], dict[str, CheckerResult]]:
     """The linear baseline (beside the checkers where the plan says so), exact mode, and the
     planned checkers: exact mode's JSON block and every method's result, the baseline's
-    first. ``pace``: this run's pace (the probe's readings, kcheck.probe, then the stages
+    first. ``pace``: this run's pace (the probe's readings, kcheck.costs.pace, then the stages
     done), which the predictions shown follow."""
     beside = None
     pace = pace if pace is not None else _Pace()
@@ -350,7 +353,7 @@ class _Pace:
     """This run's seconds over the predictions of its stages done so far: a prediction shown
     to the user is scaled by it, so a busy or fast machine shows its own times (display only:
     nothing computed reads it). Before a stage of note is done, the probe's pace (``machine``,
-    kcheck.probe): on a fast day exact mode, the first stage of a small check, was shown at
+    kcheck.costs.pace): on a fast day exact mode, the first stage of a small check, was shown at
     "about 4s" and took 0.8 s."""
 
     predicted: float = 0.0
@@ -375,7 +378,7 @@ class _Pace:
 
 def _predicted(progress: Progress, seconds: float | None, pace: _Pace | None = None) -> Progress:
     """``progress``, its events carrying the plan's prediction for the step they report on
-    (kcheck.costs), scaled by the run's ``pace``: for a log line and an ETA, and what is
+    (kcheck.costs.predicted), scaled by the run's ``pace``: for a log line and an ETA, and what is
     computed never reads it. A stage a checker announces within its step with a prediction of
     its own (exact mode's repeats, the RBF SVM's trainings: reference seconds, counted once
     its search has run) is shown at the run's pace too."""

@@ -8,11 +8,12 @@ checker receives its :class:`~kcheck.checkers.base.Allowance` (memory, the check
 budget, what is left of it) through its context and never computes one. Only ``--time-limit``
 may cut what the plan gives, at run time, to the time left.
 
-The one budget (kcheck.budget.methods_seconds, counted seconds of the reference machine): every
+The one budget (kcheck.costs.budget.methods_seconds, counted seconds of the reference machine):
+every
 method beside the linear baselines shares ``max(FLOOR_SECONDS, LINEAR_FACTOR x the baseline's
 counted cost)``, in the order they run (exact mode first, then the checkers in registry order,
 then a second fold's), each planned within what the ones before it left and charged what it is
-counted to spend. The first measurement is planned within kcheck.budget.first_seconds of it
+counted to spend. The first measurement is planned within kcheck.costs.budget.first_seconds of it
 (half of the floor on small data); what it leaves (``Plan.second_fold_seconds``) is all a
 second fold's checkers may spend, where it holds the baseline's count (:func:`second_fold_steps`).
 No row or stored-value threshold decides what runs: a method that does not fit what is left,
@@ -27,9 +28,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kcheck import budget, costs, probe
 from kcheck.checkers import exact, registry
 from kcheck.checkers.base import Allowance, CheckerResult, Counts, Sized
+from kcheck.costs import budget
+from kcheck.costs import pace as probe
+from kcheck.costs import predicted as costs
 from kcheck.memory import FIXED_BYTES
 
 __all__ = [
@@ -79,12 +82,12 @@ class Step:
     limited_by: str | None = None
     estimated_seconds: float | None = None
     budget_seconds: float | None = None
-    #: The budget of its measurement (kcheck.budget.first_seconds; a second fold's, what the
+    #: The budget of its measurement (kcheck.costs.budget.first_seconds; a second fold's, what the
     #: first left); ``budget_seconds`` is what the steps before it left of it.
     floor_seconds: float = 0.0
     #: Bytes it allocates beyond the data (None: it does not say).
     bytes: int | None = None
-    #: What it is predicted to take, for the user (kcheck.costs); decisions never read it.
+    #: What it is predicted to take, for the user (kcheck.costs.predicted); decisions never read it.
     predicted_seconds: float | None = None
     #: What it takes of the budget where it runs (counted; kcheck.plan charges it).
     charged_seconds: float = 0.0
@@ -118,12 +121,12 @@ class Plan:
     #: The linear baseline trains in a worker process beside the checkers that do not read it.
     beside: bool
     #: The floor, not the linear model, set the first measurement's budget
-    #: (kcheck.budget.floor_sets_budget).
+    #: (kcheck.costs.budget.floor_sets_budget).
     small_data: bool
     #: With the baseline beside them, the checkers that run in a worker process of their own,
     #: beside the baseline and the checkers this process runs (:func:`_detached`).
     detached: tuple[str, ...] = ()
-    #: The one budget (kcheck.budget.methods_seconds), counted.
+    #: The one budget (kcheck.costs.budget.methods_seconds), counted.
     budget_seconds: float = 0.0
     #: What the first measurement left of it: all a second fold's checkers may spend, where it
     #: holds the baseline's count (:func:`second_fold_steps`).
@@ -153,7 +156,7 @@ class Plan:
     @property
     def worth_probing(self) -> bool:
         """Whether a stage is predicted to take OFF_MIN_SECONDS or more: only such a stage is
-        compared with its prediction, which needs this machine's pace (kcheck.probe)."""
+        compared with its prediction, which needs this machine's pace (kcheck.costs.pace)."""
         return any((s.predicted_seconds or 0.0) >= OFF_MIN_SECONDS for s in self.steps)
 
     def to_json(
@@ -163,7 +166,7 @@ class Plan:
     ) -> dict[str, Any]:
         """The plan, and beside each step what it took here where ``results`` has it: wall
         and CPU seconds (the machine's, where ``estimated_seconds`` are the reference's), and
-        the CPU seconds of the probe that measured this machine's pace (kcheck.probe; None
+        the CPU seconds of the probe that measured this machine's pace (kcheck.costs.pace; None
         where it did not run)."""
         steps = []
         for s in self.steps:
@@ -239,7 +242,7 @@ def second_fold_steps(
 
 
 def _predicted(step: Step, counts: Counts) -> Step:
-    """``step`` with its prediction for the user (kcheck.costs), where it runs on rows."""
+    """``step`` with its prediction for the user (kcheck.costs.predicted), where it runs on rows."""
     if not step.runs or step.rows <= 0:
         return step
     seconds = costs.predicted_seconds(step.name, counts, step.rows, step.estimated_seconds)
@@ -288,7 +291,7 @@ def checker_steps(
 def _charged(name: str, sized: Sized, counts: Counts) -> float:
     """What a sized checker takes of the budget: its counted seconds, or for one that counts
     none where it runs (MultiLinear: k-means' passes and a C search per cluster), its shape in
-    kcheck.costs, which follows the same per-value costs."""
+    kcheck.costs.predicted, which follows the same per-value costs."""
     if sized.rows <= 0 or sized.counted_seconds > 0 or sized.estimated_seconds is not None:
         return sized.counted_seconds
     return costs.shape_seconds(name, counts, sized.rows, None) or 0.0
@@ -486,7 +489,7 @@ def off_prediction(
 ) -> list[str]:
     """Each step of a finished check's ``plan`` block whose CPU seconds were under OFF_LOW or
     over OFF_HIGH times its prediction (``predicted_seconds``, in reference seconds) at this
-    machine's pace (the block's ``probe_cpu_seconds``, kcheck.probe), as a line for the user.
+    machine's pace (the block's ``probe_cpu_seconds``, kcheck.costs.pace), as a line for the user.
     ``checkers`` and ``data``: the JSON's blocks of those names, for a stage that stopped
     early by design, whose prediction is then of the work it did (:func:`done_share`)."""
     lines = []

@@ -6,7 +6,8 @@ any file given with ``range_path`` (such as one written by ``svm-scale -s``). Wi
 ``scale=False`` the data is taken as already scaled, as ``svm-predict`` takes it.
 
 Model and range files may come from anywhere, so each is parsed and checked in full
-(:mod:`kcheck.modelfile`, :func:`kcheck.scaling.read_range_file`) before a C loader sees it,
+(:mod:`kcheck.modelfiles.checked`, :func:`kcheck.scaling.fitting.read_range_file`) before a C
+loader sees it,
 and the two are checked against each other. Nothing here prints; progress goes through a
 ``progress(event)`` callback (kcheck.defaults.Event).
 """
@@ -20,12 +21,14 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from kcheck import engines, model_load, modelfile
-from kcheck.data import read_libsvm
+from kcheck.bindings import engines
 from kcheck.defaults import Event, Progress, no_progress
 from kcheck.errors import KcheckError, KcheckWarning
-from kcheck.expand import TermSpec, read_spec, spec_path
-from kcheck.scaling import RANGE_SUFFIX, Scaler, read_range_file
+from kcheck.io.data import read_libsvm
+from kcheck.modelfiles import checked as modelfile
+from kcheck.modelfiles import load as model_load
+from kcheck.scaling.fitting import RANGE_SUFFIX, Scaler, read_range_file
+from kcheck.terms.expand import TermSpec, read_spec, spec_path
 
 __all__ = [
     "Prediction",

@@ -19,9 +19,10 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from kcheck.data import LibsvmBlocks, Sample, dropped_warning, read_libsvm, sample_libsvm
 from kcheck.defaults import MAX_ROWS, MIN_ROWS, MIN_ROWS_PER_CLASS
 from kcheck.errors import KcheckError, KcheckWarning
+from kcheck.io.data import LibsvmBlocks, Sample, dropped_warning, read_libsvm, sample_libsvm
+from kcheck.io.reservoir import METHOD
 from kcheck.memory import (
     CHECK_BYTES_PER_CSR_BYTE,
     check_fits,
@@ -29,8 +30,7 @@ from kcheck.memory import (
     max_data_bytes,
     size_text,
 )
-from kcheck.reservoir import METHOD
-from kcheck.scaling import Scaler, fit_scaler
+from kcheck.scaling.fitting import Scaler, fit_scaler
 from kcheck.verdict import json_number, label_value
 
 #: ``--max-rows auto``: as many rows as the memory limit holds.
@@ -106,7 +106,7 @@ def prepare(
     ``integer_labels``: refuse non-integer labels now (a model file will have to store them),
     rather than after the whole run. ``max_rows`` (a number, or ``"auto"``: what the memory
     limit holds) keeps a stratified sample of that many rows while the file streams
-    (:func:`kcheck.data.sample_libsvm`, drawn with ``seed``); everything after, the scaling
+    (:func:`kcheck.io.data.sample_libsvm`, drawn with ``seed``); everything after, the scaling
     included, sees the sample only. ``per_csr_byte`` and ``what``: the run's memory per byte of
     the rows (kcheck.memory.check_fits), for a command other than a check.
     """

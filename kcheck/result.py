@@ -15,7 +15,7 @@ from typing import Any
 from kcheck import __version__
 from kcheck.checkers.base import CheckerResult
 from kcheck.prepare import scaling_json
-from kcheck.scaling import Scaler
+from kcheck.scaling.fitting import Scaler
 from kcheck.scoring import ACCURACY, Scoring
 from kcheck.verdict import (
     SCHEMA_VERSION,
@@ -56,7 +56,7 @@ class CheckResult:
     read_seconds: float
     started: float
     model: dict[str, Any] | None = None
-    #: ``--explain``'s block (kcheck.explain), JSON-ready; absent from the JSON without it.
+    #: ``--explain``'s block (kcheck.terms.explain), JSON-ready; absent from the JSON without it.
     explain: dict[str, Any] | None = None
     #: The metric and class weights of the run, and each model's score in that metric.
     scoring: Scoring = ACCURACY

@@ -18,7 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from kcheck import budget, engines, tuning
+from kcheck.bindings import engines
+from kcheck.costs import budget
 from kcheck.defaults import (
     DEFAULT_METRIC,
     DEFAULT_SCALING,
@@ -34,8 +35,15 @@ from kcheck.defaults import (
     no_progress,
 )
 from kcheck.errors import DataFormatError, KcheckError, KcheckWarning, recorded_warnings
+from kcheck.io.ownformat import (
+    CHECK_JSON_BYTES,
+    brief,
+    byte_cap,
+    epsilon_problem,
+    is_int,
+    read_json,
+)
 from kcheck.memory import FIXED_BYTES, VERIFY_BYTES_PER_CSR_BYTE, csr_bytes, default_memory_limit
-from kcheck.ownformat import CHECK_JSON_BYTES, brief, byte_cap, epsilon_problem, is_int, read_json
 from kcheck.prepare import (
     AUTO_ROWS,
     Prepared,
@@ -46,7 +54,11 @@ from kcheck.prepare import (
     prepare,
     unseen_warnings,
 )
-from kcheck.rbf_search import (
+from kcheck.result import VerifyResult
+from kcheck.scoring import PointResults, Scoring, oriented, positive_scores, validate_metric
+from kcheck.split import stratified_folds, stratified_subsample
+from kcheck.tuning import linear_c
+from kcheck.tuning.rbf_grid import (
     GRID,
     Grid,
     GridResult,
@@ -58,9 +70,6 @@ from kcheck.rbf_search import (
     search_memory,
     search_seconds,
 )
-from kcheck.result import VerifyResult
-from kcheck.scoring import PointResults, Scoring, oriented, positive_scores, validate_metric
-from kcheck.split import stratified_folds, stratified_subsample
 from kcheck.verdict import READABLE_CHECK_SCHEMAS, decide
 
 
@@ -183,7 +192,7 @@ def run(config: VerifyConfig, progress: Progress | None = None) -> VerifyResult:
 
 
 def _search_memory(config: VerifyConfig, X: Any) -> SearchMemory:
-    """:func:`kcheck.rbf_search.search_memory` beside the rows as read and as scaled and the
+    """:func:`kcheck.tuning.rbf_grid.search_memory` beside the rows as read and as scaled and the
     run's fixed share, which this process holds."""
     return search_memory(
         config.train,
@@ -242,8 +251,8 @@ def predicted_seconds(
     features: int = 0,
 ) -> float:
     """Predicted seconds of a verify on ``rows`` rows of ``nnz`` stored values, counted on the
-    reference machine (kcheck.budget): the linear model's C search and its CV (unless
-    ``linear`` is False: done already), the grid (:func:`kcheck.rbf_search.search_seconds`),
+    reference machine (kcheck.costs.budget): the linear model's C search and its CV (unless
+    ``linear`` is False: done already), the grid (:func:`kcheck.tuning.rbf_grid.search_seconds`),
     the chosen point's CV again (and once more for AUC's decision values), and with a test
     file the RBF model trained on all rows and scored."""
     seconds = 2 * budget.linear_seconds(nnz, n_classes) if linear else 0.0
@@ -431,7 +440,7 @@ def _linear_cv(
     """The tuned linear model (C from LIBLINEAR's own search) and its CV results per row."""
     report(Event("linear model: C search"))
     t0 = time.perf_counter()
-    model, _ = tuning.fit_linear(X, y, seed=seed, class_weight=weight)
+    model, _ = linear_c.fit_linear(X, y, seed=seed, class_weight=weight)
     correct = engines.cv_linear_correct(
         engines.Problem.from_data(X, y, weight), model.C, folds=FOLDS, seed=seed
     )
@@ -504,7 +513,7 @@ def _read_check_json(path: str, memory_limit: int | None = None) -> dict[str, An
     data's hash, with every setting it records of its type and within the options' own rules
     (an epsilon as ``--epsilon`` takes it, a seed as ``--seed``).
 
-    Read within :func:`kcheck.ownformat.byte_cap` (a verdict is kilobytes) and bounded in
+    Read within :func:`kcheck.io.ownformat.byte_cap` (a verdict is kilobytes) and bounded in
     nesting and digits. Without ``data.sha256`` (a verdict from a kcheck before the hash
     existed) nothing ties the verdict to the data being verified, so it is refused.
     """
@@ -613,7 +622,7 @@ def _cv_scores(
         train = np.flatnonzero(fold != k)
         if test.size == 0:
             continue
-        lin, _ = tuning.fit_linear(X[train], y[train], seed=seed, C=linear_C, class_weight=weight)
+        lin, _ = linear_c.fit_linear(X[train], y[train], seed=seed, C=linear_C, class_weight=weight)
         rbf = _train_rbf(X[train], y[train], found, weight, cache_mb)
         for key, model in (("lin", lin), ("rbf", rbf)):
             predicted, dec = model.predict_scored(X[test])

@@ -40,7 +40,7 @@ import scipy.sparse as sp
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from kcheck.data import write_libsvm  # noqa: E402
+from kcheck.io.data import write_libsvm  # noqa: E402
 from kcheck.plan import BESIDE_MIN_SECONDS  # noqa: E402
 
 PRELUDE = r"""
@@ -63,7 +63,7 @@ def reset_peak():
 READ = (
     PRELUDE
     + r"""
-from kcheck.data import read_libsvm
+from kcheck.io.data import read_libsvm
 before = status_kb("VmRSS")
 t0 = time.perf_counter()
 y, X = read_libsvm({path!r})
@@ -99,8 +99,8 @@ print(json.dumps({{"seconds": time.perf_counter() - t0, "verdict": v,
 LINEAR = (
     PRELUDE
     + r"""
-from kcheck.data import read_libsvm
-from kcheck.scaling import fit_scaler
+from kcheck.io.data import read_libsvm
+from kcheck.scaling.fitting import fit_scaler
 from kcheck.split import stratified_split
 from kcheck.checkers import linear
 from kcheck.checkers.base import Dataset
@@ -120,7 +120,7 @@ print(json.dumps({{"seconds": r.seconds, "acc": r.val_accuracy,
 RBF = (
     PRELUDE
     + r"""
-from kcheck.models import VerifyConfig, verify
+from kcheck.modelfiles.export import VerifyConfig, verify
 t0 = time.perf_counter()
 v = verify(VerifyConfig(train={path!r}, max_rows={rows}, jobs={jobs}))
 print(json.dumps({{"seconds": time.perf_counter() - t0, "result": v}}))

@@ -40,7 +40,7 @@ sys.path.insert(0, str(HERE))
 
 from bench import find_or_make  # noqa: E402
 
-from kcheck.data import write_libsvm  # noqa: E402
+from kcheck.io.data import write_libsvm  # noqa: E402
 
 CHECK = r"""
 import json, sys, time

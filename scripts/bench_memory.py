@@ -27,10 +27,13 @@ import scipy.sparse as sp
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from kcheck.data import write_libsvm  # noqa: E402
+from kcheck.io.data import write_libsvm  # noqa: E402
 
 MB = 2**20
-IMPORTS = "import kcheck.cli, kcheck.pipeline, kcheck.models, kcheck.engines, kcheck.checkers.exact"
+IMPORTS = (
+    "import kcheck.cli, kcheck.pipeline, kcheck.modelfiles.export, kcheck.bindings.engines, "
+    "kcheck.checkers.exact"
+)
 
 
 def webspam(rng: np.random.Generator) -> tuple[np.ndarray, sp.csr_matrix]:

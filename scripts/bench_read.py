@@ -59,7 +59,7 @@ def load(reader: str, path: str):  # noqa: ANN201 - returns whatever the reader 
     """Import and call one reader; returns (y, X) as numpy/scipy objects."""
     if reader == "kcheck":
         sys.path.insert(0, str(ROOT))
-        from kcheck.data import read_libsvm
+        from kcheck.io.data import read_libsvm
 
         return read_libsvm(path)
     if reader == "sklearn":
@@ -76,7 +76,7 @@ def load(reader: str, path: str):  # noqa: ANN201 - returns whatever the reader 
 def importer(reader: str) -> None:
     if reader == "kcheck":
         sys.path.insert(0, str(ROOT))
-        import kcheck.data  # noqa: F401
+        import kcheck.io.data  # noqa: F401
     elif reader == "sklearn":
         import sklearn.datasets  # noqa: F401
     else:

@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 CODE = """
 import sys, time
 sys.path.insert(0, {root!r})
-from kcheck.data import read_libsvm, sample_libsvm
+from kcheck.io.data import read_libsvm, sample_libsvm
 t = time.perf_counter()
 if {rows} == 0:
     read_libsvm({path!r})

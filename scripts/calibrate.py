@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Measure the per-unit costs behind kcheck/budget.py, against its counted estimates.
+"""Measure the per-unit costs behind kcheck/costs/budget.py, against its counted estimates.
 
 Usage:
     python scripts/calibrate.py SHARED_DATASETS_DIR [-o scripts/results/calibrate.md]
@@ -7,7 +7,7 @@ Usage:
 For each set (subsampled where noted): the linear baseline (LIBLINEAR -C search and training on
 T) in microseconds per stored value and model, degree-2 on the full expansion of T in
 microseconds per expanded value and model, and the exact comparison's wall time next to
-:func:`kcheck.checkers.exact.estimated_seconds`. The constants in kcheck/budget.py come from
+:func:`kcheck.checkers.exact.estimated_seconds`. The constants in kcheck/costs/budget.py come from
 these tables; the machine's load when they were measured is printed with them. Nothing here
 changes what kcheck computes: only the committed constants do.
 """
@@ -25,11 +25,13 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from kcheck import budget, engines, tuning  # noqa: E402
+from kcheck.bindings import engines  # noqa: E402
 from kcheck.checkers import degree2, exact  # noqa: E402
-from kcheck.data import read_libsvm  # noqa: E402
-from kcheck.scaling import fit_scaler  # noqa: E402
+from kcheck.costs import budget  # noqa: E402
+from kcheck.io.data import read_libsvm  # noqa: E402
+from kcheck.scaling.fitting import fit_scaler  # noqa: E402
 from kcheck.split import stratified_split, stratified_subsample  # noqa: E402
+from kcheck.tuning import linear_c as tuning  # noqa: E402
 
 BUNDLED = ROOT / "datasets"
 
@@ -90,7 +92,7 @@ def main() -> None:
     ]
     gen = _generated(np.random.default_rng(0))
     lines = [
-        "# Calibration of the counted-work model (`kcheck/budget.py`)",
+        "# Calibration of the counted-work model (`kcheck/costs/budget.py`)",
         "",
         f"Machine: {os.cpu_count()} cores; 1-minute load at the start "
         f"{os.getloadavg()[0]:.1f}. Max-abs scaling, seed 0, one process.",

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """MultiLinear's cluster trainings: each cluster's rows, classes and CPU seconds against its
-share of kcheck.costs' prediction.
+share of kcheck.costs.predicted's prediction.
 
 Usage:
     python scripts/calibrate_clusters.py FILE [FILE ...] [--json OUT.json]
@@ -11,9 +11,9 @@ each cluster's training (its -C search) where it calls them. Printed per file: t
 CPU seconds, the trainings' CPU seconds, the classes a cluster holds (median and most,
 weighted by its stored values), and the prediction's assumption (the square root of the
 one-vs-rest models) beside the models the clusters trained; the prediction before k-means
-(kcheck.costs.predicted_seconds) and once it has run (``revised``: the checker's
-``revised_seconds``, kcheck.solver_costs.clusters_seconds of its clusters' rows, values and
-classes), at this machine's pace (kcheck.probe), against the CPU seconds. Nothing here
+(kcheck.costs.predicted.predicted_seconds) and once it has run (``revised``: the checker's
+``revised_seconds``, kcheck.costs.solvers.clusters_seconds of its clusters' rows, values and
+classes), at this machine's pace (kcheck.costs.pace), against the CPU seconds. Nothing here
 changes what kcheck computes.
 """
 
@@ -35,10 +35,12 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 from calibrate_rbfsvm import split  # noqa: E402
 
-from kcheck import budget, costs, probe  # noqa: E402
 from kcheck.checkers import kmeans as km  # noqa: E402
 from kcheck.checkers import multilinear  # noqa: E402
 from kcheck.checkers.base import Counts, cpu_seconds  # noqa: E402
+from kcheck.costs import budget  # noqa: E402
+from kcheck.costs import pace as probe  # noqa: E402
+from kcheck.costs import predicted as costs  # noqa: E402
 
 
 def measure(path: Path) -> dict[str, Any]:
@@ -116,7 +118,7 @@ def main() -> None:
     ap.add_argument("--json", type=Path, default=None)
     a = ap.parse_args()
     pace = probe.pace(probe.probe_seconds())
-    print(f"pace {pace:.2f} (CPU seconds per reference second, kcheck.probe)")
+    print(f"pace {pace:.2f} (CPU seconds per reference second, kcheck.costs.pace)")
     print(
         "| set | T (classes) | K | k-means CPU s | trainings CPU s | classes a cluster: "
         "median | most | models a cluster, by values | assumed | predicted s | "

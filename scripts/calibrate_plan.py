@@ -1,19 +1,21 @@
 #!/usr/bin/env python3
-"""Fit kcheck.costs' per-stage factors to the CPU seconds that scripts/plan_bench.py measured.
+"""Fit kcheck.costs.predicted's per-stage factors to the CPU seconds that scripts/plan_bench.py
+measured.
 
 Usage:
     python scripts/calibrate_plan.py CORPUS --runs scripts/results/plan_runs.json
                                      [-o scripts/results/calibrate_plan.md]
 
 For every case of the runs (made by ``scripts/plan_bench.py CORPUS``), the data are read,
-scaled and split as a check does, and each stage's shape (:func:`kcheck.costs.shape_seconds`,
+scaled and split as a check does, and each stage's shape
+(:func:`kcheck.costs.predicted.shape_seconds`,
 from counts and the rows the plan gave it) is set against the CPU seconds it took. A stage's
 factor is the median of CPU / shape over its stages of at least MIN_CPU seconds (shorter ones
 are mostly fixed costs). A run that carries the probe (``plan.probe_cpu_seconds``) has its
-CPU seconds divided by that day's pace (kcheck.probe), so the factors stay in seconds of the
+CPU seconds divided by that day's pace (kcheck.costs.pace), so the factors stay in seconds of the
 reference machine whatever day the runs were made. The table is written to the output; the
 factors go into
-``kcheck.costs.FACTORS`` by hand, rounded, so that a re-run shows what moved.
+``kcheck.costs.predicted.FACTORS`` by hand, rounded, so that a re-run shows what moved.
 """
 
 from __future__ import annotations
@@ -30,12 +32,12 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from kcheck import costs  # noqa: E402
 from kcheck.checkers.base import Counts, Dataset  # noqa: E402
+from kcheck.costs import predicted as costs  # noqa: E402
+from kcheck.costs.pace import pace  # noqa: E402
 from kcheck.memory import default_memory_limit  # noqa: E402
 from kcheck.plan import done_share  # noqa: E402
 from kcheck.prepare import prepare  # noqa: E402
-from kcheck.probe import pace  # noqa: E402
 from kcheck.split import stratified_split  # noqa: E402
 
 MIN_CPU = 0.3
@@ -83,17 +85,18 @@ def main() -> int:
                 ratios.setdefault(s["name"], []).append((cpu / shape, name))
     loads = [r["load"] for r in runs.values() if "load" in r]
     out = [
-        "# Per-stage factors of the predicted seconds (`kcheck/costs.py`)",
+        "# Per-stage factors of the predicted seconds (`kcheck/costs/predicted.py`)",
         "",
         f"{time.strftime('%Y-%m-%d')}, {os.cpu_count()} cores; runs from `{args.runs.name}` "
         f"(load average at the cases' starts {min(loads):.2f}-{max(loads):.2f}); "
         f"`python scripts/calibrate_plan.py {args.corpus}`. Factor: the median of CPU / shape "
-        f"over the stages of at least {MIN_CPU} CPU seconds. The factor now in kcheck.costs is, of "
+        f"over the stages of at least {MIN_CPU} CPU seconds. "
+        "The factor now in kcheck.costs.predicted is, of "
         "the factors that leave the fewest stages of 0.5 s or more outside [0.5, 2] of CPU over "
         "predicted (scripts/plan_bench.py's flag), the one nearest that median: a spread-out "
         "stage's median alone left its small and its large cases on either side of the band.",
         "",
-        "| stage | stages | CPU / shape: min, median, max | factor now in kcheck.costs |",
+        "| stage | stages | CPU / shape: min, median, max | factor now in kcheck.costs.predicted |",
         "|---|---|---|---|",
     ]
     for stage, rs in sorted(ratios.items()):

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Measure the rbfsvm checker's CPU seconds against its counted estimate (kcheck/budget.py).
+"""Measure the rbfsvm checker's CPU seconds against its counted estimate (kcheck/costs/budget.py).
 
 Usage:
     python scripts/calibrate_rbfsvm.py FILE [FILE ...] [--rows N] [-o OUT.md]
@@ -10,12 +10,13 @@ with the default checkers (kcheck.plan.make) and run :func:`kcheck.checkers.rbfs
 the budget the plan leaves it, so that it trains on the rows the plan gives it (``--rows N``:
 on a stratified sample of N rows of T instead, with the fewest tuning rows, whatever the
 budget). Reported: the counted
-seconds (the plan's estimate; ``predicted`` is kcheck.costs' prediction from it), the CPU
+seconds (the plan's estimate; ``predicted`` is kcheck.costs.predicted's prediction from it), the CPU
 seconds (this process and its children), of which the grid search on the tuning sample and the
 LIBSVM trainings; the rest is mostly the trainings' predictions and, on a sample, its linear
 reference. ``revised``: the stage's prediction once its search has run (the JSON's
-``revised_seconds``), set against the CPU seconds at this machine's pace (kcheck.probe).
-Per training: rows, support vectors and LIBSVM's iterations (kcheck.engines counts them from
+``revised_seconds``), set against the CPU seconds at this machine's pace (kcheck.costs.pace).
+Per training: rows, support vectors and LIBSVM's iterations (kcheck.bindings.engines counts them
+from
 the lines LIBSVM prints).
 ``--json OUT``: each case's search, trainings and predictions, CPU seconds and counts.
 
@@ -39,13 +40,18 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from kcheck import budget, costs, engines, plan, probe  # noqa: E402
-from kcheck.checkers import rbf_tuning, rbfsvm  # noqa: E402
+from kcheck import plan  # noqa: E402
+from kcheck.bindings import engines  # noqa: E402
+from kcheck.checkers import rbfsvm  # noqa: E402
 from kcheck.checkers.base import Context, Counts, Dataset, cpu_seconds  # noqa: E402
+from kcheck.costs import budget  # noqa: E402
+from kcheck.costs import pace as probe  # noqa: E402
+from kcheck.costs import predicted as costs  # noqa: E402
 from kcheck.defaults import DEFAULT_CHECKERS  # noqa: E402
 from kcheck.memory import default_memory_limit  # noqa: E402
 from kcheck.prepare import prepare  # noqa: E402
 from kcheck.split import stratified_split, stratified_subsample  # noqa: E402
+from kcheck.tuning import rbf_sample as rbf_tuning  # noqa: E402
 
 #: One record a case for ``--json``: the search's and each LIBSVM call's CPU seconds and counts.
 _records: list[dict[str, Any]] = []
@@ -248,7 +254,7 @@ def main() -> None:
     pace = probe.pace(probe.probe_seconds())
     lines = [
         f"load average {load:.1f} at the start; pace {pace:.2f} (CPU seconds per reference "
-        "second, kcheck.probe)",
+        "second, kcheck.costs.pace)",
         "",
         *head,
     ]

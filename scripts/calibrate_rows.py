@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """LIBLINEAR's cost per value as T grows: the linear baseline and degree-2 (shifted, as the
-checker trains it) at several row counts of the larger sets, against kcheck/budget.py's counts.
+checker trains it) at several row counts of the larger sets, against kcheck/costs/budget.py's
+counts.
 
 Usage:
     python scripts/calibrate_rows.py SHARED_DATASETS_DIR [--scratch DIR] [-o FILE]
@@ -24,11 +25,13 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from kcheck import budget, engines, tuning  # noqa: E402
+from kcheck.bindings import engines  # noqa: E402
 from kcheck.checkers import degree2  # noqa: E402
-from kcheck.data import read_libsvm  # noqa: E402
-from kcheck.scaling import fit_scaler  # noqa: E402
+from kcheck.costs import budget  # noqa: E402
+from kcheck.io.data import read_libsvm  # noqa: E402
+from kcheck.scaling.fitting import fit_scaler  # noqa: E402
 from kcheck.split import stratified_split, stratified_subsample  # noqa: E402
+from kcheck.tuning import linear_c as tuning  # noqa: E402
 
 #: Expanded values (times models) above which degree-2 is not measured: minutes each.
 MAX_EXPANDED = 12_000_000
@@ -72,7 +75,7 @@ def main() -> None:
         f"Machine: {os.cpu_count()} cores; 1-minute load at the start {os.getloadavg()[0]:.1f}. "
         "Max-abs scaling, T of a seeded 3:1 split, stratified subsamples, "
         "CPU seconds of one process.",
-        "`counted` is kcheck/budget.py's count of the same work.",
+        "`counted` is kcheck/costs/budget.py's count of the same work.",
         "",
         _row(
             "set",

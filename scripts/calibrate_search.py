@@ -8,9 +8,9 @@ For each case of a judged corpus (``scripts/judge.py make``; by default every ca
 exact mode runs), run a check in this process, one job, as ``kcheck check FILE`` would, and
 record around exact mode's search on its tuning rows: its CPU seconds, the grid points it
 scored, LIBSVM's iterations and support vectors summed over every fold it trained (as the
-search records them, kcheck.checkers.rbf_tuning.Search), and kcheck.budget's count of it
+search records them, kcheck.tuning.rbf_sample.Search), and kcheck.costs.budget's count of it
 (``rbf_tuning_seconds``: kernel entries per grid point and fold, no iterations). Then fit,
-with non-negative least squares, CPU seconds over this machine's pace (kcheck.probe) as
+with non-negative least squares, CPU seconds over this machine's pace (kcheck.costs.pace) as
 
     a x (support vectors x fold rows) + b x (iterations x fold rows)
 
@@ -37,8 +37,10 @@ from scipy.optimize import nnls
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from kcheck import __version__, budget, probe  # noqa: E402
+from kcheck import __version__  # noqa: E402
 from kcheck.checkers import exact  # noqa: E402
+from kcheck.costs import budget  # noqa: E402
+from kcheck.costs import pace as probe  # noqa: E402
 from kcheck.pipeline import CheckConfig, run  # noqa: E402
 
 FOLDS = 5
@@ -114,11 +116,11 @@ def report(cases: dict[str, dict[str, Any]], command: str) -> str:
         "",
         f"Machine: {platform.machine()}, {os.cpu_count()} cores, Python "
         f"{platform.python_version()}; {date.today().isoformat()}; kcheck {__version__}; "
-        f"`{command}`, one job, nothing else running. This machine's pace (kcheck.probe, "
+        f"`{command}`, one job, nothing else running. This machine's pace (kcheck.costs.pace, "
         f"before each case): {min(paces):.2f}-{max(paces):.2f}.",
         "",
         "`ref s`: the search's CPU seconds over the pace (reference seconds). `counted`: "
-        "kcheck.budget.rbf_tuning_seconds at the points it scored (kernel entries, no "
+        "kcheck.costs.budget.rbf_tuning_seconds at the points it scored (kernel entries, no "
         "iterations). `fit`: a x support vectors x fold rows + b x iterations x fold rows, "
         f"summed over every fold trained, with a = {a:.3g} and b = {b:.3g} s (non-negative "
         "least squares over these cases).",

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Degree-2's cost per expanded value as the width outgrows the rows: kcheck.budget's separable
+"""Degree-2's cost per expanded value as the width outgrows the rows: kcheck.costs.budget's
+separable
 regime (SEPARABLE_FROM, SEPARABLE_SLOPE).
 
 Usage:
@@ -7,9 +8,9 @@ Usage:
 
 Text-like rows (Zipf-popular words, about PER_ROW a row, labels from a noisy linear rule) of
 WORDS features are expanded as degree-2 expands them, and LIBLINEAR's C search and training
-(kcheck.tuning.fit_linear) run on the expansion, in this process. Printed: the expanded
-values, the width, the CPU seconds, kcheck.budget's counted seconds (per value only) and their
-ratio, beside kcheck.budget.separable_factor for the same width and rows. Defaults: 1,700 rows
+(kcheck.tuning.linear_c.fit_linear) run on the expansion, in this process. Printed: the expanded
+values, the width, the CPU seconds, kcheck.costs.budget's counted seconds (per value only) and their
+ratio, beside kcheck.costs.budget.separable_factor for the same width and rows. Defaults: 1,700 rows
 (the subsample degree-2 ran on sparse text of 7,770 rows) of 500, 2,000 and 8,000 words.
 """
 
@@ -24,8 +25,10 @@ import scipy.sparse as sp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from kcheck import budget, costs, tuning  # noqa: E402
 from kcheck.checkers.degree2 import expand, expanded_dimension  # noqa: E402
+from kcheck.costs import budget
+from kcheck.costs import predicted as costs
+from kcheck.tuning import linear_c as tuning
 
 
 def text(

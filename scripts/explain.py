@@ -23,8 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
-from kcheck.explain import term_text
 from kcheck.pipeline import CheckConfig, run
+from kcheck.terms.explain import term_text
 
 DEFAULT_SETS = "fourclass,svmguide1,german.numer,dna.scale,a9a,ijcnn1.bz2,cod-rna.xz,madelon.xz"
 

@@ -47,9 +47,9 @@ sys.path.insert(0, str(ROOT))
 
 from kcheck.checkers import linear, rff  # noqa: E402
 from kcheck.checkers.base import Dataset  # noqa: E402
-from kcheck.data import read_libsvm, write_libsvm  # noqa: E402
+from kcheck.io.data import read_libsvm, write_libsvm  # noqa: E402
 from kcheck.pipeline import CheckConfig, default_memory_limit, run  # noqa: E402
-from kcheck.scaling import fit_scaler  # noqa: E402
+from kcheck.scaling.fitting import fit_scaler  # noqa: E402
 from kcheck.split import stratified_split, stratified_subsample  # noqa: E402
 from kcheck.verdict import Gap, decide, paired_gap  # noqa: E402
 

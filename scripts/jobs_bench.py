@@ -33,7 +33,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from kcheck.budget import FLOOR_SECONDS  # noqa: E402
+from kcheck.costs.budget import FLOOR_SECONDS  # noqa: E402
 from kcheck.verdict import without_timing  # noqa: E402
 
 #: Stages whose seconds the report shows beside the whole check's.

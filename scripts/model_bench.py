@@ -46,8 +46,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from kcheck import models  # noqa: E402
-from kcheck.data import read_libsvm, write_libsvm  # noqa: E402
+from kcheck.io.data import read_libsvm, write_libsvm  # noqa: E402
+from kcheck.modelfiles import export as models  # noqa: E402
 from kcheck.pipeline import CheckConfig, run  # noqa: E402
 from kcheck.split import stratified_subsample  # noqa: E402
 

@@ -9,15 +9,15 @@ BEFORE and AFTER are ``--runs`` files of ``scripts/plan_bench.py`` (one ``kcheck
 per case, its plan's steps and the probe's CPU seconds), made on the same cases at two times
 or on two machines. A stage's prediction is the same in both (counted from the same rows), so
 what moved between them is the machine: each stage's CPU seconds moved by ``stage x``, and
-kcheck's probe (kcheck.probe: LIBLINEAR and LIBSVM on a generated set that stays in the CPU's
+kcheck's probe (kcheck.costs.pace: LIBLINEAR and LIBSVM on a generated set that stays in the CPU's
 cache) by ``probe x``. Where they move alike, the warning line's comparison at the probe's pace
 holds on either machine; where a stage moved more than the probe, the warning blames the cost
 model for what the machine did. Stages are grouped by the rows they trained on, as the
-per-value cost of LIBLINEAR grows with them (kcheck.budget.rows_factor). Only stages that took
+per-value cost of LIBLINEAR grows with them (kcheck.costs.budget.rows_factor). Only stages that took
 0.1 CPU seconds or more in both runs: shorter ones are mostly timer noise.
 
 ``--probe-sequence N``: N single runs of the probe's trainings one after another, each in CPU
-milliseconds, and the fastest of each three in a row (what kcheck.probe keeps): how much the
+milliseconds, and the fastest of each three in a row (what kcheck.costs.pace keeps): how much the
 reading a check takes moves with the moment it is taken.
 """
 
@@ -77,7 +77,7 @@ def report(records: list[dict[str, Any]], before: Path, after: Path) -> str:
         "",
         f"`python scripts/pace_compare.py {before.name} {after.name}`. `stage x`: the stage's "
         "CPU seconds in the second run over the first (the same rows, the same prediction); "
-        "`probe x`: kcheck.probe's CPU seconds, the same way; `stage / probe`: how much more "
+        "`probe x`: kcheck.costs.pace's CPU seconds, the same way; `stage / probe`: how much more "
         "the stage moved than the probe. 1 where the probe follows the stage. Stages of "
         f"{MIN_SECONDS} CPU s or more in both runs.",
         "",
@@ -106,9 +106,9 @@ def report(records: list[dict[str, Any]], before: Path, after: Path) -> str:
 
 
 def probe_sequence(n: int) -> str:
-    """N single probe runs in a row, and the fastest of each three (kcheck.probe's reading)."""
+    """N single probe runs in a row, and the fastest of each three (kcheck.costs.pace's reading)."""
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    from kcheck import probe
+    from kcheck.costs import pace as probe
 
     runs = [1e3 * seconds for seconds in probe.probe_runs(n)]
     threes = [min(runs[i : i + 3]) for i in range(0, n - 2, 3)]

@@ -32,9 +32,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from kcheck.budget import FLOOR_SECONDS  # noqa: E402
+from kcheck.costs.budget import FLOOR_SECONDS  # noqa: E402
+from kcheck.costs.pace import pace  # noqa: E402
 from kcheck.plan import done_share  # noqa: E402
-from kcheck.probe import pace  # noqa: E402
 
 LOW, HIGH, MIN_SECONDS = 0.5, 2.0, 0.5
 #: The whole check's bound: max(FLOOR, TIMES x the baseline's seconds), FLOOR being the
@@ -99,7 +99,7 @@ def summary(v: dict[str, Any], wall: float, load: float | None) -> dict[str, Any
             | {"done": _done(v.get("checkers", {}).get(s["name"]), v["data"])}
             for s in v["plan"]["steps"]
         ],
-        # This machine's pace when the check ran (kcheck.probe); absent before the probe.
+        # This machine's pace when the check ran (kcheck.costs.pace); absent before the probe.
         "probe": v["plan"].get("probe_cpu_seconds"),
     }
 
@@ -116,13 +116,14 @@ def _done(block: dict[str, Any] | None, data: dict[str, Any]) -> dict[str, Any] 
 
 def fill_predictions(runs: dict[str, dict[str, Any]], corpus: Path, again: bool = False) -> int:
     """Give the steps of runs made before the plan carried ``predicted_seconds`` (every run's,
-    ``again``: after a refit of kcheck.costs) the value the plan gives now:
-    :func:`kcheck.costs.predicted_seconds` of the case's counts (read, scaled and split as a
+    ``again``: after a refit of kcheck.costs.predicted) the value the plan gives now:
+    :func:`kcheck.costs.predicted.predicted_seconds` of the case's counts (read, scaled and split
+    as a
     check does). The number of cases filled."""
     sys.path.insert(0, str(ROOT / "scripts"))
     from calibrate_plan import counts_of
 
-    from kcheck import costs
+    from kcheck.costs import predicted as costs
 
     filled = 0
     for name, r in runs.items():
@@ -142,7 +143,7 @@ def fill_predictions(runs: dict[str, dict[str, Any]], corpus: Path, again: bool 
 
 def _predicted(s: dict[str, Any], machine: float = 1.0) -> float | None:
     """A stage's prediction of the work it did (kcheck.plan.done_share), at the ``machine``'s
-    pace (kcheck.probe): exact mode's prediction counts every repeat, and it stops once the
+    pace (kcheck.costs.pace): exact mode's prediction counts every repeat, and it stops once the
     verdict is settled."""
     p = s.get("predicted_seconds")
     return None if p is None else p * _share(s)[0] * machine
@@ -180,7 +181,8 @@ def report(runs: dict[str, dict[str, Any]], args: argparse.Namespace) -> str:
     if args.repredict:
         how += f" on the runs in `{args.runs.name}`"
         how += (
-            "; `--repredict`: every stage's prediction is today's kcheck/costs.py's, not the "
+            "; `--repredict`: every stage's prediction is today's kcheck/costs/predicted.py's, "
+            "not the "
             "one its run's plan carried"
         )
     load = (
@@ -195,10 +197,11 @@ def report(runs: dict[str, dict[str, Any]], args: argparse.Namespace) -> str:
         f"Machine: {platform.machine()}, {os.cpu_count()} cores, Python "
         f"{platform.python_version()}; {time.strftime('%Y-%m-%d')}; {how}; {load}.",
         "",
-        "`predicted`: the plan's `predicted_seconds` (kcheck/costs.py, counted on the reference "
+        "`predicted`: the plan's `predicted_seconds` (kcheck/costs/predicted.py, counted on the "
+        "reference "
         "machine from counts alone; for runs made before the plan carried it, the same function "
         "of the case's counts, computed here), times this machine's pace when the case ran "
-        "(`plan.probe_cpu_seconds` over kcheck.probe's REFERENCE_SECONDS; 1 for a run without "
+        "(`plan.probe_cpu_seconds` over kcheck.costs.pace's REFERENCE_SECONDS; 1 for a run without "
         "a probe), as the check's own warning line compares them; `cpu`: the stage's CPU "
         "seconds here (`cpu_seconds`), with one job. "
         f"Flagged (**bold**): a stage of {MIN_SECONDS} s or more whose cpu / predicted falls "
@@ -310,7 +313,7 @@ def main() -> int:
     ap.add_argument(
         "--repredict",
         action="store_true",
-        help="predict every stage again with today's kcheck.costs (after a refit of its "
+        help="predict every stage again with today's kcheck.costs.predicted (after a refit of its "
         "factors), not as the runs' plans did",
     )
     args = ap.parse_args()

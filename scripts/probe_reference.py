@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
-"""Derive kcheck.probe.REFERENCE_SECONDS from two runs of scripts/plan_bench.py.
+"""Derive kcheck.costs.pace.REFERENCE_SECONDS from two runs of scripts/plan_bench.py.
 
 Usage:
     python scripts/probe_reference.py REFERENCE_RUNS PROBED_RUNS
 
-REFERENCE_RUNS: runs made on the reference machine (the speed kcheck.costs' factors were fitted
+REFERENCE_RUNS: runs made on the reference machine (the speed kcheck.costs.predicted's factors were
+fitted
 at), before the probe existed; PROBED_RUNS: runs of the same cases, made later on this machine,
 whose JSON carries ``plan.probe_cpu_seconds``. The machine's speed between the two is the median
 ratio of the same stages' CPU seconds (stages of MIN_SECONDS or more in either run, on the

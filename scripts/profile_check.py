@@ -26,9 +26,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from kcheck import budget  # noqa: E402
 from kcheck.checkers import linear, registry  # noqa: E402
 from kcheck.checkers.base import Context, Dataset  # noqa: E402
+from kcheck.costs import budget  # noqa: E402
 from kcheck.memory import checker_budget, default_memory_limit  # noqa: E402
 from kcheck.prepare import prepare  # noqa: E402
 from kcheck.split import stratified_split  # noqa: E402

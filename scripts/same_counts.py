@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
 """How far a prediction from counts alone can follow the baseline's C search: one data set's
 T against rows with exactly its counts (rows, width, stored values, classes), which kcheck's
-cost model (kcheck.costs) must predict the same.
+cost model (kcheck.costs.predicted) must predict the same.
 
 Usage:
     python scripts/same_counts.py FILE [-o OUT.md] [--seed S]
 
 FILE is read and scaled as kcheck does (max |x| per feature) and split 3:1 as a check splits
-it; on T, in this process, the baseline's C search and training run (kcheck.tuning.fit_linear,
+it; on T, in this process, the baseline's C search and training run
+(kcheck.tuning.linear_c.fit_linear,
 LIBLINEAR -s 2 -B 1) on:
 
 - T as it is;
@@ -24,7 +25,7 @@ LIBLINEAR -s 2 -B 1) on:
   90th to 10th percentile) orders the costs.
 
 Printed and written (Markdown): the CPU seconds of each, the baseline's predicted seconds at
-this machine's pace (kcheck.probe, before and after) and their ratio. Where the ratios of rows
+this machine's pace (kcheck.costs.pace, before and after) and their ratio. Where the ratios of rows
 with the same counts span more than 4x, no prediction from counts keeps all of them within
 [0.5, 2].
 """
@@ -44,11 +45,13 @@ import scipy.sparse as sp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from kcheck import costs, probe, tuning  # noqa: E402
-from kcheck.atomic import write_text  # noqa: E402
 from kcheck.checkers.base import Counts  # noqa: E402
-from kcheck.data import read_libsvm  # noqa: E402
+from kcheck.costs import pace as probe
+from kcheck.costs import predicted as costs
+from kcheck.io.atomic import write_text  # noqa: E402
+from kcheck.io.data import read_libsvm  # noqa: E402
 from kcheck.split import stratified_split  # noqa: E402
+from kcheck.tuning import linear_c as tuning
 
 
 def max_abs_scaled(X: np.ndarray) -> np.ndarray:

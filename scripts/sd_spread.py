@@ -37,9 +37,9 @@ sys.path.insert(0, str(ROOT / "scripts"))
 import plan_bench  # noqa: E402
 from same_counts import publish  # noqa: E402
 
-from kcheck.data import read_libsvm  # noqa: E402
-from kcheck.probe import pace  # noqa: E402
-from kcheck.scaling import fit_scaler  # noqa: E402
+from kcheck.costs.pace import pace  # noqa: E402
+from kcheck.io.data import read_libsvm  # noqa: E402
+from kcheck.scaling.fitting import fit_scaler  # noqa: E402
 from kcheck.split import stratified_split  # noqa: E402
 
 

@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from kcheck.data import write_libsvm  # noqa: E402
+from kcheck.io.data import write_libsvm  # noqa: E402
 from kcheck.pipeline import CheckConfig, run  # noqa: E402
 
 

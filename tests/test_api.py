@@ -26,7 +26,7 @@ from test_schema import assert_valid
 
 import kcheck
 from kcheck.config import CheckConfig
-from kcheck.data import read_libsvm, write_libsvm
+from kcheck.io.data import read_libsvm, write_libsvm
 
 FAST = {"checkers": ("multilinear",), "exact": "never"}
 FAST_CLI = ("--checkers", "multilinear", "--exact", "never")

@@ -4,8 +4,8 @@ import threading
 
 import pytest
 
-from kcheck.atomic import atomic_open, atomic_path, write_text
 from kcheck.errors import KcheckError
+from kcheck.io.atomic import atomic_open, atomic_path, write_text
 
 
 def test_replaces_whole_file_and_leaves_no_temporary(tmp_path):
@@ -108,7 +108,7 @@ def test_nothing_can_appear_after_abandon(tmp_path, monkeypatch):
     """An interrupted run deletes its temporaries (abandon) and ends with os._exit; meanwhile a
     solver in a worker thread may finish and save to the temporary path it was given, or a
     writer ask for a new temporary. Neither may leave a file behind (``.m.XXXX.tmp`` did)."""
-    from kcheck import atomic
+    from kcheck.io import atomic
 
     monkeypatch.setattr(atomic, "_commit_lock", threading.Lock())
     monkeypatch.setattr(atomic, "_live", set())
@@ -130,7 +130,7 @@ def test_nothing_can_appear_after_abandon(tmp_path, monkeypatch):
 def test_abandon_ends_with_the_lock_it_took(tmp_path, monkeypatch):
     """abandon() holds the commit lock for good; the state is that lock's, so a process that
     goes on (a test) with another lock writes as before."""
-    from kcheck import atomic
+    from kcheck.io import atomic
 
     monkeypatch.setattr(atomic, "_commit_lock", threading.Lock())
     monkeypatch.setattr(atomic, "_live", set())

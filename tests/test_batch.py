@@ -23,8 +23,8 @@ from runner import Run, alive, descendants, kcheck, startup_seconds, wait_for
 
 from kcheck import batch
 from kcheck.batch import DataSet, discover, name_skip_reason, sniff, strip_compression
-from kcheck.data import write_libsvm
 from kcheck.errors import KcheckError
+from kcheck.io.data import write_libsvm
 from kcheck.pipeline import CheckConfig
 from kcheck.verdict import without_timing
 

@@ -11,10 +11,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from kcheck import budget, pipeline, plan, workers
+from kcheck import pipeline, plan
 from kcheck.checkers import registry
 from kcheck.checkers.base import Allowance, Counts
-from kcheck.data import write_libsvm
+from kcheck.costs import budget
+from kcheck.io.data import write_libsvm
+from kcheck.parallel import workers
 from kcheck.pipeline import CheckConfig, run
 from kcheck.verdict import without_timing
 

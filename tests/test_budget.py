@@ -1,5 +1,5 @@
 """Budgets from counted work: the same JSON under load, the floor for small data, cut-short
-margins (kcheck/budget.py and how the pipeline uses it)."""
+margins (kcheck/costs/budget.py and how the pipeline uses it)."""
 
 from __future__ import annotations
 
@@ -14,10 +14,11 @@ import pytest
 import scipy.sparse as sp
 from runner import run_kcheck
 
-from kcheck import budget, plan
+from kcheck import plan
 from kcheck.checkers import degree2, registry
 from kcheck.checkers.base import CheckerResult, Counts, Dataset
-from kcheck.data import write_libsvm
+from kcheck.costs import budget
+from kcheck.io.data import write_libsvm
 from kcheck.pipeline import CheckConfig, run
 from kcheck.verdict import without_timing
 
@@ -104,7 +105,7 @@ def test_without_a_budget_left_the_same_data_skips_degree2(interaction_file: Pat
     """What the budget left changes: with 0.1 counted seconds left (as where other methods
     spent the rest) too few rows fit; with the floor, all of them."""
     from kcheck.checkers.base import Dataset
-    from kcheck.data import read_libsvm
+    from kcheck.io.data import read_libsvm
 
     y, X = read_libsvm(str(interaction_file))
     T = Dataset(X[:750], y[:750])
@@ -293,7 +294,7 @@ def test_a_clear_proxy_overrules_an_undertuned_exact_comparison(
     """Exact mode's RBF held to C = 2^-7 (as a sample's search can hold it too low) finds no
     gain on a product of features; degree-2 finds it, clear of epsilon, so the verdict is
     kernel, decided by degree-2, and the warnings say why exact mode was overruled."""
-    from kcheck.checkers import rbf_tuning
+    from kcheck.tuning import rbf_sample as rbf_tuning
 
     rng = np.random.default_rng(5)
     U = rng.uniform(-1.0, 1.0, (2000, 8))

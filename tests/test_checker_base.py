@@ -9,12 +9,13 @@ import pytest
 import scipy.sparse as sp
 from conftest import DATASETS
 
-from kcheck import engines, tuning
+from kcheck.bindings import engines
 from kcheck.checkers.base import CheckerResult, Context, Dataset, guarded, score
-from kcheck.data import read_libsvm
 from kcheck.defaults import Event
 from kcheck.errors import EngineError, KcheckError, TimeLimitReached
-from kcheck.scaling import fit_scaler
+from kcheck.io.data import read_libsvm
+from kcheck.scaling.fitting import fit_scaler
+from kcheck.tuning import linear_c as tuning
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from runner import cpu_seconds, kcheck, slowdown, wait_for, without_stage_lines
 
-from kcheck.data import write_libsvm
+from kcheck.io.data import write_libsvm
 
 
 @pytest.mark.slow

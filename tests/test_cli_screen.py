@@ -20,7 +20,7 @@ import runner
 from runner import Run
 
 from kcheck import __version__
-from kcheck.data import write_libsvm
+from kcheck.io.data import write_libsvm
 
 
 def kcheck(*args: str, env: dict[str, str] | None = None) -> Run:

@@ -27,12 +27,13 @@ import pytest
 import scipy.sparse as sp
 from runner import alive, descendants, run_kcheck, start_kcheck, wait_for, without_stage_lines
 
-from kcheck import batch, cluster
+from kcheck import batch
 from kcheck.batch import DataSet, discover, run_batch
-from kcheck.data import write_libsvm
 from kcheck.errors import KcheckError
+from kcheck.io.data import write_libsvm
+from kcheck.parallel import cluster
 from kcheck.pipeline import CheckConfig
-from kcheck.rbf_search import EXPORT_GRID, rbf_grid_search
+from kcheck.tuning.rbf_grid import EXPORT_GRID, rbf_grid_search
 from kcheck.verdict import without_timing
 from kcheck.verify import VerifyConfig, verify
 
@@ -825,7 +826,7 @@ def ctrl_c_once_started(args: list[str], processes: int, cwd: Path) -> tuple[int
 LATE_CLIENT_SCRIPT = """
 import pathlib, socket, sys, time
 import distributed
-from kcheck.cluster import Session
+from kcheck.parallel.cluster import Session
 
 def late_client(marker):
     pathlib.Path(marker).touch()

@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kcheck.data import content_sha256, read_libsvm, write_libsvm
 from kcheck.errors import DataFormatError
+from kcheck.io.data import content_sha256, read_libsvm, write_libsvm
 from kcheck.pipeline import CheckConfig, run
 
 

@@ -1,4 +1,4 @@
-"""kcheck.costs: the predicted seconds a check shows beside what each stage took."""
+"""kcheck.costs.predicted: the predicted seconds a check shows beside what each stage took."""
 
 from __future__ import annotations
 
@@ -7,9 +7,12 @@ import math
 import pytest
 from conftest import DATASETS
 
-from kcheck import budget, costs, plan, solver_costs
+from kcheck import plan
 from kcheck.checkers import kmeans as km
 from kcheck.checkers.base import Counts
+from kcheck.costs import budget
+from kcheck.costs import predicted as costs
+from kcheck.costs import solvers as solver_costs
 from kcheck.defaults import Event
 from kcheck.pipeline import CheckConfig, _Pace, _predicted, run
 
@@ -216,7 +219,7 @@ def test_multilinears_clusters_are_predicted_from_the_classes_each_holds() -> No
 
 
 def test_an_rbf_training_costs_per_support_vector_and_more_per_value_on_sparse_rows() -> None:
-    """kcheck.solver_costs.rbf_trained_seconds: linear in the support vectors (their kernel columns
+    """kcheck.costs.solvers.rbf_trained_seconds: linear in the support vectors (their kernel columns
     and their entries for the rows predicted) and in the iterations; a value of a sparse row
     costs more than one of a dense row (index lists merged)."""
 

@@ -1,4 +1,4 @@
-"""Tests for kcheck.data: the LIBSVM reader and writer."""
+"""Tests for kcheck.io.data: the LIBSVM reader and writer."""
 
 from __future__ import annotations
 
@@ -21,10 +21,10 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-import kcheck._parse as kp
-import kcheck.data as kd
-from kcheck.data import label_repr, read_libsvm, write_libsvm
+import kcheck.io._parse as kp
+import kcheck.io.data as kd
 from kcheck.errors import DataFormatError, KcheckError, KcheckWarning
+from kcheck.io.data import label_repr, read_libsvm, write_libsvm
 
 ROOT = Path(__file__).resolve().parents[1]
 DATASETS = ROOT / "datasets"
@@ -137,7 +137,9 @@ def test_stdin_without_buffer(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.mark.slow
 def test_stdin_subprocess() -> None:
-    code = "from kcheck.data import read_libsvm; y, X = read_libsvm('-'); print(y.tolist(), X.nnz)"
+    code = (
+        "from kcheck.io.data import read_libsvm; y, X = read_libsvm('-'); print(y.tolist(), X.nnz)"
+    )
     out = subprocess.run(
         [sys.executable, "-c", code],
         input=b"1 1:1 2:2\n-1 3:3\n",

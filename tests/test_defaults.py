@@ -11,7 +11,7 @@ import pytest
 from conftest import ROOT
 
 from kcheck import defaults, pipeline, verify
-from kcheck.rbf_search import Grid
+from kcheck.tuning.rbf_grid import Grid
 
 #: One grid point: verify's settings are what is tested here, not its search.
 ONE_POINT = Grid((1.0,), (-3.0,))

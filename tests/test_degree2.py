@@ -247,8 +247,8 @@ def test_shift_finds_a_product_of_features_on_an_offset(monkeypatch):
     finds the product, clear of epsilon (+8.6 measured)."""
     X, y = offset_data(2000, 32.0, 0)
     T, V = Dataset(X[:1500], y[:1500]), Dataset(X[1500:], y[1500:])
-    from kcheck import tuning
     from kcheck.checkers.base import score
+    from kcheck.tuning import linear_c as tuning
     from kcheck.verdict import paired_gap
 
     lin, _ = tuning.fit_linear(T.X, T.y, seed=0)
@@ -275,7 +275,7 @@ def test_where_t_rate_prices_out_the_least_subsample_its_own_rate_decides():
     threshold; a subsample costs less per value, and the most rows whose own count fits
     train. Never more than their own count allows, and none where even the least does not
     fit."""
-    from kcheck import budget
+    from kcheck.costs import budget
 
     rows, features, seconds = 18_000, 50, 6.5
     per_row = degree2.expanded_dimension(features)

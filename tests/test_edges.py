@@ -23,10 +23,11 @@ from runner import run_kcheck
 from test_schema import assert_valid
 
 import kcheck
-from kcheck.checkers import rbf_tuning, rbfsvm
+from kcheck.checkers import rbfsvm
 from kcheck.checkers.base import CheckerResult, Dataset
-from kcheck.data import write_libsvm
+from kcheck.io.data import write_libsvm
 from kcheck.scoring import Scoring
+from kcheck.tuning import rbf_sample as rbf_tuning
 
 # --- 0: the selection's point and the CV accuracy reported for it ---------------------------
 

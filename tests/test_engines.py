@@ -5,8 +5,10 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from kcheck import engines, model_load, tuning
+from kcheck.bindings import engines
 from kcheck.errors import EngineError, KcheckError
+from kcheck.modelfiles import load as model_load
+from kcheck.tuning import linear_c as tuning
 
 
 def _blobs(rng, n=300, classes=(-1.0, 1.0), dim=5):
@@ -133,7 +135,12 @@ def test_engines_stands_on_its_helpers_alone():
     imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     imported |= {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
     ours = {m for m in imported if m.split(".")[0] == "kcheck"}
-    helpers = {"kcheck.binding_input", "kcheck.c_runtime", "kcheck.errors", "kcheck.linear_weights"}
+    helpers = {
+        "kcheck.bindings.inputs",
+        "kcheck.bindings.c_runtime",
+        "kcheck.errors",
+        "kcheck.bindings.linear_weights",
+    }
     assert ours <= helpers
 
 
@@ -264,9 +271,9 @@ def test_libsvm_cv_order_is_a_stratified_partition(rng):
 
 @pytest.mark.parametrize("workers", [1, 2])
 def test_side_by_side_runs_every_call_once_and_raises_the_first_error(workers):
-    """kcheck.c_runtime.side_by_side: every index once (in order where one thread), and a
+    """kcheck.bindings.c_runtime.side_by_side: every index once (in order where one thread), and a
     failing call's exception reaches the caller, as a fold's EngineError must."""
-    from kcheck.c_runtime import side_by_side
+    from kcheck.bindings.c_runtime import side_by_side
 
     seen: list[int] = []
     side_by_side(seen.append, 5, workers)

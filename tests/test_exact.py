@@ -10,10 +10,13 @@ import pytest
 import scipy.sparse as sp
 from conftest import make_context
 
-from kcheck import budget, engines, tuning
-from kcheck.checkers import exact, linear, rbf_tuning
+from kcheck.bindings import engines
+from kcheck.checkers import exact, linear
 from kcheck.checkers.base import CheckerResult, Dataset
+from kcheck.costs import budget
 from kcheck.errors import TimeLimitReached
+from kcheck.tuning import linear_c as tuning
+from kcheck.tuning import rbf_sample as rbf_tuning
 from kcheck.verdict import decide, paired_gap
 
 #: A 3 x 3 grid: enough to exercise the search, cheap to run.
@@ -665,12 +668,12 @@ def test_the_result_revises_its_count_with_the_repeats_predicted_from_the_search
         gammas=len(opts.resolved_gamma_factor()),
         folds=5,
     )
-    assert exact.rbf_tuning.beyond_count(tuned.search, 300, 2, opts) == pytest.approx(ran - counted)
+    assert exact.rbf_sample.beyond_count(tuned.search, 300, 2, opts) == pytest.approx(ran - counted)
     revised = search - counted + ran + r.info["repeats"] * one
     assert r.info["revised_seconds"] == pytest.approx(revised, abs=1e-3)
     # A search that recorded no support vectors keeps its count.
     unrecorded = dataclasses.replace(tuned.search, support_vectors={})
-    assert exact.rbf_tuning.beyond_count(unrecorded, 300, 2, opts) == 0.0
+    assert exact.rbf_sample.beyond_count(unrecorded, 300, 2, opts) == 0.0
     # Without the search's iterations a repeat is predicted at its count alone: less.
     bare = dataclasses.replace(tuned.search, iterations={point: 0})
     count = exact.repeat_seconds(dataclasses.replace(tuned, search=bare), 300, int(X.nnz), 2, opts)

@@ -13,7 +13,7 @@ import runner
 from conftest import DATASETS, require_tool
 from runner import Run
 
-from kcheck.data import read_libsvm
+from kcheck.io.data import read_libsvm
 
 
 def kcheck(*args: object, code: int = 0) -> Run:

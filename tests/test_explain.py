@@ -13,11 +13,12 @@ from conftest import DATASETS, ROOT
 from runner import run_kcheck
 from test_schema import assert_valid
 
-from kcheck import explain, tuning
 from kcheck.checkers import degree2
 from kcheck.checkers.base import Dataset
 from kcheck.pipeline import CheckConfig, run
 from kcheck.split import stratified_subsample
+from kcheck.terms import explain
+from kcheck.tuning import linear_c as tuning
 from kcheck.verdict import paired_gap
 
 

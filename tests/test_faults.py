@@ -38,7 +38,7 @@ from runner import (
 )
 
 from kcheck.checkers.multilinear import MIN_PARALLEL_NNZ
-from kcheck.data import write_libsvm
+from kcheck.io.data import write_libsvm
 from kcheck.verdict import without_timing
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from kcheck.data import write_libsvm
+from kcheck.io.data import write_libsvm
 from kcheck.pipeline import CheckConfig, run
 from kcheck.verdict import without_timing
 

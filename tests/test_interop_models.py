@@ -16,9 +16,11 @@ import numpy as np
 import pytest
 from conftest import DATASETS, ROOT, require_tool
 
-from kcheck import models, predict, rbf_search
-from kcheck.data import read_libsvm
-from kcheck.scaling import fit_scaler
+from kcheck import predict
+from kcheck.io.data import read_libsvm
+from kcheck.modelfiles import export as models
+from kcheck.scaling.fitting import fit_scaler
+from kcheck.tuning import rbf_grid as rbf_search
 
 pytestmark = pytest.mark.interop
 

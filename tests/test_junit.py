@@ -12,8 +12,8 @@ import xmlschema
 from conftest import DATASETS, ROOT
 from runner import kcheck
 
-from kcheck import junit
 from kcheck.errors import KcheckError
+from kcheck.reports import junit
 
 XSD = ROOT / "tests" / "data" / "junit-10.xsd"
 FAST = ("--checkers", "multilinear", "--exact", "never")

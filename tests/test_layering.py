@@ -27,14 +27,14 @@ LAYERS: list[set[str]] = [
         "kcheck.batch.writer",
         "kcheck.api",
         "kcheck.verify",
-        "kcheck.models",
+        "kcheck.modelfiles.export",
         "kcheck.predict",
-        "kcheck.expand",
-        "kcheck.report",
-        "kcheck.scale",
+        "kcheck.terms.expand",
+        "kcheck.reports.html",
+        "kcheck.scaling.stream",
     },
-    {"kcheck.pipeline", "kcheck.explain"},
-    {"kcheck.second_fold", "kcheck.config", "kcheck.plan", "kcheck.costs"},
+    {"kcheck.pipeline", "kcheck.terms.explain"},
+    {"kcheck.second_fold", "kcheck.config", "kcheck.plan", "kcheck.costs.predicted"},
     {"kcheck.result"},
     {"kcheck.checkers.registry"},
     {
@@ -44,51 +44,86 @@ LAYERS: list[set[str]] = [
         "kcheck.checkers.rff",
         "kcheck.checkers.rbfsvm",
         "kcheck.checkers.exact",
-        "kcheck.checkers.rbf_tuning",
+        "kcheck.tuning.rbf_sample",
         "kcheck.checkers.linear",
         "kcheck.checkers.kmeans",
     },
     {"kcheck.checkers", "kcheck.checkers.base"},
-    {"kcheck.rbf_search"},
+    {"kcheck.tuning.rbf_grid"},
     {"kcheck.prepare", "kcheck.arrays"},
-    {"kcheck.tuning", "kcheck.model_load", "kcheck.probe"},
-    {"kcheck.engines", "kcheck.budget", "kcheck.solver_costs"},
+    {"kcheck.tuning.linear_c", "kcheck.modelfiles.load", "kcheck.costs.pace"},
+    {"kcheck.bindings.engines", "kcheck.costs.budget", "kcheck.costs.solvers"},
     {
-        "kcheck.ownformat",
-        "kcheck.modelfile",
-        "kcheck.model_lines",
-        "kcheck.data",
-        "kcheck.reference_parser",
-        "kcheck._parse",
-        "kcheck.scaling",
-        "kcheck.scaler",
-        "kcheck.reservoir",
-        "kcheck.binding_input",
-        "kcheck.c_runtime",
-        "kcheck.linear_weights",
+        "kcheck.io.ownformat",
+        "kcheck.modelfiles.checked",
+        "kcheck.modelfiles.lines",
+        "kcheck.io.data",
+        "kcheck.io.reference_parser",
+        "kcheck.io._parse",
+        "kcheck.scaling.fitting",
+        "kcheck.scaling.scaler",
+        "kcheck.io.reservoir",
+        "kcheck.bindings.inputs",
+        "kcheck.bindings.c_runtime",
+        "kcheck.bindings.linear_weights",
     },
     {
         "kcheck.verdict",
         "kcheck.metrics",
         "kcheck.split",
-        "kcheck.workers",
-        "kcheck.cluster",
-        "kcheck.atomic",
+        "kcheck.parallel.workers",
+        "kcheck.parallel.cluster",
+        "kcheck.io.atomic",
         "kcheck.memory",
         "kcheck.errors",
-        "kcheck.junit",
+        "kcheck.reports.junit",
         "kcheck.defaults",
         "kcheck.scoring",
         "kcheck.seeds",
         "kcheck",
+        # The wings' own __init__ modules: a docstring, no import.
+        "kcheck.bindings",
+        "kcheck.costs",
+        "kcheck.io",
+        "kcheck.modelfiles",
+        "kcheck.parallel",
+        "kcheck.reports",
+        "kcheck.scaling",
+        "kcheck.terms",
+        "kcheck.tuning",
     },
 ]
+#: The wings: each subpackage of kcheck is named for one thing. A module that fits none of them
+#: stays in the root, which holds at most ROOT_MODULES of them.
+WINGS = {
+    "batch": "batch runs over directories",
+    "bindings": "the one wrapper of the LIBLINEAR/LIBSVM bindings and what it hands them",
+    "checkers": "the checkers and their registry",
+    "cli": "the command line: the only user of click and rich",
+    "costs": "what a step costs and this machine's pace",
+    "io": "LIBSVM text, kcheck's own formats and atomic outputs",
+    "modelfiles": "model files checked, loaded, trained and saved",
+    "parallel": "worker processes and the Dask cluster",
+    "reports": "the HTML report and JUnit XML",
+    "scaling": "svm-scale's scaling: arithmetic, fitting, range files, streaming",
+    "terms": "product terms: --explain and kcheck expand",
+    "tuning": "C and (C, gamma) searches",
+}
+ROOT_MODULES = 20
 #: Packages whose submodules all sit in the layer of the package (the command line).
 WHOLE_PACKAGES = {"kcheck.cli"}
 #: The one lazy import outside the CLI: ``kcheck.check`` is kcheck/__init__.py's module
 #: ``__getattr__`` importing kcheck.api on first use, so that ``import kcheck`` (and
 #: ``kcheck --help``) stays free of the numeric stack. It is left out of the graph.
 LAZY_IMPORTS = {("kcheck", "kcheck.api")}
+
+
+def test_the_root_holds_few_modules_and_every_folder_is_a_wing() -> None:
+    """A new module goes into the wing it belongs to; a new wing is a decision made here."""
+    root = sorted(p.name for p in PACKAGE.glob("*.py"))
+    assert len(root) <= ROOT_MODULES, root
+    folders = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists()}
+    assert folders == set(WINGS), folders ^ set(WINGS)
 
 
 def _module_name(path: Path) -> str:
@@ -133,7 +168,7 @@ def _imports(module: str, path: Path, known: set[str]) -> tuple[set[str], list[i
         base = _resolve(module, is_package, node)
         if base.split(".")[0] != "kcheck":
             return set()
-        # ``from kcheck import engines`` imports the module kcheck.engines.
+        # ``from kcheck import engines`` imports the module kcheck.bindings.engines.
         subs = {f"{base}.{a.name}" for a in node.names if f"{base}.{a.name}" in known}
         return subs or {base}
 
@@ -239,8 +274,8 @@ def _absolute_imports(path: Path) -> set[str]:
     ("packages", "allowed"),
     [
         (("click", "rich"), "kcheck.cli"),
-        (("liblinear", "libsvm"), "kcheck.engines"),
-        (("dask", "distributed"), "kcheck.cluster"),
+        (("liblinear", "libsvm"), "kcheck.bindings.engines"),
+        (("dask", "distributed"), "kcheck.parallel.cluster"),
     ],
 )
 def test_only_one_module_imports(packages: tuple[str, ...], allowed: str) -> None:

@@ -21,7 +21,7 @@ from runner import Run, slowdown, tree_peak
 
 from kcheck.checkers import degree2
 from kcheck.checkers.base import Dataset
-from kcheck.data import write_libsvm
+from kcheck.io.data import write_libsvm
 
 GiB = 2**30
 #: The address-space cap of the memory-guard runs: far above what they use (under 200 MB
@@ -337,7 +337,10 @@ def medium_dense(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def import_baseline() -> int:
     code, peak, err = _peak_rss(
-        ["-c", "import kcheck.cli, kcheck.pipeline, kcheck.models, kcheck.checkers.exact"]
+        [
+            "-c",
+            "import kcheck.cli, kcheck.pipeline, kcheck.modelfiles.export, kcheck.checkers.exact",
+        ]
     )
     assert code == 0, err
     return peak
@@ -409,7 +412,10 @@ def big_dense(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def import_tree_baseline() -> int:
     code, peak, err = tree_peak(
-        ["-c", "import kcheck.cli, kcheck.pipeline, kcheck.models, kcheck.checkers.exact"]
+        [
+            "-c",
+            "import kcheck.cli, kcheck.pipeline, kcheck.modelfiles.export, kcheck.checkers.exact",
+        ]
     )
     assert code == 0, err
     return peak

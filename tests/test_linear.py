@@ -11,7 +11,7 @@ import scipy.sparse as sp
 from conftest import DATASETS
 from sklearn.svm import LinearSVC
 
-from kcheck import engines
+from kcheck.bindings import engines
 from kcheck.checkers import linear
 from kcheck.checkers.base import Dataset
 from kcheck.memory import default_memory_limit

@@ -173,8 +173,8 @@ def test_exact_modes_stage_is_shown_as_it_takes_at_two_jobs(
     the plan's one-core prediction (five folds on two threads), and with all of it at one. The
     JSON's plan keeps the one-core prediction at both. (On a machine at the reference's pace:
     the probe's pace scales both, tests/test_probe.py.)"""
-    from kcheck import probe
     from kcheck.checkers import exact
+    from kcheck.costs import pace as probe
     from kcheck.pipeline import CheckConfig, run
 
     monkeypatch.setattr(probe, "probe_seconds", lambda runs=3: probe.REFERENCE_SECONDS)

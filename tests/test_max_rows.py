@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from runner import run_kcheck
 
-from kcheck.data import read_libsvm, write_libsvm
+from kcheck.io.data import read_libsvm, write_libsvm
 from kcheck.pipeline import CheckConfig, run
 from kcheck.verdict import without_timing
 from kcheck.verify import VerifyConfig

@@ -89,7 +89,7 @@ def test_csr_bytes_of_an_empty_matrix() -> None:
 
 
 def test_csr_bytes_of_real_data(datasets) -> None:
-    from kcheck.data import read_libsvm
+    from kcheck.io.data import read_libsvm
 
     _, X = read_libsvm(str(datasets / "heart_scale"))
     assert memory.csr_bytes(X) == sum(a.nbytes for a in (X.data, X.indices, X.indptr))

@@ -20,12 +20,15 @@ from conftest import require_tool
 from sklearn.metrics import balanced_accuracy_score, roc_auc_score
 from test_schema import assert_valid
 
-from kcheck import engines, metrics, model_load, pipeline, tuning, verify
+from kcheck import metrics, pipeline, verify
+from kcheck.bindings import engines
 from kcheck.checkers import multilinear
-from kcheck.data import read_libsvm
 from kcheck.errors import KcheckError
+from kcheck.io.data import read_libsvm
+from kcheck.modelfiles import load as model_load
 from kcheck.scoring import Scoring, positive_scores
 from kcheck.split import stratified_folds
+from kcheck.tuning import linear_c as tuning
 
 DATA = Path(__file__).resolve().parent.parent / "datasets"
 
@@ -272,7 +275,7 @@ def test_verify_auc_gap_is_delong_on_cross_validated_values() -> None:
 
 
 def test_model_out_trains_the_weighted_model(ball: Path, tmp_path: Path) -> None:
-    from kcheck import models
+    from kcheck.modelfiles import export as models
 
     out = tmp_path / "m"
     config = pipeline.CheckConfig(

@@ -23,9 +23,10 @@ from hypothesis import strategies as st
 from model_corpus import HEART, Case, heart_range, mutations_seed_models, write
 from runner import Run, run_kcheck
 
-from kcheck import model_load, predict
-from kcheck.data import read_libsvm
+from kcheck import predict
 from kcheck.errors import KcheckError
+from kcheck.io.data import read_libsvm
+from kcheck.modelfiles import load as model_load
 
 CORPUS_CASES = 90  # at least; the corpus may grow
 

@@ -1,4 +1,5 @@
-"""Model export, prediction with saved models, and the verify reference (kcheck/models.py)."""
+"""Model export, prediction with saved models, and the verify reference
+(kcheck/modelfiles/export.py)."""
 
 from __future__ import annotations
 
@@ -13,11 +14,16 @@ import scipy.sparse as sp
 from conftest import DATASETS
 from runner import Run, kcheck, one_error_line
 
-from kcheck import engines, model_load, models, predict, rbf_search, tuning, verify
-from kcheck.data import read_libsvm
+from kcheck import predict, verify
+from kcheck.bindings import engines
 from kcheck.defaults import MODEL_KINDS
 from kcheck.errors import KcheckError
-from kcheck.scaling import fit_scaler, read_range_file
+from kcheck.io.data import read_libsvm
+from kcheck.modelfiles import export as models
+from kcheck.modelfiles import load as model_load
+from kcheck.scaling.fitting import fit_scaler, read_range_file
+from kcheck.tuning import linear_c as tuning
+from kcheck.tuning import rbf_grid as rbf_search
 
 #: A 3 x 3 grid with a one-step refinement: enough to exercise the search, cheap to run.
 SMALL = rbf_search.Grid(
@@ -391,7 +397,7 @@ def test_verify_with_test_file_and_sample():
 
 def test_verify_maps_non_integer_labels(tmp_path):
     y, X = read_libsvm(str(DATASETS / "heart_scale"))
-    from kcheck.data import write_libsvm
+    from kcheck.io.data import write_libsvm
 
     path = tmp_path / "frac"
     write_libsvm(str(path), np.where(y > 0, 0.5, 0.25), sp.csr_matrix(X))
@@ -583,7 +589,7 @@ def test_the_kernel_model_starts_at_exact_modes_point(tmp_path, monkeypatch):
 def test_the_kernel_model_starts_at_rbfsvms_point_without_exact_mode(tmp_path, monkeypatch):
     """Where exact mode's cost is over the budget (9,000 rows) it does not run under auto,
     and rbfsvm tunes in its stead."""
-    from kcheck.data import write_libsvm
+    from kcheck.io.data import write_libsvm
 
     rng = np.random.default_rng(5)
     X = rng.uniform(-1.0, 1.0, size=(9_000, 2))
@@ -682,7 +688,7 @@ def test_the_estimate_is_printed_before_the_model_trains_off_a_terminal(
 @pytest.fixture(scope="module")
 def disc_check(tmp_path_factory) -> dict:
     """A check with --explain on a disc: x1^2 + x2^2 < 0.5, which linear + 3 products fits."""
-    from kcheck.data import write_libsvm
+    from kcheck.io.data import write_libsvm
     from kcheck.pipeline import CheckConfig, run
 
     rng = np.random.default_rng(3)
@@ -694,7 +700,7 @@ def disc_check(tmp_path_factory) -> dict:
 
 
 def test_the_cheaper_model_is_pointed_at_where_products_recover_the_kernels_gain(disc_check):
-    from kcheck.explain import cheaper_model_sentence
+    from kcheck.terms.explain import cheaper_model_sentence
 
     v = disc_check
     assert v["verdict"] == "kernel"
@@ -710,7 +716,7 @@ def test_the_cheaper_model_is_pointed_at_where_products_recover_the_kernels_gain
 
 
 def test_no_cheaper_model_where_the_products_fall_short(disc_check):
-    from kcheck.explain import cheaper_model_sentence
+    from kcheck.terms.explain import cheaper_model_sentence
 
     v = json.loads(json.dumps(disc_check))
     kernel = v["checkers"][v["deciding_checker"]]["gap"]

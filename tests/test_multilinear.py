@@ -13,14 +13,15 @@ from conftest import make_context
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kcheck import solver_costs, tuning
 from kcheck.checkers import kmeans as km
 from kcheck.checkers import linear, multilinear
 from kcheck.checkers.base import CheckerResult, Dataset
 from kcheck.checkers.multilinear import ClusterModel, MultiLinearModel, MultiLinearOptions
+from kcheck.costs import solvers as solver_costs
 from kcheck.defaults import Event
 from kcheck.errors import TimeLimitReached
 from kcheck.split import stratified_split
+from kcheck.tuning import linear_c as tuning
 
 
 def _xor(rows: int = 2000, seed: int = 12345) -> tuple[np.ndarray, np.ndarray]:
@@ -86,7 +87,7 @@ def test_cluster_counts(xor, xor_runs) -> None:
 def test_its_prediction_is_revised_from_the_clusters_k_means_made(
     xor, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """``revised_seconds``: kcheck.solver_costs.clusters_seconds of the clusters' own rows, stored
+    """``revised_seconds``: kcheck.costs.solvers.clusters_seconds of the clusters' own rows, stored
     values and classes, once k-means has run (kcheck.plan.done_share compares the stage with
     it): every row of T in one cluster, and the same from dense and sparse input."""
     seen: list[list[tuple[int, int, int]]] = []

@@ -35,7 +35,7 @@ from runner import (
     without_stage_lines,
 )
 
-from kcheck.data import write_libsvm
+from kcheck.io.data import write_libsvm
 
 HEART = str(DATASETS / "heart_scale")
 #: Bytes that are no data, model, range file or results: whatever reads one first fails on it.

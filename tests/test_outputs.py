@@ -16,9 +16,11 @@ import scipy.sparse as sp
 from conftest import DATASETS
 from runner import kcheck, one_error_line
 
-from kcheck import atomic, models, predict
-from kcheck.data import read_libsvm, write_libsvm
-from kcheck.scaling import fit_scaler
+from kcheck import predict
+from kcheck.io import atomic
+from kcheck.io.data import read_libsvm, write_libsvm
+from kcheck.modelfiles import export as models
+from kcheck.scaling.fitting import fit_scaler
 
 OLD = b"old contents\n"
 

@@ -1,5 +1,5 @@
 """kcheck's own formats read back as untrusted input: check JSON, batch lines, term specs and
-``--files-from`` lists (kcheck/ownformat.py and its readers).
+``--files-from`` lists (kcheck/io/ownformat.py and its readers).
 
 Each reproduction of issue 38 is here: an endless stream, a 100,000-deep ``[[[...]]]``, a
 5,000-digit integer, a field of the wrong type, an undecodable byte or a newline in a name.
@@ -28,14 +28,17 @@ from hypothesis import strategies as st
 from rich.console import Console
 from runner import Run, one_error_line, slowdown
 
-from kcheck import expand, ownformat, report, verify
+from kcheck import verify
 from kcheck.batch import resume, writer
 from kcheck.batch.discovery import DataSet, read_path_list
 from kcheck.cli.app import main
 from kcheck.cli.render import batch_caption, batch_table
 from kcheck.config import CheckConfig
 from kcheck.errors import DataFormatError, KcheckError, printable
+from kcheck.io import ownformat
 from kcheck.prepare import parse_max_rows
+from kcheck.reports import html as report
+from kcheck.terms import expand
 
 ROOT = Path(__file__).resolve().parent.parent
 HEART = ROOT / "datasets" / "heart_scale"

@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 from runner import slowdown, wait_for
 
 from kcheck.checkers import multilinear
-from kcheck.data import read_libsvm, write_libsvm
 from kcheck.defaults import Event
 from kcheck.errors import KcheckError
+from kcheck.io.data import read_libsvm, write_libsvm
 from kcheck.pipeline import CheckConfig, run
 from kcheck.verdict import without_timing as strip_timing
 
@@ -38,8 +38,8 @@ def test_exact_mode_decides_where_it_runs(datasets):
 
 
 def test_exact_mode_auto_skips_what_its_budget_cannot_pay_without_stacking(datasets, monkeypatch):
-    from kcheck import budget
     from kcheck.checkers import exact
+    from kcheck.costs import budget
 
     monkeypatch.setattr(budget, "FLOOR_SECONDS", 0.01)
     monkeypatch.setattr(exact, "run", lambda *a, **k: pytest.fail("exact mode ran"))

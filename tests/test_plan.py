@@ -14,9 +14,12 @@ from conftest import DATASETS
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from kcheck import budget, engines, plan, probe
+from kcheck import plan
+from kcheck.bindings import engines
 from kcheck.checkers import degree2, exact, registry
 from kcheck.checkers.base import Counts, Dataset
+from kcheck.costs import budget
+from kcheck.costs import pace as probe
 from kcheck.pipeline import CheckConfig, run
 
 GIB = 2**30

@@ -16,10 +16,12 @@ from conftest import DATASETS
 from liblinear import liblinearutil as ll
 from libsvm import svmutil as sv
 
-from kcheck import engines, models, predict
-from kcheck.data import read_libsvm, write_libsvm
+from kcheck import predict
+from kcheck.bindings import engines
 from kcheck.errors import KcheckError
-from kcheck.scaling import fit_label_scaling, fit_scaler, write_range_file
+from kcheck.io.data import read_libsvm, write_libsvm
+from kcheck.modelfiles import export as models
+from kcheck.scaling.fitting import fit_label_scaling, fit_scaler, write_range_file
 
 HEART = DATASETS / "heart_scale"
 

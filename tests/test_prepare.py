@@ -13,9 +13,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from sklearn.preprocessing import MaxAbsScaler, MinMaxScaler
 
-from kcheck.data import read_libsvm, write_libsvm
 from kcheck.defaults import MIN_ROWS, MIN_ROWS_PER_CLASS
 from kcheck.errors import KcheckError, KcheckWarning
+from kcheck.io.data import read_libsvm, write_libsvm
 from kcheck.memory import csr_bytes, default_memory_limit
 from kcheck.prepare import (
     Prepared,

@@ -1,4 +1,4 @@
-"""This machine's pace (kcheck.probe): what it measures, where the check reads it, and that
+"""This machine's pace (kcheck.costs.pace): what it measures, where the check reads it, and that
 nothing the check decides does."""
 
 from __future__ import annotations
@@ -10,8 +10,10 @@ from pathlib import Path
 import pytest
 from conftest import DATASETS
 
-from kcheck import engines, plan, probe
+from kcheck import plan
+from kcheck.bindings import engines
 from kcheck.checkers import exact
+from kcheck.costs import pace as probe
 from kcheck.defaults import Event
 from kcheck.pipeline import CheckConfig, run
 from kcheck.verdict import without_timing

@@ -39,7 +39,7 @@ from runner import (
     wait_for,
 )
 
-from kcheck.data import write_libsvm
+from kcheck.io.data import write_libsvm
 
 ROOT = Path(__file__).resolve().parent.parent
 HEART = str(ROOT / "datasets" / "heart_scale")
@@ -307,7 +307,10 @@ def test_max_rows_auto_keeps_the_process_tree_to_the_memory_limit_on_a_gzip_bomb
     beside the values, and a settle holds the order and a byte a row (126 MB past it)."""
     bomb = short_row_bomb(tmp_path / "bomb.svm.gz", 4.0)
     code, baseline, err = tree_peak(
-        ["-c", "import kcheck.cli, kcheck.pipeline, kcheck.models, kcheck.checkers.exact"]
+        [
+            "-c",
+            "import kcheck.cli, kcheck.pipeline, kcheck.modelfiles.export, kcheck.checkers.exact",
+        ]
     )
     assert code == 0, err
     limit = 150 * 2**20
@@ -339,7 +342,7 @@ def test_max_rows_auto_keeps_the_process_tree_to_the_memory_limit_on_a_gzip_bomb
 def test_an_interruptible_call_gives_its_value_and_its_error_to_the_caller() -> None:
     """The main thread waits on the call's thread: what the call returns or raises is the
     caller's, as if it had run in the calling thread."""
-    from kcheck import c_runtime
+    from kcheck.bindings import c_runtime
 
     assert c_runtime.interruptible(lambda: 41 + 1) == 42
 

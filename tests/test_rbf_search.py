@@ -1,4 +1,4 @@
-"""The RBF grid, its refinement, the tie-break and the search (kcheck/rbf_search.py).
+"""The RBF grid, its refinement, the tie-break and the search (kcheck/tuning/rbf_grid.py).
 
 tests/test_models.py covers grid.py's default grid, one refinement example, a tie-break
 example, progress and worker processes; this module adds the properties and the check of the
@@ -17,12 +17,13 @@ from conftest import DATASETS
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kcheck import engines, rbf_search
+from kcheck.bindings import engines
 from kcheck.defaults import FOLDS
 from kcheck.errors import KcheckError
 from kcheck.memory import default_memory_limit
 from kcheck.prepare import prepare
-from kcheck.rbf_search import EXPORT_GRID, GRID, Grid, GridResult, best_point, rbf_grid_search
+from kcheck.tuning import rbf_grid as rbf_search
+from kcheck.tuning.rbf_grid import EXPORT_GRID, GRID, Grid, GridResult, best_point, rbf_grid_search
 
 TINY = Grid(log2_C=(-1.0, 1.0), log2_gamma=(-3.0, -5.0))
 

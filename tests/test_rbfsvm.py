@@ -12,13 +12,16 @@ import pytest
 import scipy.sparse as sp
 from conftest import make_context
 
-from kcheck import budget, plan, solver_costs
-from kcheck.checkers import degree2, rbf_tuning, rbfsvm
+from kcheck import plan
+from kcheck.checkers import degree2, rbfsvm
 from kcheck.checkers.base import Counts, Dataset
-from kcheck.data import write_libsvm
+from kcheck.costs import budget
+from kcheck.costs import solvers as solver_costs
 from kcheck.defaults import Event
 from kcheck.errors import TimeLimitReached
+from kcheck.io.data import write_libsvm
 from kcheck.pipeline import CheckConfig, run
+from kcheck.tuning import rbf_sample as rbf_tuning
 
 
 def wavy(rows: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -506,7 +509,7 @@ def test_its_trainings_are_predicted_from_the_support_vectors_the_search_kept(
 
 
 def test_its_search_keeps_within_its_allowance(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The search shares exact mode's allowance rule (kcheck.checkers.rbf_tuning.search_grid):
+    """The search shares exact mode's allowance rule (kcheck.tuning.rbf_sample.search_grid):
     the JSON names the grid points not scored, more of them on a tighter allowance and none
     on a boundless one."""
     from kcheck.checkers.linear import LinearOptions
@@ -535,7 +538,7 @@ def test_with_two_jobs_its_search_trains_the_folds_side_by_side_with_the_same_re
 ) -> None:
     """The context's jobs reach the search: its CVs train their folds in two threads
     (engines._side_by_side_cv), and the choice and the score are those of one job."""
-    from kcheck import engines
+    from kcheck.bindings import engines
     from kcheck.checkers.linear import LinearOptions
     from kcheck.checkers.linear import run as linear_run
 
@@ -563,7 +566,7 @@ def test_with_two_jobs_its_search_trains_the_folds_side_by_side_with_the_same_re
 def test_a_trainings_support_vectors_are_the_searchs_share_of_its_fold_rows() -> None:
     """A point the search scored keeps, on a training of n rows, n times the share of its fold
     rows its folds kept as support vectors (summed over the folds); its iterations grow with
-    the rows (kcheck.budget.svm_iterations_on). Each candidate trains on the two thirds and
+    the rows (kcheck.costs.budget.svm_iterations_on). Each candidate trains on the two thirds and
     predicts the held-out third; the final training is on T and predicts V."""
     point, other = (3.0, -1.0), (5.0, -1.0)
     # 300 tuning rows in 5 folds: 240 fold rows each, 1,200 over the folds; 480 kept: 0.4.

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from kcheck import data
 from kcheck.errors import TimeLimitReached
+from kcheck.io import data
 
 
 def _bomb(path: Path, copies: int) -> Path:

@@ -10,9 +10,10 @@ import pytest
 import scipy.sparse as sp
 from conftest import DATASETS, make_context
 
-from kcheck import budget, defaults, pipeline
+from kcheck import defaults, pipeline
 from kcheck.checkers import linear, registry
 from kcheck.checkers.base import CheckerResult, Context, Dataset
+from kcheck.costs import budget
 from kcheck.split import stratified_split
 from kcheck.verdict import decide
 
@@ -184,9 +185,10 @@ def test_checkers_report_their_table_fields(runs) -> None:
 
 def test_the_words_colours_and_explained_checker_come_from_the_registry() -> None:
     """The table's words, the report's colours and --explain's checker are the registry's."""
-    from kcheck import explain, report
     from kcheck.checkers import degree2
     from kcheck.cli import render
+    from kcheck.reports import html as report
+    from kcheck.terms import explain
 
     methods = registry.methods()
     assert methods == (*registry.NAMES, registry.EXACT.name)

@@ -40,7 +40,7 @@ def linear_proxies(tmp_path_factory):
     points of V keep every proxy's interval below epsilon."""
     import numpy as np
 
-    from kcheck.data import write_libsvm
+    from kcheck.io.data import write_libsvm
 
     rng = np.random.default_rng(0)
     X = rng.uniform(-1.0, 1.0, (3000, 10))
@@ -213,7 +213,7 @@ def test_progress_counts_have_units_and_one_time_column():
 
 
 def test_verify_summary_gives_the_interval_and_margin(datasets):
-    from kcheck.rbf_search import Grid
+    from kcheck.tuning.rbf_grid import Grid
     from kcheck.verify import VerifyConfig, verify
 
     grid = Grid(log2_C=(1.0, 3.0), log2_gamma=(-3.0, -5.0))

@@ -13,7 +13,7 @@ import runner
 from conftest import DATASETS, require_tool
 from runner import Run
 
-from kcheck.report import read_lines
+from kcheck.reports.html import read_lines
 
 
 def kcheck(*args: object, code: int = 0) -> Run:

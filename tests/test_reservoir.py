@@ -14,11 +14,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kcheck import data as data_module
-from kcheck.data import content_sha256, read_libsvm, sample_libsvm
 from kcheck.errors import KcheckError
+from kcheck.io import data as data_module
+from kcheck.io.data import content_sha256, read_libsvm, sample_libsvm
+from kcheck.io.reservoir import allocate
 from kcheck.memory import csr_bytes
-from kcheck.reservoir import allocate
 
 
 def write_rows(path: Path, labels: np.ndarray, seed: int = 0) -> None:
@@ -152,7 +152,7 @@ def test_the_heap_is_trimmed_only_once_settles_have_cut_enough(
     """malloc_trim walks the whole heap: after every settle of a small pool it made sampling a
     2 MB file take 1.9x the plain read. It now runs once settles have cut TRIM_BYTES of pool
     since the last trim; the sample is the same either way."""
-    from kcheck import reservoir
+    from kcheck.io import reservoir
 
     path = tmp_path / "rows.svm"
     write_rows(path, three_classes(20_000))
@@ -197,7 +197,7 @@ def big_file(path: Path) -> tuple[int, float]:
 CHILD = textwrap.dedent(
     """
     import sys
-    from kcheck.data import sample_libsvm
+    from kcheck.io.data import sample_libsvm
     s = sample_libsvm(sys.argv[1], 20_000, seed=0)
     # VmHWM is this process's own high-water mark: ru_maxrss would carry the forking test
     # runner's resident set across fork and exec, which grows over a long serial run.
@@ -236,7 +236,7 @@ def test_sampling_a_file_four_times_the_address_space_limit(tmp_path: Path) -> N
         [
             sys.executable,
             "-c",
-            "import sys; from kcheck.data import read_libsvm; read_libsvm(sys.argv[1])",
+            "import sys; from kcheck.io.data import read_libsvm; read_libsvm(sys.argv[1])",
             str(path),
         ],
         capture_output=True,

@@ -13,8 +13,8 @@ from kcheck import __version__, pipeline, verify
 from kcheck.checkers import registry
 from kcheck.checkers.base import CheckerResult
 from kcheck.errors import KcheckError
-from kcheck.rbf_search import Grid
 from kcheck.result import PARAMETER_KEYS, CheckResult, VerifyResult
+from kcheck.tuning.rbf_grid import Grid
 from kcheck.verdict import SCHEMA_VERSION, Decision, Gap, json_number
 
 

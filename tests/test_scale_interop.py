@@ -19,7 +19,7 @@ import scipy.sparse as sp
 from runner import Run, kcheck
 from sklearn.datasets import load_svmlight_file
 
-from kcheck.scaling import (
+from kcheck.scaling.fitting import (
     Scaler,
     densify_warning,
     fit_label_scaling,

@@ -19,7 +19,7 @@ from conftest import ROOT
 from runner import kcheck, one_error_line
 
 from kcheck.errors import KcheckError
-from kcheck.scale import ScaleConfig, scaled
+from kcheck.scaling.stream import ScaleConfig, scaled
 
 #: The wide file: every feature is stored in two of its rows (so every one is kept, and -l -1
 #: makes every row dense), 10M values once dense: 80 MB of doubles, and the old whole-matrix

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from kcheck.errors import DataFormatError, KcheckError
-from kcheck.scaling import (
+from kcheck.scaling.fitting import (
     ColumnRanges,
     LabelScaling,
     Scaler,

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kcheck import seeds
-from kcheck.c_runtime import seed_c_rand
+from kcheck.bindings.c_runtime import seed_c_rand
 from kcheck.split import stratified_folds, stratified_split
 
 #: The user's seed: 0 to 2**32 - 1 (defaults.MAX_SEED).

@@ -261,7 +261,7 @@ def test_ctrl_c_where_python_turns_it_into_something_else(stage: str, tmp_path: 
 # --- between the renames of a pair -------------------------------------------------------------
 
 SIGNAL_AFTER_FIRST_RENAME = """
-import kcheck.atomic as atomic
+import kcheck.io.atomic as atomic
 _replace = os.replace
 _sent = []
 def replace(src, dst):

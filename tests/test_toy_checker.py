@@ -17,10 +17,12 @@ from conftest import DATASETS, ROOT
 from referencing import Registry, Resource
 from rich.console import Console
 
-from kcheck import defaults, pipeline, report, tuning
+from kcheck import defaults, pipeline
 from kcheck.checkers import registry
 from kcheck.checkers.base import CheckerResult, Context, Dataset, score
 from kcheck.cli import render, words
+from kcheck.reports import html as report
+from kcheck.tuning import linear_c as tuning
 
 TOY = "toy"
 WORDS = "the toy linear model"

@@ -37,7 +37,7 @@ SLOWED_SEARCH = textwrap.dedent(
     offset = [0.0]
     time.perf_counter = lambda: real() + offset[0]
 
-    import kcheck.rbf_search as rbf_search
+    import kcheck.tuning.rbf_grid as rbf_search
 
     scored = rbf_search._cv_point_with
 

@@ -180,7 +180,7 @@ def test_the_grid_and_its_predicted_time_are_printed_before_the_first_point(
     the grid search starts."""
     from kcheck import verify as verifying
     from kcheck.cli.app import main
-    from kcheck.rbf_search import Grid
+    from kcheck.tuning.rbf_grid import Grid
 
     seen: list[str] = []
     search = verifying.rbf_grid_search
@@ -206,7 +206,7 @@ def test_the_grid_and_its_predicted_time_are_printed_before_the_first_point(
 
 def test_the_prediction_and_the_rows_that_fit_ten_minutes() -> None:
     from kcheck import verify as verifying
-    from kcheck.rbf_search import GRID
+    from kcheck.tuning.rbf_grid import GRID
 
     def cost(rows: int) -> float:
         return verifying.predicted_seconds(GRID, rows=rows, nnz=rows * 14, n_classes=2)
@@ -220,12 +220,12 @@ def test_the_prediction_and_the_rows_that_fit_ten_minutes() -> None:
 
 def test_the_prediction_counts_libsvm_dearer_on_sparse_rows() -> None:
     """Rows of 44 words of 8,400 (a text set): LIBSVM's dot product merges two rows' index
-    lists, five times the cost per value of dense rows (kcheck.budget.sparse_merge_factor,
+    lists, five times the cost per value of dense rows (kcheck.costs.budget.sparse_merge_factor,
     which the check's rbfsvm counts). Verify's prediction, and the rows a suggested verify
     samples to fit ten minutes, count it too; dense rows are unchanged."""
-    from kcheck import budget
     from kcheck import verify as verifying
-    from kcheck.rbf_search import GRID
+    from kcheck.costs import budget
+    from kcheck.tuning.rbf_grid import GRID
 
     rows, nnz = 7_800, 7_800 * 44
     factor = budget.sparse_merge_factor(8_400, nnz, rows)
@@ -268,10 +268,10 @@ def test_auto_rows_keep_what_libsvms_copy_leaves_room_for() -> None:
     import numpy as np
     import scipy.sparse as sp
 
-    from kcheck import engines
+    from kcheck.bindings import engines
     from kcheck.errors import KcheckError, KcheckWarning
     from kcheck.memory import FIXED_BYTES, csr_bytes
-    from kcheck.rbf_search import search_memory
+    from kcheck.tuning.rbf_grid import search_memory
     from kcheck.verify import VerifyConfig, _rows_the_search_holds
 
     rng = np.random.default_rng(0)

@@ -18,7 +18,7 @@ from rich.console import Console
 
 from kcheck.checkers import registry
 from kcheck.cli import render, words
-from kcheck.data import write_libsvm
+from kcheck.io.data import write_libsvm
 from kcheck.memory import size_text
 from kcheck.pipeline import CheckConfig, run
 from kcheck.verdict import Gap, Outcome, reaches, rule
@@ -583,8 +583,8 @@ def test_the_suggested_verify_carries_a_max_rows_that_fits_about_ten_minutes(int
     """A borderline verdict suggests ``kcheck verify``; on data whose full grid is predicted
     over about 10 minutes (a9a's size) the command carries the ``--max-rows`` that fits them,
     with both predicted times; on small data it is the plain command."""
-    from kcheck import rbf_search
     from kcheck import verify as verifying
+    from kcheck.tuning import rbf_grid as rbf_search
 
     small = _flat(words.verdict_summary(interval_proxies))
     path = interval_proxies["data"]["path"]

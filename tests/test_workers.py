@@ -1,4 +1,4 @@
-"""Running a call until a deadline (kcheck/workers.py): in-process without one, in a worker
+"""Running a call until a deadline (kcheck/parallel/workers.py): in-process without one, in a worker
 process that is killed when it passes."""
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from runner import slowdown
 
-from kcheck import workers
 from kcheck.errors import KcheckError, TimeLimitReached
+from kcheck.parallel import workers
 
 
 def _write_pid_and_sleep(path: str, seconds: float) -> None:
@@ -141,7 +141,7 @@ def test_end_pool_stops_workers_before_the_shutdown_then_kills_them(tmp_path: Pa
     """The shutdown drops the pool's queues, whose semaphores are unlinked once collected; a
     worker still reading its start-up data then printed a traceback after "interrupted". So
     the workers are stopped before it, then killed (a stopped process holds SIGTERM)."""
-    pool = workers.process_pool(1, ["kcheck.workers"])
+    pool = workers.process_pool(1, ["kcheck.parallel.workers"])
     marker = tmp_path / "pid"
     future = pool.submit(_write_pid_and_sleep, str(marker), 600.0)
     deadline = time.monotonic() + 600
@@ -234,7 +234,7 @@ def _burn(seconds: float) -> float:
 
 
 def test_a_pool_tasks_cpu_seconds_count_as_this_process_s() -> None:
-    with workers.process_pool(1, ["kcheck.workers"]) as pool:
+    with workers.process_pool(1, ["kcheck.parallel.workers"]) as pool:
         pool.submit(_pid_and_sum, 0, 0).result()  # the worker started, outside the measure
         c0 = workers.process_cpu_seconds()
         burned = pool.submit(_burn, 0.3).result()
@@ -244,7 +244,7 @@ def test_a_pool_tasks_cpu_seconds_count_as_this_process_s() -> None:
 
 
 def test_cancelling_a_pool_task_that_has_not_started_cancels_it() -> None:
-    with workers.process_pool(1, ["kcheck.workers"]) as pool:
+    with workers.process_pool(1, ["kcheck.parallel.workers"]) as pool:
         running = pool.submit(_burn, 0.5)
         queued = [pool.submit(_burn, 5.0) for _ in range(4)]
         cancelled = [f.cancel() for f in queued]
@@ -262,7 +262,7 @@ def test_cancelling_a_pool_task_that_has_not_started_cancels_it() -> None:
 
 
 def test_a_pool_tasks_error_reaches_its_caller() -> None:
-    with workers.process_pool(1, ["kcheck.workers"]) as pool:
+    with workers.process_pool(1, ["kcheck.parallel.workers"]) as pool:
         with pytest.raises(KcheckError, match="^in a pool$"):
             pool.submit(_fail, "in a pool").result()
 
@@ -286,7 +286,7 @@ def test_a_background_calls_cpu_seconds_are_its_own() -> None:
 
 _FORK_SERVER_MASK = """
 import multiprocessing.forkserver, os
-from kcheck import workers
+from kcheck.parallel import workers
 workers.Background(os.getpid).result()
 pid = multiprocessing.forkserver._forkserver._forkserver_pid
 status = open(f"/proc/{pid}/status").read()

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import IO, Any
 
 from kcheck.errors import DataFormatError, KcheckError
-from kcheck.ownformat import PATH_LIST_BYTES, byte_cap, iter_lines, open_input
+from kcheck.io.ownformat import PATH_LIST_BYTES, byte_cap, iter_lines, open_input
 
 #: Suffixes read through transparent decompression; stripped from a data set's name.
 COMPRESSION_SUFFIXES = (".gz", ".bz2", ".xz")
@@ -181,7 +181,7 @@ def read_path_list(source: str, memory_limit: int | None = None) -> list[str]:
 
     A line is a path as the file system has it: any bytes but NUL (an undecodable one kept as
     Python keeps it in a file name), at most MAX_PATH_BYTES. The list is read in chunks up to
-    :func:`kcheck.ownformat.byte_cap` of PATH_LIST_BYTES, so ``/dev/zero`` is refused at its
+    :func:`kcheck.io.ownformat.byte_cap` of PATH_LIST_BYTES, so ``/dev/zero`` is refused at its
     first line and an endless stream at the cap.
     """
     what = "a --files-from list of paths"

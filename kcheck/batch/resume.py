@@ -12,9 +12,9 @@ from typing import Any
 
 from kcheck import __version__
 from kcheck.batch.discovery import STDIN, DataSet
-from kcheck.data import content_sha256
 from kcheck.errors import KcheckError
-from kcheck.ownformat import ok_line_problem
+from kcheck.io.data import content_sha256
+from kcheck.io.ownformat import ok_line_problem
 from kcheck.pipeline import CheckConfig
 
 #: CheckConfig fields that cannot change a line apart from its timing: the files (their content
@@ -90,7 +90,7 @@ def current_key(ds: DataSet, template: CheckConfig) -> str | None:
 
 def reusable(line: dict[str, Any], ds: DataSet, template: CheckConfig) -> bool:
     """Whether a saved ok line stands for ``ds`` checked now: its fields are of their types
-    (:func:`kcheck.ownformat.ok_line_problem`; a line edited by hand whose ``resume_key``
+    (:func:`kcheck.io.ownformat.ok_line_problem`; a line edited by hand whose ``resume_key``
     survived is not shown or carried over, but checked again) and its key is the one ``ds``
     would have now."""
     key = line.get("resume_key")

@@ -35,12 +35,12 @@ from kcheck.batch.progress import (
 )
 from kcheck.batch.resume import reusable, with_key
 from kcheck.batch.writer import LineWriter
-from kcheck.cluster import Scheduler, Session, same_files, shared_path
 from kcheck.defaults import Event
 from kcheck.errors import KcheckError
 from kcheck.memory import default_memory_limit
+from kcheck.parallel.cluster import Scheduler, Session, same_files, shared_path
+from kcheck.parallel.workers import end_pool, process_pool
 from kcheck.pipeline import CheckConfig, Progress
-from kcheck.workers import end_pool, process_pool
 
 
 class CheckCancelled(BaseException):
@@ -516,7 +516,8 @@ def _run_cluster(
     file's bytes are read and sent only when a worker is ready for it).
 
     A worker that dies loses nothing: Dask runs its task again on another worker. A data set
-    whose task has killed its worker three times gets an error line (:mod:`kcheck.cluster`);
+    whose task has killed its worker three times gets an error line
+    (:mod:`kcheck.parallel.cluster`);
     the batch goes on. On an interrupt the tasks are cancelled (see :meth:`Session.cancel`).
     """
     n = len(todo)

@@ -18,10 +18,10 @@ import tempfile
 from collections.abc import Iterator, Sequence
 from typing import IO, Any
 
-from kcheck.atomic import defer, mode_for, no_reader, special_target
 from kcheck.batch.discovery import STDIN
 from kcheck.errors import DataFormatError, KcheckError
-from kcheck.ownformat import RESULTS_BYTES, RESULTS_LINE_BYTES, byte_cap, iter_lines, loads
+from kcheck.io.atomic import defer, mode_for, no_reader, special_target
+from kcheck.io.ownformat import RESULTS_BYTES, RESULTS_LINE_BYTES, byte_cap, iter_lines, loads
 
 
 def read_results(path: str, memory_limit: int | None = None) -> dict[str, dict[str, Any]]:
@@ -39,7 +39,7 @@ def _latest_lines(
 ) -> dict[str, dict[str, Any]]:
     """Each name's last line over the files, read in order; unreadable lines are ignored.
 
-    Each file is read as a stream within :func:`kcheck.ownformat.byte_cap` of RESULTS_BYTES
+    Each file is read as a stream within :func:`kcheck.io.ownformat.byte_cap` of RESULTS_BYTES
     (more is an error), and a line within that of RESULTS_LINE_BYTES (a longer one is
     skipped unread, like a torn one): a symlink to ``/dev/zero`` is refused, not read until
     memory runs out. A line is parsed within kcheck's bounds of nesting and digits.
@@ -177,7 +177,7 @@ class LineWriter:
     def commit(self) -> None:
         """All lines are written: ``FILE.partial`` becomes ``FILE`` (or the stream is flushed).
 
-        Within a command's set of outputs (:class:`kcheck.atomic.OutputSet`), the rename is
+        Within a command's set of outputs (:class:`kcheck.io.atomic.OutputSet`), the rename is
         the set's, together with its other outputs, and the lock is held until then; until
         then :meth:`close` does nothing, and a set that is dropped leaves ``FILE.partial``.
         """

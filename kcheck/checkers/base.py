@@ -16,14 +16,14 @@ from typing import Any, Literal, Protocol
 import numpy as np
 import scipy.sparse as sp
 
-from kcheck import tuning
 from kcheck.defaults import Event, Progress, no_progress
 from kcheck.errors import KcheckError, TimeLimitReached
 from kcheck.memory import csr_bytes
+from kcheck.parallel.workers import process_cpu_seconds
 from kcheck.scoring import ACCURACY, PointResults, Scoring, positive_scores
 from kcheck.split import stratified_subsample
+from kcheck.tuning import linear_c
 from kcheck.verdict import accuracy
-from kcheck.workers import process_cpu_seconds
 
 #: ``ok``: trained on all of T; ``subsampled``: on part of T; ``skipped``: did not finish;
 #: ``exact``: the exact RBF comparison (cross-validated on all rows, not scored on V).
@@ -89,7 +89,7 @@ class Counts:
 @dataclass(frozen=True)
 class Allowance:
     """What the plan gives one checker: the memory it may allocate beyond the data, its
-    measurement's whole budget in counted seconds (kcheck.budget.first_seconds; a second
+    measurement's whole budget in counted seconds (kcheck.costs.budget.first_seconds; a second
     fold's, what the first left), and what the methods before it left of it, its own budget
     (None: it has none)."""
 
@@ -156,7 +156,7 @@ class CheckerResult:
     #: The trained model itself, where a consumer reads more than predictions from it
     #: (``--explain`` reads the degree-2 weights).
     model: Any = None
-    #: Counted seconds (kcheck.budget) it spent. Not in the JSON (the plan holds them).
+    #: Counted seconds (kcheck.costs.budget) it spent. Not in the JSON (the plan holds them).
     counted_seconds: float = 0.0
     #: CPU seconds it took here (:func:`cpu_seconds`); None where not measured.
     cpu_seconds: float | None = None
@@ -186,7 +186,7 @@ class Context:
 
     ``memory_limit`` is what a checker may allocate on top of the data already in memory.
     ``deadline`` is a ``time.perf_counter()`` value (``--time-limit``), or None.
-    ``floor_seconds`` is its measurement's whole budget of counted work (kcheck.budget), and
+    ``floor_seconds`` is its measurement's whole budget of counted work (kcheck.costs.budget), and
     ``budget_seconds`` what the methods before this checker left of it, which it may spend
     (None: it has no counted budget); both come from kcheck.plan, which
     decides them once from counts, and a checker only reads them. ``baseline`` is None while the
@@ -341,7 +341,7 @@ def guarded(name: str, deadline: float | None, fn: Callable[[], CheckerResult]) 
 
 def cpu_seconds() -> float:
     """CPU seconds of this process, of its children that have ended, and of the work it ran in
-    pools and stoppable workers (:func:`kcheck.workers.process_cpu_seconds`): what a stage
+    pools and stoppable workers (:func:`kcheck.parallel.workers.process_cpu_seconds`): what a stage
     cost, beside its wall time."""
     return process_cpu_seconds()
 
@@ -377,7 +377,7 @@ def sample_reference(
     S: Dataset, V: Dataset, *, seed: int, class_weight: Any = None
 ) -> SampleReference:
     """The :class:`SampleReference` of the sample ``S``: a linear model tuned on it, scored on V."""
-    ref, _ = tuning.fit_linear(S.X, S.y, seed=seed, class_weight=class_weight)
+    ref, _ = linear_c.fit_linear(S.X, S.y, seed=seed, class_weight=class_weight)
     scored = score(ref, V)
     info: dict[str, object] = {"rows": S.rows, "val_accuracy": scored.accuracy, "C": ref.C}
     return SampleReference(S, scored.correct, scored.scores, info)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
-from kcheck import budget, engines, tuning
+from kcheck.bindings import engines
 from kcheck.checkers.base import (
     Allowance,
     CheckerResult,
@@ -28,8 +28,10 @@ from kcheck.checkers.base import (
     score,
     stratified_sample,
 )
+from kcheck.costs import budget
 from kcheck.defaults import Event
-from kcheck.workers import run_until
+from kcheck.parallel.workers import run_until
+from kcheck.tuning import linear_c
 
 SQRT2 = math.sqrt(2.0)
 #: Below this many rows a degree-2 model says too little to be worth reporting.
@@ -164,7 +166,8 @@ def _expand_rows(
 
 @dataclass(frozen=True)
 class Degree2Options:
-    """``budget_seconds`` (counted, kcheck.budget: what the plan left of the check's budget) and
+    """``budget_seconds`` (counted, kcheck.costs.budget: what the plan left of the check's budget)
+    and
     ``max_cost_nnz`` cap the expanded nonzeros by cost, deterministically (a count, not a
     clock). ``time_budget`` (seconds) with ``seconds_per_nnz`` (the linear baseline's measured
     seconds per stored value of T) caps it by the time left under ``--time-limit``."""
@@ -315,7 +318,7 @@ def _separable_rows(
 
 def _own_rows(seconds: float, rows: int, mean_nnz: float, n_classes: int, dim: int) -> int:
     """The most of ``rows`` rows whose own count, as degree-2 is sized
-    (kcheck.budget.degree2_sizing_seconds at their rows), is within ``seconds``, by bisection:
+    (kcheck.costs.budget.degree2_sizing_seconds at their rows), is within ``seconds``, by bisection:
     the count grows with the rows, except in a narrow band where the separable regime starts
     (its factor falls as the rows grow), where the rows found may stop short of the most. They
     always fit: the bisection keeps only rows whose count it checked."""
@@ -367,7 +370,7 @@ def run(T: Dataset, V: Dataset, options: Degree2Options) -> CheckerResult:
     shift = Shift.of(XT)
     PT = expand(shift.apply(XT), chunk_nnz=plan.chunk_nnz)
     info["shifted_features"] = int(shift.columns.size)
-    model, cv = tuning.fit_linear(PT, yT, seed=options.seed, class_weight=options.class_weight)
+    model, cv = linear_c.fit_linear(PT, yT, seed=options.seed, class_weight=options.class_weight)
     counted = budget.degree2_seconds(
         int(PT.nnz), n_classes, int(PT.shape[0]), expanded_dimension(int(T.X.shape[1]))
     )

@@ -14,7 +14,7 @@ The comparison (:func:`run`), on all training rows (T and V together, scaled):
    kernel recomputes each dot product from its node lists at every training, which made wide
    or dense data (1,000 digits of 776 features: an estimated 153 s) too slow for the check.
 3. (C, gamma) of the RBF SVM: LIBSVM's ``folds``-fold CV at every point of a small grid that
-   the data place (:mod:`kcheck.checkers.rbf_tuning`, which the rbfsvm checker shares): gamma
+   the data place (:mod:`kcheck.tuning.rbf_sample`, which the rbfsvm checker shares): gamma
    at 2^-3, 2^-1, 2 and 8 times 1 / (median squared distance), C from 2^-1 to 2^11 in steps
    of 4x. It runs on a stratified sample of 600 to 2,000 rows, the most the budget affords
    (:func:`tune_rows_within`); the highest count of correct predictions wins, ties to the
@@ -51,9 +51,8 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from kcheck import budget, engines, tuning
-from kcheck.c_runtime import side_by_side
-from kcheck.checkers import rbf_tuning
+from kcheck.bindings import engines
+from kcheck.bindings.c_runtime import side_by_side
 from kcheck.checkers.base import (
     CheckerResult,
     Context,
@@ -62,7 +61,13 @@ from kcheck.checkers.base import (
     guarded,
     time_bound,
 )
-from kcheck.checkers.rbf_tuning import (
+from kcheck.costs import budget
+from kcheck.defaults import EXACT_MODES, Progress, no_progress
+from kcheck.scoring import PointResults, positive_scores
+from kcheck.split import stratified_folds
+from kcheck.tuning import linear_c, rbf_sample
+from kcheck.tuning.rbf_grid import best_point as best_point
+from kcheck.tuning.rbf_sample import (
     TUNE_LADDER,
     TUNE_ROWS,
     Search,
@@ -75,11 +80,7 @@ from kcheck.checkers.rbf_tuning import (
     side_by_side_share,
     tuning_sample,
 )
-from kcheck.checkers.rbf_tuning import grid_for as grid_for
-from kcheck.defaults import EXACT_MODES, Progress, no_progress
-from kcheck.rbf_search import best_point as best_point
-from kcheck.scoring import PointResults, positive_scores
-from kcheck.split import stratified_folds
+from kcheck.tuning.rbf_sample import grid_for as grid_for
 from kcheck.verdict import settled
 
 NAME = "rbf"
@@ -151,7 +152,7 @@ def default_repeats(rows: int) -> int:
 
 @dataclass(frozen=True)
 class ExactOptions(Tuning):
-    """The grid's settings (:class:`kcheck.checkers.rbf_tuning.Tuning`) and the comparison's.
+    """The grid's settings (:class:`kcheck.tuning.rbf_sample.Tuning`) and the comparison's.
 
     ``repeats`` None: adaptive, up to :func:`default_repeats`; a number fixes it. ``jobs``:
     threads, in this process, that train the folds of a CV side by side, in the search and in
@@ -198,7 +199,8 @@ class ExactOptions(Tuning):
 
 
 def estimated_seconds(X: sp.spmatrix, n_classes: int, options: ExactOptions) -> float:
-    """Seconds of :func:`run` on the reference machine, from counts alone (see kcheck.budget)."""
+    """Seconds of :func:`run` on the reference machine, from counts alone (see
+    kcheck.costs.budget)."""
     return counted_seconds(int(X.shape[0]), int(X.nnz), n_classes, options)
 
 
@@ -272,7 +274,7 @@ def decide(
 
     ``never`` and ``always`` decide alone (``always`` still refuses what cannot fit the memory
     limit). ``auto`` runs where :func:`counted_seconds` is within ``budget_seconds``, the
-    first measurement's budget (kcheck.budget.first_seconds; ``basis`` names it in the
+    first measurement's budget (kcheck.costs.budget.first_seconds; ``basis`` names it in the
     reason): no row
     count decides. Where it runs, the search's rows are the most that budget affords
     (:func:`tune_rows_within`).
@@ -439,7 +441,7 @@ def _one_fold(
     out.rbf[test] = labels == y[test]
     if out.rbf_scores is not None:
         out.rbf_scores[test] = values if values is not None else 0.0
-    lin_model, _ = tuning.fit_linear(
+    lin_model, _ = linear_c.fit_linear(
         X[train],
         y[train],
         seed=seed,
@@ -493,7 +495,7 @@ def run(
         # side by side at two jobs or more; nested, it is all one.
         classes = int(np.unique(yb).size)
         search = dataclasses.replace(options, repeats=0)
-        share = rbf_tuning.search_share(min(rows, options.tune_rows), options)
+        share = rbf_sample.search_share(min(rows, options.tune_rows), options)
         steps.predicted = round(counted_seconds(rows, int(Xb.nnz), classes, search) * share, 3)
     steps.tick(0)
     steps.check_time()
@@ -553,7 +555,7 @@ def _affordable(
     ranked = sorted(search.scores, key=lambda p: (-search.scores[p], p[0], p[1]))
     repeats = options.max_repeats(rows)
     counted = _repeat_count(tune_rows, rows, nnz, classes, options)
-    allowance = rbf_tuning.SEARCH_ALLOWANCE * repeats * counted
+    allowance = rbf_sample.SEARCH_ALLOWANCE * repeats * counted
     passed: list[dict[str, float]] = []
     costs: dict[tuple[float, float], float] = {}
     for point in ranked:
@@ -610,7 +612,7 @@ def _tune(
     before the repeats (the distances themselves where the comparison is nested)."""
     if linear is None:
         weight = options.scoring.class_weight
-        model, cv = tuning.fit_linear(X, y, seed=options.seed, class_weight=weight)
+        model, cv = linear_c.fit_linear(X, y, seed=options.seed, class_weight=weight)
         linear = Linear(model.C, cv)
         steps.check_time()
     D = engines.squared_distances(X)
@@ -689,7 +691,7 @@ def _repeat_count(
     tune_rows: int, rows: int, nnz: int, classes: int, options: ExactOptions
 ) -> float:
     """Counted seconds of one repeat, not nested: its folds' kernel copies and linear fits
-    (kcheck.budget.exact_seconds' share of a repeat)."""
+    (kcheck.costs.budget.exact_seconds' share of a repeat)."""
 
     def counted(repeats: int) -> float:
         return budget.exact_seconds(
@@ -741,9 +743,9 @@ def _revised_seconds(
     (nested, where each repeat searches again, their count). The plan, made before any
     training, could count no iterations: at C = 2^7 on 5,000 noisy rows a repeat took 2.5
     times its share of it. The search itself is what it did
-    (:func:`kcheck.checkers.rbf_tuning.beyond_count`) in place of its count. kcheck.plan
+    (:func:`kcheck.tuning.rbf_sample.beyond_count`) in place of its count. kcheck.plan
     compares the stage with this (done_share)."""
-    searched = rbf_tuning.beyond_count(tuned.search, tuned.tune_rows, classes, options)
+    searched = rbf_sample.beyond_count(tuned.search, tuned.tune_rows, classes, options)
     if options.nested(rows):
         chosen = dataclasses.replace(options, tune_rows=tuned.tune_rows, repeats=repeats)
         return counted_seconds(rows, nnz, classes, chosen) + searched
@@ -838,7 +840,8 @@ def _result(
 
 class _OnFirstUse:
     """The RBF model on all rows with the chosen (C, gamma), trained when first asked for (a
-    ``--test`` file). It answers as :class:`kcheck.engines.RbfModel` does, with ``labels`` and
+    ``--test`` file). It answers as :class:`kcheck.bindings.engines.RbfModel` does, with ``labels``
+    and
     decision values, so that a test file is scored under AUC too, not only by its labels."""
 
     def __init__(
@@ -916,7 +919,7 @@ def check_all(
         "mode": mode,
         "ran": d.run,
         "reason": d.reason,
-        # Counted reference seconds (kcheck.budget), the same on every machine.
+        # Counted reference seconds (kcheck.costs.budget), the same on every machine.
         "estimated_seconds": d.estimated_seconds,
         "budget_seconds": d.budget_seconds,
     }

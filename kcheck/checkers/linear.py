@@ -5,8 +5,9 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from kcheck import engines, tuning
+from kcheck.bindings import engines
 from kcheck.checkers.base import CheckerResult, Dataset, score
+from kcheck.tuning import linear_c
 
 
 @dataclass(frozen=True)
@@ -18,7 +19,7 @@ class LinearOptions:
 def run(T: Dataset, V: Dataset, options: LinearOptions) -> CheckerResult:
     """Tune C on T with 5-fold CV, train on T, score on V."""
     t0 = time.perf_counter()
-    model, cv = tuning.fit_linear(T.X, T.y, seed=options.seed, class_weight=options.class_weight)
+    model, cv = linear_c.fit_linear(T.X, T.y, seed=options.seed, class_weight=options.class_weight)
     s = score(model, V)
     return CheckerResult(
         name="linear",

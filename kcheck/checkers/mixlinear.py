@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
-from kcheck import budget, engines, tuning
+from kcheck.bindings import engines
 from kcheck.checkers import kmeans as km
 from kcheck.checkers import multilinear as ml
 from kcheck.checkers.base import (
@@ -49,8 +49,10 @@ from kcheck.checkers.base import (
     Sized,
     stop_if_past,
 )
+from kcheck.costs import budget
 from kcheck.defaults import Event
 from kcheck.metrics import platt_fit
+from kcheck.tuning import linear_c
 from kcheck.verdict import accuracy
 
 NAME = "mixlinear"
@@ -203,7 +205,7 @@ def _fit_fixed(
     classes = np.unique(y)
     if classes.size == 1:
         return ml.ClusterModel(rows=int(y.size), constant=float(classes[0]))
-    model, _ = tuning.fit_linear(X, y, seed=0, C=C, class_weight=class_weight)
+    model, _ = linear_c.fit_linear(X, y, seed=0, C=C, class_weight=class_weight)
     return ml.ClusterModel(
         rows=int(y.size),
         weights=model.weights,
@@ -254,7 +256,7 @@ def fit(
     k0 = max(1, min(k0, T.rows))
     columns = None
     Xg = T.X
-    if T.X.shape[1] >= tuning.COMPACT_MIN_WIDTH:
+    if T.X.shape[1] >= linear_c.COMPACT_MIN_WIDTH:
         used = np.unique(T.X.indices)
         if used.size < T.X.shape[1] // 2:
             columns, Xg = used, T.X[:, used]

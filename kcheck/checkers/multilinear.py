@@ -15,16 +15,19 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from kcheck import engines, seeds, solver_costs, tuning
+from kcheck import seeds
+from kcheck.bindings import engines
 from kcheck.checkers import kmeans as km
 from kcheck.checkers.base import Allowance, CheckerResult, Context, Counts, Dataset, Sized, past
+from kcheck.costs import solvers
 from kcheck.defaults import Event
 from kcheck.errors import TimeLimitReached
 from kcheck.metrics import platt_apply, platt_fit
+from kcheck.parallel.workers import end_pool, process_pool
 from kcheck.scoring import positive_scores
 from kcheck.split import stratified_folds
+from kcheck.tuning import linear_c
 from kcheck.verdict import accuracy
-from kcheck.workers import end_pool, process_pool
 
 #: A cluster with fewer rows than this is not worth a 5-fold C search; it uses the baseline's C.
 MIN_CV_ROWS = 2 * engines.N_FOLDS
@@ -112,7 +115,7 @@ def _fit_cluster(
         return out
     tune = y.size >= MIN_CV_ROWS
     C = None if tune else fallback_C
-    model, _ = tuning.fit_linear(X, y, seed=seed, C=C, class_weight=class_weight)
+    model, _ = linear_c.fit_linear(X, y, seed=seed, C=C, class_weight=class_weight)
     out = ClusterModel(
         rows=int(y.size),
         weights=model.weights,
@@ -152,7 +155,7 @@ def _cv_decision_values(
         train = np.flatnonzero(fold != k)
         if test.size == 0 or np.unique(y[train]).size < 2:
             continue
-        m, _ = tuning.fit_linear(X[train], y[train], seed=seed, C=C, class_weight=class_weight)
+        m, _ = linear_c.fit_linear(X[train], y[train], seed=seed, C=C, class_weight=class_weight)
         oriented = positive_scores(m.labels, m.decision_function(X[test]))
         if oriented is not None:
             out[test] = oriented
@@ -192,7 +195,7 @@ def _fit_all(
         # threads would make the chosen C depend on timing. Largest clusters first.
         order = sorted(range(len(members)), key=lambda c: -members[c].size)
         try:
-            with process_pool(options.jobs, ["kcheck.engines"]) as pool:
+            with process_pool(options.jobs, ["kcheck.bindings.engines"]) as pool:
                 pending: dict[int, Future[ClusterModel]] = {}
                 queue = list(order)
                 while queue or pending:
@@ -286,7 +289,7 @@ def run(
     k = options.n_clusters or km.n_clusters(T.rows)
     columns = None
     X_km = T.X
-    if T.X.shape[1] >= tuning.COMPACT_MIN_WIDTH:
+    if T.X.shape[1] >= linear_c.COMPACT_MIN_WIDTH:
         used = np.unique(T.X.indices)
         if used.size < T.X.shape[1] // 2:
             columns, X_km = used, T.X[:, used]
@@ -300,8 +303,8 @@ def run(
     centers = result.centers if len(kept) == k else result.centers[kept]
     # The stage's prediction, now that the clusters are known (kcheck.plan.done_share).
     row_nnz = _row_values(T.X)
-    kmeans = solver_costs.kmeans_seconds(int(row_nnz.sum()), T.rows, k, options.n_iter)
-    revised = solver_costs.clusters_seconds(
+    kmeans = solvers.kmeans_seconds(int(row_nnz.sum()), T.rows, k, options.n_iter)
+    revised = solvers.clusters_seconds(
         (
             (int(idx.size), int(row_nnz[idx].sum()), int(np.unique(T.y[idx]).size))
             for idx in members
@@ -336,7 +339,7 @@ def run(
 
 
 #: Its stages: k-means, then the clusters' trainings, announced with their prediction from the
-#: clusters k-means made (kcheck.solver_costs.clusters_seconds): on sector 3.5x the plan's.
+#: clusters k-means made (kcheck.costs.solvers.clusters_seconds): on sector 3.5x the plan's.
 KMEANS_STAGE = "MultiLinear checker: k-means"
 
 
@@ -350,7 +353,7 @@ def check(T: Dataset, V: Dataset, ctx: Context) -> CheckerResult:
     nnz = int(_row_values(T.X).sum())
     # Each stage's events carry its own prediction, not the plan's for the whole checker.
     stage = [KMEANS_STAGE]
-    predicted = [solver_costs.kmeans_seconds(nnz, T.rows, k, km.N_ITER)]
+    predicted = [solvers.kmeans_seconds(nnz, T.rows, k, km.N_ITER)]
     done, total = [0], [k]
     ctx.progress(Event(KMEANS_STAGE, predicted_seconds=predicted[0]))
 

@@ -5,9 +5,9 @@ rows that is minutes. The proxies do not see every boundary an RBF SVM learns: o
 of five features with a linear trend plus waves, degree-2 and MultiLinear found +0.2 and +1.7
 points where the RBF SVM gains +8.2. With few features, though, one LIBSVM training on T takes
 about a second. So, where its counted cost fits what the methods before it left of the
-check's budget (kcheck.budget.methods_seconds):
+check's budget (kcheck.costs.budget.methods_seconds):
 
-1. exact mode's grid search (:func:`kcheck.checkers.rbf_tuning.search_grid`) on a stratified
+1. exact mode's grid search (:func:`kcheck.tuning.rbf_sample.search_grid`) on a stratified
    sample of T of 600 to 2,000 rows, the most the budget affords: for each gamma, its best C;
 2. gamma chosen on T itself: each gamma's model trained on a stratified two thirds of T and
    scored on the other third. On a sample the grid's scores were flat (1,500 rows of a
@@ -27,7 +27,7 @@ check's budget (kcheck.budget.methods_seconds):
 Unlike exact mode it does not decide alone: one split's V is noisier than repeated CV on all
 rows, and the parameters come from a sample. It runs only where exact mode is ``auto`` and did
 not run (``--exact never`` trains no RBF SVM). Whether it runs, and on how many tuning rows, is
-decided from counted work (kcheck.budget), never from a clock.
+decided from counted work (kcheck.costs.budget), never from a clock.
 """
 
 from __future__ import annotations
@@ -39,8 +39,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from kcheck import budget, engines, solver_costs
-from kcheck.checkers import rbf_tuning
+from kcheck.bindings import engines
 from kcheck.checkers.base import (
     Allowance,
     CheckerResult,
@@ -54,9 +53,11 @@ from kcheck.checkers.base import (
     stratified_sample,
     time_bound,
 )
-from kcheck.checkers.rbf_tuning import Search, Tuning
-from kcheck.rbf_search import best_point
+from kcheck.costs import budget, solvers
 from kcheck.split import stratified_split
+from kcheck.tuning import rbf_sample
+from kcheck.tuning.rbf_grid import best_point
+from kcheck.tuning.rbf_sample import Search, Tuning
 
 NAME = "rbfsvm"
 #: Its progress: the search on a sample, then the trainings on T.
@@ -101,7 +102,7 @@ class Plan:
 
 
 def estimated_seconds(T: Dataset, V: Dataset, n_classes: int, tune_rows: int) -> float:
-    """Counted seconds of :func:`run` with ``tune_rows`` tuning rows (kcheck.budget)."""
+    """Counted seconds of :func:`run` with ``tune_rows`` tuning rows (kcheck.costs.budget)."""
     return counted_seconds(_counts(T, V, n_classes), tune_rows)
 
 
@@ -163,7 +164,7 @@ def cache_mb(memory_limit: int, nnz: int, rows: int) -> float:
 
 def memory_bytes(c: Counts, tune_rows: int) -> int:
     """The tuning's kernel matrices and LIBSVM's node copy of T."""
-    return rbf_tuning.matrix_bytes(min(tune_rows, c.rows)) + NODE_BYTES * (c.nnz + c.rows)
+    return rbf_sample.matrix_bytes(min(tune_rows, c.rows)) + NODE_BYTES * (c.nnz + c.rows)
 
 
 def plan(T: Dataset, V: Dataset, n_classes: int, budget_seconds: float) -> Plan:
@@ -198,8 +199,8 @@ def _ladder(c: Counts, budget_seconds: float) -> tuple[int | None, float]:
     """The most tuning rows of the ladder whose counted run on ``c`` fits, and its estimate
     (the first rung's where none fits)."""
     chosen = None
-    estimate = counted_seconds(c, rbf_tuning.TUNE_ROWS)
-    for t in rbf_tuning.TUNE_LADDER:
+    estimate = counted_seconds(c, rbf_sample.TUNE_ROWS)
+    for t in rbf_sample.TUNE_LADDER:
         e = counted_seconds(c, t)
         if e > budget_seconds:
             break
@@ -228,7 +229,7 @@ def _sample_rows(c: Counts, budget_seconds: float) -> int | None:
 
     def cost(rows: int) -> float:
         sc = sampled(c, rows)
-        return counted_seconds(sc, rbf_tuning.TUNE_ROWS) + budget.linear_seconds(
+        return counted_seconds(sc, rbf_sample.TUNE_ROWS) + budget.linear_seconds(
             sc.nnz, sc.n_classes
         )
 
@@ -300,7 +301,7 @@ def _on_sample(
     S = stratified_sample(T, rows, seed=options.seed)
     sc = _counts(S, V, int(np.unique(S.y).size))
     # The linear reference trains after the trainings, within their stage.
-    then = solver_costs.linear_reference_seconds(sc.nnz, sc.features, sc.rows, sc.n_classes)
+    then = solvers.linear_reference_seconds(sc.nnz, sc.features, sc.rows, sc.n_classes)
     result = run(S, V, options, tune_rows, ctx, sampled_from=T.rows, then_seconds=then)
     if result.status == "skipped":
         return result
@@ -330,7 +331,7 @@ def run(
     # The search is a stage of its own: announced with its own count, not the checker's, as
     # it takes (its folds side by side at two jobs or more).
     searched = _search_seconds(_counts(T, V, int(np.unique(T.y).size)), tune_rows)
-    steps.predicted = round(searched * rbf_tuning.search_share(min(tune_rows, T.rows), options), 3)
+    steps.predicted = round(searched * rbf_sample.search_share(min(tune_rows, T.rows), options), 3)
     steps.tick(0)
     Xb = engines.as_binding_csr(T.X)
     yb = np.asarray(T.y, dtype=np.float64)
@@ -384,7 +385,7 @@ def run(
             "revised_seconds": round(
                 then_seconds
                 + _search_seconds(counts, tune_rows)
-                + rbf_tuning.beyond_count(search, tune_rows, counts.n_classes, options)
+                + rbf_sample.beyond_count(search, tune_rows, counts.n_classes, options)
                 + _trainings_predicted(
                     search, tune_rows, options.folds, counts, list(held.scores), held, best
                 ),
@@ -420,13 +421,13 @@ def _search_sample(
 ) -> tuple[Search, int]:
     """Exact mode's grid search on a stratified sample of ``tune_rows`` rows of T (all where
     fewer), and the count of rows it ran on: the sample's distances are freed on return."""
-    sample = rbf_tuning.tuning_sample(y, tune_rows, options.seed)
+    sample = rbf_sample.tuning_sample(y, tune_rows, options.seed)
     if sample is not None:
         X, y = X[sample], y[sample]
     D = engines.squared_distances(X)
-    median = rbf_tuning.median_sq_distance(D)
-    allowance = rbf_tuning.search_allowance(y, options)
-    search = rbf_tuning.search_grid(D, y, median, options, steps.tick, steps.check_time, allowance)
+    median = rbf_sample.median_sq_distance(D)
+    allowance = rbf_sample.search_allowance(y, options)
+    search = rbf_sample.search_grid(D, y, median, options, steps.tick, steps.check_time, allowance)
     return search, int(y.size)
 
 
@@ -435,7 +436,7 @@ class _Held:
     needs T's rows, where the sample's scores were flat.
 
     A candidate's training is predicted before it runs, from LIBSVM's iterations at its point
-    on the sample (kcheck.budget.svm_iterations_on): at a large C they grow into millions and
+    on the sample (kcheck.costs.budget.svm_iterations_on): at a large C they grow into millions and
     one training can cost ten times what the plan counted for all of them (checker4_n50000:
     two candidates at C = 2^11 took 35 s of a 6 s plan, and lost). So a candidate, and the
     larger C's step, whose prediction is over PASS_OVER_FACTOR times what the plan counted
@@ -531,7 +532,7 @@ class _Held:
     def _score(self, c: float, g: float) -> None:
         """Train at (2^c, 2^g) on two thirds of T and score it on the held-out third."""
         m = engines.train_rbf(self.problem, float(2.0**c), float(2.0**g))
-        self.scores[(c, g)], _ = rbf_tuning.prediction_score(
+        self.scores[(c, g)], _ = rbf_sample.prediction_score(
             self.y, m.predict(self.X), self.options.scoring
         )
         self.steps.tick(self.options.grid_points() + len(self.scores))
@@ -549,7 +550,7 @@ def _trainings_predicted(
 ) -> float:
     """Predicted seconds of the trainings at the ``trained`` points (the candidates on two
     thirds of T, scored on the rest) and at ``final`` (on all of T, scored on V;
-    solver_costs.rbf_trained_seconds), each from the search's support vectors and iterations
+    solvers.rbf_trained_seconds), each from the search's support vectors and iterations
     at its point, grown from the search's fold rows to its own: a point the search passed
     over keeps every row as a support vector. Clean data keeps few (ijcnn1: a tenth of its
     rows), where the count took them all."""
@@ -560,7 +561,7 @@ def _trainings_predicted(
     def one(point: tuple[float, float], rows: int, predict_rows: int) -> float:
         ran = search.support_vectors.get(point)
         share = 1.0 if ran is None else min(ran / (folds * fold_rows), 1.0)
-        return solver_costs.rbf_trained_seconds(
+        return solvers.rbf_trained_seconds(
             support_vectors=share * rows,
             rows=rows,
             predict_rows=predict_rows,

@@ -179,7 +179,7 @@ NAMES: tuple[str, ...] = CHECKER_NAMES
 DEFAULT_NAMES: tuple[str, ...] = tuple(n for n in NAMES if CHECKERS[n].default)
 
 
-#: The checker whose model ``--explain`` reads: kcheck.explain ranks its product terms.
+#: The checker whose model ``--explain`` reads: kcheck.terms.explain ranks its product terms.
 EXPLAINED = "degree2"
 
 

@@ -37,11 +37,14 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from kcheck import budget, engines, seeds, tuning
+from kcheck import seeds
+from kcheck.bindings import engines
 from kcheck.checkers.base import CheckerResult, Context, Dataset, score
+from kcheck.costs import budget
 from kcheck.defaults import Event
+from kcheck.parallel.workers import run_until
 from kcheck.split import stratified_subsample
-from kcheck.workers import run_until
+from kcheck.tuning import linear_c
 
 #: Rows of T whose pairwise squared distances give the median heuristic.
 MEDIAN_SAMPLE = 1000
@@ -324,7 +327,7 @@ def run(T: Dataset, V: Dataset, options: RffOptions) -> CheckerResult:
     for mult in options.gamma_multiples:
         fmap = base.with_gamma(mult / median)
         Z = fmap.transform_csr(XT)
-        model, cv = tuning.fit_linear(Z, yT, seed=options.seed, class_weight=options.class_weight)
+        model, cv = linear_c.fit_linear(Z, yT, seed=options.seed, class_weight=options.class_weight)
         del Z
         cv_by_multiple[f"{mult:g}"] = cv
         cv_value = -1.0 if cv is None else cv

@@ -23,10 +23,11 @@ from typing import Any, NoReturn
 import click
 
 import kcheck
-from kcheck import __version__, atomic
+from kcheck import __version__
 from kcheck.cli.outputs import closed_streams
 from kcheck.cli.ui import state
 from kcheck.errors import KcheckError, KcheckWarning
+from kcheck.io import atomic
 
 EXIT_OK = 0
 EXIT_GATE = 1
@@ -300,7 +301,7 @@ def _end_interrupted(code: int) -> NoReturn:
     # An exception a pool's own thread meets while the pools are torn down under it (a
     # pipe closed from another thread: EBADF, seen once under load) is silenced by the
     # hooks installed by main, as the signal set _ENDING.
-    from kcheck.workers import end_all_pools
+    from kcheck.parallel.workers import end_all_pools
 
     end_all_pools()
     _remove_multiprocessing_tempdir()

@@ -337,7 +337,7 @@ def _summarise(ui: Ui, run: _BatchRun, result: BatchResult, total: int) -> None:
 
 def _write_junit(path: str, result: BatchResult, opts: dict[str, Any]) -> None:
     """Every line as a test case of one suite, the verdicts in the table's plain words."""
-    from kcheck import junit
+    from kcheck.reports import junit
 
     suite = junit.build(
         result.lines,

@@ -11,7 +11,6 @@ from typing import Any
 import click
 from rich.text import Text
 
-from kcheck.atomic import OutputSet
 from kcheck.cli.app import GateTripped
 from kcheck.cli.options import (
     check_config,
@@ -39,6 +38,7 @@ from kcheck.cli.ui import Ui
 from kcheck.cli.words import verdict_summary
 from kcheck.defaults import products_of
 from kcheck.errors import KcheckError, recorded_warnings
+from kcheck.io.atomic import OutputSet
 
 
 def show_verdict(
@@ -62,7 +62,7 @@ def show_verdict(
         f" ({v['margin']}; epsilon {100 * v['epsilon']:g} points, {v['seconds']:.2f}s)",
     )
     ui.show(verdict, Text(verdict_summary(v, model_out)))
-    from kcheck.explain import cheaper_model_sentence, explain_sentence
+    from kcheck.terms.explain import cheaper_model_sentence, explain_sentence
 
     if (sentence := explain_sentence(v)) is not None:
         ui.show(Text(sentence))
@@ -147,7 +147,7 @@ def _refuse_directories(*paths: str | None) -> None:
 
 def _write_junit(path: str, lines: list[dict[str, Any]], opts: dict[str, Any]) -> None:
     """The JUnit report of ``lines``, the verdicts in the plain words the screen shows."""
-    from kcheck import junit
+    from kcheck.reports import junit
 
     suite = junit.build(
         lines,
@@ -271,7 +271,7 @@ def check(
     junit_out: str | None,
     **opts: Any,
 ) -> None:
-    from kcheck import models
+    from kcheck.modelfiles import export as models
     from kcheck.pipeline import run
 
     ui = Ui(opts["quiet"])

@@ -80,7 +80,7 @@ def expand(
     memory_limit: int | None,
     quiet: bool,
 ) -> None:
-    from kcheck import expand as core
+    from kcheck.terms import expand as core
 
     ui = Ui(quiet)
     sources = [x for x in (terms, from_check, spec) if x is not None]

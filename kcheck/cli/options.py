@@ -290,7 +290,7 @@ def cluster_from(
         return None
     if jobs_given:
         raise click.UsageError("--scheduler replaces -j: give one of them")
-    from kcheck.cluster import require
+    from kcheck.parallel.cluster import require
 
     return require(scheduler, memory_limit).text
 

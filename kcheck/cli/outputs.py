@@ -11,8 +11,8 @@ import sys
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from kcheck.atomic import OutputSet, atomic_open, no_reader
 from kcheck.errors import KcheckError, printable
+from kcheck.io.atomic import OutputSet, atomic_open, no_reader
 
 #: Standard streams that were closed when kcheck started (see app.guard_standard_streams).
 closed_streams: set[str] = set()

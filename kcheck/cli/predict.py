@@ -6,10 +6,10 @@ import sys
 
 import click
 
-from kcheck.atomic import atomic_open
 from kcheck.cli.options import Size, output_option, quiet_option
 from kcheck.cli.outputs import prepare_outputs, refuse_input_as_output
 from kcheck.cli.ui import Ui
+from kcheck.io.atomic import atomic_open
 
 
 @click.command(short_help="Label FILE with a saved MODEL; one label a line, as svm-predict.")

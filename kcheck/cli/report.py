@@ -6,10 +6,10 @@ import os
 
 import click
 
-from kcheck.atomic import write_text
 from kcheck.cli.options import output_option, quiet_option
 from kcheck.cli.outputs import prepare_outputs, refuse_input_as_output
 from kcheck.cli.ui import Ui
+from kcheck.io.atomic import write_text
 
 
 @click.command(short_help="A batch's results as one self-contained HTML page.")
@@ -33,7 +33,7 @@ def report(results: str, output: str, title: str | None, fail_on: str | None, qu
     (click a column to sort) follows. The page loads nothing from outside the file, so CI
     can attach it as an artifact.
     """
-    from kcheck.report import read_lines, render
+    from kcheck.reports.html import read_lines, render
 
     ui = Ui(quiet)
     refuse_input_as_output(output, "-o", [results])

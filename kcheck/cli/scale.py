@@ -9,14 +9,14 @@ from typing import IO, TYPE_CHECKING
 
 import click
 
-from kcheck.atomic import OutputSet, atomic_paths
 from kcheck.cli.options import memory_limit_option, output_option, quiet_option
 from kcheck.cli.outputs import prepare_outputs, refuse_input_as_output
 from kcheck.cli.ui import Ui
 from kcheck.errors import KcheckError
+from kcheck.io.atomic import OutputSet, atomic_paths
 
 if TYPE_CHECKING:
-    from kcheck.scale import Scaled
+    from kcheck.scaling.stream import Scaled
 
 
 @click.command(short_help="Scale FILE like svm-scale (min-max to [-1, 1] by default).")
@@ -88,7 +88,7 @@ def scale(
     twice (once to fit or check, once to write), so memory is the features' arrays and a
     chunk of rows, not the file; standard input or a pipe is kept in memory instead.
     """
-    from kcheck import scale as core
+    from kcheck.scaling import stream as core
 
     Ui(quiet)  # with -q, warnings (such as dropped features) are not printed either
     _refuse_together(lower, upper, y_bounds, maxabs, save_range, restore_range)
@@ -145,7 +145,7 @@ def _write(out: Scaled, output: str | None, save_range: str | None, staged: Outp
     stdout, the range file is written first (committed from ``staged``, the command's set),
     as svm-scale writes it before printing.
     """
-    from kcheck.scaling import write_range_file
+    from kcheck.scaling.fitting import write_range_file
 
     if output is None or output == "-":
         if save_range is not None:

@@ -140,7 +140,7 @@ def verify(
     with prepare_outputs([(output, "-o")]):
         session = None
         if scheduler is not None:
-            from kcheck.cluster import Session
+            from kcheck.parallel.cluster import Session
 
             # Reach the cluster (or start local:N) before any work: a bad address fails at once.
             session = Session(scheduler, memory_limit)
@@ -163,7 +163,7 @@ def verify(
         except BaseException:
             if session is not None:
                 # Ctrl-C: the grid runs in a worker thread; cancel its tasks from here.
-                from kcheck.cluster import end_all_sessions
+                from kcheck.parallel.cluster import end_all_sessions
 
                 end_all_sessions()
             raise

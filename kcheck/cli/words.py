@@ -39,7 +39,8 @@ def _verify_step(v: dict[str, Any], data: str, *, confirms: bool = False) -> str
     """The ``kcheck verify`` a check suggests: where the full grid is predicted over about 10
     minutes (kcheck.verify.SUGGESTED_SECONDS) on this machine's cores, with the ``--max-rows``
     that fits them and both predicted times, so that the next step's cost is known."""
-    from kcheck import rbf_search, verify
+    from kcheck import verify
+    from kcheck.tuning import rbf_grid as rbf_search
 
     d = v["data"]
     rows = int(d.get("rows_read") or d["rows"])

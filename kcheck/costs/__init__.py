@@ -1,0 +1,1 @@
+"""What a step costs: counted work in reference seconds, the pace, per-stage predictions."""

@@ -1,0 +1,1 @@
+"""Model files: lines checked, loaded by the C libraries; the recommended model saved."""

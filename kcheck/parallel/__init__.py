@@ -1,0 +1,1 @@
+"""Work in other processes: local worker pools and a Dask cluster."""

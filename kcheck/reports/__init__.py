@@ -1,0 +1,1 @@
+"""Results for people and CI systems: the HTML report and JUnit XML."""

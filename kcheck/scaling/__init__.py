@@ -1,0 +1,1 @@
+"""Feature-wise scaling as svm-scale does it: the arithmetic, fitting, range files, streaming."""

@@ -1,0 +1,1 @@
+"""Product terms: ``--explain``'s terms that carry the nonlinearity, and ``kcheck expand``."""
