@@ -33,6 +33,8 @@ import pytest
 from runner import (
     cpu_seconds,
     descendants,
+    kcheck,
+    one_error_line,
     slowdown,
     start_kcheck,
     tree_peak,
@@ -276,6 +278,52 @@ def test_ctrl_c_in_a_one_job_check_raises_within_about_a_second(tmp_path: Path) 
 
 
 # --- out of memory, out of address space -------------------------------------------------
+
+#: An address space in which the Python interpreter and the command line start but numpy
+#: cannot load ("failed to map segment from shared object"), and one in which numpy loads but
+#: the run then finds no room: an import fails (numpy's, or a binding's C library) or an
+#: allocation does.
+NO_ROOM_FOR_NUMPY = 60 * 2**20
+LITTLE_ROOM = 150 * 2**20
+
+
+@pytest.mark.slow
+def test_no_room_for_numpy_or_the_run_is_one_line() -> None:
+    """Under ``ulimit -v 150M``, ``kcheck check -j 2`` ended with numpy's ImportError and its
+    traceback (exit 1) one run in two, "out of memory" in the other; under 60M every time. A
+    binding whose C library found no room went on to a system LIBLINEAR and a traceback about
+    a missing symbol. All are one line and exit 2 now; six runs at 150M catch a one-in-two
+    failure."""
+    for limit in [NO_ROOM_FOR_NUMPY] + 6 * [LITTLE_ROOM]:
+        r = kcheck("check", HEART, "-q", "-j", "2", address_space=limit)
+        line = one_error_line(r, "out of memory", stages=False)
+        assert "Traceback" not in r.stderr, (limit, r.describe())
+        if limit == NO_ROOM_FOR_NUMPY:
+            assert "while loading numpy" in line, line
+
+
+#: hashlib's C modules missing, as where the address space had no room for them: hashlib,
+#: imported on the way to numpy.random, logs a traceback for each hash it lacks and goes on.
+NO_HASHES = """
+import sys
+for name in ("_hashlib", "_sha3", "_blake2"):
+    sys.modules[name] = None
+sys.argv = ["kcheck", *sys.argv[1:]]
+from kcheck.__main__ import main
+main()
+"""
+
+
+def test_hashes_that_did_not_load_say_nothing() -> None:
+    """kcheck hashes nothing: a page of hashlib's tracebacks (seen under ``ulimit -v 150M``)
+    buried the one line that said what failed, or a run that went on to its end."""
+    r = subprocess.run(
+        [sys.executable, "-c", NO_HASHES, "check", HEART, "-q"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert (r.returncode, r.stderr) == (0, ""), r.stderr[-2000:]
 
 
 # --- --max-rows auto on a gzip bomb keeps the process tree to --memory-limit ----------------

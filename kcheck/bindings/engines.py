@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ctypes
 import importlib
+import importlib.util
 import math
 import os
 import signal
@@ -56,6 +57,20 @@ from kcheck.bindings.linear_weights import SOLVER, LinearWeights, nr_weight_vect
 from kcheck.errors import EngineError
 
 
+def _load_own_library(package: str) -> None:
+    """Load the C library that ``package`` ships, as its binding is about to, so that a failure
+    says why ("failed to map segment": no address space left): the binding's bare ``except:``
+    hides the reason and tries another copy. Loaded here, the binding's own load of the same
+    file finds it loaded."""
+    spec = importlib.util.find_spec(package)
+    folders = list(spec.submodule_search_locations or []) if spec is not None else []
+    for folder in folders:
+        for name in sorted(os.listdir(folder)):
+            if name.startswith("clib.") and name.endswith(".so"):
+                ctypes.CDLL(os.path.join(folder, name))
+                return
+
+
 def _import_binding(module: str) -> Any:
     """The binding ``module``, imported with SIGINT and SIGTERM held until the import ends.
 
@@ -72,12 +87,13 @@ def _import_binding(module: str) -> Any:
             handler = signal.getsignal(sig)
             if callable(handler):  # Python's own, or kcheck's: a Python handler
                 swapped[sig] = signal.signal(sig, lambda signum, _frame: came.append(signum))
+    package = module.split(".")[0]
     try:
+        _load_own_library(package)
         return importlib.import_module(module)
     except ImportError:
         raise
     except Exception as e:  # no C library loaded, or another one than the binding's own
-        package = module.split(".")[0]
         raise ImportError(f"{package}'s own C library did not load: {e}", name=package) from e
     finally:
         for held, handler in swapped.items():

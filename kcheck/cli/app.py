@@ -83,6 +83,19 @@ def usage_message(e: click.ClickException) -> str:
     return text[:1].lower() + text[1:] if text[:2] != text[:2].upper() else text
 
 
+def _quiet_missing_hashes() -> None:
+    """Drop hashlib's own traceback for each hash whose C module did not load.
+
+    Under a tight address space (``ulimit -v``) the numeric stack's import reaches hashlib,
+    which logs a traceback per missing hash and goes on; kcheck uses no hash, and what does
+    fail next is said in one line. Only the command does this: the logging set-up is the
+    process's."""
+    import logging
+
+    # hashlib logs through the module-level logging.exception: on the root logger itself.
+    logging.getLogger().addFilter(lambda record: not str(record.msg).startswith("code for hash"))
+
+
 def main(argv: list[str] | None = None, *, whole_process: bool = False) -> None:
     """Entry point: the one place that turns outcomes into exit codes and messages.
 
@@ -93,6 +106,8 @@ def main(argv: list[str] | None = None, *, whole_process: bool = False) -> None:
     """
     global _settled, _caught
     _settled = _caught = False
+    if whole_process:
+        _quiet_missing_hashes()
     _ENDING.clear()
     _lost.clear()
     hooks = sys.unraisablehook, threading.excepthook
