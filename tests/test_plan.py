@@ -361,7 +361,7 @@ def test_a_stage_far_from_its_prediction_is_named_and_one_near_it_is_not() -> No
     assert lines[0].startswith("degree2 took 85.0 CPU seconds against 10.0 predicted (8.5x)")
     assert lines[1].startswith("rbf took 1.0 CPU seconds against 4.0 predicted (0.2x)")
     # The probe cannot tell a wrong count from a machine whose speed moved
-    # (scripts/results/pace.md): the line blames neither alone.
+    # (docs/method.md, "Predicted against taken"): the line blames neither alone.
     assert all(
         line.endswith("the cost model is off for this data or this machine") for line in lines
     )

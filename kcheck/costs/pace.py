@@ -16,7 +16,8 @@ seconds: a CPU hog on the other core, or a pause, does not count. It measures th
 memory bandwidth, which moved less between those runs (a9a's degree-2 on 15,743 expanded rows:
 0.91). Neither holds everywhere: one afternoon this machine ran LIBLINEAR on 24,000-75,000 rows
 1.4-3.5 times slower than the probe's pace said, and the probe's reading moved 1.75x with the
-moment it was taken, as the machine switched between two speeds (scripts/results/pace.md).
+moment it was taken, as the machine switched between two speeds (docs/method.md, "Predicted
+against taken").
 About 40 ms, run only where a stage is predicted to take 0.5 s or more. A check reads it again,
 once, after each such stage that ran in its own process (:class:`Readings`), and its pace is
 the median of its readings: a single reading at the start fell in one of the machine's two
@@ -67,7 +68,7 @@ def _problems() -> tuple[engines.Problem, engines.SvmProblem]:
 
 def probe_runs(runs: int) -> list[float]:
     """Each of ``runs`` runs of the probe, one after another, in this process's CPU seconds
-    (scripts/pace_compare.py shows how they move with the moment they are taken)."""
+    (docs/method.md, "Predicted against taken", says how they moved with the moment)."""
     linear, svm = _problems()
     took = []
     for _ in range(max(runs, 1)):
