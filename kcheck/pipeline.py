@@ -27,12 +27,10 @@ from kcheck.checkers.base import (
     cpu_seconds,
     guarded,
 )
-from kcheck.config import CHECKERS, DEFAULT_CHECKERS, MAX_TIME_LIMIT, CheckConfig
+from kcheck.config import MAX_TIME_LIMIT, CheckConfig
 from kcheck.costs import pace as probe
 from kcheck.costs import predicted as costs
 from kcheck.defaults import (
-    EXACT_MODES,
-    SCALINGS,
     Event,
     Progress,
     no_progress,
@@ -58,17 +56,7 @@ from kcheck.split import stratified_split
 from kcheck.terms import explain
 from kcheck.verdict import Decision, Gap, Outcome, remeasure, rule
 
-__all__ = [
-    "CHECKERS",
-    "DEFAULT_CHECKERS",
-    "EXACT_MODES",
-    "SCALINGS",
-    "CheckConfig",
-    "CheckReport",
-    "Progress",
-    "default_memory_limit",
-    "run",
-]
+__all__ = ["CheckReport", "run"]
 
 
 @dataclass
@@ -445,7 +433,7 @@ def _run_checkers(
             if step.name in started:
                 continue
             spec = registry.CHECKERS[step.name]
-            if ctx.baseline is None and spec.needs_baseline:
+            if ctx.baseline is None and not plan.early(step):
                 ctx = dataclasses.replace(ctx, baseline=ctx.linear())
             watched = _LastStage(_predicted(ctx.progress, step.predicted_seconds, pace))
             allowed = dataclasses.replace(

@@ -150,7 +150,7 @@ class Plan:
         not read it first."""
         run = [s for s in self.steps if s.runs and s.role in ("proxy", "stand-in")]
         if self.beside:
-            run = [s for s in run if _early(s)] + [s for s in run if not _early(s)]
+            run = [s for s in run if early(s)] + [s for s in run if not early(s)]
         return tuple(run)
 
     @property
@@ -332,15 +332,16 @@ def _exact(counts: Counts, options: Options, whole: float) -> Step:
     )
 
 
-def _early(step: Step) -> bool:
-    """A checker that may run before the baseline has finished: it never reads it, and it
-    says what it will allocate."""
-    return not registry.CHECKERS[step.name].needs_baseline and step.bytes is not None
+def early(step: Step) -> bool:
+    """A checker that may start before the baseline has finished, where it trains beside: one
+    that says what it will allocate. Any other starts once the baseline has finished; one that
+    starts early and reads the baseline (``Context.linear``) waits for it there."""
+    return step.bytes is not None
 
 
 def _early_steps(steps: tuple[Step, ...]) -> list[Step]:
     """The checkers that train on rows and may start before the baseline has finished."""
-    return [s for s in steps if s.role in ("proxy", "stand-in") and _early(s) and s.rows > 0]
+    return [s for s in steps if s.role in ("proxy", "stand-in") and early(s) and s.rows > 0]
 
 
 def _beside(counts: Counts, options: Options, steps: tuple[Step, ...]) -> bool:

@@ -78,7 +78,8 @@ print(json.dumps({{"seconds": wall, "peak_mb": (status_kb("VmHWM") - before) / 1
 CHECK = (
     PRELUDE
     + r"""
-from kcheck.pipeline import CheckConfig, run
+from kcheck.pipeline import run
+from kcheck.config import CheckConfig
 marks = {{"reset": status_kb("VmRSS")}}
 def progress(event):
     # The first stage after reading (scaling while read) and splitting: what the path adds

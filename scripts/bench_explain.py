@@ -45,7 +45,8 @@ from kcheck.io.data import write_libsvm  # noqa: E402
 CHECK = r"""
 import json, sys, time
 import kcheck
-from kcheck.pipeline import CheckConfig, run
+from kcheck.pipeline import run
+from kcheck.config import CheckConfig
 t0 = time.perf_counter()
 v = run(CheckConfig(train={path!r}, exact="never", checkers={checkers!r}, jobs=1,
                     explain={explain!r})).json

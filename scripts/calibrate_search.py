@@ -39,9 +39,10 @@ sys.path.insert(0, str(ROOT))
 
 from kcheck import __version__  # noqa: E402
 from kcheck.checkers import exact  # noqa: E402
+from kcheck.config import CheckConfig  # noqa: E402
 from kcheck.costs import budget  # noqa: E402
 from kcheck.costs import pace as probe  # noqa: E402
-from kcheck.pipeline import CheckConfig, run  # noqa: E402
+from kcheck.pipeline import run  # noqa: E402
 
 FOLDS = 5
 

@@ -22,7 +22,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from kcheck.pipeline import CheckConfig, run  # noqa: E402
+from kcheck.config import CheckConfig  # noqa: E402
+from kcheck.pipeline import run  # noqa: E402
 from kcheck.verdict import without_timing  # noqa: E402
 
 #: The reproduce.md sets (poker is used as its file; reproduce.py's 0-vs-rest view is a

@@ -23,7 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
-from kcheck.pipeline import CheckConfig, run
+from kcheck.config import CheckConfig
+from kcheck.pipeline import run
 from kcheck.terms.explain import term_text
 
 DEFAULT_SETS = "fourclass,svmguide1,german.numer,dna.scale,a9a,ijcnn1.bz2,cod-rna.xz,madelon.xz"

@@ -47,8 +47,10 @@ sys.path.insert(0, str(ROOT))
 
 from kcheck.checkers import linear, rff  # noqa: E402
 from kcheck.checkers.base import Dataset  # noqa: E402
+from kcheck.config import CheckConfig  # noqa: E402
 from kcheck.io.data import read_libsvm, write_libsvm  # noqa: E402
-from kcheck.pipeline import CheckConfig, default_memory_limit, run  # noqa: E402
+from kcheck.memory import default_memory_limit  # noqa: E402
+from kcheck.pipeline import run  # noqa: E402
 from kcheck.scaling.fitting import fit_scaler  # noqa: E402
 from kcheck.split import stratified_split, stratified_subsample  # noqa: E402
 from kcheck.verdict import Gap, decide, paired_gap  # noqa: E402
@@ -343,7 +345,7 @@ def big_table() -> list[str]:
         tr, va = stratified_split(y, seed=0)
         T, V = Dataset(Xs[tr], y[tr]), Dataset(Xs[va], y[va])
         base = linear.run(T, V, linear.LinearOptions())
-        res = rff.run(T, V, rff.RffOptions(linear_seconds=base.seconds))
+        res = rff.run(T, V, rff.RffOptions())
         assert base.val_accuracy is not None and res.val_accuracy is not None
         i = res.info
         lines.append(

@@ -39,6 +39,7 @@ from kcheck.checkers import kmeans as km
 from kcheck.checkers import linear
 from kcheck.checkers import mixlinear as mx
 from kcheck.checkers.base import Dataset
+from kcheck.config import CheckConfig
 from kcheck.prepare import prepare
 from kcheck.split import stratified_split
 from kcheck.verdict import Gap, decide, reaches
@@ -63,7 +64,7 @@ SKIP_LINEAR_SECONDS = 20.0
 
 
 def check(path: Path, checkers: tuple[str, ...], seed: int) -> dict[str, Any]:
-    config = pipeline.CheckConfig(train=str(path), checkers=checkers, exact="never", seed=seed)
+    config = CheckConfig(train=str(path), checkers=checkers, exact="never", seed=seed)
     t0 = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -46,9 +46,10 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from kcheck.config import CheckConfig  # noqa: E402
 from kcheck.io.data import read_libsvm, write_libsvm  # noqa: E402
 from kcheck.modelfiles import export as models  # noqa: E402
-from kcheck.pipeline import CheckConfig, run  # noqa: E402
+from kcheck.pipeline import run  # noqa: E402
 from kcheck.split import stratified_subsample  # noqa: E402
 
 BUNDLED = ("fourclass", "svmguide1", "german.numer", "heart_scale")

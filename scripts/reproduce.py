@@ -22,8 +22,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from kcheck.config import CheckConfig
 from kcheck.io.data import read_libsvm, write_libsvm  # noqa: E402
-from kcheck.pipeline import CheckConfig, run  # noqa: E402
+from kcheck.pipeline import run  # noqa: E402
 
 # name -> (train file candidates, test file candidates, paper row)
 PAPER = {

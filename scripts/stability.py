@@ -27,8 +27,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
+from kcheck.config import CheckConfig  # noqa: E402
 from kcheck.io.data import write_libsvm  # noqa: E402
-from kcheck.pipeline import CheckConfig, run  # noqa: E402
+from kcheck.pipeline import run  # noqa: E402
 
 
 def facts(v: dict) -> dict:

@@ -23,9 +23,9 @@ from runner import Run, alive, descendants, kcheck, startup_seconds, wait_for
 
 from kcheck import batch
 from kcheck.batch import DataSet, discover, name_skip_reason, sniff, strip_compression
+from kcheck.config import CheckConfig
 from kcheck.errors import KcheckError
 from kcheck.io.data import write_libsvm
-from kcheck.pipeline import CheckConfig
 from kcheck.verdict import without_timing
 
 # exact auto runs by a timed probe, so on a loaded machine its verdict JSON can differ between

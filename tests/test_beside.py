@@ -14,10 +14,11 @@ import pytest
 from kcheck import pipeline, plan
 from kcheck.checkers import registry
 from kcheck.checkers.base import Allowance, Counts
+from kcheck.config import CheckConfig
 from kcheck.costs import budget
 from kcheck.io.data import write_libsvm
 from kcheck.parallel import workers
-from kcheck.pipeline import CheckConfig, run
+from kcheck.pipeline import run
 from kcheck.verdict import without_timing
 
 

@@ -17,9 +17,10 @@ from runner import run_kcheck
 from kcheck import plan
 from kcheck.checkers import degree2, registry
 from kcheck.checkers.base import CheckerResult, Counts, Dataset
+from kcheck.config import CheckConfig
 from kcheck.costs import budget
 from kcheck.io.data import write_libsvm
-from kcheck.pipeline import CheckConfig, run
+from kcheck.pipeline import run
 from kcheck.verdict import without_timing
 
 

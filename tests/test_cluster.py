@@ -29,10 +29,10 @@ from runner import alive, descendants, run_kcheck, start_kcheck, wait_for, witho
 
 from kcheck import batch
 from kcheck.batch import DataSet, discover, run_batch
+from kcheck.config import CheckConfig
 from kcheck.errors import KcheckError
 from kcheck.io.data import write_libsvm
 from kcheck.parallel import cluster
-from kcheck.pipeline import CheckConfig
 from kcheck.tuning.rbf_grid import EXPORT_GRID, rbf_grid_search
 from kcheck.verdict import without_timing
 from kcheck.verify import VerifyConfig, verify

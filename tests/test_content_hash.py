@@ -11,9 +11,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from kcheck.config import CheckConfig
 from kcheck.errors import DataFormatError
 from kcheck.io.data import content_sha256, read_libsvm, write_libsvm
-from kcheck.pipeline import CheckConfig, run
+from kcheck.pipeline import run
 
 
 @pytest.fixture

@@ -10,11 +10,12 @@ from conftest import DATASETS
 from kcheck import plan
 from kcheck.checkers import kmeans as km
 from kcheck.checkers.base import Counts
+from kcheck.config import CheckConfig
 from kcheck.costs import budget
 from kcheck.costs import predicted as costs
 from kcheck.costs import solvers as solver_costs
 from kcheck.defaults import Event
-from kcheck.pipeline import CheckConfig, _Pace, _predicted, run
+from kcheck.pipeline import _Pace, _predicted, run
 
 
 def _counts(**kw: int) -> Counts:

@@ -11,6 +11,8 @@ import pytest
 from conftest import ROOT
 
 from kcheck import defaults, pipeline, verify
+from kcheck.config import CheckConfig
+from kcheck.defaults import EXACT_MODES, SCALINGS
 from kcheck.tuning.rbf_grid import Grid
 
 #: One grid point: verify's settings are what is tested here, not its search.
@@ -23,16 +25,16 @@ def _field_default(cls: type, name: str) -> object:
 
 
 def test_check_config_defaults_come_from_defaults() -> None:
-    config = pipeline.CheckConfig(train="x")
+    config = CheckConfig(train="x")
     assert config.epsilon == defaults.EPSILON
     assert config.scaling == defaults.DEFAULT_SCALING
     assert config.exact == defaults.DEFAULT_EXACT
-    assert _field_default(pipeline.CheckConfig, "epsilon") == defaults.EPSILON
+    assert _field_default(CheckConfig, "epsilon") == defaults.EPSILON
 
 
 def test_pipeline_vocabulary_is_the_defaults() -> None:
-    assert pipeline.SCALINGS == defaults.SCALINGS
-    assert pipeline.EXACT_MODES == defaults.EXACT_MODES
+    assert SCALINGS == defaults.SCALINGS
+    assert EXACT_MODES == defaults.EXACT_MODES
     assert defaults.DEFAULT_SCALING in defaults.SCALINGS
     assert defaults.DEFAULT_EXACT in defaults.EXACT_MODES
     assert 0.0 <= defaults.EPSILON < 1.0
@@ -40,17 +42,17 @@ def test_pipeline_vocabulary_is_the_defaults() -> None:
 
 def test_check_config_validates_against_the_vocabulary() -> None:
     for scaling in defaults.SCALINGS:
-        pipeline.CheckConfig(train="x", scaling=scaling).validated()
+        CheckConfig(train="x", scaling=scaling).validated()
     for mode in defaults.EXACT_MODES:
-        pipeline.CheckConfig(train="x", exact=mode).validated()
+        CheckConfig(train="x", exact=mode).validated()
     with pytest.raises(Exception, match="--scaling must be one of maxabs, minmax"):
-        pipeline.CheckConfig(train="x", scaling="zscore").validated()
+        CheckConfig(train="x", scaling="zscore").validated()
     with pytest.raises(Exception, match="--exact must be one of auto, always, never"):
-        pipeline.CheckConfig(train="x", exact="sometimes").validated()
+        CheckConfig(train="x", exact="sometimes").validated()
 
 
 def test_check_uses_the_default_epsilon_and_scaling(datasets) -> None:
-    v = pipeline.run(pipeline.CheckConfig(train=str(datasets / "heart_scale"), exact="never")).json
+    v = pipeline.run(CheckConfig(train=str(datasets / "heart_scale"), exact="never")).json
     assert v["epsilon"] == defaults.EPSILON
     assert v["scaling"]["method"] == defaults.DEFAULT_SCALING
     assert v["exact"]["mode"] == "never"

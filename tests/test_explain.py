@@ -15,7 +15,8 @@ from test_schema import assert_valid
 
 from kcheck.checkers import degree2
 from kcheck.checkers.base import Dataset
-from kcheck.pipeline import CheckConfig, run
+from kcheck.config import CheckConfig
+from kcheck.pipeline import run
 from kcheck.split import stratified_subsample
 from kcheck.terms import explain
 from kcheck.tuning import linear_c as tuning

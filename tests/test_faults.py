@@ -660,7 +660,8 @@ DEGREE2_CLOCK = (
 @pytest.mark.slow
 def test_degree2_json_does_not_depend_on_machine_speed(tmp_path: Path, monkeypatch) -> None:
     """The same check on a machine four times slower (a clock running four times faster)."""
-    from kcheck.pipeline import CheckConfig, run
+    from kcheck.config import CheckConfig
+    from kcheck.pipeline import run
 
     rng = np.random.default_rng(0)
     X = rng.normal(size=(3000, 20))

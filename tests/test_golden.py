@@ -24,8 +24,9 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from kcheck.config import CheckConfig
 from kcheck.io.data import write_libsvm
-from kcheck.pipeline import CheckConfig, run
+from kcheck.pipeline import run
 from kcheck.verdict import without_timing
 
 ROOT = Path(__file__).resolve().parent.parent

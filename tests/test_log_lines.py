@@ -105,8 +105,9 @@ def test_a_stage_that_did_less_than_it_announced_says_why_in_its_done_line() -> 
     settled: the log's "done" line says so (fourclass: 1 of 5, its gap 21 points above
     epsilon); a stage with no note ends as before."""
     from kcheck.cli.ui import StageLog
+    from kcheck.config import CheckConfig
     from kcheck.defaults import Event
-    from kcheck.pipeline import CheckConfig, run
+    from kcheck.pipeline import run
 
     lines: list[str] = []
     log = StageLog(lines.append)
@@ -152,8 +153,9 @@ def test_an_exact_comparison_the_time_limit_stops_ends_skipped(monkeypatch) -> N
     skipped, as a checker's does. The deadline is simulated where run() checks it, so no clock
     decides the test."""
     from kcheck.checkers import exact
+    from kcheck.config import CheckConfig
     from kcheck.errors import TimeLimitReached
-    from kcheck.pipeline import CheckConfig, run
+    from kcheck.pipeline import run
 
     def past_the_deadline(*args, **kwargs):  # type: ignore[no-untyped-def]
         raise TimeLimitReached()
@@ -174,8 +176,9 @@ def test_exact_modes_stage_is_shown_as_it_takes_at_two_jobs(
     JSON's plan keeps the one-core prediction at both. (On a machine at the reference's pace:
     the probe's pace scales both, tests/test_probe.py.)"""
     from kcheck.checkers import exact
+    from kcheck.config import CheckConfig
     from kcheck.costs import pace as probe
-    from kcheck.pipeline import CheckConfig, run
+    from kcheck.pipeline import run
 
     monkeypatch.setattr(probe, "probe_seconds", lambda runs=3: probe.REFERENCE_SECONDS)
 

@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 from runner import run_kcheck
 
+from kcheck.config import CheckConfig
 from kcheck.io.data import read_libsvm, write_libsvm
-from kcheck.pipeline import CheckConfig, run
+from kcheck.pipeline import run
 from kcheck.verdict import without_timing
 from kcheck.verify import VerifyConfig
 from kcheck.verify import run as verify

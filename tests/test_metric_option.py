@@ -23,6 +23,7 @@ from test_schema import assert_valid
 from kcheck import metrics, pipeline, verify
 from kcheck.bindings import engines
 from kcheck.checkers import multilinear
+from kcheck.config import CheckConfig
 from kcheck.errors import KcheckError
 from kcheck.io.data import read_libsvm
 from kcheck.modelfiles import load as model_load
@@ -55,9 +56,7 @@ def ball(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def runs(ball: Path) -> dict[str, pipeline.CheckReport]:
     checkers = ("degree2", "multilinear", "rff")
     return {
-        m: pipeline.run(
-            pipeline.CheckConfig(train=str(ball), metric=m, exact="never", checkers=checkers)
-        )
+        m: pipeline.run(CheckConfig(train=str(ball), metric=m, exact="never", checkers=checkers))
         for m in ("accuracy", "balanced", "auc")
     }
 
@@ -171,7 +170,7 @@ def test_auc_refuses_more_than_two_classes(tmp_path: Path) -> None:
     path = tmp_path / "three"
     _write(path, X, y)
     with pytest.raises(KcheckError, match="auc needs two classes.*has 3"):
-        pipeline.run(pipeline.CheckConfig(train=str(path), metric="auc", exact="never"))
+        pipeline.run(CheckConfig(train=str(path), metric="auc", exact="never"))
     out = subprocess.run(
         [sys.executable, "-m", "kcheck", "check", str(path), "--metric", "auc"],
         capture_output=True,
@@ -216,21 +215,21 @@ def test_an_unknown_metric_is_a_usage_error() -> None:
     )
     assert out.returncode == 2 and "Traceback" not in out.stderr
     with pytest.raises(KcheckError, match="--metric must be one of"):
-        pipeline.run(pipeline.CheckConfig(train=str(DATA / "heart_scale"), metric="f1"))
+        pipeline.run(CheckConfig(train=str(DATA / "heart_scale"), metric="f1"))
 
 
 def test_auc_runs_are_deterministic(ball: Path) -> None:
     from kcheck.verdict import without_timing
 
-    config = pipeline.CheckConfig(train=str(ball), metric="auc", exact="never", jobs=2)
+    config = CheckConfig(train=str(ball), metric="auc", exact="never", jobs=2)
     a = pipeline.run(config).json
-    b = pipeline.run(pipeline.CheckConfig(train=str(ball), metric="auc", exact="never")).json
+    b = pipeline.run(CheckConfig(train=str(ball), metric="auc", exact="never")).json
     assert without_timing(a) == without_timing(b)
 
 
 @pytest.mark.slow
 def test_exact_mode_scores_auc_from_held_out_decision_values(ball: Path) -> None:
-    report = pipeline.run(pipeline.CheckConfig(train=str(ball), metric="auc", exact="always"))
+    report = pipeline.run(CheckConfig(train=str(ball), metric="auc", exact="always"))
     r = report.results["rbf"]
     assert r.truth is not None and r.scores is not None and r.reference_scores is not None
     block = report.json["checkers"]["rbf"]
@@ -244,7 +243,7 @@ def test_exact_mode_scores_auc_from_held_out_decision_values(ball: Path) -> None
 def test_verify_takes_the_metric_of_the_check(tmp_path: Path) -> None:
     train = str(DATA / "heart_scale")
     check = pipeline.run(
-        pipeline.CheckConfig(train=train, metric="balanced", exact="never", checkers=("degree2",))
+        CheckConfig(train=train, metric="balanced", exact="never", checkers=("degree2",))
     ).json
     saved = tmp_path / "v.json"
     saved.write_text(json.dumps(check))
@@ -278,7 +277,7 @@ def test_model_out_trains_the_weighted_model(ball: Path, tmp_path: Path) -> None
     from kcheck.modelfiles import export as models
 
     out = tmp_path / "m"
-    config = pipeline.CheckConfig(
+    config = CheckConfig(
         train=str(ball), metric="balanced", exact="never", model_out=str(out), model_kind="linear"
     )
     report = pipeline.run(config)
@@ -352,7 +351,7 @@ def test_the_test_file_is_scored_in_the_metric(ball: Path, tmp_path: Path) -> No
     test = tmp_path / "ball.t"
     _write(test, X, y)
     for metric in ("balanced", "auc"):
-        config = pipeline.CheckConfig(train=str(ball), test=str(test), metric=metric, exact="never")
+        config = CheckConfig(train=str(ball), test=str(test), metric=metric, exact="never")
         report = pipeline.run(config)
         assert_valid("check.schema.json", report.json)
         block = report.json["test"]
@@ -382,7 +381,7 @@ def test_a_test_file_scores_exact_modes_rbf_model_under_auc(ball: Path, tmp_path
     _write(train, X_all[:900].toarray(), y_all[:900])
     _write(test, X_all[900:].toarray(), y_all[900:])
     report = pipeline.run(
-        pipeline.CheckConfig(train=str(train), test=str(test), metric="auc", exact="always")
+        CheckConfig(train=str(train), test=str(test), metric="auc", exact="always")
     )
     v = report.json
     got = v["test"]["score"]["rbf"]

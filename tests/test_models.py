@@ -473,7 +473,8 @@ def test_the_checks_seconds_leave_the_model_out(tmp_path: Path, monkeypatch: pyt
     """The JSON's ``seconds`` is the check's; the model's training has its own."""
     import time
 
-    from kcheck.pipeline import CheckConfig, run
+    from kcheck.config import CheckConfig
+    from kcheck.pipeline import run
 
     config = CheckConfig(
         train=str(DATASETS / "heart_scale"),
@@ -560,7 +561,8 @@ def _searched(monkeypatch: pytest.MonkeyPatch, substitute: rbf_search.Grid | Non
 
 
 def _checked(tmp_path: Path, **options: object):
-    from kcheck.pipeline import CheckConfig, run
+    from kcheck.config import CheckConfig
+    from kcheck.pipeline import run
 
     settings: dict[str, object] = {"train": str(DATASETS / "heart_scale"), **options}
     config = CheckConfig(
@@ -688,8 +690,9 @@ def test_the_estimate_is_printed_before_the_model_trains_off_a_terminal(
 @pytest.fixture(scope="module")
 def disc_check(tmp_path_factory) -> dict:
     """A check with --explain on a disc: x1^2 + x2^2 < 0.5, which linear + 3 products fits."""
+    from kcheck.config import CheckConfig
     from kcheck.io.data import write_libsvm
-    from kcheck.pipeline import CheckConfig, run
+    from kcheck.pipeline import run
 
     rng = np.random.default_rng(3)
     X = rng.uniform(-1.0, 1.0, size=(400, 2))

@@ -13,10 +13,11 @@ from hypothesis import strategies as st
 from runner import slowdown, wait_for
 
 from kcheck.checkers import multilinear
+from kcheck.config import CheckConfig
 from kcheck.defaults import Event
 from kcheck.errors import KcheckError
 from kcheck.io.data import read_libsvm, write_libsvm
-from kcheck.pipeline import CheckConfig, run
+from kcheck.pipeline import run
 from kcheck.verdict import without_timing as strip_timing
 
 

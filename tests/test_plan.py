@@ -18,9 +18,10 @@ from kcheck import plan
 from kcheck.bindings import engines
 from kcheck.checkers import degree2, exact, registry
 from kcheck.checkers.base import Counts, Dataset
+from kcheck.config import CheckConfig
 from kcheck.costs import budget
 from kcheck.costs import pace as probe
-from kcheck.pipeline import CheckConfig, run
+from kcheck.pipeline import run
 
 GIB = 2**30
 DEFAULT = ("multilinear", "degree2", "rbfsvm")
@@ -205,7 +206,7 @@ def test_degree2_runs_in_a_worker_of_its_own_only_where_its_copy_of_the_data_fit
     # The least limit with the baseline beside leaves no room for degree-2's own copy of the
     # data; one copy more does. (The counts plan the same steps at both limits.)
     early = sum(
-        s.bytes or 0 for s in roomy.steps if s.role != "baseline" and s.rows > 0 and plan._early(s)
+        s.bytes or 0 for s in roomy.steps if s.role != "baseline" and s.rows > 0 and plan.early(s)
     )
     least = plan._beside_bytes(c) + early
     tight = plan.make(c, plan.Options(checkers=DEFAULT, jobs=2, memory_limit=least))

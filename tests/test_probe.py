@@ -13,9 +13,10 @@ from conftest import DATASETS
 from kcheck import plan
 from kcheck.bindings import engines
 from kcheck.checkers import exact
+from kcheck.config import CheckConfig
 from kcheck.costs import pace as probe
 from kcheck.defaults import Event
-from kcheck.pipeline import CheckConfig, run
+from kcheck.pipeline import run
 from kcheck.verdict import without_timing
 
 

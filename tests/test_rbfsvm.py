@@ -15,12 +15,13 @@ from conftest import make_context
 from kcheck import plan
 from kcheck.checkers import degree2, rbfsvm
 from kcheck.checkers.base import Counts, Dataset
+from kcheck.config import CheckConfig
 from kcheck.costs import budget
 from kcheck.costs import solvers as solver_costs
 from kcheck.defaults import Event
 from kcheck.errors import TimeLimitReached
 from kcheck.io.data import write_libsvm
-from kcheck.pipeline import CheckConfig, run
+from kcheck.pipeline import run
 from kcheck.tuning import rbf_sample as rbf_tuning
 
 

@@ -13,6 +13,7 @@ from conftest import DATASETS, make_context
 from kcheck import defaults, pipeline
 from kcheck.checkers import linear, registry
 from kcheck.checkers.base import CheckerResult, Context, Dataset
+from kcheck.config import CHECKERS, DEFAULT_CHECKERS, CheckConfig
 from kcheck.costs import budget
 from kcheck.split import stratified_split
 from kcheck.verdict import decide
@@ -24,7 +25,7 @@ LOW, HIGH = 2.0, 5.0
 @pytest.fixture(scope="module")
 def full_check() -> pipeline.CheckReport:
     """heart_scale with every checker and the exact comparison."""
-    config = pipeline.CheckConfig(
+    config = CheckConfig(
         train=str(DATASETS / "heart_scale"), checkers=registry.NAMES, exact="always"
     )
     return pipeline.run(config)
@@ -79,9 +80,9 @@ def test_every_name_has_a_spec() -> None:
 
 def test_defaults_are_degree2_multilinear_and_rbfsvm() -> None:
     assert registry.DEFAULT_NAMES == ("degree2", "multilinear", "rbfsvm")
-    assert pipeline.DEFAULT_CHECKERS == registry.DEFAULT_NAMES == defaults.DEFAULT_CHECKERS
+    assert DEFAULT_CHECKERS == registry.DEFAULT_NAMES == defaults.DEFAULT_CHECKERS
     assert registry.NAMES == defaults.CHECKER_NAMES
-    assert pipeline.CHECKERS == registry.NAMES
+    assert CHECKERS == registry.NAMES
     assert not registry.CHECKERS["rff"].default
 
 

@@ -11,7 +11,8 @@ from rich.console import Console
 
 from kcheck.cli import render, words
 from kcheck.cli.ui import count_text, new_progress
-from kcheck.pipeline import CheckConfig, run
+from kcheck.config import CheckConfig
+from kcheck.pipeline import run
 
 WIDTHS = [60, 80, 120]
 

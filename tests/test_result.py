@@ -12,6 +12,7 @@ from conftest import DATASETS
 from kcheck import __version__, pipeline, verify
 from kcheck.checkers import registry
 from kcheck.checkers.base import CheckerResult
+from kcheck.config import CheckConfig
 from kcheck.errors import KcheckError
 from kcheck.result import PARAMETER_KEYS, CheckResult, VerifyResult
 from kcheck.tuning.rbf_grid import Grid
@@ -78,7 +79,7 @@ VERIFY_KEYS = {
 
 @pytest.fixture(scope="module")
 def check() -> CheckResult:
-    return pipeline.run(pipeline.CheckConfig(train=HEART, exact="never")).result
+    return pipeline.run(CheckConfig(train=HEART, exact="never")).result
 
 
 @pytest.fixture(scope="module")
@@ -250,7 +251,7 @@ def test_a_checker_skipped_in_a_real_run(monkeypatch: pytest.MonkeyPatch) -> Non
 
     spec = registry.CHECKERS["degree2"]
     monkeypatch.setitem(registry.CHECKERS, "degree2", dataclasses.replace(spec, run=refuse))
-    out = pipeline.run(pipeline.CheckConfig(train=HEART, exact="never")).json
+    out = pipeline.run(CheckConfig(train=HEART, exact="never")).json
     block = out["checkers"]["degree2"]
     assert block["status"] == "skipped" and block["reason"] == "refused for this test"
     assert block["gap"] is None and block["gap_ci95"] is None and block["val_accuracy"] is None
@@ -261,7 +262,7 @@ def test_a_checker_skipped_in_a_real_run(monkeypatch: pytest.MonkeyPatch) -> Non
 def test_checkers_follow_the_users_order_with_rbf_last() -> None:
     # Neither registry order (multilinear, degree2, rff) nor alphabetical order.
     order = ("rff", "degree2", "multilinear")
-    config = pipeline.CheckConfig(train=HEART, checkers=order, exact="always")
+    config = CheckConfig(train=HEART, checkers=order, exact="always")
     out = pipeline.run(config).json
     assert list(out["checkers"]) == [*order, "rbf"]
     assert out["checkers"]["rbf"]["status"] == "exact"

@@ -16,8 +16,9 @@ from runner import run_kcheck
 
 from kcheck import pipeline
 from kcheck import prepare as prepare_module
+from kcheck.config import CheckConfig
 from kcheck.errors import DataFormatError, KcheckError
-from kcheck.pipeline import CheckConfig, run
+from kcheck.pipeline import run
 from kcheck.prepare import open_test, prepare, read_scored
 from kcheck.scoring import positive_scores
 

@@ -18,9 +18,10 @@ from rich.console import Console
 
 from kcheck.checkers import registry
 from kcheck.cli import render, words
+from kcheck.config import CheckConfig
 from kcheck.io.data import write_libsvm
 from kcheck.memory import size_text
-from kcheck.pipeline import CheckConfig, run
+from kcheck.pipeline import run
 from kcheck.verdict import Gap, Outcome, reaches, rule
 
 GiB = 2**30

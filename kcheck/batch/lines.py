@@ -8,8 +8,10 @@ from typing import Any
 
 from kcheck import __version__
 from kcheck.batch.discovery import DataSet
+from kcheck.config import CheckConfig
+from kcheck.defaults import Progress
 from kcheck.errors import KcheckError, recorded_warnings
-from kcheck.pipeline import CheckConfig, Progress, run
+from kcheck.pipeline import run
 from kcheck.verdict import SCHEMA_VERSION, json_number
 
 

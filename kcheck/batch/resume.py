@@ -12,10 +12,10 @@ from typing import Any
 
 from kcheck import __version__
 from kcheck.batch.discovery import STDIN, DataSet
+from kcheck.config import CheckConfig
 from kcheck.errors import KcheckError
 from kcheck.io.data import content_sha256
 from kcheck.io.ownformat import ok_line_problem
-from kcheck.pipeline import CheckConfig
 
 #: CheckConfig fields that cannot change a line apart from its timing: the files (their content
 #: hashes stand in for them), the CPUs used and the outputs. Every other field, including any

@@ -35,12 +35,12 @@ from kcheck.batch.progress import (
 )
 from kcheck.batch.resume import reusable, with_key
 from kcheck.batch.writer import LineWriter
-from kcheck.defaults import Event
+from kcheck.config import CheckConfig
+from kcheck.defaults import Event, Progress
 from kcheck.errors import KcheckError
 from kcheck.memory import default_memory_limit
 from kcheck.parallel.cluster import Scheduler, Session, same_files, shared_path
 from kcheck.parallel.workers import end_pool, process_pool
-from kcheck.pipeline import CheckConfig, Progress
 
 
 class CheckCancelled(BaseException):

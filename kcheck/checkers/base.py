@@ -190,8 +190,8 @@ class Context:
     ``budget_seconds`` what the methods before this checker left of it, which it may spend
     (None: it has no counted budget); both come from kcheck.plan, which
     decides them once from counts, and a checker only reads them. ``baseline`` is None while the
-    linear baseline still runs beside the checkers that do not need it (registry's
-    ``needs_baseline``); :meth:`linear` is how a checker reads it.
+    linear baseline still runs beside the checkers the plan lets start first
+    (:func:`kcheck.plan.early`); :meth:`linear` is how a checker reads it, waiting for it there.
     """
 
     seed: int

@@ -52,11 +52,6 @@ class CheckerSpec:
     #: SVM itself, which exact mode does better where it runs, and ``--exact never`` turns off),
     #: and whose skip for cost is the normal case on large data.
     role: Role = "proxy"
-    #: Whether it reads the linear baseline's result (``Context.linear``) before it starts:
-    #: rff's measured seconds. One that does not may run while the baseline is still training
-    #: beside it (kcheck.pipeline, on large data with ``--jobs`` of 2 or more); one that reads
-    #: it later (MultiLinear's fallback C, for its smallest clusters) then waits for it there.
-    needs_baseline: bool = False
     #: Whether it may run in a worker process of its own, beside the baseline's and beside the
     #: checkers in this process (kcheck.plan's ``detached``): it never reads the baseline, and
     #: its result, models included, pickles. MultiLinear reads the baseline's C for its
@@ -145,7 +140,6 @@ CHECKERS: dict[str, CheckerSpec] = {
             "a linear model on random Fourier features of the RBF kernel",
             words="random Fourier features",
             colour="#8c564b",
-            needs_baseline=True,
         ),
         # Opt-in: a mixture of linear SVMs fitted by hard EM from MultiLinear's partition. On
         # the judged corpus it beat MultiLinear's gap on 26 cases and trailed on 19, made one

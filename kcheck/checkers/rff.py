@@ -83,17 +83,11 @@ BLOCK_BYTES = 32 * 2**20
 
 @dataclass(frozen=True)
 class RffOptions:
-    """Options of the rff checker.
-
-    ``linear_seconds`` is the baseline's measured time in this run. The plan does not read
-    it (see the module docstring: a plan taken from a clock would not be reproducible); the
-    work budget ``cost_ratio * nnz(T)`` is calibrated so that, above the floor, the checker
-    costs at most about that much.
-    """
+    """Options of the rff checker. Its work budget, ``cost_ratio * nnz(T)``, is counted (a
+    plan taken from a clock would not be reproducible: see the module docstring)."""
 
     seed: int = 0
     memory_limit: int = 8 * 2**30
-    linear_seconds: float | None = None
     gamma_multiples: tuple[float, ...] = GAMMA_MULTIPLES
     min_features: int = MIN_FEATURES
     max_features: int = MAX_FEATURES
@@ -370,7 +364,6 @@ def check(T: Dataset, V: Dataset, ctx: Context) -> CheckerResult:
     options = RffOptions(
         seed=ctx.seed,
         memory_limit=ctx.memory_limit,
-        linear_seconds=ctx.linear().seconds,
         class_weight=ctx.class_weight,
     )
     return run_until(ctx.deadline, run, T, V, options)

@@ -29,7 +29,7 @@ from kcheck.errors import KcheckError
 
 if TYPE_CHECKING:
     from kcheck.batch import BatchProgress, BatchResult, Discovery
-    from kcheck.pipeline import CheckConfig
+    from kcheck.config import CheckConfig
 
 
 def _names(lines: list[dict[str, Any]], limit: int = 5) -> str:

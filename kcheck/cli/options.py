@@ -382,7 +382,7 @@ def default_jobs(jobs: int | None) -> int:
 
 def check_config(train: str, jobs: int, opts: dict[str, Any], **extra: Any) -> Any:
     """A validated CheckConfig from the shared options (``fail_on`` and ``quiet`` excluded)."""
-    from kcheck.pipeline import CheckConfig
+    from kcheck.config import CheckConfig
 
     return CheckConfig(
         train=train,

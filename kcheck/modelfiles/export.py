@@ -27,12 +27,13 @@ import numpy as np
 import scipy.sparse as sp
 
 from kcheck.bindings import engines
+from kcheck.config import CheckConfig
 from kcheck.costs import budget
 from kcheck.defaults import FOLDS, MODEL_KINDS, Event, Progress, no_progress, products_of
 from kcheck.errors import KcheckError, TimeLimitReached
 from kcheck.io.atomic import atomic_paths
 from kcheck.parallel.workers import run_until
-from kcheck.pipeline import CheckConfig, CheckReport
+from kcheck.pipeline import CheckReport
 from kcheck.prepare import require_integer_labels
 from kcheck.result import class_weights_json
 from kcheck.scaling.fitting import RANGE_SUFFIX, Scaler, write_range_file
