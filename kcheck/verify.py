@@ -60,6 +60,7 @@ from kcheck.split import stratified_folds, stratified_subsample
 from kcheck.tuning import linear_c
 from kcheck.tuning.rbf_grid import (
     GRID,
+    GRID_POINTS,
     Grid,
     GridResult,
     SearchMemory,
@@ -298,6 +299,7 @@ def announcement(
         GRID_STAGE,
         0,
         config.grid.expected_points,
+        GRID_POINTS,
         predicted_seconds=seconds,
         line=(
             f"verify: RBF grid of {grid_text(config.grid)}, {FOLDS}-fold CV on {rows:,} rows "

@@ -12,6 +12,7 @@ from rich.console import Console
 from kcheck.cli import render, words
 from kcheck.cli.ui import count_text, new_progress
 from kcheck.config import CheckConfig
+from kcheck.defaults import Event
 from kcheck.pipeline import run
 
 WIDTHS = [60, 80, 120]
@@ -186,19 +187,62 @@ def test_batch_names_at_80_columns_stay_on_one_row_cut_with_an_ellipsis(fourclas
     assert body[1].lstrip().startswith("short.svm") and "kernel" in body[0], text
 
 
-def test_progress_counts_have_units_and_one_time_column():
-    assert count_text("MultiLinear checker", 3, 12) == "3/12 clusters"
-    assert count_text("kernel model: grid search", 12, 28) == "12/28 grid points"
-    assert count_text("exact RBF comparison", 4, 33) == "4/33 CV runs"
-    from kcheck.checkers import exact, rbfsvm
+@pytest.mark.parametrize(
+    "exact, checkers, units",
+    [
+        ("never", ("multilinear", "mixlinear"), {"clusters", "EM rounds"}),
+        ("always", ("degree2",), {"CV runs"}),
+    ],
+)
+def test_every_count_names_its_unit_where_it_is_counted(
+    exact: str, checkers: tuple[str, ...], units: set[str]
+) -> None:
+    """The unit comes with the count, from the code that counts: the display guessed it from
+    the stage's words, and an RBF SVM search counted "steps" while exact mode's counted grid
+    points as "CV runs"."""
+    from conftest import DATASETS
 
-    assert count_text(exact.REPEATS_STAGE, 1, 2) == "1/2 repeats"
-    assert count_text(rbfsvm.TRAINING_STAGE, 2, 6) == "2/6 trainings"
-    assert count_text("degree-2 checker", None, None) == ""
+    events: list[Event] = []
+    config = CheckConfig(train=str(DATASETS / "fourclass"), exact=exact, checkers=checkers)
+    run(config, events.append)
+    counted = [e for e in events if e.total is not None]
+    assert all(e.unit for e in counted), [e for e in counted if not e.unit]
+    assert units <= {e.unit for e in counted}, counted
+
+
+def test_the_rbf_svm_checker_counts_grid_points_then_trainings() -> None:
+    from conftest import DATASETS, make_context
+
+    from kcheck.checkers import rbfsvm
+    from kcheck.checkers.base import Dataset
+    from kcheck.checkers.linear import LinearOptions
+    from kcheck.checkers.linear import run as linear_run
+    from kcheck.io.data import read_libsvm
+    from kcheck.split import stratified_split
+
+    y, X = read_libsvm(str(DATASETS / "fourclass"))
+    tr, va = stratified_split(y, seed=0)
+    T, V = Dataset(X[tr], y[tr]), Dataset(X[va], y[va])
+    events: list[Event] = []
+    ctx = make_context(
+        baseline=linear_run(T, V, LinearOptions(seed=0)),
+        budget_seconds=1e6,
+        progress=events.append,
+    )
+    assert rbfsvm.check(T, V, ctx).status == "ok"
+    units = [e.unit for e in events if e.total is not None]
+    assert units and units[0] == "grid points" and units[-1] == "trainings", units
+    assert set(units) == {"grid points", "trainings"}, units
+
+
+def test_progress_counts_have_units_and_one_time_column():
+    assert count_text(3, 12, "clusters") == "3/12 clusters"
+    assert count_text(3, 12, None) == "3/12 steps"
+    assert count_text(None, None, "grid points") == ""
     out = io.StringIO()
     console = Console(file=out, width=100, force_terminal=True, color_system=None)
     progress = new_progress(console)
-    task = progress.add_task("degree-2 checker", total=None, count=count_text("x", None, None))
+    task = progress.add_task("degree-2 checker", total=None, count=count_text(None, None, None))
     progress.update(task)
     text = _text(progress.get_renderable(), 100)
     assert "None" not in text and "elapsed" in text and text.count(":") == 1
@@ -207,7 +251,7 @@ def test_progress_counts_have_units_and_one_time_column():
         description="MultiLinear checker",
         total=4,
         completed=3,
-        count=count_text("MultiLinear checker", 3, 4),
+        count=count_text(3, 4, "clusters"),
     )
     text = _text(progress.get_renderable(), 100)
     assert "3/4 clusters" in text and text.count("elapsed") == 1
@@ -282,7 +326,7 @@ def test_a_progress_line_never_wraps_and_never_cuts_its_numbers(width):
     console = Console(file=out, width=width, force_terminal=True, color_system=None)
     progress = new_progress(console)
     long = "second fold: RBF SVM on the training split"
-    progress.add_task(long, total=28, completed=12, count=count_text("grid search", 12, 28))
+    progress.add_task(long, total=28, completed=12, count=count_text(12, 28, "grid points"))
     progress.add_task("degree-2 checker", total=None, count="")
     lines = _text(progress.get_renderable(), width).rstrip("\n").split("\n")
     assert len(lines) == 2 and all(len(line) <= width for line in lines)

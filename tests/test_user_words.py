@@ -175,9 +175,9 @@ def test_a_stage_without_events_still_gets_its_line(monkeypatch: pytest.MonkeyPa
     lines.clear()
     batch = ui.BatchLog(lines.append)
     batch.report(starting("[1/2] heart_scale", 0, 2))
-    batch.report(step("[1/2] heart_scale: RBF grid search", 0, 110))
+    batch.report(step("[1/2] heart_scale: RBF grid search", 0, 110, "grid points"))
     now[0] += 45
-    batch.report(step("[1/2] heart_scale: RBF grid search", 30, 110))
+    batch.report(step("[1/2] heart_scale: RBF grid search", 30, 110, "grid points"))
     batch.report(starting("[2/2] fourclass", 1, 2))
     assert lines == [
         "kcheck: [1/2] heart_scale: checking",

@@ -25,9 +25,11 @@ BatchProgress = Event
 BatchReport = Callable[[BatchProgress], None]
 
 
-def step(stage: str, done: int | None = None, total: int | None = None) -> BatchProgress:
-    """A stage that counts its own steps (``done`` of ``total``), or nothing (None)."""
-    return Event(stage, done, total)
+def step(
+    stage: str, done: int | None = None, total: int | None = None, unit: str | None = None
+) -> BatchProgress:
+    """A stage that counts its own steps (``done`` of ``total``, in ``unit``), or nothing."""
+    return Event(stage, done, total, unit)
 
 
 def starting(label: str, index: int, n: int) -> BatchProgress:

@@ -209,7 +209,7 @@ def _reusable(
     prior = writer.prior(template.memory_limit)
     saved = [ds for ds in datasets if prior.get(ds.name, {}).get("status") == "ok"]
     for i, ds in enumerate(saved):
-        report(step(f"comparing saved results with the data: {ds.name}", i, len(saved)))
+        report(step(f"comparing saved results with the data: {ds.name}", i, len(saved), "results"))
         line = prior[ds.name]
         if reusable(line, ds, template):
             reused[ds.name] = line
@@ -276,7 +276,7 @@ def _run_serial(
             if cancelled.is_set():
                 raise CheckCancelled()
             if event.ended is None:  # a stage's start moves the bar, not its end
-                report(step(f"{prefix}: {event.stage}", event.done, event.total))
+                report(step(f"{prefix}: {event.stage}", event.done, event.total, event.unit))
 
         box: dict[str, Any] = {}
 
@@ -521,7 +521,7 @@ def _run_cluster(
     the batch goes on. On an interrupt the tasks are cancelled (see :meth:`Session.cancel`).
     """
     n = len(todo)
-    report(step(f"looking for {n} data sets' files on the workers", 0, n))
+    report(step(f"looking for {n} data sets' files on the workers", 0, n, "files"))
     by_path = _by_path(todo, session, shared_fs)
     pending = deque(range(n))
     running: dict[Any, int] = {}

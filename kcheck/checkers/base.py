@@ -297,6 +297,8 @@ class SearchThenStage:
     #: The search's own total where the stage after it is a stage of its own (None: the run
     #: is one stage of ``total`` steps, as exact mode's nested comparison is).
     search_points: int | None = None
+    #: What the search (or the whole run, where it is one stage) counts ...
+    unit: str = "grid points"
     offset: int = 0
     predicted: float | None = None
 
@@ -307,13 +309,19 @@ class SearchThenStage:
         total = self.search_points if searching and self.search_points is not None else self.total
         self.report(
             Event(
-                self.stage, done - self.offset, total - self.offset, None, self.predicted, note=note
+                self.stage,
+                done - self.offset,
+                total - self.offset,
+                self.unit,
+                self.predicted,
+                note=note,
             )
         )
 
-    def then(self, stage: str, done: int, predicted_seconds: float) -> None:
-        """From the search, ``done`` steps in, to ``stage``, announced with its prediction."""
-        self.stage, self.offset = stage, done
+    def then(self, stage: str, done: int, predicted_seconds: float, unit: str) -> None:
+        """From the search, ``done`` steps in, to ``stage`` (which counts ``unit``), announced
+        with its prediction."""
+        self.stage, self.offset, self.unit = stage, done, unit
         self.predicted = round(predicted_seconds, 3)
         self.tick(done)
 

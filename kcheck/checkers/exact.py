@@ -488,6 +488,7 @@ def run(
         STAGE,
         options.grid_points() + options.max_repeats(rows),
         None if options.nested(rows) else options.grid_points(),
+        "CV runs",
     )
     if not options.nested(rows):
         # The search (with the linear model's C and the distances) is a stage of its own,
@@ -666,7 +667,7 @@ def _repeat_until_settled(
         repeat = repeat_seconds(tuned, int(y.size), int(X.nnz), classes, options)
         # Announced as the time it takes: the folds side by side take their share of it.
         shown = max_repeats * repeat * side_by_side_share(options.folds, workers)
-        steps.then(REPEATS_STAGE, searched, shown)
+        steps.then(REPEATS_STAGE, searched, shown, "repeats")
     for r in range(max_repeats):
         runs.append(
             _repeat(X, y, K, tuned.chosen, options.folds, options.seed, r, weight, inner, workers)

@@ -407,11 +407,15 @@ def run(
     )
 
 
+#: What its progress counts.
+ROUNDS = "EM rounds"
+
+
 def check(T: Dataset, V: Dataset, ctx: Context) -> CheckerResult:
     """The checker as the pipeline runs it: MultiLinear's K and fallback C, then EM rounds."""
     rounds = n_rounds(_nnz(T.X))
     stage = "mixture-of-linear-SVMs checker"
-    ctx.progress(Event(stage, 0, rounds))
+    ctx.progress(Event(stage, 0, rounds, ROUNDS))
     options = MixLinearOptions(
         seed=ctx.seed,
         jobs=ctx.jobs,
@@ -420,7 +424,7 @@ def check(T: Dataset, V: Dataset, ctx: Context) -> CheckerResult:
         class_weight=ctx.class_weight,
         calibrate=ctx.scoring.needs_scores,
     )
-    return run(T, V, options, lambda r: ctx.progress(Event(stage, r, rounds)))
+    return run(T, V, options, lambda r: ctx.progress(Event(stage, r, rounds, ROUNDS)))
 
 
 def size(counts: Counts, allowed: Allowance) -> Sized:

@@ -341,6 +341,8 @@ def run(
 #: Its stages: k-means, then the clusters' trainings, announced with their prediction from the
 #: clusters k-means made (kcheck.costs.solvers.clusters_seconds): on sector 3.5x the plan's.
 KMEANS_STAGE = "MultiLinear checker: k-means"
+#: What its trainings' progress counts.
+CLUSTERS = "clusters"
 
 
 def training_stage(clusters: int) -> str:
@@ -359,11 +361,11 @@ def check(T: Dataset, V: Dataset, ctx: Context) -> CheckerResult:
 
     def clustered(clusters: int, trainings: float) -> None:
         stage[0], predicted[0], total[0] = training_stage(clusters), trainings, clusters
-        ctx.progress(Event(stage[0], 0, clusters, predicted_seconds=trainings))
+        ctx.progress(Event(stage[0], 0, clusters, CLUSTERS, predicted_seconds=trainings))
 
     def tick() -> None:
         done[0] += 1
-        ctx.progress(Event(stage[0], done[0], total[0], predicted_seconds=predicted[0]))
+        ctx.progress(Event(stage[0], done[0], total[0], CLUSTERS, predicted_seconds=predicted[0]))
 
     options = MultiLinearOptions(
         seed=ctx.seed,

@@ -352,7 +352,7 @@ def run(
     announced = then_seconds + _trainings_predicted(
         search, tune_rows, options.folds, counts, held.will_train(candidates), held, sample_best
     )
-    steps.then(training_stage(T.rows, sampled_from), options.grid_points(), announced)
+    steps.then(training_stage(T.rows, sampled_from), options.grid_points(), announced, "trainings")
     best = held.choose(candidates)
     C, gamma = float(2.0 ** best[0]), float(2.0 ** best[1])
     problem = engines.SvmProblem.from_data(Xb, yb, options.scoring.class_weight, cache)

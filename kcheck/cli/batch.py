@@ -293,12 +293,7 @@ def _progress_line(bar: Progress, task: TaskID) -> Callable[[BatchProgress], Non
     data set's check, named as for ``kcheck check``)."""
 
     def report(event: BatchProgress) -> None:
-        if event.unit is None:
-            count = count_text(event.stage, event.done, event.total)
-        else:
-            count = (
-                f"{event.done or 0}/{event.total} {event.unit}" if event.total is not None else ""
-            )
+        count = count_text(event.done, event.total, event.unit)
         bar.update(
             task,
             description=event.stage,

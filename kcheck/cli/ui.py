@@ -27,23 +27,14 @@ T = TypeVar("T")
 #: it in full, and no line is padded.
 LOG_WIDTH = 100
 
+
 #: What the core's progress counts, by stage: a count is never shown without its unit.
-UNITS = (
-    ("MultiLinear", "clusters"),
-    ("repeats on all rows", "repeats"),
-    ("exact RBF comparison", "CV runs"),
-    ("RBF SVM: training", "trainings"),
-    ("grid search", "grid points"),
-    ("comparing saved results", "results"),
-)
-
-
-def count_text(stage: str, done: int | None, total: int | None) -> str:
-    """'3/12 clusters'; nothing where the core gives no total."""
+def count_text(done: int | None, total: int | None, unit: str | None) -> str:
+    """'3/12 clusters', in the unit the stage names (``Event.unit``); nothing where the core
+    gives no total."""
     if total is None:
         return ""
-    unit = next((u for key, u in UNITS if key in stage), "steps")
-    return f"{done or 0}/{total} {unit}"
+    return f"{done or 0}/{total} {unit or 'steps'}"
 
 
 def _clock(seconds: float) -> str:
@@ -222,7 +213,7 @@ class Ui:
             if event.ended is not None:
                 return  # the next stage's start moves the bar on
             stage, done, total = event.stage, event.done, event.total
-            count = count_text(stage, done, total)
+            count = count_text(done, total, event.unit)
             if stage != last[0]:
                 # A new stage restarts the clock, so the ETA is not averaged over earlier ones.
                 last[0] = stage
@@ -279,6 +270,7 @@ class StageLog:
         self.note: str | None = None
         self.done: int | None = None
         self.total: int | None = None
+        self.unit: str | None = None
         self.written = time.perf_counter()
         self.last_line = last_line
         self.lock = threading.RLock()
@@ -300,7 +292,7 @@ class StageLog:
             return
         if event.stage == self.stage:
             self.note = event.note or self.note
-            self.done, self.total = event.done, event.total
+            self.done, self.total, self.unit = event.done, event.total, event.unit
             if event.line is None:
                 # An event with a line of its own (a search's estimate) may be written beside
                 # this log: the next event or tick says the stage if it is still due.
@@ -308,7 +300,7 @@ class StageLog:
             return
         self._close()
         self.stage, self.started, self.note = event.stage, time.perf_counter(), event.note
-        self.done, self.total = event.done, event.total
+        self.done, self.total, self.unit = event.done, event.total, event.unit
         predicted = event.predicted_seconds
         about = f" (about {predicted:.0f}s predicted)" if predicted and predicted >= 1 else ""
         self._line(f"kcheck: {event.stage}{about}")
@@ -325,7 +317,7 @@ class StageLog:
         last = max(self.written, self.last_line()) if self.last_line else self.written
         if now - last < PULSE_SECONDS:
             return
-        count = count_text(self.stage, self.done, self.total)
+        count = count_text(self.done, self.total, self.unit)
         running = running_text(count, now - self.started, self.done, self.total)
         self._line(f"kcheck: {self.stage}: {running}")
 
@@ -390,12 +382,22 @@ class BatchLog:
             return
         if self.checking is not None and event.stage.startswith(self.checking + ": "):
             # A stage of the data set being checked: the pulse says the latest.
-            log.stage, log.done, log.total = event.stage, event.done, event.total
+            log.stage, log.done, log.total, log.unit = (
+                event.stage,
+                event.done,
+                event.total,
+                event.unit,
+            )
         else:
             # A step of the batch's own: "comparing saved results with the data: NAME" for
             # each data set is one line.
             self._say(event.stage.split(": ", 1)[0], event.stage)
-            log.stage, log.done, log.total = event.stage, event.done, event.total
+            log.stage, log.done, log.total, log.unit = (
+                event.stage,
+                event.done,
+                event.total,
+                event.unit,
+            )
         log._pulse()
 
     def tick(self) -> None:

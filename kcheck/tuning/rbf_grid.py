@@ -33,6 +33,8 @@ from kcheck.parallel.workers import process_pool
 #: Below this many rows x stored values (a grid point costs about that many flops), starting
 #: worker processes (about a second) costs more than sharing the grid saves.
 MIN_PARALLEL_WORK = 1_000_000
+#: What a search's progress counts.
+GRID_POINTS = "grid points"
 
 
 @dataclass(frozen=True)
@@ -389,7 +391,7 @@ def rbf_grid_search(
     scores: dict[tuple[float, float], float] = {}
     total = [grid.expected_points]
     t0 = time.perf_counter()
-    report(Event(stage, 0, total[0]))
+    report(Event(stage, 0, total[0], GRID_POINTS))
 
     def done(point: tuple[float, float], correct: float) -> None:
         scores[point] = correct
@@ -402,7 +404,7 @@ def rbf_grid_search(
         total[0] = (
             len(scores) + pending if grid.start is None else max(total[0], len(scores) + pending)
         )
-        report(Event(stage, len(scores), total[0]))
+        report(Event(stage, len(scores), total[0], GRID_POINTS))
 
     Xb = engines.as_binding_csr(X)
     jobs = parallel_jobs(jobs, len(first), Xb)
@@ -437,7 +439,7 @@ def rbf_grid_search(
     finally:
         evaluator.close()
     if total[0] != len(scores):
-        report(Event(stage, len(scores), len(scores)))
+        report(Event(stage, len(scores), len(scores), GRID_POINTS))
     c, g = best_point(scores)
     return GridResult(c, g, scores[(c, g)], int(y.size), scores, balanced)
 
@@ -482,12 +484,13 @@ def _estimate(stage: str, done: int, total: int, elapsed: float) -> Event:
     have passed), with the stage's predicted seconds from the points done and a line that says
     what is left."""
     if not _reported(done) or done >= total or elapsed < ESTIMATE_AFTER_SECONDS:
-        return Event(stage, done, total)
+        return Event(stage, done, total, GRID_POINTS)
     predicted = elapsed / done * total
     return Event(
         stage,
         done,
         total,
+        GRID_POINTS,
         predicted_seconds=predicted,
         line=(
             f"{stage}: {done}/{total} grid points in {duration_text(elapsed)}; about "
