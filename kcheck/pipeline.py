@@ -100,25 +100,20 @@ def run(
     limited = config.time_limit is not None and config.time_limit < MAX_TIME_LIMIT
     deadline = t_start + config.time_limit if limited and config.time_limit else None
 
-    try:
-        with read_until(deadline):
-            data, test, read_notes = _read(config, memory_limit, report, prepared, test_data)
-    except TimeLimitReached:
-        raise KcheckError(
-            f"{config.train}: the time limit (--time-limit {config.time_limit:g}) passed while "
-            "reading the data, so nothing was decided"
-        ) from None
+    data, test, read_notes = _read_within(
+        deadline, config, memory_limit, report, prepared, test_data
+    )
     split = stratified_split(data.y, seed=config.seed)
     T = Dataset(data.X[split[0]], data.y[split[0]])
     V = Dataset(data.X[split[1]], data.y[split[1]])
     data.X = data.X[:0]  # T and V hold the rows now: keep one copy of the data
     scoring = _scoring(config, data, T)
     ctx = Context(
-        seed=config.seed,
-        jobs=config.jobs,
-        epsilon=config.epsilon,
-        memory_limit=checker_budget(memory_limit, data.data_bytes),
-        deadline=deadline,
+        config.seed,
+        config.jobs,
+        config.epsilon,
+        checker_budget(memory_limit, data.data_bytes),
+        deadline,
         baseline=None,
         progress=report,
         scoring=scoring,
@@ -162,6 +157,25 @@ def run(
         plan=planned.to_json(results, probed.seconds),
     )
     return CheckReport(result, data, T, V, split, deadline, results)
+
+
+def _read_within(
+    deadline: float | None,
+    config: CheckConfig,
+    memory_limit: int,
+    report: Progress,
+    prepared: Prepared | None,
+    test_data: TestFile | None,
+) -> tuple[Prepared, TestFile | None, list[str]]:
+    """:func:`_read` by ``deadline``: a time limit that passes while reading decides nothing."""
+    try:
+        with read_until(deadline):
+            return _read(config, memory_limit, report, prepared, test_data)
+    except TimeLimitReached:
+        raise KcheckError(
+            f"{config.train}: the time limit (--time-limit {config.time_limit:g}) passed while "
+            "reading the data, so nothing was decided"
+        ) from None
 
 
 def _read(
