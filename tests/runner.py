@@ -391,3 +391,32 @@ def tree_peak(args: list[str], timeout: float = 600) -> tuple[int, int, str]:
         p.kill()
     _, err = p.communicate()
     return p.returncode, peak, err
+
+
+def on_a_terminal(args: Sequence[str], *, columns: int = 80) -> tuple[int, str]:
+    """``kcheck ARGS`` with stdout and stderr on one pseudo-terminal ``columns`` wide, as a user
+    at a terminal runs it: (exit code, everything the terminal showed)."""
+    import pty
+
+    primary, secondary = pty.openpty()
+    env = dict(os.environ, COLUMNS=str(columns), TERM="xterm")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kcheck", *args],
+        stdout=secondary,
+        stderr=secondary,
+        stdin=subprocess.DEVNULL,
+        env=env,
+    )
+    os.close(secondary)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(primary, 65536)
+        except OSError:  # EIO: the terminal's other end was closed
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(primary)
+    code = proc.wait(timeout=600)
+    return code, b"".join(chunks).decode("utf-8", "replace")

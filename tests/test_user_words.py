@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import xmlschema
 from conftest import DATASETS, ROOT, require_tool
-from runner import Run, run_kcheck
+from runner import Run, on_a_terminal, run_kcheck
 
 # --- a fake clock: a long run in a few seconds --------------------------------------------------
 
@@ -504,3 +504,35 @@ def test_type_checkers_see_kcheck_check_itself(
     assert re.search(
         r'user\.py:8: error: Argument "epsilon" to "check" has incompatible type', output
     )
+
+
+# --- 1. the table adds up where a checker trained on a sample ----------------------------------
+
+
+@pytest.mark.slow
+def test_a_sampled_checkers_gap_names_the_linear_model_it_was_measured_against(
+    tmp_path: Path,
+) -> None:
+    """Degree-2 on a sample that the memory limit allows: its gap is against a linear model
+    trained on the same rows, which the table's linear row is not; the footnote said "gap:
+    checker minus linear", and the row's numbers did not add up."""
+    import numpy as np
+
+    from kcheck.io.data import write_libsvm
+
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-1, 1, (1800, 40))
+    path = tmp_path / "ring.svm"
+    write_libsvm(str(path), np.where(X[:, 0] ** 2 + X[:, 1] ** 2 > 0.6, 1.0, -1.0), X)
+    out = tmp_path / "v.json"
+    args = ["check", str(path), "--exact", "never", "--checkers", "degree2"]
+    code, screen = on_a_terminal([*args, "--memory-limit", "100M", "-o", str(out)])
+    assert code in (0, 1), screen
+    degree2 = json.loads(out.read_text())["checkers"]["degree2"]
+    assert degree2["status"] == "subsampled", degree2
+    reference = degree2["val_score"] - degree2["gap"]
+    said = " ".join(re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", screen).split())
+    assert (
+        f"degree-2's gap is against a linear model trained on its "
+        f"{degree2['reference']['rows']:,}-row sample ({100 * reference:.2f}%)"
+    ) in said, said[-1500:]
