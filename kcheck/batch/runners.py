@@ -333,74 +333,114 @@ def _run_parallel(
     fails with it. Those are run again afterwards one at a time, so that only the one that
     kills its worker on its own gets the error line.
     """
-    n = len(todo)
-    pending = deque(range(n))
-    suspects: list[int] = []
-    running: dict[Future[dict[str, Any]], int] = {}
-    finished = 0
-    pool = _new_pool(workers)
-
+    flight = _Flight(todo, config, workers, report, task)
     try:
-        while pending or running:
-            broken = False
-            while pending and len(running) < workers:
-                i = pending.popleft()
-                try:
-                    running[pool.submit(task, todo[i], config)] = i
-                except BrokenProcessPool:
-                    # A worker died since the last wait, before its future said so: the
-                    # futures in flight tell which data sets were in it; this one waits.
-                    pending.appendleft(i)
-                    broken = True
-                    break
-            report(_in_flight(todo, running.values(), finished))
-            done, _ = wait(list(running), timeout=0.5, return_when=FIRST_COMPLETED)
-            for f in sorted(done, key=lambda f: running[f]):
-                i = running.pop(f)
-                try:
-                    line = f.result()
-                except BrokenProcessPool:
-                    broken = True
-                    suspects.append(i)
-                    continue
-                except Exception as e:  # noqa: BLE001 - e.g. a result that could not be sent
-                    line = error_line(todo[i], config, error_message(e), 0.0)
-                finished += 1
-                yield line
-            if broken:
-                wait(list(running))
-                for f, i in sorted(running.items(), key=lambda kv: kv[1]):
-                    if f.exception() is None:
-                        finished += 1
-                        yield f.result()
-                    else:
-                        suspects.append(i)
-                running.clear()
-                _end_pool(pool)
-                pool = _new_pool(workers)
-        if suspects:
-            _end_pool(pool)
-            pool = _new_pool(1)
-        for i in sorted(suspects):
-            running[pool.submit(task, todo[i], config)] = i
-            report(_in_flight(todo, running.values(), finished))
-            f = next(iter(running))
-            while not f.done():
-                wait([f], timeout=0.5)
-            running.clear()
+        while flight.pending or flight.running:
+            yield from flight.round()
+        yield from flight.suspects_alone()
+        report(all_done(len(todo)))
+    finally:
+        _end_pool(flight.pool)
+
+
+class _Flight:
+    """The state of :func:`_run_parallel`: the data sets waiting, in flight, suspected of
+    killing their worker and finished, and the pool (a new one once a worker's death breaks it)."""
+
+    def __init__(
+        self,
+        todo: Sequence[DataSet],
+        config: CheckConfig,
+        workers: int,
+        report: BatchReport,
+        task: Callable[[DataSet, CheckConfig], dict[str, Any]],
+    ) -> None:
+        self.todo = todo
+        self.config = config
+        self.workers = workers
+        self.report = report
+        self.task = task
+        self.pending = deque(range(len(todo)))
+        self.suspects: list[int] = []
+        self.running: dict[Future[dict[str, Any]], int] = {}
+        self.finished = 0
+        self.pool = _new_pool(workers)
+
+    def round(self) -> Generator[dict[str, Any], None, None]:
+        """Fill the free workers and wait a moment: the lines done, a broken pool replaced."""
+        broken = self._submit()
+        self.report(_in_flight(self.todo, self.running.values(), self.finished))
+        done, _ = wait(list(self.running), timeout=0.5, return_when=FIRST_COMPLETED)
+        for f in sorted(done, key=lambda f: self.running[f]):
+            i = self.running.pop(f)
             try:
                 line = f.result()
             except BrokenProcessPool:
-                line = error_line(todo[i], config, _DIED, 0.0)
-                _end_pool(pool)
-                pool = _new_pool(1)
-            except Exception as e:  # noqa: BLE001
-                line = error_line(todo[i], config, error_message(e), 0.0)
-            finished += 1
+                broken = True
+                self.suspects.append(i)
+                continue
+            except Exception as e:  # noqa: BLE001 - e.g. a result that could not be sent
+                line = error_line(self.todo[i], self.config, error_message(e), 0.0)
+            self.finished += 1
             yield line
-        report(all_done(n))
-    finally:
-        _end_pool(pool)
+        if broken:
+            yield from self._after_break()
+
+    def _submit(self) -> bool:
+        """Submit waiting data sets while a worker is free; True where the pool is broken."""
+        while self.pending and len(self.running) < self.workers:
+            i = self.pending.popleft()
+            try:
+                self.running[self.pool.submit(self.task, self.todo[i], self.config)] = i
+            except BrokenProcessPool:
+                # A worker died since the last wait, before its future said so: the
+                # futures in flight tell which data sets were in it; this one waits.
+                self.pending.appendleft(i)
+                return True
+        return False
+
+    def _after_break(self) -> Generator[dict[str, Any], None, None]:
+        """The lines of the data sets that finished in a broken pool, the others suspected,
+        and a new pool for the rest."""
+        wait(list(self.running))
+        for f, i in sorted(self.running.items(), key=lambda kv: kv[1]):
+            if f.exception() is None:
+                self.finished += 1
+                yield f.result()
+            else:
+                self.suspects.append(i)
+        self.running.clear()
+        _end_pool(self.pool)
+        self.pool = _new_pool(self.workers)
+
+    def suspects_alone(self) -> Generator[dict[str, Any], None, None]:
+        """The suspects again, one at a time in a pool of one worker, so that only a data set
+        that kills its worker on its own gets the error line."""
+        if self.suspects:
+            _end_pool(self.pool)
+            self.pool = _new_pool(1)
+        for i in sorted(self.suspects):
+            line = self._alone(i)
+            self.finished += 1
+            yield line
+
+    def _alone(self, i: int) -> dict[str, Any]:
+        """Data set ``i``'s line from the pool of one: its error line if its worker dies."""
+        self.running[self.pool.submit(self.task, self.todo[i], self.config)] = i
+        self.report(_in_flight(self.todo, self.running.values(), self.finished))
+        f = next(iter(self.running))
+        while not f.done():
+            wait([f], timeout=0.5)
+        self.running.clear()
+        try:
+            return f.result()
+        except BrokenProcessPool:
+            line = error_line(self.todo[i], self.config, _DIED, 0.0)
+            _end_pool(self.pool)
+            self.pool = _new_pool(1)
+            return line
+        except Exception as e:  # noqa: BLE001
+            return error_line(self.todo[i], self.config, error_message(e), 0.0)
 
 
 # --- on a Dask cluster ---------------------------------------------------------------------

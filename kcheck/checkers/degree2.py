@@ -236,10 +236,29 @@ def plan_counts(
     limits = {
         "memory": min(int(budget_bytes // row_cost), int(options.max_nnz // mean_nnz)),
         "cost": rows,
-        "time": rows,
+        "time": _time_rows(rows, mean_nnz, options),
     }
+    cost_budget = _cost_budget(rows, n_classes, dim, options)
+    least = min(options.min_rows, rows)
     # One-vs-rest trains n_w models, so a small expansion is small in all of them together, and
     # runs in full whatever the budget.
+    if cost_budget is not None and expanded * n_w > FREE_NNZ and expanded > cost_budget:
+        limits["cost"] = _cost_rows(cost_budget, least, rows, mean_nnz, n_classes, dim, options)
+    limited_by, fit = _binding_limit(limits, rows, least)
+    if fit < least:
+        return _too_few(fit, limited_by, mean_nnz, cost_budget, options)
+    return Plan(
+        fit,
+        None,
+        limited_by if fit < rows else None,
+        int(fit * row_cost) + weight_bytes + chunk_bytes,
+        chunk,
+    )
+
+
+def _cost_budget(rows: int, n_classes: int, dim: int, options: Degree2Options) -> int | None:
+    """The expanded values the cost caps allow (None: no cap): the least of ``max_cost_nnz``
+    and what ``budget_seconds`` affords."""
     caps = [options.max_cost_nnz] if options.max_cost_nnz is not None else []
     if options.budget_seconds is not None:
         caps.append(
@@ -247,24 +266,45 @@ def plan_counts(
                 options.budget_seconds, rows=rows, n_classes=n_classes, dimension=dim
             )
         )
-    cost_budget = min(caps) if caps else None
-    least = min(options.min_rows, rows)
-    if cost_budget is not None and expanded * n_w > FREE_NNZ and expanded > cost_budget:
-        limits["cost"] = _separable_rows(
-            int(cost_budget // mean_nnz), mean_nnz, n_classes, dim, options.budget_seconds
-        )
-        if limits["cost"] < least and options.budget_seconds is not None:
-            # T's cost per value overstates a subsample's (fewer rows, fewer Newton steps):
-            # where it would price out even the least subsample, the subsample's own decides,
-            # so that a set just past the budget keeps degree-2 (24,000 x 50: 871 rows at T's
-            # rate, about 1,600 at their own) instead of losing it at a threshold.
-            own = _own_rows(options.budget_seconds, rows, mean_nnz, n_classes, dim)
-            if options.max_cost_nnz is not None:
-                own = min(own, int(options.max_cost_nnz // mean_nnz))
-            limits["cost"] = max(limits["cost"], own)
-    if options.time_budget is not None and options.seconds_per_nnz is not None:
-        seconds_per_row = TIME_PER_NNZ_RATIO * options.seconds_per_nnz * mean_nnz
-        limits["time"] = int(options.time_budget / max(seconds_per_row, 1e-12))
+    return min(caps) if caps else None
+
+
+def _cost_rows(
+    cost_budget: int,
+    least: int,
+    rows: int,
+    mean_nnz: float,
+    n_classes: int,
+    dim: int,
+    options: Degree2Options,
+) -> int:
+    """The rows the cost budget affords, priced at T's cost per value unless that would leave
+    fewer than ``least``, where the subsample's own cost decides."""
+    fit = _separable_rows(
+        int(cost_budget // mean_nnz), mean_nnz, n_classes, dim, options.budget_seconds
+    )
+    if fit < least and options.budget_seconds is not None:
+        # T's cost per value overstates a subsample's (fewer rows, fewer Newton steps):
+        # where it would price out even the least subsample, the subsample's own decides,
+        # so that a set just past the budget keeps degree-2 (24,000 x 50: 871 rows at T's
+        # rate, about 1,600 at their own) instead of losing it at a threshold.
+        own = _own_rows(options.budget_seconds, rows, mean_nnz, n_classes, dim)
+        if options.max_cost_nnz is not None:
+            own = min(own, int(options.max_cost_nnz // mean_nnz))
+        fit = max(fit, own)
+    return fit
+
+
+def _time_rows(rows: int, mean_nnz: float, options: Degree2Options) -> int:
+    """The rows that the time left under ``--time-limit`` affords (all of them without one)."""
+    if options.time_budget is None or options.seconds_per_nnz is None:
+        return rows
+    seconds_per_row = TIME_PER_NNZ_RATIO * options.seconds_per_nnz * mean_nnz
+    return int(options.time_budget / max(seconds_per_row, 1e-12))
+
+
+def _binding_limit(limits: dict[str, int], rows: int, least: int) -> tuple[str, int]:
+    """Which limit binds and the rows it leaves, so that a skip names the limit that causes it."""
     limited_by = min(limits, key=lambda k: limits[k])
     fit = min(rows, limits[limited_by])
     counted = [k for k in ("memory", "cost") if limits[k] < least]
@@ -273,30 +313,29 @@ def plan_counts(
         # is then not why, and a larger one would not help).
         limited_by = min(counted, key=lambda k: limits[k])
         fit = limits[limited_by]
-    if fit < least:
-        if limited_by == "memory":
-            what = f"the memory limit of {_gib(options.memory_limit)}"
-        elif limited_by == "cost" and options.budget_seconds is not None and not cost_budget:
-            # "0 rows fit the cost budget of 0 expanded values" said nothing of why.
-            return Plan(0, "the methods planned before it used all of their budget", "cost")
-        elif limited_by == "cost":
-            what = f"the cost budget of {cost_budget or 0:,} expanded values"
-        else:
-            what = "the time left before the time limit"
-        return Plan(
-            0,
-            (
-                f"only {fit:,} {'row' if fit == 1 else 'rows'} of the expansion "
-                f"({mean_nnz:,.0f} nonzeros a row) fit {what}"
-            ),
-            limited_by,
-        )
+    return limited_by, fit
+
+
+def _too_few(
+    fit: int, limited_by: str, mean_nnz: float, cost_budget: int | None, options: Degree2Options
+) -> Plan:
+    """The skip where fewer rows than the least fit: the plan that says which limit and why."""
+    if limited_by == "memory":
+        what = f"the memory limit of {_gib(options.memory_limit)}"
+    elif limited_by == "cost" and options.budget_seconds is not None and not cost_budget:
+        # "0 rows fit the cost budget of 0 expanded values" said nothing of why.
+        return Plan(0, "the methods planned before it used all of their budget", "cost")
+    elif limited_by == "cost":
+        what = f"the cost budget of {cost_budget or 0:,} expanded values"
+    else:
+        what = "the time left before the time limit"
     return Plan(
-        fit,
-        None,
-        limited_by if fit < rows else None,
-        int(fit * row_cost) + weight_bytes + chunk_bytes,
-        chunk,
+        0,
+        (
+            f"only {fit:,} {'row' if fit == 1 else 'rows'} of the expansion "
+            f"({mean_nnz:,.0f} nonzeros a row) fit {what}"
+        ),
+        limited_by,
     )
 
 

@@ -254,22 +254,53 @@ def fit(
     """Hard EM from MultiLinear's partition: the model, each row's final expert, and a trace."""
     k0 = options.n_experts or km.n_clusters(T.rows)
     k0 = max(1, min(k0, T.rows))
+    columns, Xg = _gate_view(T.X)
+    centers, members, assign = _first_partition(Xg, k0, options.seed, T.rows)
+    k = len(members)
+    stop_if_past(options.deadline, "mixlinear's first experts")
+    experts = _first_experts(T, members, options)
+    Cs = [e.C if e.C is not None else options.fallback_C for e in experts]
+    model = MixLinearModel(centers, np.log(_shares(assign, k)), 1.0, experts, columns)
+    model.scale = _scale(Xg, model.centers, assign)
+    trace = Trace(experts=[k])
+    assign = _em_rounds(T, Xg, model, assign, Cs, prune_share(T.rows, k0), options, trace, on_round)
+    if trace.changed:
+        assign = _route_by_gate(T, Xg, model, assign, Cs, options.class_weight)
+    final, remap, alive = _kept(model, assign)
+    if options.calibrate:
+        _calibrate_all(T, final, alive, assign, options)
+    return final, remap[assign], trace
+
+
+def _gate_view(X: sp.csr_matrix) -> tuple[np.ndarray | None, sp.csr_matrix]:
+    """The gate's columns and X over them: on wide data, only the columns that hold values."""
     columns = None
-    Xg = T.X
-    if T.X.shape[1] >= linear_c.COMPACT_MIN_WIDTH:
-        used = np.unique(T.X.indices)
-        if used.size < T.X.shape[1] // 2:
-            columns, Xg = used, T.X[:, used]
-    result = km.kmeans(Xg, k0, seed=options.seed)
+    Xg = X
+    if X.shape[1] >= linear_c.COMPACT_MIN_WIDTH:
+        used = np.unique(X.indices)
+        if used.size < X.shape[1] // 2:
+            columns, Xg = used, X[:, used]
+    return columns, Xg
+
+
+def _first_partition(
+    Xg: sp.csr_matrix, k0: int, seed: int, rows: int
+) -> tuple[np.ndarray, list[np.ndarray], np.ndarray]:
+    """MultiLinear's k-means partition, empty clusters left out: centers, members, each row's."""
+    result = km.kmeans(Xg, k0, seed=seed)
     groups = list(ml._groups(result.labels, k0))
     kept = [c for c, _ in groups]
     centers = result.centers if len(kept) == k0 else result.centers[kept]
-    assign = np.empty(T.rows, dtype=np.intp)
+    assign = np.empty(rows, dtype=np.intp)
     for j, (_, idx) in enumerate(groups):
         assign[idx] = j
-    k = len(groups)
-    stop_if_past(options.deadline, "mixlinear's first experts")
-    # The first M-step is MultiLinear's: a C search per expert (the baseline's C for small ones).
+    return centers, [idx for _, idx in groups], assign
+
+
+def _first_experts(
+    T: Dataset, members: list[np.ndarray], options: MixLinearOptions
+) -> list[ml.ClusterModel]:
+    """The first M-step, MultiLinear's: a C search per expert (the baseline's C for small ones)."""
     ml_options = ml.MultiLinearOptions(
         seed=options.seed,
         jobs=options.jobs,
@@ -278,26 +309,26 @@ def fit(
         deadline=options.deadline,
         class_weight=options.class_weight,
     )
-    experts = ml._fit_all(T, [idx for _, idx in groups], ml_options, None)
-    Cs = [e.C if e.C is not None else options.fallback_C for e in experts]
-    model = MixLinearModel(centers, np.log(_shares(assign, k)), 1.0, experts, columns)
-    model.scale = _scale(Xg, model.centers, assign)
-    threshold = prune_share(T.rows, k0)
-    trace = Trace(experts=[k])
-    alive = np.arange(k)
+    return ml._fit_all(T, members, ml_options, None)
+
+
+def _em_rounds(
+    T: Dataset,
+    Xg: sp.csr_matrix,
+    model: MixLinearModel,
+    assign: np.ndarray,
+    Cs: list[float],
+    threshold: float,
+    options: MixLinearOptions,
+    trace: Trace,
+    on_round: Callable[[int], None] | None,
+) -> np.ndarray:
+    """The EM rounds, until a fixed point or the last: each row's expert after them."""
+    alive = np.arange(len(model.experts))
     rounds = options.rounds if options.rounds is not None else n_rounds(_nnz(T.X))
     for r in range(rounds):
         stop_if_past(options.deadline, "mixlinear's EM rounds")
-        new = _e_step(T.X, Xg, T.y, model, alive)
-        share = _shares(new, len(model.experts))
-        small = alive[share[alive] < threshold]
-        if small.size:
-            keep = alive[share[alive] >= threshold]
-            if keep.size == 0:
-                keep = alive[[int(np.argmax(share[alive]))]]
-            trace.pruned += alive.size - keep.size
-            alive = keep
-            new = _e_step(T.X, Xg, T.y, model, alive)
+        new = _e_step_pruned(T, Xg, model, alive, threshold, trace)
         alive = np.unique(new)  # an expert left without rows goes too
         changed = int(np.count_nonzero(new != assign))
         trace.changed.append(changed)
@@ -308,32 +339,82 @@ def fit(
             break
         moved = np.unique(np.concatenate([assign[new != assign], new[new != assign]]))
         assign = new
-        # M-step: experts whose rows changed, at their fixed C; the gate from the assignments.
-        for c in moved:
-            if c not in alive:
-                continue
-            stop_if_past(options.deadline, "mixlinear's EM rounds")
-            rows = np.flatnonzero(assign == c)
-            model.experts[c] = _fit_fixed(T.X[rows], T.y[rows], Cs[c], options.class_weight)
-        model.centers = km._means(Xg, assign, len(model.experts), model.centers)
-        share = _shares(assign, len(model.experts))
-        with np.errstate(divide="ignore"):
-            model.log_share = np.log(share)
-        model.scale = _scale(Xg, model.centers, assign)
-    # A last M-step on the gate's own routing: prediction sends a row to the gate's expert,
-    # whatever its label. Without it, rows that the labels had pulled to an expert the gate
-    # does not route them to left experts trained on rows they never see: blobs3_d8_n9000
-    # scored -11.7 points against linear (MultiLinear -2.4), -2.3 with it.
-    if trace.changed:
-        alive = np.unique(assign)
-        sub = MixLinearModel(model.centers[alive], model.log_share[alive], model.scale, [], None)
-        routed = alive[sub.gate(Xg)]
-        for c in np.unique(np.concatenate([assign[routed != assign], routed[routed != assign]])):
-            rows = np.flatnonzero(routed == c)
-            if rows.size:
-                model.experts[c] = _fit_fixed(T.X[rows], T.y[rows], Cs[c], options.class_weight)
-        assign = routed
-    # Keep the experts alive, renumbered.
+        _m_step(T, Xg, model, assign, moved, alive, Cs, options)
+    return assign
+
+
+def _e_step_pruned(
+    T: Dataset,
+    Xg: sp.csr_matrix,
+    model: MixLinearModel,
+    alive: np.ndarray,
+    threshold: float,
+    trace: Trace,
+) -> np.ndarray:
+    """An E-step that prunes the experts below ``threshold`` and assigns their rows again."""
+    new = _e_step(T.X, Xg, T.y, model, alive)
+    share = _shares(new, len(model.experts))
+    small = alive[share[alive] < threshold]
+    if small.size:
+        keep = alive[share[alive] >= threshold]
+        if keep.size == 0:
+            keep = alive[[int(np.argmax(share[alive]))]]
+        trace.pruned += alive.size - keep.size
+        new = _e_step(T.X, Xg, T.y, model, keep)
+    return new
+
+
+def _m_step(
+    T: Dataset,
+    Xg: sp.csr_matrix,
+    model: MixLinearModel,
+    assign: np.ndarray,
+    moved: np.ndarray,
+    alive: np.ndarray,
+    Cs: list[float],
+    options: MixLinearOptions,
+) -> None:
+    """M-step: experts whose rows changed, at their fixed C; the gate from the assignments."""
+    for c in moved:
+        if c not in alive:
+            continue
+        stop_if_past(options.deadline, "mixlinear's EM rounds")
+        rows = np.flatnonzero(assign == c)
+        model.experts[c] = _fit_fixed(T.X[rows], T.y[rows], Cs[c], options.class_weight)
+    model.centers = km._means(Xg, assign, len(model.experts), model.centers)
+    share = _shares(assign, len(model.experts))
+    with np.errstate(divide="ignore"):
+        model.log_share = np.log(share)
+    model.scale = _scale(Xg, model.centers, assign)
+
+
+def _route_by_gate(
+    T: Dataset,
+    Xg: sp.csr_matrix,
+    model: MixLinearModel,
+    assign: np.ndarray,
+    Cs: list[float],
+    class_weight: engines.ClassWeight | None,
+) -> np.ndarray:
+    """A last M-step on the gate's own routing, which prediction follows: each row's expert."""
+    # Prediction sends a row to the gate's expert, whatever its label. Without this step,
+    # rows that the labels had pulled to an expert the gate does not route them to left
+    # experts trained on rows they never see: blobs3_d8_n9000 scored -11.7 points against
+    # linear (MultiLinear -2.4), -2.3 with it.
+    alive = np.unique(assign)
+    sub = MixLinearModel(model.centers[alive], model.log_share[alive], model.scale, [], None)
+    routed: np.ndarray = alive[sub.gate(Xg)]
+    for c in np.unique(np.concatenate([assign[routed != assign], routed[routed != assign]])):
+        rows = np.flatnonzero(routed == c)
+        if rows.size:
+            model.experts[c] = _fit_fixed(T.X[rows], T.y[rows], Cs[c], class_weight)
+    return routed
+
+
+def _kept(
+    model: MixLinearModel, assign: np.ndarray
+) -> tuple[MixLinearModel, np.ndarray, np.ndarray]:
+    """The experts that kept rows, renumbered: their model, the new numbers, the old ones."""
     alive = np.unique(assign)
     remap = np.full(len(model.experts), -1, dtype=np.intp)
     remap[alive] = np.arange(alive.size)
@@ -343,15 +424,24 @@ def fit(
         model.log_share[alive],
         model.scale,
         [model.experts[c] for c in alive],
-        columns,
+        model.columns,
     )
-    if options.calibrate:
-        positive = float(np.max(T.y))
-        for j, c in enumerate(alive):
-            rows = np.flatnonzero(assign == c)
-            seed = options.seed + j
-            _calibrate(final.experts[j], T.X[rows], T.y[rows], seed, options.class_weight, positive)
-    return final, remap[assign], trace
+    return final, remap, alive
+
+
+def _calibrate_all(
+    T: Dataset,
+    final: MixLinearModel,
+    alive: np.ndarray,
+    assign: np.ndarray,
+    options: MixLinearOptions,
+) -> None:
+    """Platt's sigmoid for every kept expert, on the rows the gate routes to it."""
+    positive = float(np.max(T.y))
+    for j, c in enumerate(alive):
+        rows = np.flatnonzero(assign == c)
+        seed = options.seed + j
+        _calibrate(final.experts[j], T.X[rows], T.y[rows], seed, options.class_weight, positive)
 
 
 def _nnz(X: sp.csr_matrix | np.ndarray) -> int:

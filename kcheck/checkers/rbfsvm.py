@@ -35,6 +35,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -327,12 +328,7 @@ def run(
     ``then_seconds``: the predicted seconds of what the caller runs after it within the
     trainings' stage (the linear reference on the sample), in their prediction."""
     t0 = time.perf_counter()
-    steps = _steps(ctx, options)
-    # The search is a stage of its own: announced with its own count, not the checker's, as
-    # it takes (its folds side by side at two jobs or more).
-    searched = _search_seconds(_counts(T, V, int(np.unique(T.y).size)), tune_rows)
-    steps.predicted = round(searched * rbf_sample.search_share(min(tune_rows, T.rows), options), 3)
-    steps.tick(0)
+    steps = _search_stage(T, V, options, tune_rows, ctx)
     Xb = engines.as_binding_csr(T.X)
     yb = np.asarray(T.y, dtype=np.float64)
     if T.rows < 2 * options.folds:
@@ -345,18 +341,12 @@ def run(
     counts = _counts(T, V, int(np.unique(T.y).size))
     held.predict_from(search, tune_rows, counts)
     candidates = _best_C_per_gamma(search)
-    # Announced with the prediction its warning line compares with: the candidates that will
-    # train and the final training at the sample's best (the larger C's depends on the
-    # held-out scores, and is left out).
-    sample_best = (search.log2_C, search.log2_gamma)
-    announced = then_seconds + _trainings_predicted(
-        search, tune_rows, options.folds, counts, held.will_train(candidates), held, sample_best
+    announced = then_seconds + _announced_seconds(
+        search, tune_rows, options, counts, held, candidates
     )
     steps.then(training_stage(T.rows, sampled_from), options.grid_points(), announced, "trainings")
     best = held.choose(candidates)
-    C, gamma = float(2.0 ** best[0]), float(2.0 ** best[1])
-    problem = engines.SvmProblem.from_data(Xb, yb, options.scoring.class_weight, cache)
-    model = engines.train_rbf(problem, C, gamma)
+    model = _train_final(Xb, yb, best, options, cache)
     steps.tick(steps.total)
     steps.check_time()
     s = score(model, V)
@@ -368,34 +358,89 @@ def run(
         predicted=s.predicted,
         scores=s.scores,
         seconds=time.perf_counter() - t0,
-        info={
-            "C": C,
-            "gamma": gamma,
-            "log2_C": best[0],
-            "log2_gamma": round(best[1], 6),
-            "tune_rows": tune_rows,
-            "select_rows": held.rows,
-            "passed_over": held.passed_over,
-            "grid_passed_over": list(search.passed_over),
-            "rows": T.rows,
-            "support_vectors": model.n_sv,
-            # The stage's prediction once its search has run (kcheck.plan.done_share): the
-            # search as it ran, the trainings that ran predicted from its support vectors and
-            # iterations at their points, and what the caller runs after them.
-            "revised_seconds": round(
-                then_seconds
-                + _search_seconds(counts, tune_rows)
-                + rbf_sample.beyond_count(search, tune_rows, counts.n_classes, options)
-                + _trainings_predicted(
-                    search, tune_rows, options.folds, counts, list(held.scores), held, best
-                ),
-                3,
-            ),
-        },
+        info=_info(T, search, held, model, best, tune_rows, counts, options, then_seconds),
         predict=model.predict,
         cv_accuracy=_cv_accuracy(search, best, tune_rows),
         model=model,
     )
+
+
+def _search_stage(
+    T: Dataset, V: Dataset, options: Tuning, tune_rows: int, ctx: Context
+) -> SearchThenStage:
+    """The checker's progress, started with the search's own prediction."""
+    steps = _steps(ctx, options)
+    # The search is a stage of its own: announced with its own count, not the checker's, as
+    # it takes (its folds side by side at two jobs or more).
+    searched = _search_seconds(_counts(T, V, int(np.unique(T.y).size)), tune_rows)
+    steps.predicted = round(searched * rbf_sample.search_share(min(tune_rows, T.rows), options), 3)
+    steps.tick(0)
+    return steps
+
+
+def _announced_seconds(
+    search: Search,
+    tune_rows: int,
+    options: Tuning,
+    counts: Counts,
+    held: _Held,
+    candidates: list[tuple[float, float]],
+) -> float:
+    """The trainings' prediction that their stage is announced with, and its warning line
+    compares with: the candidates that will train and the final training at the sample's
+    best (the larger C's depends on the held-out scores, and is left out)."""
+    sample_best = (search.log2_C, search.log2_gamma)
+    trained = held.will_train(candidates)
+    return _trainings_predicted(
+        search, tune_rows, options.folds, counts, trained, held, sample_best
+    )
+
+
+def _train_final(
+    X: sp.csr_matrix, y: np.ndarray, best: tuple[float, float], options: Tuning, cache: float
+) -> engines.RbfModel:
+    """The RBF SVM at the chosen (log2 C, log2 gamma), trained on all of T."""
+    C, gamma = float(2.0 ** best[0]), float(2.0 ** best[1])
+    problem = engines.SvmProblem.from_data(X, y, options.scoring.class_weight, cache)
+    return engines.train_rbf(problem, C, gamma)
+
+
+def _info(
+    T: Dataset,
+    search: Search,
+    held: _Held,
+    model: engines.RbfModel,
+    best: tuple[float, float],
+    tune_rows: int,
+    counts: Counts,
+    options: Tuning,
+    then_seconds: float,
+) -> dict[str, Any]:
+    """What the result says of the tuning and the model, for the verdict JSON."""
+    return {
+        "C": float(2.0 ** best[0]),
+        "gamma": float(2.0 ** best[1]),
+        "log2_C": best[0],
+        "log2_gamma": round(best[1], 6),
+        "tune_rows": tune_rows,
+        "select_rows": held.rows,
+        "passed_over": held.passed_over,
+        "grid_passed_over": list(search.passed_over),
+        "rows": T.rows,
+        "support_vectors": model.n_sv,
+        # The stage's prediction once its search has run (kcheck.plan.done_share): the
+        # search as it ran, the trainings that ran predicted from its support vectors and
+        # iterations at their points, and what the caller runs after them.
+        "revised_seconds": round(
+            then_seconds
+            + _search_seconds(counts, tune_rows)
+            + rbf_sample.beyond_count(search, tune_rows, counts.n_classes, options)
+            + _trainings_predicted(
+                search, tune_rows, options.folds, counts, list(held.scores), held, best
+            ),
+            3,
+        ),
+    }
 
 
 def _cv_accuracy(search: Search, point: tuple[float, float], tune_rows: int) -> float | None:

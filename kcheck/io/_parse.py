@@ -372,7 +372,7 @@ def _drop_qids(c: Array, nl: Array, starts: Array, ends: Array) -> bool:
     return True
 
 
-def fast_chunk(text: bytes, zero_based: bool) -> Part | None:
+def fast_chunk(text: bytes, zero_based: bool) -> Part | None:  # noqa: C901 - hostile data, one pass
     """Parse text (whole lines) or return None if it needs the careful parser."""
     size = len(text)
     ends_nl = text[-1] == 0x0A

@@ -334,7 +334,7 @@ def _weight_lines_slow(r: Reader, data: bytes, nr_w: int) -> None:
 # --- LIBSVM -----------------------------------------------------------------------------------
 
 
-def _read_svm(r: Reader, limit: int) -> SvmFile:
+def _read_svm(r: Reader, limit: int) -> SvmFile:  # noqa: C901 - hostile input, field by field
     svm_type: str | None = None
     kernel: str | None = None
     nr_class = total_sv = degree = None

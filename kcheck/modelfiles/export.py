@@ -213,10 +213,7 @@ def export(
     _check_kind(kind, terms, probability)
     y = _training_labels(y)
     X = engines.as_binding_csr(X)
-    kernel = kind == "kernel"
-    start = (start or GRID_START) if kernel else None
-    if start is not None and start.point is not None:
-        grid = grid.starting_at(start.point)
+    start, grid = _search_start(kind, grid, start)
     seconds, line = predicted(
         X,
         y,
@@ -228,8 +225,7 @@ def export(
         start=start,
     )
     report(Event(_first_stage(kind), predicted_seconds=seconds, line=line))
-    range_path = path + RANGE_SUFFIX
-    with atomic_paths(_files(path, range_path, terms)) as (model_tmp, range_tmp, *spec_tmp):
+    with atomic_paths(_files(path, path + RANGE_SUFFIX, terms)) as (model_tmp, range_tmp, *spec):
         train = functools.partial(
             _train_and_save,
             X,
@@ -244,14 +240,43 @@ def export(
             class_weight,
         )
         trained = _train_before(deadline, train, report, kind, path)
-        write_range_file(range_tmp, scaler)
-        if terms is not None:
-            with open(spec_tmp[0], "w", encoding="ascii") as f:
-                f.write(spec_text(terms, zero_based=zero_based))
+        _write_beside(range_tmp, spec, scaler, terms, zero_based)
+    return _entry(path, kind, terms, start, class_weight, trained, t0)
+
+
+def _search_start(kind: str, grid: Grid, start: Start | None) -> tuple[Start | None, Grid]:
+    """Where the kernel model's search starts (None for a linear model) and the grid it runs:
+    a climb from the start's point where it has one."""
+    start = (start or GRID_START) if kind == "kernel" else None
+    if start is not None and start.point is not None:
+        grid = grid.starting_at(start.point)
+    return start, grid
+
+
+def _write_beside(
+    range_tmp: str, spec_tmp: list[str], scaler: Scaler, terms: TermSpec | None, zero_based: bool
+) -> None:
+    """The files saved beside the model: the range file, and the term spec with ``terms``."""
+    write_range_file(range_tmp, scaler)
+    if terms is not None:
+        with open(spec_tmp[0], "w", encoding="ascii") as f:
+            f.write(spec_text(terms, zero_based=zero_based))
+
+
+def _entry(
+    path: str,
+    kind: str,
+    terms: TermSpec | None,
+    start: Start | None,
+    class_weight: engines.ClassWeight | None,
+    trained: _Trained,
+    t0: float,
+) -> dict[str, Any]:
+    """The verdict JSON's ``model`` entry: the files, the parameters and how they were found."""
     params, cv, search_rows, grid_points = trained
     return {
         "path": path,
-        "range_path": range_path,
+        "range_path": path + RANGE_SUFFIX,
         **({} if terms is None else {"terms_path": spec_path(path)}),
         "kind": kind,
         "start": None if start is None else start.source,

@@ -399,7 +399,7 @@ def read_range_file(
         ) from exc
 
 
-def _parse_range_file(
+def _parse_range_file(  # noqa: C901 - hostile input, checked line by line
     path: str,
     lines: Iterator[tuple[int, str]],
     n_features: int | None,

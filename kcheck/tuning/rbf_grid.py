@@ -388,60 +388,106 @@ def rbf_grid_search(
     first = grid.first_points
     if not first:
         raise KcheckError("the RBF grid is empty")
-    scores: dict[tuple[float, float], float] = {}
-    total = [grid.expected_points]
-    t0 = time.perf_counter()
-    report(Event(stage, 0, total[0], GRID_POINTS))
-
-    def done(point: tuple[float, float], correct: float) -> None:
-        scores[point] = correct
-        n = len(scores)
-        total[0] = max(total[0], n)
-        report(_estimate(stage, n, total[0], time.perf_counter() - t0))
-
-    def recount(pending: int) -> None:
-        """The total once the points still to score are known."""
-        total[0] = (
-            len(scores) + pending if grid.start is None else max(total[0], len(scores) + pending)
-        )
-        report(Event(stage, len(scores), total[0], GRID_POINTS))
-
+    tally = _Tally(grid, stage, report)
+    report(Event(stage, 0, tally.total, GRID_POINTS))
     Xb = engines.as_binding_csr(X)
-    jobs = parallel_jobs(jobs, len(first), Xb)
+    jobs, cache_mb = _processes(parallel_jobs(jobs, len(first), Xb), memory)
+    evaluator = _evaluator(
+        Xb,
+        np.asarray(y, np.float64),
+        _cv_args(seed, balanced),
+        jobs=jobs,
+        scheduler=scheduler,
+        class_weight=class_weight,
+        cache_mb=cache_mb,
+    )
+    try:
+        evaluator.run(first, tally.done)
+        if grid.start is not None:
+            _climb(grid, tally.scores, evaluator.run, tally.done, tally.recount)
+        elif grid.refine:
+            fine = [p for p in grid.refined(best_point(tally.scores)) if p not in tally.scores]
+            tally.recount(len(fine))
+            evaluator.run(fine, tally.done)
+    finally:
+        evaluator.close()
+    tally.finish()
+    c, g = best_point(tally.scores)
+    return GridResult(c, g, tally.scores[(c, g)], int(y.size), tally.scores, balanced)
+
+
+class _Tally:
+    """The points a search has scored, and the progress events that count them."""
+
+    def __init__(self, grid: Grid, stage: str, report: Progress) -> None:
+        self.grid = grid
+        self.stage = stage
+        self.report = report
+        self.scores: dict[tuple[float, float], float] = {}
+        self.total = grid.expected_points
+        self.t0 = time.perf_counter()
+
+    def done(self, point: tuple[float, float], correct: float) -> None:
+        """A point scored: its score kept, and the progress (with an estimate) reported."""
+        self.scores[point] = correct
+        n = len(self.scores)
+        self.total = max(self.total, n)
+        self.report(_estimate(self.stage, n, self.total, time.perf_counter() - self.t0))
+
+    def recount(self, pending: int) -> None:
+        """The total once the points still to score are known."""
+        scored = len(self.scores)
+        self.total = (
+            scored + pending if self.grid.start is None else max(self.total, scored + pending)
+        )
+        self.report(Event(self.stage, scored, self.total, GRID_POINTS))
+
+    def finish(self) -> None:
+        """A last event where the points scored were not the total last reported."""
+        if self.total != len(self.scores):
+            self.report(Event(self.stage, len(self.scores), len(self.scores), GRID_POINTS))
+
+
+def _processes(jobs: int, memory: SearchMemory | None) -> tuple[int, float]:
+    """The processes a search runs in and each one's kernel cache, within ``memory``."""
     cache_mb: float = engines.SVM_CACHE_MB
     if memory is not None:
         jobs = min(jobs, memory.jobs)
         cache_mb = memory.cache_mb if jobs > 1 else memory.alone_mb
+    return jobs, cache_mb
+
+
+def _cv_args(seed: int, balanced: bool) -> dict[str, Any]:
+    """The CV's keyword arguments, the same at every grid point."""
     cv_args: dict[str, Any] = {"folds": FOLDS, "seed": seed}
     if balanced:
         cv_args["balanced"] = True
-    yb = np.asarray(y, np.float64)
-    evaluator: _Evaluator | _ClusterEvaluator = (
-        _Evaluator(Xb, yb, cv_args=cv_args, jobs=jobs, class_weight=class_weight, cache_mb=cache_mb)
-        if scheduler is None
-        else _ClusterEvaluator(
-            Xb,
-            yb,
-            cv_args=cv_args,
-            scheduler=scheduler,
-            class_weight=class_weight,
-            cache_mb=cache_mb,
+    return cv_args
+
+
+def _evaluator(
+    X: sp.csr_matrix,
+    y: np.ndarray,
+    cv_args: dict[str, Any],
+    *,
+    jobs: int,
+    scheduler: str | None,
+    class_weight: engines.ClassWeight | None,
+    cache_mb: float,
+) -> _Evaluator | _ClusterEvaluator:
+    """What runs the points: local processes, or a Dask cluster where ``scheduler`` names one."""
+    if scheduler is None:
+        return _Evaluator(
+            X, y, cv_args=cv_args, jobs=jobs, class_weight=class_weight, cache_mb=cache_mb
         )
+    return _ClusterEvaluator(
+        X,
+        y,
+        cv_args=cv_args,
+        scheduler=scheduler,
+        class_weight=class_weight,
+        cache_mb=cache_mb,
     )
-    try:
-        evaluator.run(first, done)
-        if grid.start is not None:
-            _climb(grid, scores, evaluator.run, done, recount)
-        elif grid.refine:
-            fine = [p for p in grid.refined(best_point(scores)) if p not in scores]
-            recount(len(fine))
-            evaluator.run(fine, done)
-    finally:
-        evaluator.close()
-    if total[0] != len(scores):
-        report(Event(stage, len(scores), len(scores), GRID_POINTS))
-    c, g = best_point(scores)
-    return GridResult(c, g, scores[(c, g)], int(y.size), scores, balanced)
 
 
 def _climb(
