@@ -323,8 +323,7 @@ def _exact_over(v: dict[str, Any], gaps: dict[str, dict[str, Any]]) -> str:
         text += (
             f". The interval{'' if one else 's'} of {intervals} on the validation split "
             f"{'reaches' if one else 'reach'} epsilon too; exact mode's measurement, repeated "
-            "cross-validation on all rows, stands over "
-            + ("it" if one else "them")
+            "cross-validation on all rows, stands over " + ("it" if one else "them")
         )
     return text
 
