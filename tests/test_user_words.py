@@ -566,3 +566,45 @@ def test_a_clear_linear_over_a_proxys_straddling_interval_names_the_proxy() -> N
     assert all(words[n] in said for n in near), said[-1500:]
     readme = " ".join((ROOT / "README.md").read_text().split())
     assert "| `linear (clear)` | every method's 95% interval lies below epsilon" not in readme
+
+
+# --- 4. "Next:" says what the next command costs and repeats the run's options ------------------
+
+
+@pytest.mark.slow
+def test_next_says_what_the_model_costs_and_keeps_the_runs_options(tmp_path: Path) -> None:
+    """After a kernel verdict the suggested ``--model-out`` ran a grid search for minutes with
+    no word of its cost beforehand, and dropped the run's ``--max-rows`` and ``--checkers``
+    (a check on other rows, with other checkers)."""
+    import numpy as np
+
+    from kcheck.io.data import write_libsvm
+    from kcheck.modelfiles import export
+    from kcheck.tuning.rbf_grid import duration_text
+
+    rng = np.random.default_rng(1)
+    X = rng.uniform(-1, 1, (700, 4))
+    path = tmp_path / "ring.svm"
+    write_libsvm(str(path), np.where(X[:, 0] ** 2 + X[:, 1] ** 2 > 0.5, 1.0, -1.0), X)
+    out = tmp_path / "v.json"
+    options = "--max-rows 600 --checkers degree2,multilinear"
+    code, screen = on_a_terminal(
+        ["check", str(path), "--explain", *options.split(), "-o", str(out)], columns=250
+    )
+    v = json.loads(out.read_text())
+    assert code == 0 and v["verdict"] == "kernel", screen[-1500:]
+    d = v["data"]
+    kernel = export.seconds_of(
+        "kernel",
+        rows=d["rows"],
+        nnz=d["nnz"],
+        features=d["features"],
+        n_classes=len(d["classes"]),
+        jobs=os.cpu_count() or 1,
+    )
+    said = " ".join(re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", screen).split())
+    assert (
+        f"Next: `kcheck check {path} {options} --model-out MODEL` trains it "
+        f"(about {duration_text(kernel)} predicted)"
+    ) in said, said[-2000:]
+    assert f"`kcheck check {path} {options} --explain --model-out MODEL --model linear+" in said

@@ -35,7 +35,7 @@ from kcheck.cli.render import (
     verdict_table,
 )
 from kcheck.cli.ui import Ui
-from kcheck.cli.words import verdict_summary
+from kcheck.cli.words import model_cost, same_run, verdict_summary
 from kcheck.defaults import products_of
 from kcheck.errors import KcheckError, recorded_warnings
 from kcheck.io.atomic import OutputSet
@@ -66,7 +66,8 @@ def show_verdict(
 
     if (sentence := explain_sentence(v)) is not None:
         ui.show(Text(sentence))
-    if (cheaper := cheaper_model_sentence(v)) is not None:
+    cost = model_cost(v, "linear")
+    if (cheaper := cheaper_model_sentence(v, same_run(v), cost)) is not None:
         ui.show(Text(cheaper))
     if v.get("test"):
         t = v["test"]

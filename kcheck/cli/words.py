@@ -218,6 +218,44 @@ def _moved(v: dict[str, Any], c: dict[str, Any]) -> str:
     return f"scored {size} points{_in_metric(v)} below linear"
 
 
+def same_run(v: dict[str, Any]) -> str:
+    """The options of this run that a suggested ``kcheck check`` must repeat to train on the
+    same rows with the same checkers: ``--max-rows`` and a ``--checkers`` other than the
+    default (``--metric`` is the caller's)."""
+    from kcheck.defaults import DEFAULT_CHECKERS
+
+    said = ""
+    sampling = v["data"].get("sampling")
+    if sampling:
+        said += f" --max-rows {sampling['max_rows']}"
+    # The plan names every checker asked for, a stand-in that did not run included.
+    steps = (v.get("plan") or {}).get("steps") or ()
+    names = [s["name"] for s in steps if s.get("role") in ("proxy", "stand-in")]
+    if names and set(names) != set(DEFAULT_CHECKERS):
+        order = dict.fromkeys(n for n in (*DEFAULT_CHECKERS, *names) if n in names)
+        said += f" --checkers {','.join(order)}"
+    return said
+
+
+def model_cost(v: dict[str, Any], kind: str) -> str:
+    """``about 34 min predicted``: what ``--model-out`` is predicted to take for a ``kind``
+    model (``kernel``: the RBF grid search and training) on this check's data, from its counts,
+    at the command's default jobs (the CPU count)."""
+    from kcheck.modelfiles import export
+    from kcheck.tuning.rbf_grid import duration_text
+
+    d = v["data"]
+    seconds = export.seconds_of(
+        "kernel" if kind == "kernel" else "linear",
+        rows=int(d["rows"]),
+        nnz=int(d["nnz"]),
+        features=int(d.get("features") or 0),
+        n_classes=max(2, len(d.get("classes") or ())),
+        jobs=os.cpu_count() or 1,
+    )
+    return f"about {duration_text(seconds)} predicted"
+
+
 def verdict_summary(v: dict[str, Any], model_out: str | None = None) -> str:
     """The verdict in plain words, from the rule's record of what decided
     (:func:`decision_record`): which gap or interval, which skip and why, and what to do next;
@@ -229,8 +267,9 @@ def verdict_summary(v: dict[str, Any], model_out: str | None = None) -> str:
     metric = v.get("metric") or "accuracy"
     if metric != "accuracy":  # the next commands train and verify in the same metric
         data += f" --metric {metric}"
+    again = data + same_run(v)
     train = (
-        f"`kcheck check {data} --model-out MODEL` trains it"
+        f"`kcheck check {again} --model-out MODEL` trains it ({model_cost(v, str(v['verdict']))})"
         if model_out is None
         else "the model for --model-out is trained now, then "
         f"`kcheck predict {shlex.quote(model_out)} FILE` labels new data with it"

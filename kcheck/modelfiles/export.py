@@ -298,6 +298,37 @@ def _first_stage(kind: str) -> str:
     return SEARCH_STAGE if kind == "kernel" else "training the linear model on all rows"
 
 
+def seconds_of(
+    kind: str,
+    *,
+    rows: int,
+    nnz: int,
+    features: int,
+    n_classes: int,
+    grid: Grid = EXPORT_GRID,
+    max_search_rows: int = MAX_SEARCH_ROWS,
+    jobs: int = 1,
+    probability: bool = False,
+) -> float:
+    """:func:`predicted`'s seconds from the data's counts alone, which a check's JSON holds: a
+    suggested ``--model-out`` says its cost before anyone runs it."""
+    if kind != "kernel":
+        return budget.linear_seconds(nnz, n_classes)
+    search_rows = min(rows, max_search_rows)
+    seconds = search_seconds(
+        grid,
+        rows=search_rows,
+        nnz=int(nnz * search_rows / max(rows, 1)),
+        n_classes=n_classes,
+        jobs=jobs,
+        features=features,
+    )
+    fit = budget.rbf_fit_seconds(
+        rows=rows, nnz=nnz, predict_rows=0, n_classes=n_classes, features=features
+    )
+    return seconds + fit * (PROBABILITY_FACTOR if probability else 1.0)
+
+
 def predicted(
     X: sp.csr_matrix,
     y: np.ndarray,
@@ -316,25 +347,23 @@ def predicted(
     expected points on the search rows) and its training on all rows."""
     rows, nnz, features = int(X.shape[0]), int(X.nnz), int(X.shape[1])
     classes = int(np.unique(y).size)
+    seconds = seconds_of(
+        kind,
+        rows=rows,
+        nnz=nnz,
+        features=features,
+        n_classes=classes,
+        grid=grid,
+        max_search_rows=max_search_rows,
+        jobs=jobs,
+        probability=probability,
+    )
     if kind != "kernel":
-        seconds = budget.linear_seconds(nnz, classes)
         return seconds, (
             f"{kind} model: C search and training on all {rows:,} rows; "
             f"predicted about {duration_text(seconds)}"
         )
     search_rows = min(rows, max_search_rows)
-    seconds = search_seconds(
-        grid,
-        rows=search_rows,
-        nnz=int(nnz * search_rows / max(rows, 1)),
-        n_classes=classes,
-        jobs=jobs,
-        features=features,
-    )
-    fit = budget.rbf_fit_seconds(
-        rows=rows, nnz=nnz, predict_rows=0, n_classes=classes, features=features
-    )
-    seconds += fit * (PROBABILITY_FACTOR if probability else 1.0)
     where = f"{search_rows:,} rows" if search_rows == rows else f"a sample of {search_rows:,} rows"
     begin = (start or GRID_START).text()
     return seconds, (

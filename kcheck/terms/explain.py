@@ -294,11 +294,14 @@ def explain_sentence(v: dict[str, Any]) -> str | None:
     )
 
 
-def cheaper_model_sentence(v: dict[str, Any]) -> str | None:
+def cheaper_model_sentence(
+    v: dict[str, Any], options: str = "", cost: str | None = None
+) -> str | None:
     """Where ``--explain`` found that linear + K products recovers the kernel's gain, less at
     most epsilon / 2, on V: a line that says so and gives the ``--model linear+K`` command
-    (the smallest such K). None otherwise: no ``--explain``, a ``linear`` verdict, or a metric
-    other than accuracy (the linear + K gaps are in accuracy)."""
+    (the smallest such K), with the run's own ``options`` and the model's predicted ``cost``.
+    None otherwise: no ``--explain``, a ``linear`` verdict, or a metric other than accuracy
+    (the linear + K gaps are in accuracy)."""
     ex = v.get("explain")
     deciding = v.get("deciding_checker")
     if (
@@ -326,6 +329,6 @@ def cheaper_model_sentence(v: dict[str, Any]) -> str | None:
     return (
         f"linear + {products} gains {pts(100 * pick['gap'])} points on the validation split, "
         f"within epsilon/2 of the kernel's {pts(100 * kernel_gap)}: a cheaper model than the "
-        f"kernel. `kcheck check {data} --explain --model-out MODEL --model linear+{k}` "
-        "trains it."
+        f"kernel. `kcheck check {data}{options} --explain --model-out MODEL --model linear+{k}` "
+        "trains it" + ("." if cost is None else f" ({cost}).")
     )
