@@ -54,7 +54,7 @@ from kcheck.scoring import Scoring, oriented
 from kcheck.second_fold import SecondFold, second_split
 from kcheck.split import stratified_split
 from kcheck.terms import explain
-from kcheck.verdict import Decision, Gap, Outcome, remeasure, rule
+from kcheck.verdict import Decision, Gap, Outcome, interval_floor, remeasure, rule
 
 __all__ = ["CheckReport", "run"]
 
@@ -145,6 +145,7 @@ def run(
         warnings=[
             *decision.notes(registry.words),
             *_sanity_warnings(results),
+            *_alike_warnings(results, V),
             *unseen_warnings(test),
             *read_notes,
         ],
@@ -676,6 +677,29 @@ def _test_json(tested: Tested, scoring: Scoring) -> dict[str, Any]:
 
 #: A CV accuracy this far above the accuracy on V points to a fault (see DESIGN.md hazards).
 CV_VAL_ALARM = 0.10
+
+
+def _alike_warnings(results: dict[str, CheckerResult], V: Dataset) -> list[str]:
+    """Name each method that was right or wrong exactly where its linear reference was, on
+    every point its gap is measured on: its interval is then the floor those points allow
+    (kcheck.verdict.interval_floor), not a measurement, and says how few they are."""
+    notes = []
+    base = results["linear"]
+    for name, r in results.items():
+        reference = r.reference_correct if r.reference_correct is not None else base.correct
+        if name == "linear" or r.correct is None or reference is None:
+            continue
+        if np.shape(r.correct) != np.shape(reference):
+            continue
+        d = np.asarray(r.correct, dtype=np.float64) - np.asarray(reference, dtype=np.float64)
+        if d.size and np.ptp(d) == 0:
+            n = int(d.size)
+            notes.append(
+                f"{name}: it and linear were right or wrong alike on all {n:,} points its gap "
+                f"is measured on, so its 95% interval is only the floor that {n:,} points allow "
+                f"(+-{100 * interval_floor(n):.1f} points): too few points to measure the gap"
+            )
+    return notes
 
 
 def _sanity_warnings(results: dict[str, CheckerResult]) -> list[str]:

@@ -17,7 +17,7 @@ import numpy as np
 from kcheck import metrics
 from kcheck.defaults import DEFAULT_METRIC, METRICS
 from kcheck.errors import KcheckError
-from kcheck.verdict import Gap, paired_gap
+from kcheck.verdict import Gap, interval_floor, paired_gap
 
 #: Per-class multipliers of C: ((label, weight), ...), as the engines take them.
 ClassWeight = tuple[tuple[float, float], ...]
@@ -90,7 +90,8 @@ class Scoring:
             d, (low, high) = metrics.auc_gap(
                 self._positive_mask(y), self._scores(checker), self._scores(linear)
             )
-            return Gap(d, low, high)
+            half = max((high - low) / 2, interval_floor(float(np.size(y))))
+            return Gap(d, min(low, d - half), max(high, d + half))
         weights = self._point_weights(y) if self.metric == "balanced" else None
         return paired_gap(checker.correct, linear.correct, weights=weights)
 

@@ -69,6 +69,7 @@ def paired_gap(
     if weights is None:
         mean = float(d.mean())
         se = float(d.std(ddof=1) / math.sqrt(d.size)) if d.size > 1 else 0.0
+        points = float(d.size)
     else:
         w = np.asarray(weights, dtype=np.float64)
         if w.shape != d.shape or not np.all(w >= 0) or not w.sum() > 0:
@@ -77,7 +78,21 @@ def paired_gap(
         mean = float(np.sum(w * d))
         n = d.size
         se = float(math.sqrt(np.sum(w**2 * (d - mean) ** 2) * n / (n - 1))) if n > 1 else 0.0
-    return Gap(mean, mean - Z95 * se, mean + Z95 * se)
+        points = float(1.0 / np.sum(w**2))  # the effective number of points
+    half = max(Z95 * se, interval_floor(points))
+    return Gap(mean, mean - half, mean + half)
+
+
+def interval_floor(points: float) -> float:
+    """The least half-width of a gap's 95% interval on ``points`` scored points: Z95 / (n + 1).
+
+    Where two models are right or wrong alike on every point, the sample variance of their
+    differences is 0 and the normal interval collapses to the gap itself: 10, 12 and 30 rows
+    were called ``linear (clear)`` on +0.0 [+0.0, +0.0]. Not seeing a discordant pair among n
+    leaves a discordance rate of about 1 / (n + 1) (one pseudo-pair, as an add-one estimate
+    takes), whose standard error is the floor's. It binds only where no pair, or one, differs:
+    one discordant pair already gives a standard error of about 1 / n."""
+    return Z95 / (points + 1.0)
 
 
 def reaches(x: float, epsilon: float) -> bool:

@@ -608,3 +608,26 @@ def test_next_says_what_the_model_costs_and_keeps_the_runs_options(tmp_path: Pat
         f"(about {duration_text(kernel)} predicted)"
     ) in said, said[-2000:]
     assert f"`kcheck check {path} {options} --explain --model-out MODEL --model linear+" in said
+
+
+# --- 3. tiny data is not clear on a degenerate interval ------------------------------------------
+
+
+@pytest.mark.parametrize("rows", [10, 12, 30])
+def test_a_few_rows_are_never_clear_on_an_interval_of_zero_width(rows: int, tmp_path: Path) -> None:
+    """10, 12 and 30 rows: ``linear (clear)`` on +0.00 [+0.0, +0.0], linear and the checkers
+    alike on every validation point. The interval now has the floor its points allow, and a
+    warning names how few they are."""
+    lines = (DATASETS / "heart_scale").read_text().splitlines()[:rows]
+    path = tmp_path / "few.svm"
+    path.write_text("\n".join(lines) + "\n")
+    r = run_kcheck(["check", str(path), "-q", "--exact", "never"])
+    v = json.loads(r.stdout)
+    for name, c in v["checkers"].items():
+        if c.get("gap_ci95") is not None:
+            low, high = c["gap_ci95"]
+            assert high - low > 0.1, (name, c)
+    alike = [w for w in v["warnings"] if "right or wrong alike on all" in w]
+    assert v["margin"] == "borderline" or not alike, v
+    points = v["split"]["validation"]
+    assert all(f"all {points:,} points" in w for w in alike), alike

@@ -26,10 +26,24 @@ def test_paired_gap_against_hand_computation():
     assert g.high == pytest.approx(1 / 8 + 1.959964 * se, abs=1e-6)
 
 
-def test_identical_predictions_have_zero_width():
+def test_identical_predictions_have_the_floor_of_their_points_not_zero_width():
+    """Alike on every point: a zero variance said +0.0 [+0.0, +0.0], whatever the points."""
     a = np.array([1, 0, 1, 1], dtype=bool)
     g = paired_gap(a, a)
-    assert g == Gap(0.0, 0.0, 0.0)
+    assert g.high == pytest.approx(1.959964 / 5)
+    assert g.low == pytest.approx(-1.959964 / 5) and g.value == 0.0
+    many = np.ones(1000, dtype=bool)
+    assert paired_gap(many, many).high == pytest.approx(1.959964 / 1001)
+
+
+@pytest.mark.parametrize("n", [3, 10, 68, 250, 5000])
+def test_the_floor_binds_only_where_no_pair_differs(n: int) -> None:
+    a = np.zeros(n, dtype=bool)
+    b = a.copy()
+    b[0] = True  # one discordant pair: the normal interval is wider than the floor
+    g = paired_gap(a, b)
+    se = (a.astype(float) - b).std(ddof=1) / np.sqrt(n)
+    assert g.high - g.value == pytest.approx(1.959964 * se)
 
 
 def test_rule_kernel_when_any_gap_reaches_epsilon():
