@@ -631,3 +631,15 @@ def test_a_few_rows_are_never_clear_on_an_interval_of_zero_width(rows: int, tmp_
     assert v["margin"] == "borderline" or not alike, v
     points = v["split"]["validation"]
     assert all(f"all {points:,} points" in w for w in alike), alike
+
+
+# --- 10. -q at a terminal without -o ----------------------------------------------------------
+
+
+def test_quiet_at_a_terminal_without_o_prints_the_verdict() -> None:
+    """stdout a terminal, so no JSON; -q, so no table: the run printed nothing at all."""
+    args = ["check", str(DATASETS / "heart_scale"), "--exact", "never"]
+    code, screen = on_a_terminal([*args, "-q"])
+    v = json.loads(run_kcheck([*args, "-q"]).stdout)
+    assert code == 0
+    assert screen.strip() == f"{v['verdict']} ({v['margin']})", screen

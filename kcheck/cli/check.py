@@ -204,7 +204,8 @@ CHECK_HELP = """Decide whether TRAIN needs a Gaussian kernel or a linear model i
 
 TRAIN is a LIBSVM-format file (.gz, .bz2 and .xz are read directly); - reads it from
 stdin. On a terminal, a table and the verdict in plain words go to stderr; when stdout is
-not a terminal (or with --json), the JSON verdict goes to stdout.
+not a terminal (or with --json), the JSON verdict goes to stdout. With -q on a terminal and
+no -o, stdout gets the verdict alone: linear (clear).
 
 \b
 Examples:
@@ -334,5 +335,7 @@ def check(
             _write_junit(junit_out, [{"name": train, "status": "ok", **verdict}], opts)
     if to_stdout:
         print_json(verdict)
+    elif ui.quiet and output is None:  # -q at a terminal: the verdict, not nothing
+        click.echo(f"{verdict['verdict']} ({verdict['margin']})")
     if fail_on is not None and verdict["verdict"] == fail_on:
         raise GateTripped(f"verdict is {fail_on} (--fail-on {fail_on})")
