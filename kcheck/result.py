@@ -229,6 +229,10 @@ class VerifyResult:
             "margin": self.decision.margin,
             "check": self.check,
             "confirms": None if self.check is None else self.check["verdict"] == self.verdict,
+            # Agreeing verdicts that are both borderline settle nothing: the words say so.
+            "both_borderline": None
+            if self.check is None
+            else self.check.get("margin") == "borderline" == self.decision.margin,
             "warnings": self.warnings,
             "seconds": _seconds(self.finished - self.started),
         }

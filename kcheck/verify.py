@@ -186,7 +186,13 @@ def run(config: VerifyConfig, progress: Progress | None = None) -> VerifyResult:
             if lin.test_score is None or rbf.test_score is None
             else rbf.test_score - lin.test_score
         ),
-        check=None if check is None else {"path": config.check_json, "verdict": check["verdict"]},
+        check=None
+        if check is None
+        else {
+            "path": config.check_json,
+            "verdict": check["verdict"],
+            "margin": check.get("margin"),
+        },
         warnings=notes + unseen_warnings(test),
         started=t_start,
     )

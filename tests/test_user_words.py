@@ -643,3 +643,23 @@ def test_quiet_at_a_terminal_without_o_prints_the_verdict() -> None:
     v = json.loads(run_kcheck([*args, "-q"]).stdout)
     assert code == 0
     assert screen.strip() == f"{v['verdict']} ({v['margin']})", screen
+
+
+def test_verify_that_agrees_with_a_borderline_check_on_a_borderline_reference_says_so(
+    tmp_path: Path,
+) -> None:
+    """The first 80 rows of heart_scale: check and verify both say linear (borderline), and
+    verify said it "confirms" the check, which settles nothing."""
+    lines = (DATASETS / "heart_scale").read_text().splitlines()[:80]
+    path = tmp_path / "h80.svm"
+    path.write_text("\n".join(lines) + "\n")
+    check = tmp_path / "c.json"
+    run_kcheck(["check", str(path), "-q", "--exact", "never", "-o", str(check)])
+    c = json.loads(check.read_text())
+    v = json.loads(run_kcheck(["verify", str(path), "--check-json", str(check), "-q"]).stdout)
+    assert (c["margin"], v["margin"], v["confirms"]) == ("borderline", "borderline", True), v
+    assert v["both_borderline"] is True and v["check"]["margin"] == "borderline"
+    code, screen = on_a_terminal(["verify", str(path), "--check-json", str(check)], columns=200)
+    said = " ".join(re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", screen).split())
+    assert "but both are borderline: neither settles it" in said, said[-1500:]
+    assert "this confirms" not in said

@@ -520,6 +520,12 @@ def verify_summary(v: dict[str, Any]) -> str:
     if v.get("test_gap") is not None:
         text += f"; on the test file {100 * v['test_gap']:+.2f} points{_in_metric(v)}"
     if v["confirms"] is not None:
-        word = "confirms" if v["confirms"] else "does NOT confirm"
-        text += f"; this {word} the check's verdict ({v['check']['verdict']})"
+        if v["confirms"] and v.get("both_borderline"):
+            text += (
+                f"; this agrees with the check's verdict ({v['check']['verdict']}), but both "
+                "are borderline: neither settles it (more data would)"
+            )
+        else:
+            word = "confirms" if v["confirms"] else "does NOT confirm"
+            text += f"; this {word} the check's verdict ({v['check']['verdict']})"
     return text
