@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from runner import Run, alive, descendants, kcheck, startup_seconds, wait_for
+from runner import Run, alive, descendants, kcheck, on_a_terminal, startup_seconds, wait_for
 
 from kcheck import batch
 from kcheck.batch import DataSet, discover, name_skip_reason, sniff, strip_compression
@@ -713,29 +713,9 @@ def test_dash_o_is_stdout_not_a_file(issue_dir, tmp_path):
 @pytest.mark.slow
 def test_on_a_terminal_without_o_the_table_is_shown_not_json(issue_dir):
     """stdout and stderr on a terminal: the summary table, and no JSON glued to the spinner."""
-    import pty
-
     (issue_dir / "broken.svm").unlink()
-    primary, secondary = pty.openpty()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "kcheck", "batch", str(issue_dir), *FAST],
-        stdout=secondary,
-        stderr=secondary,
-        stdin=subprocess.DEVNULL,
-    )
-    os.close(secondary)
-    chunks = []
-    while True:
-        try:
-            chunk = os.read(primary, 65536)
-        except OSError:  # EIO: the terminal's other end was closed
-            break
-        if not chunk:
-            break
-        chunks.append(chunk)
-    os.close(primary)
-    assert proc.wait(timeout=600) == 0
-    screen = b"".join(chunks).decode("utf-8", "replace")
+    code, screen = on_a_terminal(["batch", str(issue_dir), *FAST])
+    assert code == 0, screen
     assert "kcheck batch" in screen and "sg" in screen and "linear" in screen
     assert '{"name"' not in screen and "schema_version" not in screen
 

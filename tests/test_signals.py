@@ -157,16 +157,24 @@ def test_a_signal_as_soon_as_kcheck_handles_it(
 
 # --- while a binding loads its C library --------------------------------------------------------
 
-SIGNAL_AT_BINDING_LOAD = """
-import ctypes
-_load = ctypes.CDLL.__init__
-def load(self, name, *args, **kwargs):
-    if os.path.basename(str(name)).startswith("clib.") and not os.path.exists(MARK):
-        open(MARK, "w").close()
-        os.kill(os.getpid(), SIG)  # as LIBLINEAR's binding loads its own library
-    _load(self, name, *args, **kwargs)
-ctypes.CDLL.__init__ = load
-"""
+
+def at_binding_load(action: str) -> str:
+    """A stage that does ``action`` as a binding loads its own C library (``clib.*``)."""
+    return (
+        "import ctypes\n"
+        "_load = ctypes.CDLL.__init__\n"
+        "def load(self, name, *args, **kwargs):\n"
+        "    if os.path.basename(str(name)).startswith('clib.'):\n"
+        f"        {action}\n"
+        "    _load(self, name, *args, **kwargs)\n"
+        "ctypes.CDLL.__init__ = load\n"
+    )
+
+
+def finished(proc: subprocess.Popen[bytes]) -> Ended:
+    """How a run that needs no signal from the test ended."""
+    _, err = proc.communicate(timeout=600)
+    return Ended(proc.returncode, err.decode("utf-8", "replace"), set())
 
 
 @pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
@@ -175,36 +183,20 @@ def test_a_signal_while_a_binding_loads_its_library(sig: int, code: int, tmp_pat
     copy: the interrupt was taken for a failed load, and a system LIBLINEAR of another version
     ended the run with a traceback ("undefined symbol: get_decfun_rho")."""
     out = tmp_path / "v.json"
-    proc = driver(
-        f"SIG = {int(sig)}\n{SIGNAL_AT_BINDING_LOAD}",
-        ["check", HEART, "-q", "-o", str(out)],
-        tmp_path,
-    )
-    _, err = proc.communicate(timeout=600)
-    ended = Ended(proc.returncode, err.decode("utf-8", "replace"), set())
+    once = f"os.path.exists(MARK) or (open(MARK, 'w').close(), os.kill(os.getpid(), {int(sig)}))"
+    proc = driver(at_binding_load(once), ["check", HEART, "-q", "-o", str(out)], tmp_path)
+    ended = finished(proc)
     assert (tmp_path / "mark").exists(), ended.describe()
     assert ended.code == code, ended.describe()
     assert ended.stderr == INTERRUPTED, ended.describe()
     assert not out.exists()
 
 
-BINDING_LIBRARY_FAILS = """
-import ctypes
-_load = ctypes.CDLL.__init__
-def load(self, name, *args, **kwargs):
-    if os.path.basename(str(name)).startswith("clib."):
-        raise OSError("clib: cannot open shared object file")
-    _load(self, name, *args, **kwargs)
-ctypes.CDLL.__init__ = load
-"""
-
-
 def test_a_binding_whose_library_does_not_load_is_one_line(tmp_path: Path) -> None:
     """Its bare ``except:`` goes on to a system LIBLINEAR (another version: a missing symbol)
     or to none (a plain Exception): a traceback either way."""
-    proc = driver(BINDING_LIBRARY_FAILS, ["check", HEART, "-q"], tmp_path)
-    _, err = proc.communicate(timeout=600)
-    ended = Ended(proc.returncode, err.decode("utf-8", "replace"), set())
+    fails = "raise OSError('clib: cannot open shared object file')"
+    ended = finished(driver(at_binding_load(fails), ["check", HEART, "-q"], tmp_path))
     assert ended.code == 2, ended.describe()
     assert ended.stderr.startswith("kcheck: error: cannot load liblinear: "), ended.describe()
     assert ended.stderr.count("\n") == 1, ended.describe()
