@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import gzip
+import json
 import os
 import select
 import signal
@@ -399,3 +400,28 @@ def test_an_interruptible_call_gives_its_value_and_its_error_to_the_caller() -> 
 
     with pytest.raises(ValueError, match="the binding said no"):
         c_runtime.interruptible(fails)
+
+
+# --- a TMPDIR too long for the fork server's socket --------------------------------------------
+
+
+@pytest.mark.slow
+def test_workers_start_under_a_tmpdir_too_long_for_a_unix_socket(tmp_path: Path) -> None:
+    """The fork server's socket lives in a folder under TMPDIR: past about 70 characters its
+    path no longer fits a Unix socket's, and every run that started workers ended with
+    "kcheck: error: cannot write or read: AF_UNIX path too long"."""
+    long = tmp_path / ("d" * 60) / ("e" * 40)
+    long.mkdir(parents=True)
+    assert len(str(long)) + 40 > 107
+    env = {**os.environ, "TMPDIR": str(long)}
+    fourclass = str(ROOT / "datasets" / "fourclass")
+    r = subprocess.run(
+        [sys.executable, "-m", "kcheck", "verify", fourclass, "-q", "-j", "2"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
+    assert (r.returncode, r.stderr) == (0, ""), r.stderr
+    assert json.loads(r.stdout)["verdict"] in ("linear", "kernel")
+    assert list(long.iterdir()) == []  # nothing of the run's is left there

@@ -164,7 +164,45 @@ def _context(preload: Sequence[str]) -> multiprocessing.context.BaseContext:
     ctx = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
     if "forkserver" in methods:
         ctx.set_forkserver_preload(list(preload))
+        _short_socket_dir()
     return ctx
+
+
+#: The longest path of a Unix socket (sun_path holds 108 bytes, the last one a NUL), and what
+#: multiprocessing adds to its folder for the fork server's: /pymp-XXXXXXXX/listener-XXXXXXXX.
+SOCKET_PATH_MAX = 107
+SOCKET_NAME_LEN = 40
+
+
+def _short_socket_dir() -> None:
+    """Give multiprocessing a folder whose socket paths fit, where TMPDIR is too long for them.
+
+    The fork server listens on a Unix socket in a folder it makes under TMPDIR; a TMPDIR of
+    about 70 characters or more made every ``-j 2`` run that starts workers end with "cannot
+    write or read: AF_UNIX path too long". The folder is made as multiprocessing makes its own
+    (and removed as it removes it), under the first short system folder that can hold it.
+    Nothing else of kcheck's moves out of TMPDIR: only the socket's folder."""
+    import shutil
+    import tempfile
+
+    config = multiprocessing.current_process()._config  # type: ignore[attr-defined]
+    if config.get("tempdir") is not None:
+        return
+    if len(tempfile.gettempdir()) + SOCKET_NAME_LEN <= SOCKET_PATH_MAX:
+        return
+    for base in ("/tmp", "/var/tmp", "/dev/shm"):
+        try:
+            folder = tempfile.mkdtemp(prefix="pymp-", dir=base)
+        except OSError:
+            continue
+        multiprocessing.util.Finalize(
+            None,
+            multiprocessing.util._remove_temp_dir,  # type: ignore[attr-defined]
+            args=(shutil.rmtree, folder),
+            exitpriority=-100,
+        )
+        config["tempdir"] = folder
+        return
 
 
 def process_pool(
