@@ -90,13 +90,13 @@ def plural(n: int, word: str, many: str | None = None) -> str:
 
 
 #: Decimals tried, after a number's own, until it shows which side of epsilon it lies on.
-_MORE_DECIMALS = (3, 4, 5, 6)
+_MORE_DECIMALS = (2, 3, 4, 5, 6)
 
 
 def side_pts(x: float, epsilon: float, decimals: int = 1, sign: bool = True) -> str:
     """A fraction as points with ``decimals`` decimals, or as many more as it takes to show
     which side of ``epsilon`` it lies on: with epsilon 0.02, 0.020036 is '+2.004' (not '+2.0',
-    which reads as epsilon itself) and 0.019869 is '+1.987'. A number equal to epsilon (as the
+    which reads as epsilon itself) and 0.019869 is '+1.99'. A number equal to epsilon (as the
     rule compares them, :func:`kcheck.verdict.reaches`) prints as epsilon."""
     from kcheck.verdict import TIE_DECIMALS, reaches
 
