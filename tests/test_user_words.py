@@ -663,3 +663,24 @@ def test_verify_that_agrees_with_a_borderline_check_on_a_borderline_reference_sa
     said = " ".join(re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", screen).split())
     assert "but both are borderline: neither settles it" in said, said[-1500:]
     assert "this confirms" not in said
+
+
+# --- 6. the run's metric in the model line and the test-file line ------------------------------
+
+
+def test_a_balanced_runs_model_and_test_file_lines_quote_balanced_accuracy(tmp_path: Path) -> None:
+    """Under --metric balanced the saved model's line said "CV accuracy" of a number that is
+    its CV balanced accuracy, and the test-file line quoted plain accuracy beside a table in
+    balanced accuracy."""
+    model, out = tmp_path / "m", tmp_path / "v.json"
+    args = ["check", str(DATASETS / "svmguide1"), "--test", str(DATASETS / "svmguide1.t")]
+    args += ["--metric", "balanced", "--exact", "never", "--checkers", "degree2"]
+    code, screen = on_a_terminal([*args, "--model-out", str(model), "-o", str(out)], columns=200)
+    v = json.loads(out.read_text())
+    said = " ".join(re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", screen).split())
+    assert code == 0, said[-1500:]
+    cv = 100 * v["model"]["cv_accuracy"]
+    assert f"CV balanced accuracy {cv:.2f}%" in said, said[-1500:]
+    linear = 100 * v["test"]["score"]["linear"]
+    rows = v["test"]["rows"]
+    assert f"test file ({rows:,} rows, balanced accuracy): linear {linear:.2f}%" in said

@@ -31,6 +31,7 @@ from kcheck.cli.outputs import (
 from kcheck.cli.render import (
     fmt_acc,
     log2_text,
+    metric_words,
     verdict_footnote,
     verdict_table,
 )
@@ -71,9 +72,9 @@ def show_verdict(
         ui.show(Text(cheaper))
     if v.get("test"):
         t = v["test"]
-        acc = t["accuracy"]
-        parts = [f"{k} {fmt_acc(acc[k])}" for k in ("linear", *v["checkers"]) if k in acc]
-        ui.info(f"test file ({t['rows']:,} rows): " + ", ".join(parts))
+        score = t.get("score") or t["accuracy"]  # in the run's metric
+        parts = [f"{k} {fmt_acc(score[k])}" for k in ("linear", *v["checkers"]) if k in score]
+        ui.info(f"test file ({t['rows']:,} rows, {metric_words(v)[2]}): " + ", ".join(parts))
     for w in warnings:
         ui.warn(w)
     from kcheck.plan import off_prediction
@@ -82,11 +83,14 @@ def show_verdict(
         ui.warn(line)
 
 
-def _show_model(ui: Ui, model: dict[str, Any]) -> None:
+def _show_model(ui: Ui, model: dict[str, Any], metric: str) -> None:
     params = " ".join(
         f"{'g' if k == 'gamma' else k}={log2_text(x)}" for k, x in model["params"].items()
     )
-    cv = f", CV accuracy {fmt_acc(model['cv_accuracy'])}" if model.get("cv_accuracy") else ""
+    # Under another metric the model is class-weighted, and its C (and gamma) were chosen by
+    # CV balanced accuracy: that is the number the JSON's cv_accuracy holds.
+    what = "CV accuracy" if metric == "accuracy" else "CV balanced accuracy"
+    cv = f", {what} {fmt_acc(model['cv_accuracy'])}" if model.get("cv_accuracy") else ""
     search = {
         "exact": "; search started at exact mode's point",
         "rbfsvm": "; search started at rbfsvm's point",
@@ -328,7 +332,7 @@ def check(
         else:
             show_verdict(ui, verdict, verdict["warnings"], model_out)
         if verdict.get("model") and not ui.quiet:
-            _show_model(ui, verdict["model"])
+            _show_model(ui, verdict["model"], str(verdict.get("metric") or "accuracy"))
         if output is not None:
             write_json(verdict, output)
         if junit_out is not None:
