@@ -72,6 +72,7 @@ VERIFY_KEYS = {
     "margin",
     "check",
     "confirms",
+    "both_borderline",
     "warnings",
     "seconds",
 }
@@ -307,7 +308,7 @@ def test_verify_json_keys_and_values(verified: VerifyResult) -> None:
     }
     assert (out["rbf"]["C"], out["rbf"]["gamma"], out["rbf"]["grid_points"]) == (2.0, 0.125, 1)
     assert out["test"] is None and out["test_gap"] is None
-    assert out["check"] is None and out["confirms"] is None
+    assert out["check"] is None and out["confirms"] is None and out["both_borderline"] is None
     assert out["seconds"] == sig6(verified.finished - verified.started)
     json.dumps(out, allow_nan=False)
 

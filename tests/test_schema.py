@@ -71,6 +71,38 @@ def test_schema_files_are_valid_draft_2020_12() -> None:
         assert schema["$id"].endswith("/" + name)
 
 
+GOLDENS = sorted((ROOT / "tests" / "golden").glob("*.json"))
+
+
+def _timings_optional(node: Any) -> Any:
+    """The schema with every ``*seconds`` field optional: the goldens leave timings out."""
+    if isinstance(node, dict):
+        out = {k: _timings_optional(v) for k, v in node.items()}
+        if isinstance(node.get("required"), list):
+            out["required"] = [k for k in node["required"] if not k.endswith("seconds")]
+        return out
+    if isinstance(node, list):
+        return [_timings_optional(v) for v in node]
+    return node
+
+
+@pytest.mark.parametrize("path", GOLDENS, ids=[p.name for p in GOLDENS])
+def test_every_golden_matches_the_schema_but_its_timings(path: Path) -> None:
+    """A field added to the output and the schema fails here at once, in the fast tier, for
+    every golden, not only for the goldens whose runs are fast enough to be in it."""
+    loose = {name: _timings_optional(s) for name, s in SCHEMAS.items()}
+    registry: Registry = Registry().with_resources(
+        (s["$id"], Resource.from_contents(s)) for s in loose.values()
+    )
+    name = "verify.schema.json" if path.name.endswith(".verify.json") else "check.schema.json"
+    check = jsonschema.Draft202012Validator(loose[name], registry=registry)
+    found = [
+        f"{'/'.join(map(str, e.absolute_path)) or '<root>'}: {e.message[:300]}"
+        for e in check.iter_errors(json.loads(path.read_text()))
+    ]
+    assert not found, f"{path.name}: " + "\n".join(found)
+
+
 def test_schema_files_ship_with_the_package() -> None:
     """``pip install .`` must install them: pyproject lists packages, not data, by default."""
     text = (ROOT / "pyproject.toml").read_text()
