@@ -327,6 +327,48 @@ def test_hashes_that_did_not_load_say_nothing() -> None:
     assert (r.returncode, r.stderr) == (0, ""), r.stderr[-2000:]
 
 
+#: The SystemError CPython leaves where an import ran out of address space without a
+#: MemoryError, raised where the check starts, under a limit (``LIMIT``: an address-space cap
+#: far above what the run needs, or none).
+SILENT_NO_ROOM = """
+import resource, sys
+limit = sys.argv.pop(1)
+if limit != "none":
+    resource.setrlimit(resource.RLIMIT_AS, (int(limit), resource.RLIM_INFINITY))
+import kcheck.pipeline
+
+def run(*args, **kwargs):
+    raise SystemError("error return without exception set")
+
+kcheck.pipeline.run = run
+sys.argv = ["kcheck", *sys.argv[1:]]
+from kcheck.__main__ import main
+main()
+"""
+
+
+@pytest.mark.parametrize("limit", [str(64 * 2**30), "none"])
+def test_a_silent_failure_for_room_is_out_of_memory_only_under_a_limit(limit: str) -> None:
+    """Under ``ulimit -v`` the loader can fail without a MemoryError (one run in two at 150M
+    under coverage): that is out of memory, one line. Without a limit the same error is a bug
+    and keeps its traceback."""
+    r = subprocess.run(
+        [sys.executable, "-c", SILENT_NO_ROOM, limit, "check", HEART, "-q", "-j", "1"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    if limit == "none":
+        assert r.returncode == 1 and r.stderr.rstrip().endswith(
+            "SystemError: error return without exception set"
+        ), r.stderr[-2000:]
+    else:
+        assert (r.returncode, r.stderr) == (
+            2,
+            "kcheck: error: out of memory; try a smaller --memory-limit or fewer --jobs\n",
+        ), r.stderr[-2000:]
+
+
 # --- --max-rows auto on a gzip bomb keeps the process tree to --memory-limit ----------------
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import resource
 import signal
 import sys
 import threading
@@ -214,7 +215,7 @@ def _said(e: Exception) -> int:
         where = f" {e.filename}" if getattr(e, "filename", None) else ""
         _err(f"kcheck: error: cannot write or read{where}: {e.strerror or e}")
         return EXIT_USAGE
-    if isinstance(e, MemoryError) or _no_thread(e):
+    if isinstance(e, MemoryError) or _no_thread(e) or _no_room(e):
         _err("kcheck: error: out of memory; try a smaller --memory-limit or fewer --jobs")
         return EXIT_USAGE
     if isinstance(e, ImportError):
@@ -234,6 +235,21 @@ def _no_thread(e: Exception) -> bool:
     """Whether ``e`` is Python failing to start a thread: the stack of a new thread did not
     fit (memory, or the address space ``ulimit -v`` allows)."""
     return isinstance(e, RuntimeError) and str(e) == "can't start new thread"
+
+
+def _no_room(e: Exception) -> bool:
+    """Whether ``e`` is CPython failing for want of memory without saying so: under an
+    address-space limit (``ulimit -v``) the import of a compiled module, or a call, can run
+    out of room in a way that leaves a SystemError ("error return without exception set",
+    "returned NULL without setting an exception") and no MemoryError; one run in two under
+    coverage at 150M. Without a limit it stays a traceback: a bug."""
+    text = str(e)
+    return (
+        isinstance(e, SystemError)
+        and "without" in text
+        and "exception" in text
+        and resource.getrlimit(resource.RLIMIT_AS)[0] != resource.RLIM_INFINITY
+    )
 
 
 def _failed_import(e: ImportError) -> str | None:
