@@ -165,6 +165,24 @@ class CheckerResult:
     def skipped(cls, name: str, reason: str, seconds: float = 0.0) -> CheckerResult:
         return cls(name=name, status="skipped", reason=reason, seconds=seconds)
 
+    @classmethod
+    def scored(
+        cls, name: str, s: Scored, started: float, predict: Predictor, **fields: Any
+    ) -> CheckerResult:
+        """A method that trained: its scores on V, its predictor, and the seconds since
+        ``started`` (a ``time.perf_counter()`` value); ``status`` is ``ok`` unless given."""
+        fields.setdefault("status", "ok")
+        return cls(
+            name=name,
+            val_accuracy=s.accuracy,
+            correct=s.correct,
+            predicted=s.predicted,
+            scores=s.scores,
+            seconds=time.perf_counter() - started,
+            predict=predict,
+            **fields,
+        )
+
     @property
     def points(self) -> PointResults | None:
         """This model's per-point results, for the metric (None if it did not finish)."""

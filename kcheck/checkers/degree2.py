@@ -424,17 +424,14 @@ def run(T: Dataset, V: Dataset, options: Degree2Options) -> CheckerResult:
     if plan.limited_by:
         info["limited_by"] = plan.limited_by
         reason = f"{XT.shape[0]:,} of {T.rows:,} rows fit {_LIMITS[plan.limited_by]}"
-    result = CheckerResult(
-        name="degree2",
+    result = CheckerResult.scored(
+        "degree2",
+        s,
+        t0,
+        expanded.predict,
         status="ok" if fraction == 1.0 else "subsampled",
         reason=reason,
-        val_accuracy=s.accuracy,
-        correct=s.correct,
-        predicted=s.predicted,
-        scores=s.scores,
-        seconds=time.perf_counter() - t0,
         info=info,
-        predict=expanded.predict,
         cv_accuracy=cv,
         model=model,
         counted_seconds=counted,

@@ -21,15 +21,4 @@ def run(T: Dataset, V: Dataset, options: LinearOptions) -> CheckerResult:
     t0 = time.perf_counter()
     model, cv = linear_c.fit_linear(T.X, T.y, seed=options.seed, class_weight=options.class_weight)
     s = score(model, V)
-    return CheckerResult(
-        name="linear",
-        status="ok",
-        val_accuracy=s.accuracy,
-        correct=s.correct,
-        predicted=s.predicted,
-        scores=s.scores,
-        seconds=time.perf_counter() - t0,
-        info={"C": model.C},
-        predict=model.predict,
-        cv_accuracy=cv,
-    )
+    return CheckerResult.scored("linear", s, t0, model.predict, info={"C": model.C}, cv_accuracy=cv)

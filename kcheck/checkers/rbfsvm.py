@@ -350,16 +350,12 @@ def run(
     steps.tick(steps.total)
     steps.check_time()
     s = score(model, V)
-    return CheckerResult(
-        name=NAME,
-        status="ok",
-        val_accuracy=s.accuracy,
-        correct=s.correct,
-        predicted=s.predicted,
-        scores=s.scores,
-        seconds=time.perf_counter() - t0,
+    return CheckerResult.scored(
+        NAME,
+        s,
+        t0,
+        model.predict,
         info=_info(T, search, held, model, best, tune_rows, counts, options, then_seconds),
-        predict=model.predict,
         cv_accuracy=_cv_accuracy(search, best, tune_rows),
         model=model,
     )

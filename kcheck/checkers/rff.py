@@ -344,16 +344,13 @@ def run(T: Dataset, V: Dataset, options: RffOptions) -> CheckerResult:
     }
     if p.limited_by:
         info["limited_by"] = p.limited_by
-    return CheckerResult(
-        name="rff",
+    return CheckerResult.scored(
+        "rff",
+        s,
+        t0,
+        rmodel.predict,
         status="ok" if fraction == 1.0 else "subsampled",
-        val_accuracy=s.accuracy,
-        correct=s.correct,
-        predicted=s.predicted,
-        scores=s.scores,
-        seconds=time.perf_counter() - t0,
         info=info,
-        predict=rmodel.predict,
         cv_accuracy=cv_best,
     )
 
