@@ -4,7 +4,8 @@ One runner for every test that runs kcheck to its end: :func:`kcheck` (``run_kch
 it), with an optional address-space cap (a runaway allocation fails the test instead of
 hurting the machine), an optional loss of root's file-access override (so permission errors
 can be tested as root), and a hard timeout that kills the whole process group and fails the
-test. One assertion for a refusal, :func:`one_error_line`. Runs that a test must watch or
+test; :func:`run_kcheck_many` runs a corpus of short commands in one process. One assertion
+for a refusal, :func:`one_error_line`. Runs that a test must watch or
 interrupt start with :func:`start_kcheck`.
 """
 
@@ -18,6 +19,7 @@ import resource
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
@@ -132,6 +134,80 @@ def _preexec(address_space: int | None, drop_root: bool) -> Callable[[], None] |
             drop_file_access_override()
 
     return setup
+
+
+#: One process running many commands through kcheck's entry point, each with fds 1 and 2 on
+#: files of its own: argv lists come as JSON lines on stdin, and each result goes as a JSON
+#: line to the file named first, written as each command ends, so a crash loses none before it.
+_MANY = r"""
+import json, os, sys, tempfile
+from kcheck.cli.app import main
+
+results = open(sys.argv[1], "w")
+for line in sys.stdin:
+    argv = json.loads(line)
+    saved = os.dup(1), os.dup(2)
+    out, err = tempfile.TemporaryFile(), tempfile.TemporaryFile()
+    sys.stdout.flush(); sys.stderr.flush()
+    os.dup2(out.fileno(), 1); os.dup2(err.fileno(), 2)
+    try:
+        main(argv)
+        code = 0
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else 1
+    finally:
+        sys.stdout.flush(); sys.stderr.flush()
+        os.dup2(saved[0], 1); os.dup2(saved[1], 2)
+        os.close(saved[0]); os.close(saved[1])
+    out.seek(0); err.seek(0)
+    said = {"code": code, "stdout": out.read().hex(), "stderr": err.read().hex()}
+    results.write(json.dumps(said) + "\n")
+    results.flush()
+"""
+
+
+def run_kcheck_many(
+    argvs: Sequence[Sequence[str]], *, address_space: int | None = None, timeout: float = 600
+) -> list[Run]:
+    """:func:`run_kcheck` for each of ``argvs``, for a corpus of short commands: one
+    process runs them all through kcheck's entry point (a process start cost more than most of
+    them). Where that process dies (a crash in a C loader), the command it was running and
+    every one after it run again, each in its own process, so a crash is still that command's
+    own result."""
+    t0 = time.monotonic()
+    with tempfile.TemporaryDirectory() as tmp:
+        said = Path(tmp) / "said.jsonl"
+        proc = subprocess.run(
+            [sys.executable, "-c", _MANY, str(said)],
+            input="".join(json.dumps(list(a)) + "\n" for a in argvs),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            cwd=ROOT,
+            preexec_fn=_preexec(address_space, False),
+        )
+        lines = said.read_text().splitlines() if said.exists() else []
+    each = (time.monotonic() - t0) / max(len(lines), 1)
+    runs = []
+    for argv, line in zip(argvs, lines, strict=False):
+        r = json.loads(line)
+        raw = bytes.fromhex(r["stderr"])
+        runs.append(
+            Run(
+                tuple(argv),
+                r["code"],
+                bytes.fromhex(r["stdout"]),
+                raw.decode("utf-8", "replace"),
+                each,
+                raw,
+            )
+        )
+    if len(runs) < len(argvs):
+        assert proc.returncode != 0, proc.stderr[-3000:]
+        runs += [
+            run_kcheck(a, timeout=timeout, address_space=address_space) for a in argvs[len(runs) :]
+        ]
+    return runs
 
 
 def run_kcheck(

@@ -1,10 +1,11 @@
 """Hostile model and range files: refused with one line and exit 2, never a crash.
 
 The corpus (tests/model_corpus.py) is built from genuine models; every case runs through
-``kcheck predict`` in its own process, so a crash in a C loader is a failed test here, not a
-dead test session. A hypothesis test then mutates genuine models in many more ways: whatever
-a mutation makes, loading either refuses it or gives a model that predicts its own labels
-(and, with probability fields, probabilities in [0, 1]).
+``kcheck predict``'s entry point in a process of its own or shared with the cases before it
+(runner.run_kcheck_many: a crash runs the case again alone), so a crash in a C loader is a
+failed test here, not a dead test session. A hypothesis test then mutates genuine models in
+many more ways: whatever a mutation makes, loading either refuses it or gives a model that
+predicts its own labels (and, with probability fields, probabilities in [0, 1]).
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +21,7 @@ from conftest import made_once
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from model_corpus import HEART, Case, heart_range, mutations_seed_models, write
-from runner import Run, run_kcheck
+from runner import Run, run_kcheck, run_kcheck_many
 
 from kcheck import predict
 from kcheck.errors import KcheckError
@@ -35,8 +35,9 @@ CORPUS_CASES = 90  # at least; the corpus may grow
 def corpus_runs(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> dict[str, tuple[Case, Path, Run]]:
-    """Every case this run tests through ``kcheck predict``, two processes at a time (the
-    runs are short; the fast tier tests part of the corpus, the whole suite all of it)."""
+    """Every case this run tests through ``kcheck predict`` (the runs are short: one process
+    runs them all, a case that crashes it in its own; the fast tier tests part of the corpus,
+    the whole suite all of it)."""
     wanted = {
         item.callspec.params["name"]
         for item in request.session.items
@@ -45,20 +46,16 @@ def corpus_runs(
     }
     selected = any(i.originalname == "test_the_corpus_is_large" for i in request.session.items)
 
-    def one(item: tuple[Case, Path]) -> tuple[Case, Path, Run]:
-        case, path = item
-        run = run_kcheck(
-            ["predict", str(path), str(HEART), "-q", *case.options],
-            timeout=600,
-            address_space=6 * 2**30,
-        )
-        return case, path, run
-
     def every() -> dict[str, tuple[Case, Path, Run]]:
         directory = tmp_path_factory.mktemp("model-corpus")
         written = [(c, p) for c, p in write(directory) if selected or c.name in wanted]
-        with ThreadPoolExecutor(max_workers=2) as pool:
-            return {case.name: (case, path, run) for case, path, run in pool.map(one, written)}
+        runs = run_kcheck_many(
+            [["predict", str(path), str(HEART), "-q", *case.options] for case, path in written],
+            address_space=6 * 2**30,
+        )
+        return {
+            case.name: (case, path, run) for (case, path), run in zip(written, runs, strict=True)
+        }
 
     # Both processes of the whole suite may get this module's tests: the corpus runs once.
     names = "all" if selected else " ".join(sorted(wanted))
@@ -69,6 +66,26 @@ def corpus_runs(
 @pytest.mark.slow
 def test_the_corpus_is_large(corpus_runs: dict) -> None:
     assert len(corpus_runs) >= CORPUS_CASES
+
+
+def test_a_shared_process_says_what_a_process_of_its_own_says(tmp_path: Path) -> None:
+    """The corpus shares one process (runner.run_kcheck_many): for three of its cases and a
+    genuine model that predicts, a process of their own gives the same exit code, stdout and
+    stderr."""
+    written = write(tmp_path)
+    argvs = [["predict", str(path), str(HEART), "-q", *case.options] for case, path in written[:3]]
+    genuine = tmp_path / "genuine.model"
+    genuine.write_bytes(mutations_seed_models(tmp_path)["linear"])
+    Path(f"{genuine}.range").write_bytes(heart_range())
+    argvs.append(["predict", str(genuine), str(HEART), "-q"])
+    shared = run_kcheck_many(argvs, address_space=6 * 2**30)
+    assert [r.code for r in shared] == [2, 2, 2, 0], [r.describe() for r in shared]
+    for argv, one in zip(argvs, shared, strict=True):
+        alone = run_kcheck(argv, timeout=600, address_space=6 * 2**30)
+        assert (alone.code, alone.stdout, alone.stderr) == (one.code, one.stdout, one.stderr), (
+            alone.describe(),
+            one.describe(),
+        )
 
 
 def _names() -> list[str]:
