@@ -84,11 +84,12 @@ def test_no_baseline_beside_where_its_worker_would_not_fit_the_memory_limit(
     assert started == []
     one = run(CheckConfig(train=str(wide_enough), jobs=1, memory_limit=limit)).json
     assert without_timing(two) == without_timing(one)
-    roomy = run(CheckConfig(train=str(wide_enough), jobs=2, memory_limit=2**30)).json
-    assert len(started) == 2  # the baseline's worker and degree-2's
-    # Exact mode's reason names the memory limit, so the same limit with one job.
-    roomy_one = run(CheckConfig(train=str(wide_enough), jobs=1, memory_limit=2**30)).json
-    assert without_timing(roomy) == without_timing(roomy_one)
+    # With room for the worker the plan puts the baseline beside the checkers (whose JSON is
+    # one job's: the test above); the plan, not a run, says so.
+    for memory, beside in ((limit, False), (2**30, True)):
+        T, V, ctx = _split(wide_enough, jobs=2, memory_limit=memory)
+        config = CheckConfig(train=str(wide_enough), jobs=2, memory_limit=memory)
+        assert _beside(config, T, V, ctx) is beside, memory
 
 
 @pytest.mark.parametrize(
@@ -142,14 +143,15 @@ def _split(path: Path, **config: Any) -> tuple[Any, Any, Any]:
     from kcheck.split import stratified_split
 
     cfg = CheckConfig(train=str(path), **config)
-    data = prepare(str(path), scaling="maxabs", memory_limit=default_memory_limit())
+    limit = cfg.memory_limit or default_memory_limit()
+    data = prepare(str(path), scaling="maxabs", memory_limit=limit)
     tr, va = stratified_split(data.y, seed=0)
     T, V = Dataset(data.X[tr], data.y[tr]), Dataset(data.X[va], data.y[va])
     ctx = Context(
         seed=0,
         jobs=cfg.jobs,
         epsilon=cfg.epsilon,
-        memory_limit=checker_budget(default_memory_limit(), data.data_bytes),
+        memory_limit=checker_budget(limit, data.data_bytes),
         deadline=1e18 if cfg.time_limit else None,
         baseline=None,
     )
