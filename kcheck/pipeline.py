@@ -245,8 +245,9 @@ def _methods(
             lin = planned.step("linear")
             predicted = lin.predicted_seconds if lin is not None else None
             shown = _predicted(ctx.progress, predicted, pace)
+            stage = _baseline_stage(config, predicted, pace, ctx.seconds_left())
             ctx = dataclasses.replace(
-                ctx, baseline=_baseline(config, T, V, ctx.deadline, shown, ctx.scoring)
+                ctx, baseline=_baseline(config, T, V, ctx.deadline, shown, ctx.scoring, stage)
             )
             pace.add(predicted, ctx.linear().seconds)
         deciding = planned.step(registry.EXACT.name)
@@ -309,6 +310,21 @@ def _scoring(config: CheckConfig, data: Prepared, T: Dataset) -> Scoring:
         raise KcheckError(f"{config.train}: {e}") from None
 
 
+#: The baseline's stage, as the log and the display name it.
+BASELINE_STAGE = "linear baseline (C search)"
+
+
+def _baseline_stage(
+    config: CheckConfig, predicted: float | None, pace: _Pace, left: float | None
+) -> str:
+    """The baseline's stage name, which says at once where its prediction at this machine's
+    pace runs past what ``--time-limit`` leaves: every checker waits for it, so the run will
+    most likely end there with nothing decided (the display's word, not a decision)."""
+    if left is None or predicted is None or pace.shown(predicted) <= left:
+        return BASELINE_STAGE
+    return f"{BASELINE_STAGE}, likely past --time-limit {config.time_limit:g}"
+
+
 def _baseline(
     config: CheckConfig,
     T: Dataset,
@@ -316,9 +332,10 @@ def _baseline(
     deadline: float | None,
     report: Progress,
     scoring: Scoring,
+    stage: str = BASELINE_STAGE,
 ) -> CheckerResult:
     try:
-        return _train_linear(config, T, V, deadline, report, scoring)
+        return _train_linear(config, T, V, deadline, report, scoring, stage=stage)
     except TimeLimitReached:
         raise KcheckError(
             f"{config.train}: the time limit (--time-limit {config.time_limit:g}) passed before "
@@ -335,6 +352,7 @@ def _train_linear(
     report: Progress,
     scoring: Scoring,
     predicted_seconds: float | None = None,
+    stage: str = BASELINE_STAGE,
 ) -> CheckerResult:
     """The linear baseline's C search, training and scoring; TimeLimitReached at the deadline.
     ``predicted_seconds``: what its stage is announced to take (None: what ``report`` fills
@@ -343,7 +361,7 @@ def _train_linear(
     With a time limit, in a worker process that is killed at the deadline: LIBLINEAR's C
     search cannot be interrupted, and it took 50 s on 1,000 classes.
     """
-    report(Event("linear baseline (C search)", predicted_seconds=predicted_seconds))
+    report(Event(stage, predicted_seconds=predicted_seconds))
     options = linear.LinearOptions(seed=config.seed, class_weight=scoring.class_weight)
     c0 = cpu_seconds()
     result = run_until(deadline, linear.run, T, V, options)

@@ -183,6 +183,30 @@ def test_a_time_limit_keeps_the_verdict_of_the_checkers_that_finished(mid_size: 
     assert v["seconds"] < limit
 
 
+def test_a_baseline_predicted_past_the_time_limit_is_said_at_once(tmp_path: Path) -> None:
+    """6,000 rows in 200 classes read in a blink, and their one-vs-rest baseline counts about
+    70 s: with --time-limit 3 the log says at once that it will likely run past the limit (the
+    run then ends there, exit 2); it waited out the limit in silence. Under a limit it fits, the
+    stage line is the plain one."""
+    rng = np.random.default_rng(0)
+    many = tmp_path / "many.svm"
+    write_libsvm(
+        str(many), (np.arange(6000) % 200).astype(float), np.round(rng.normal(size=(6000, 20)), 3)
+    )
+    r = runner.kcheck("check", many, "--time-limit", "3", "--checkers", "multilinear", code=2)
+    lines = r.stderr.splitlines()
+    said = [line for line in lines if line.startswith("kcheck: linear baseline")]
+    assert said and said[0].startswith(
+        "kcheck: linear baseline (C search), likely past --time-limit 3 (about "
+    ), r.describe()
+    assert lines[-1].startswith(f"kcheck: error: {many}: the time limit (--time-limit 3) passed"), (
+        r.describe()
+    )
+    heart = runner.ROOT / "datasets" / "heart_scale"
+    fits = runner.kcheck("check", heart, "--time-limit", "600", "--checkers", "multilinear", code=0)
+    assert "kcheck: linear baseline (C search)" in fits.stderr.splitlines(), fits.describe()
+
+
 def test_batch_time_limit(mid_size: Path, tmp_path: Path) -> None:
     out = tmp_path / "out.jsonl"
     r = kcheck("batch", str(mid_size), "--time-limit", "1e-6", "-q", "-o", str(out))
