@@ -28,7 +28,7 @@ import scipy.sparse as sp
 
 from kcheck.defaults import DEFAULT_SCALING
 from kcheck.errors import DataFormatError, KcheckError, KcheckWarning
-from kcheck.io.atomic import atomic_open, write_text
+from kcheck.io.atomic import atomic_open
 
 # _text_blocks: write_libsvm's text, here a chunk of rows at a time.
 from kcheck.io.data import LibsvmBlocks, _text_blocks, dropped_warning
@@ -48,7 +48,6 @@ __all__ = [
     "spec_path",
     "spec_text",
     "terms_from_check",
-    "write_spec",
 ]
 
 #: The term spec beside a ``linear+K`` model: ``MODEL.terms``.
@@ -167,10 +166,6 @@ def spec_text(spec: TermSpec, *, zero_based: bool = False) -> str:
     return json.dumps(spec.to_json(0 if zero_based else 1)) + "\n"
 
 
-def write_spec(path: str, spec: TermSpec, *, zero_based: bool = False) -> None:
-    write_text(path, spec_text(spec, zero_based=zero_based), "term spec")
-
-
 def read_spec(path: str, *, width: int | None = None) -> TermSpec:
     """A term spec, checked in full: its format and version, a width that matches the range
     file's (``width``), and every term inside it. Anything else is one error naming the file.
@@ -287,8 +282,3 @@ def expand_file(
 
 def spec_path(model_path: str) -> str:
     return os.fspath(model_path) + SPEC_SUFFIX
-
-
-def term_names(spec: TermSpec, *, zero_based: bool = False) -> list[str]:
-    base = 0 if zero_based else 1
-    return [f"{i + base}:{j + base}" for i, j in spec.terms]
