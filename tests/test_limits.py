@@ -183,6 +183,7 @@ def test_a_time_limit_keeps_the_verdict_of_the_checkers_that_finished(mid_size: 
     assert v["seconds"] < limit
 
 
+@pytest.mark.slow
 def test_a_baseline_predicted_past_the_time_limit_is_said_at_once(tmp_path: Path) -> None:
     """6,000 rows in 200 classes read in a blink, and their one-vs-rest baseline counts about
     70 s: with --time-limit 3 the log says at once that it will likely run past the limit (the

@@ -68,6 +68,7 @@ def test_the_corpus_is_large(corpus_runs: dict) -> None:
     assert len(corpus_runs) >= CORPUS_CASES
 
 
+@pytest.mark.slow
 def test_a_shared_process_says_what_a_process_of_its_own_says(tmp_path: Path) -> None:
     """The corpus shares one process (runner.run_kcheck_many): for three of its cases and a
     genuine model that predicts, a process of their own gives the same exit code, stdout and
