@@ -207,7 +207,7 @@ def _read(
         if config.test is not None:
             report(Event("reading " + config.test))
             test = open_test(
-                config.test, data, memory_limit=memory_limit, zero_based=config.zero_based
+                config.test, data, memory_limit=config.memory_limit, zero_based=config.zero_based
             )
     return data, test, read_notes
 
