@@ -24,6 +24,7 @@ from kcheck.checkers.base import (
     Context,
     Counts,
     Dataset,
+    Sized,
     cpu_seconds,
     guarded,
 )
@@ -118,12 +119,13 @@ def run(
         progress=report,
         scoring=scoring,
     )
-    planned = plan.make(Counts.of(T, V), _plan_options(config, ctx))
+    counts = Counts.of(T, V)
+    planned = plan.make(counts, _plan_options(config, ctx))
     # This machine's pace, for comparing stages with their predictions (display only): read
     # before the first stage and again after each stage of note that ran in this process.
     probed = probe.Readings(probe.probe_seconds() if planned.worth_probing else None)
     pace = _Pace(machine=probe.pace(probed.seconds), readings=probed)
-    exact_json, results = _methods(config, planned, T, V, ctx, pace)
+    exact_json, results = _methods(config, planned, counts, T, V, ctx, pace)
     decision, gaps, second = _verdict(config, planned, results, T, V, split, ctx, pace)
     tested = _score_test(test, results, report) if test is not None else None
     explained = _explain(config, T, V, results, deadline, report) if config.explain else None
@@ -225,6 +227,7 @@ def _plan_options(config: CheckConfig, ctx: Context) -> plan.Options:
 def _methods(
     config: CheckConfig,
     planned: plan.Plan,
+    counts: Counts,
     T: Dataset,
     V: Dataset,
     ctx: Context,
@@ -257,17 +260,23 @@ def _methods(
             share = registry.EXACT.wall_share(deciding.rows, ctx.jobs, ctx.memory_limit)
             exact_seconds = deciding.predicted_seconds * share
         watched = _LastStage(_predicted(ctx.progress, exact_seconds, pace))
-        exact_ctx = dataclasses.replace(
-            ctx,
-            budget_seconds=deciding.budget_seconds if deciding is not None else None,
-            progress=watched,
-        )
-        exact_json, rbf = registry.EXACT.run_all(T, V, exact_ctx, config.exact)
+        assert deciding is not None and deciding.sized is not None  # plan.make always plans it
+        sized = plan.resized(deciding, counts, ctx.memory_limit, ctx.seconds_left())
+        assert sized is not None
+        exact_ctx = dataclasses.replace(ctx, progress=watched)
+        exact_json, rbf = registry.EXACT.run_all(T, V, exact_ctx, sized)
         if rbf is not None:
             watched.ended(rbf)
             pace.add(exact_seconds, rbf.seconds)
         base, checked = _run_checkers(
-            planned.checkers, T, V, ctx, beside=beside, pace=pace, detached=planned.detached
+            planned.checkers,
+            counts,
+            T,
+            V,
+            ctx,
+            beside=beside,
+            pace=pace,
+            detached=planned.detached,
         )
     except BaseException:
         if beside is not None:
@@ -430,6 +439,7 @@ def _revised(predicted: float | None, result: CheckerResult) -> float | None:
 
 def _run_checkers(
     steps: tuple[plan.Step, ...],
+    counts: Counts,
     T: Dataset,
     V: Dataset,
     ctx: Context,
@@ -438,8 +448,9 @@ def _run_checkers(
     pace: _Pace | None = None,
     detached: tuple[str, ...] = (),
 ) -> tuple[CheckerResult, dict[str, CheckerResult]]:
-    """The planned checkers, in the plan's order, each with its allowance (kcheck.plan) and
-    guarded: a failure skips it, not the check. Returns the linear baseline and the checkers'
+    """The planned checkers, in the plan's order, each on what the plan sized for it
+    (re-sized there under ``--time-limit``: kcheck.plan.resized; ``counts`` are T's and V's)
+    and guarded: a failure skips it, not the check. Returns the linear baseline and the checkers'
     results. With the baseline training ``beside`` them, its result is awaited by the first
     checker that reads it, and the ``detached`` checkers run in worker processes of their own,
     started first and awaited last."""
@@ -469,14 +480,12 @@ def _run_checkers(
             if ctx.baseline is None and not plan.early(step):
                 ctx = dataclasses.replace(ctx, baseline=ctx.linear())
             watched = _LastStage(_predicted(ctx.progress, step.predicted_seconds, pace))
-            allowed = dataclasses.replace(
-                ctx,
-                floor_seconds=step.floor_seconds,
-                budget_seconds=step.budget_seconds,
-                progress=watched,
-            )
+            linear_seconds = ctx.baseline.seconds if ctx.baseline is not None else None
+            sized = plan.resized(step, counts, ctx.memory_limit, ctx.seconds_left(), linear_seconds)
+            assert sized is not None  # every checker's step carries what it was sized to
+            watching = dataclasses.replace(ctx, progress=watched)
             out[step.name] = guarded(
-                step.name, ctx.deadline, functools.partial(spec.run, T, V, allowed)
+                step.name, ctx.deadline, functools.partial(spec.run, T, V, watching, sized)
             )
             watched.ended(out[step.name])
             if pace is not None and beside is None:  # beside it, a checker's time is shared
@@ -515,21 +524,15 @@ def _start_detached(step: plan.Step, T: Dataset, V: Dataset, ctx: Context) -> Ba
     """A checker in a worker process of its own (kcheck.plan's ``detached``), with its
     allowance; its progress stays there, and its worker runs nothing in parallel."""
     ctx.progress(Event(f"starting the {_stage(step.name)} in a worker process"))
-    allowed = dataclasses.replace(
-        ctx,
-        jobs=1,
-        floor_seconds=step.floor_seconds,
-        budget_seconds=step.budget_seconds,
-        progress=no_progress,
-        await_baseline=None,
-    )
-    return Background(_guarded_run, step.name, T, V, allowed)
+    alone = dataclasses.replace(ctx, jobs=1, progress=no_progress, await_baseline=None)
+    return Background(_guarded_run, step.name, T, V, alone, step.sized)
 
 
-def _guarded_run(name: str, T: Dataset, V: Dataset, ctx: Context) -> CheckerResult:
+def _guarded_run(name: str, T: Dataset, V: Dataset, ctx: Context, sized: Sized) -> CheckerResult:
     """A detached checker as it runs in its worker: guarded there, so that its CPU seconds
     are the worker's."""
-    return guarded(name, ctx.deadline, functools.partial(registry.CHECKERS[name].run, T, V, ctx))
+    run = registry.CHECKERS[name].run
+    return guarded(name, ctx.deadline, functools.partial(run, T, V, ctx, sized))
 
 
 def _stage(name: str) -> str:
@@ -628,7 +631,7 @@ def _second_fold(
         reason = f"the time limit (--time-limit {config.time_limit:g}) passed"
         return SecondFold(T2.rows, V2.rows, first, {}, {}, {}, reason=reason)
     ctx2 = dataclasses.replace(ctx, baseline=base, progress=prefixed)
-    _, checked = _run_checkers(steps, T2, V2, ctx2, pace=pace)
+    _, checked = _run_checkers(steps, counts, T2, V2, ctx2, pace=pace)
     results = {"linear": base, **checked}
     gaps = _gaps(config, results, ctx.scoring, V2)
     values = _values(results, ctx.scoring, V2)

@@ -3,10 +3,12 @@ counts before any model trains.
 
 :func:`make` reads numbers of T and V (:class:`~kcheck.checkers.base.Counts`) and the options,
 never a clock or a trained model, so the same file plans the same work on every machine and
-the plan can be tested without training anything. The pipeline then only executes it: each
-checker receives its :class:`~kcheck.checkers.base.Allowance` (memory, the check's whole
-budget, what is left of it) through its context and never computes one. Only ``--time-limit``
-may cut what the plan gives, at run time, to the time left.
+the plan can be tested without training anything. Each method sizes itself once, here, through
+its registry entry's ``size`` (:class:`~kcheck.checkers.base.Allowance` in,
+:class:`~kcheck.checkers.base.Sized` out, with the method's own record of what it decided);
+the pipeline then only executes the plan, handing each method its ``Sized``, which the method
+obeys and never computes again. Only ``--time-limit`` may change a step at run time, and only
+here (:func:`resized`): through the same ``size``, with the time left.
 
 The one budget (kcheck.costs.budget.methods_seconds, counted seconds of the reference machine):
 every
@@ -25,7 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from kcheck.checkers import exact, registry
@@ -91,9 +93,9 @@ class Step:
     predicted_seconds: float | None = None
     #: What it takes of the budget where it runs (counted; kcheck.plan charges it).
     charged_seconds: float = 0.0
-
-    def allowance(self, memory_limit: int) -> Allowance:
-        return Allowance(memory_limit, self.floor_seconds, self.budget_seconds)
+    #: What its method's ``size`` decided, which the pipeline hands its ``run`` (None: a
+    #: baseline, or a step that does not run).
+    sized: Sized | None = field(default=None, compare=False, repr=False)
 
     def to_json(self) -> dict[str, Any]:
         def counted(x: float | None) -> float | None:
@@ -266,26 +268,51 @@ def checker_steps(
     for name, spec in registry.CHECKERS.items():
         if name not in names:
             continue
-        allowed = Allowance(memory_limit, whole, left)
+        allowed = Allowance(memory_limit, left)
         sized = spec.size(counts, allowed) if spec.size is not None else Sized(counts.rows)
         charged = _charged(name, sized, counts)
-        steps.append(
-            Step(
-                name,
-                spec.role,
-                True,
-                sized.rows,
-                sized.reason,
-                sized.limited_by,
-                sized.estimated_seconds,
-                left,
-                whole,
-                sized.bytes,
-                charged_seconds=charged,
-            )
-        )
+        steps.append(_step(name, spec.role, sized, left, whole, charged))
         left = max(left - charged, 0.0)
     return tuple(steps)
+
+
+def _step(name: str, role: str, sized: Sized, left: float, whole: float, charged: float) -> Step:
+    """The step of a method that ``sized`` says what it will do, planned within ``left`` of
+    its measurement's budget ``whole`` and charged ``charged`` of it."""
+    return Step(
+        name,
+        role,
+        True,
+        sized.rows,
+        sized.reason,
+        sized.limited_by,
+        sized.estimated_seconds,
+        left,
+        whole,
+        sized.bytes,
+        charged_seconds=charged,
+        sized=sized,
+    )
+
+
+def resized(
+    step: Step,
+    counts: Counts,
+    memory_limit: int,
+    seconds_left: float | None,
+    linear_seconds: float | None = None,
+) -> Sized | None:
+    """What ``step``'s method runs on, as it is about to run: the plan's ``Sized`` as made;
+    under ``--time-limit`` (``seconds_left``, and what the linear baseline took here), sized
+    again through the same ``size`` with the time left. The one place a decision changes at
+    run time."""
+    if seconds_left is None or step.sized is None:
+        return step.sized
+    allowed = Allowance(memory_limit, step.budget_seconds, seconds_left, linear_seconds)
+    if step.name == registry.EXACT.name:
+        return registry.EXACT.size(counts, allowed, step.sized.sizing.mode)
+    spec = registry.CHECKERS[step.name]
+    return spec.size(counts, allowed) if spec.size is not None else step.sized
 
 
 def _charged(name: str, sized: Sized, counts: Counts) -> float:
@@ -298,37 +325,20 @@ def _charged(name: str, sized: Sized, counts: Counts) -> float:
 
 
 def _exact(counts: Counts, options: Options, whole: float) -> Step:
-    """Exact mode's step: :func:`kcheck.checkers.exact.decide` on all rows (T and V), within
-    the whole of the first measurement's budget ``whole`` (it runs first)."""
-    opts = exact.ExactOptions(baseline_C=True)
-    d = exact.decide(
-        counts.all_rows,
-        counts.all_nnz,
-        counts.all_classes or counts.n_classes,
-        opts,
-        budget_seconds=whole,
-        memory_limit=options.memory_limit,
-        mode=options.exact,
-    )
-    spent = None
-    if d.run:
-        tune = d.tune_rows if d.tune_rows is not None else opts.tune_rows
-        spent = exact.counted_seconds(
-            counts.all_rows,
-            counts.all_nnz,
-            counts.all_classes or counts.n_classes,
-            exact.ExactOptions(tune_rows=tune, nest=d.nest, baseline_C=True),
-        )
+    """Exact mode's step: its ``size`` (:func:`kcheck.checkers.exact.size`) on all rows (T and
+    V), within the whole of the first measurement's budget ``whole`` (it runs first)."""
+    sized = registry.EXACT.size(counts, Allowance(options.memory_limit, whole), options.exact)
     return Step(
         registry.EXACT.name,
         registry.EXACT.role,
-        d.run,
-        counts.all_rows if d.run else 0,
-        d.reason,
-        estimated_seconds=spent if spent is not None else d.estimated_seconds,
+        sized.rows > 0,
+        sized.rows,
+        sized.reason,
+        estimated_seconds=sized.estimated_seconds,
         budget_seconds=whole,
         floor_seconds=whole,
-        charged_seconds=spent or 0.0,
+        charged_seconds=sized.counted_seconds,
+        sized=sized,
     )
 
 

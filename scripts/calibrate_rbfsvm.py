@@ -43,7 +43,7 @@ sys.path.insert(0, str(ROOT))
 from kcheck import plan  # noqa: E402
 from kcheck.bindings import engines  # noqa: E402
 from kcheck.checkers import rbfsvm  # noqa: E402
-from kcheck.checkers.base import Context, Counts, Dataset, cpu_seconds  # noqa: E402
+from kcheck.checkers.base import Allowance, Context, Counts, Dataset, cpu_seconds  # noqa: E402
 from kcheck.costs import budget  # noqa: E402
 from kcheck.costs import pace as probe  # noqa: E402
 from kcheck.costs import predicted as costs  # noqa: E402
@@ -108,9 +108,8 @@ def measure(path: Path, rows: int | None, pace: float = 1.0) -> str:
         memory_limit=8 << 30,
         deadline=None,
         baseline=None,
-        floor_seconds=step.floor_seconds,
-        budget_seconds=allowed,
     )
+    sized = rbfsvm.size(counts, Allowance(8 << 30, allowed))
     trainings = _Trainings()
     search: dict[str, Any] = {"cpu": 0.0}
     search_sample = rbfsvm._search_sample
@@ -152,7 +151,7 @@ def measure(path: Path, rows: int | None, pace: float = 1.0) -> str:
     engines.RbfModel.predict = timed_predict  # type: ignore[method-assign]
     try:
         c0 = cpu_seconds()
-        r = rbfsvm.check(T, V, ctx)
+        r = rbfsvm.check(T, V, ctx, sized)
         cpu = cpu_seconds() - c0
     finally:
         engines.train_rbf = trainings._train

@@ -26,8 +26,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from kcheck import plan  # noqa: E402
 from kcheck.checkers import linear, registry  # noqa: E402
-from kcheck.checkers.base import Context, Dataset  # noqa: E402
+from kcheck.checkers.base import Context, Counts, Dataset  # noqa: E402
 from kcheck.costs import budget  # noqa: E402
 from kcheck.memory import checker_budget, default_memory_limit  # noqa: E402
 from kcheck.prepare import prepare  # noqa: E402
@@ -63,9 +64,11 @@ def main() -> int:
         memory_limit=checker_budget(limit, data.data_bytes),
         deadline=None,
         baseline=base,
-        floor_seconds=budget.FIRST_SHARE * budget.FLOOR_SECONDS,
-        budget_seconds=budget.FIRST_SHARE * budget.FLOOR_SECONDS,
     )
+    # Each checker sized as the plan sizes it within small data's first share of the floor.
+    first = budget.FIRST_SHARE * budget.FLOOR_SECONDS
+    steps = plan.checker_steps(Counts.of(T, V), registry.DEFAULT_NAMES, first, ctx.memory_limit)
+    planned = {s.name: s.sized for s in steps if s.sized is not None}
     profiles: dict[str, str] = {}
     for name in registry.DEFAULT_NAMES:
         spec = registry.CHECKERS[name]
@@ -73,7 +76,7 @@ def main() -> int:
         t0, c0 = time.perf_counter(), time.process_time()
         if prof is not None:
             prof.enable()
-        r = spec.run(T, V, ctx)
+        r = spec.run(T, V, ctx, planned[name])
         if prof is not None:
             prof.disable()
             out = io.StringIO()

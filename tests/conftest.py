@@ -20,7 +20,7 @@ import pytest
 from hypothesis import settings
 
 if TYPE_CHECKING:
-    from kcheck.checkers.base import Context
+    from kcheck.checkers.base import Context, Dataset, Sized
 
 ROOT = Path(__file__).resolve().parent.parent
 T = TypeVar("T")
@@ -44,6 +44,30 @@ def make_context(**given: object) -> Context:
         seed=0, jobs=1, epsilon=0.02, memory_limit=2**30, deadline=None, baseline=None
     )
     return Context(**{**fields, **given})  # type: ignore[arg-type]
+
+
+def planned(
+    name: str,
+    T: Dataset,
+    V: Dataset,
+    budget_seconds: float | None = None,
+    memory_limit: int = 2**30,
+    mode: str = "auto",
+) -> Sized:
+    """What the plan sizes the method ``name`` to on T and V within ``budget_seconds`` of
+    counted work (None: none) and ``memory_limit``, through its registry entry's ``size`` as
+    kcheck.plan does: a test that runs one method alone hands it this, as the pipeline hands
+    it the plan's (``mode``: exact mode's)."""
+    from kcheck.checkers import registry
+    from kcheck.checkers.base import Allowance, Counts
+    from kcheck.checkers.base import Sized as Whole
+
+    counts = Counts.of(T, V)
+    allowed = Allowance(memory_limit, budget_seconds)
+    if name == registry.EXACT.name:
+        return registry.EXACT.size(counts, allowed, mode)
+    size = registry.CHECKERS[name].size
+    return size(counts, allowed) if size is not None else Whole(counts.rows)
 
 
 @pytest.fixture

@@ -195,7 +195,6 @@ def test_seconds_left_is_negative_past_the_deadline() -> None:
 def test_context_gives_the_baseline_C_and_defaults() -> None:
     ctx = _context(None)
     assert ctx.baseline_C == 0.25 and isinstance(ctx.baseline_C, float)
-    assert ctx.floor_seconds == 0.0
     assert ctx.progress(Event("stage", 1, 2)) is None
 
 

@@ -123,7 +123,7 @@ def test_plan_subsamples_to_fit_time_budget(rng):
     assert plan.rows == 0 and "time left" in plan.reason
     # A budget that covers all rows leaves T whole.
     opts = degree2.Degree2Options(time_budget=1e6, seconds_per_nnz=1e-6)
-    assert degree2.plan_rows(T, 2, opts) == degree2.Plan(4000, None, None)
+    assert degree2.plan_rows(T, 2, opts) == degree2.Degree2Sizing(4000, None, None)
 
 
 def test_plan_caps_rows_by_cost_deterministically(rng):
@@ -161,7 +161,8 @@ def test_run_reports_subsample(rng):
     y = np.where(D[:, 0] * D[:, 1] > 0, 1.0, -1.0)
     T, V = Dataset(sp.csr_matrix(D[:2400]), y[:2400]), Dataset(sp.csr_matrix(D[2400:]), y[2400:])
     per_row = 6 + 21
-    res = degree2.run(T, V, degree2.Degree2Options(max_nnz=1200 * per_row))
+    opts = degree2.Degree2Options(max_nnz=1200 * per_row)
+    res = degree2.run(T, V, opts, degree2.plan_rows(T, 2, opts))
     assert res.status == "subsampled"
     assert res.info["fraction"] == pytest.approx(0.5, abs=0.01)
     # x0*x1 is one feature of phi: the degree-2 model must find the XOR-like sign rule.
@@ -254,14 +255,14 @@ def test_shift_finds_a_product_of_features_on_an_offset(monkeypatch):
     lin, _ = tuning.fit_linear(T.X, T.y, seed=0)
     base = score(lin, V).correct
     opts = degree2.Degree2Options(budget_seconds=10.0)
-    shifted = degree2.run(T, V, opts)
+    shifted = degree2.run(T, V, opts, degree2.plan_rows(T, 2, opts))
     assert shifted.status == "ok" and shifted.info["shifted_features"] == 8
     gap = paired_gap(shifted.correct, base)
     assert gap.low >= 0.02, gap
 
     empty = degree2.Shift(np.empty(0, dtype=np.int64), np.empty(0))
     monkeypatch.setattr(degree2.Shift, "of", classmethod(lambda cls, X: empty))
-    plain = degree2.run(T, V, opts)
+    plain = degree2.run(T, V, opts, degree2.plan_rows(T, 2, opts))
     assert plain.info["shifted_features"] == 0
     assert paired_gap(plain.correct, base).value < 0.02
     # The shifted model predicts V through the same shift it trained with.

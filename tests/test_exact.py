@@ -8,11 +8,11 @@ import time
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from conftest import make_context
+from conftest import make_context, planned
 
 from kcheck.bindings import engines
 from kcheck.checkers import exact, linear
-from kcheck.checkers.base import CheckerResult, Dataset
+from kcheck.checkers.base import Allowance, CheckerResult, Counts, Dataset
 from kcheck.costs import budget
 from kcheck.errors import TimeLimitReached
 from kcheck.tuning import linear_c as tuning
@@ -54,56 +54,68 @@ def linear_result() -> CheckerResult:
     return exact.run(X, y, exact.ExactOptions(seed=0))
 
 
-# --- decide_run: counted work, never a clock ----------------------------------------------------
+# --- size: counted work, never a clock ----------------------------------------------------------
 
 
 GIB = 2**30
+#: What exact mode counts as the check runs it: the linear model's C is the baseline's.
+GIVEN = exact.ExactOptions(baseline_C=True)
+
+
+def _decide(
+    X: sp.csr_matrix,
+    y: np.ndarray,
+    *,
+    budget_seconds: float,
+    mode: str,
+    memory_limit: int = GIB,
+    seconds_left: float | None = None,
+) -> exact.ExactSizing:
+    """What the plan sizes exact mode to on all of X's rows (T and V together), within the
+    counted budget, the memory limit and (``--time-limit``) the seconds left."""
+    k = int(np.unique(y).size)
+    counts = Counts(int(X.shape[0]), 0, int(X.nnz), 0, k, int(X.shape[1]), all_classes=k)
+    allowed = Allowance(memory_limit, budget_seconds, seconds_left)
+    return exact.size(counts, allowed, mode).sizing
 
 
 def test_auto_runs_within_the_budget_and_not_over_it():
     X, y = circles(300)
-    est = exact.estimated_seconds(X, 2, exact.ExactOptions())
+    est = exact.estimated_seconds(X, 2, GIVEN)
     assert est > 0
-    within = exact.decide_run(
-        X, y, exact.ExactOptions(), budget_seconds=est, memory_limit=GIB, mode="auto"
-    )
+    within = _decide(X, y, budget_seconds=est, mode="auto")
     assert within.run and "within" in within.reason
     assert within.estimated_seconds == pytest.approx(est, abs=1e-3)
-    over = exact.decide_run(
-        X, y, exact.ExactOptions(), budget_seconds=est * 0.99, memory_limit=GIB, mode="auto"
-    )
+    over = _decide(X, y, budget_seconds=est * 0.99, mode="auto")
     assert not over.run and "over" in over.reason
 
 
 def test_the_decision_does_not_depend_on_load(monkeypatch):
     """A busy machine (every clock read far later) decides exactly as an idle one."""
     X, y = circles(300)
-    before = exact.decide_run(
-        X, y, exact.ExactOptions(), budget_seconds=10.0, memory_limit=GIB, mode="auto"
-    )
+    before = _decide(X, y, budget_seconds=10.0, mode="auto")
     real = time.perf_counter
     monkeypatch.setattr(time, "perf_counter", lambda: real() + 1e6)
-    after = exact.decide_run(
-        X, y, exact.ExactOptions(), budget_seconds=10.0, memory_limit=GIB, mode="auto"
-    )
+    after = _decide(X, y, budget_seconds=10.0, mode="auto")
     assert before == after
 
 
 @pytest.mark.slow
 def test_the_search_gets_the_most_rows_the_budget_affords():
     """600 rows at least; then 1,000, 1,500, 2,000 as the counted budget allows; never more rows
-    than the data has. The decision carries the choice, and ``run`` tunes on that many."""
+    than the data has. The sizing carries the choice, and ``run`` tunes on that many."""
     X, y = circles(1500)
-    opts = exact.ExactOptions()
-    at = {t: exact.estimated_seconds(X, 2, exact.ExactOptions(tune_rows=t)) for t in (600, 1000)}
+    at = {
+        t: exact.estimated_seconds(X, 2, dataclasses.replace(GIVEN, tune_rows=t))
+        for t in (600, 1000)
+    }
     assert at[600] < at[1000]
-    assert exact.tune_rows_within(X, 2, opts, 0.0) == 600
-    assert exact.tune_rows_within(X, 2, opts, at[1000]) == 1000
-    assert exact.tune_rows_within(X, 2, opts, at[1000] * 0.999) == 600
-    assert exact.tune_rows_within(X, 2, opts, 1e9) == 1500  # all rows: fewer than 2,000
-    d = exact.decide_run(X, y, opts, budget_seconds=at[1000], memory_limit=GIB, mode="auto")
+    assert _decide(X, y, budget_seconds=at[1000], mode="auto").tune_rows == 1000
+    assert _decide(X, y, budget_seconds=at[1000] * 0.999, mode="auto").tune_rows == 600
+    assert _decide(X, y, budget_seconds=1e9, mode="auto").tune_rows == 1500  # all rows
+    d = _decide(X, y, budget_seconds=at[1000], mode="auto")
     assert d.run and d.tune_rows == 1000 and d.estimated_seconds == pytest.approx(at[1000], 1e-3)
-    always = exact.decide_run(X, y, opts, budget_seconds=0.0, memory_limit=GIB, mode="always")
+    always = _decide(X, y, budget_seconds=0.0, mode="always")
     assert always.run and always.tune_rows == 600
     small = exact.ExactOptions(tune_rows=d.tune_rows, **SMALL, repeats=1)
     assert exact.run(X, y, small).info["tune_rows"] == 1000
@@ -122,43 +134,34 @@ def test_estimate_grows_with_rows_grid_and_repeats():
 
 def test_always_and_never_ignore_the_estimate():
     X, y = circles(300)
-    opts = exact.ExactOptions()
-    always = exact.decide_run(X, y, opts, budget_seconds=0.0, memory_limit=GIB, mode="always")
+    always = _decide(X, y, budget_seconds=0.0, memory_limit=GIB, mode="always")
     assert always.run
-    never = exact.decide_run(X, y, opts, budget_seconds=1e9, memory_limit=GIB, mode="never")
+    never = _decide(X, y, budget_seconds=1e9, memory_limit=GIB, mode="never")
     assert not never.run and never.reason == "exact mode is off"
     with pytest.raises(ValueError):
-        exact.decide_run(X, y, opts, budget_seconds=1.0, memory_limit=GIB, mode="sometimes")
+        _decide(X, y, budget_seconds=1.0, memory_limit=GIB, mode="sometimes")
 
 
 def test_too_costly_or_too_little_memory_refuse():
     X, y = circles(6_000)
-    d = exact.decide_run(
-        X, y, exact.ExactOptions(), budget_seconds=10.0, memory_limit=64 * GIB, mode="auto"
-    )
+    d = _decide(X, y, budget_seconds=10.0, memory_limit=64 * GIB, mode="auto")
     assert not d.run and d.reason.startswith("its counted cost is over")
     # No row count decides: a budget that pays for 6,000 rows runs them.
-    d = exact.decide_run(
-        X, y, exact.ExactOptions(), budget_seconds=1e9, memory_limit=64 * GIB, mode="auto"
-    )
+    d = _decide(X, y, budget_seconds=1e9, memory_limit=64 * GIB, mode="auto")
     assert d.run
     X, y = circles(500)
     tiny = exact.matrix_bytes(500) - 1
     for mode in ("auto", "always"):
-        d = exact.decide_run(
-            X, y, exact.ExactOptions(), budget_seconds=1e9, memory_limit=tiny, mode=mode
-        )
+        d = _decide(X, y, budget_seconds=1e9, memory_limit=tiny, mode=mode)
         assert not d.run and "memory limit" in d.reason
 
 
 def test_auto_budget_is_capped_by_the_time_left():
     X, y = circles(300)
-    est = exact.estimated_seconds(X, 2, exact.ExactOptions())
-    soon = exact.ExactOptions(deadline=time.perf_counter() + est / 2)
-    d = exact.decide_run(X, y, soon, budget_seconds=1e3, memory_limit=GIB, mode="auto")
+    est = exact.estimated_seconds(X, 2, GIVEN)
+    d = _decide(X, y, budget_seconds=1e3, mode="auto", seconds_left=est / 2)
     assert not d.run and "time limit" in d.reason
-    later = exact.ExactOptions(deadline=time.perf_counter() + 1e4)
-    assert exact.decide_run(X, y, later, budget_seconds=1e3, memory_limit=GIB, mode="auto").run
+    assert _decide(X, y, budget_seconds=1e3, mode="auto", seconds_left=1e4).run
 
 
 def test_default_repeats_by_size():
@@ -411,7 +414,8 @@ def test_the_check_compares_with_the_baselines_C_and_counts_no_search_of_its_own
         return fit_linear(X, y, seed=seed, C=C, class_weight=class_weight)
 
     monkeypatch.setattr(tuning, "fit_linear", spy)
-    block, result = exact.check_all(T, V, make_context(baseline=base), "always")
+    always = planned(exact.NAME, T, V, mode="always")
+    block, result = exact.check_all(T, V, make_context(baseline=base), always)
     assert result is not None and result.status == "exact"
     assert result.info["linear_C"] == 2.0**-3
     assert result.info["linear_cv_accuracy"] == base.cv_accuracy
@@ -452,7 +456,7 @@ def test_the_check_gives_the_repeats_its_memory_limit(roomy: bool, monkeypatch) 
     ctx = Context(
         seed=0, jobs=2, epsilon=0.02, memory_limit=limit, deadline=None, baseline=_baseline(T, V)
     )
-    block, result = exact.check_all(T, V, ctx, "always")
+    block, result = exact.check_all(T, V, ctx, planned(exact.NAME, T, V, None, limit, "always"))
     assert block["ran"] and result is not None and result.status == "exact"
     assert repeats == [2 if roomy else 1] * result.info["repeats"]
 
@@ -474,8 +478,8 @@ def test_the_check_gives_the_repeats_its_budget_under_auto(mode: str, monkeypatc
 
     monkeypatch.setattr(exact, "repeats_within_budget", spy)
     T, V = Dataset(X[:600], y[:600]), Dataset(X[600:], y[600:])
-    ctx = make_context(budget_seconds=10.0, baseline=_baseline(T, V))
-    block, result = exact.check_all(T, V, ctx, mode)
+    ctx = make_context(baseline=_baseline(T, V))
+    block, result = exact.check_all(T, V, ctx, planned(exact.NAME, T, V, 10.0, mode=mode))
     assert block["ran"] and result is not None and result.status == "exact"
     assert seen == ([10.0] if mode == "auto" else [None])
     assert result.info["repeats"] <= result.info["repeats_budgeted"] <= exact.default_repeats(800)
@@ -530,21 +534,17 @@ def test_tiny_data_is_nested_where_the_nested_comparison_fits_the_budget():
     """270 rows: the search's sample is all of them, and the nested comparison fits the 10 s
     budget, so it is nested; 1,000 rows fit only the plain one, which runs as before."""
     X, y = circles(270)
-    d = exact.decide_run(
-        X, y, exact.ExactOptions(), budget_seconds=10.0, memory_limit=GIB, mode="auto"
-    )
+    d = _decide(X, y, budget_seconds=10.0, memory_limit=GIB, mode="auto")
     assert d.run and d.nest and d.tune_rows is not None and d.tune_rows >= 270
-    nested = exact.ExactOptions(tune_rows=d.tune_rows, nest=True)
-    plain = exact.ExactOptions(tune_rows=d.tune_rows)
+    nested = dataclasses.replace(GIVEN, tune_rows=d.tune_rows, nest=True)
+    plain = dataclasses.replace(GIVEN, tune_rows=d.tune_rows)
     assert nested.nested(270) and not plain.nested(270)
     # Its counted cost has the searches inside the folds, and the decision says so.
     cost = exact.estimated_seconds(X, 2, nested)
     assert cost > 3 * exact.estimated_seconds(X, 2, plain)
     assert d.estimated_seconds == pytest.approx(cost, abs=1e-3)
     X, y = circles(1000)
-    d = exact.decide_run(
-        X, y, exact.ExactOptions(), budget_seconds=10.0, memory_limit=GIB, mode="auto"
-    )
+    d = _decide(X, y, budget_seconds=10.0, memory_limit=GIB, mode="auto")
     assert d.run and not d.nest
     # A sample smaller than the rows is never nested, whatever the flag says.
     assert not exact.ExactOptions(tune_rows=600, nest=True).nested(1000)

@@ -50,7 +50,8 @@ def test_the_term_ranking_puts_the_xor_product_first() -> None:
     X, y = xor_data()
     T = Dataset(sp.csr_matrix(X[:1500]), y[:1500].astype(float))
     V = Dataset(sp.csr_matrix(X[1500:]), y[1500:].astype(float))
-    res = degree2.run(T, V, degree2.Degree2Options(seed=0))
+    opts = degree2.Degree2Options(seed=0)
+    res = degree2.run(T, V, opts, degree2.plan_rows(T, 2, opts))
     terms = explain.rank_terms(res.model, T.X)
     assert (terms[0].i, terms[0].j) == (2, 4)
     assert terms[0].importance > 10 * terms[1].importance

@@ -9,7 +9,7 @@ import time
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from conftest import make_context
+from conftest import make_context, planned
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -156,7 +156,7 @@ def test_check_asks_for_the_k_of_T(xor, monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.setattr(km, "kmeans", kmeans)
     events: list[Event] = []
     ctx = make_context(baseline=base, progress=events.append)
-    r = multilinear.check(T, V, ctx)
+    r = multilinear.check(T, V, ctx, planned("multilinear", T, V))
     k = km.n_clusters(T.rows)
     assert asked == [k]
     first, rest = events[0], events[1:]

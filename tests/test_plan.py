@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -16,12 +18,13 @@ from hypothesis import strategies as st
 
 from kcheck import plan
 from kcheck.bindings import engines
-from kcheck.checkers import degree2, exact, registry
-from kcheck.checkers.base import Counts, Dataset
+from kcheck.checkers import degree2, exact, mixlinear, multilinear, rbfsvm, registry
+from kcheck.checkers.base import Counts, Dataset, Sized
 from kcheck.config import CheckConfig
 from kcheck.costs import budget
 from kcheck.costs import pace as probe
 from kcheck.pipeline import run
+from kcheck.verdict import without_timing
 
 GIB = 2**30
 DEFAULT = ("multilinear", "degree2", "rbfsvm")
@@ -304,6 +307,103 @@ def test_the_check_does_what_its_plan_says(mode: str) -> None:
     assert steps["degree2"]["rows"] == v["checkers"]["degree2"]["rows"]
 
 
+Alter = Callable[[Counts, plan.Options, plan.Plan], plan.Plan]
+
+
+def _only_the_plan_sizes(monkeypatch: pytest.MonkeyPatch, alter: Alter | None = None) -> None:
+    """Every method's sizing (the registry's entries and the modules' own functions) raises
+    unless kcheck.plan is making a plan (``make``, or a second fold's ``second_fold_steps``):
+    a method that sized itself again at run time fails the check. ``alter``: what the test
+    does to the plan ``make`` made, before the pipeline sees it."""
+    planning = [False]
+
+    def guard(real: Callable[..., Any]) -> Callable[..., Any]:
+        def size(*args: Any, **kwargs: Any) -> Any:
+            if not planning[0]:
+                raise AssertionError(f"{real.__qualname__} sized a method outside the plan")
+            return real(*args, **kwargs)
+
+        return size
+
+    def planner(real: Callable[..., Any], then: Alter | None = None) -> Callable[..., Any]:
+        def plans(counts: Counts, *args: Any) -> Any:
+            planning[0] = True
+            try:
+                made = real(counts, *args)
+                return made if then is None else then(counts, args[0], made)
+            finally:
+                planning[0] = False
+
+        return plans
+
+    for name, spec in registry.CHECKERS.items():
+        if spec.size is not None:
+            monkeypatch.setitem(
+                registry.CHECKERS, name, dataclasses.replace(spec, size=guard(spec.size))
+            )
+    monkeypatch.setattr(
+        registry, "EXACT", dataclasses.replace(registry.EXACT, size=guard(registry.EXACT.size))
+    )
+    for module, names in (
+        (degree2, ("size", "plan_counts", "plan_rows")),
+        (rbfsvm, ("size", "_sized", "plan_counts")),
+        (exact, ("size", "decide")),
+        (multilinear, ("size",)),
+        (mixlinear, ("size",)),
+    ):
+        for attr in names:
+            monkeypatch.setattr(module, attr, guard(getattr(module, attr)))
+    monkeypatch.setattr(plan, "make", planner(plan.make, alter))
+    monkeypatch.setattr(plan, "second_fold_steps", planner(plan.second_fold_steps))
+
+
+def test_the_check_obeys_a_plan_altered_by_hand(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pipeline hands each method what its step says and the method obeys it: exact mode
+    and MultiLinear turned off, degree-2 on 120 rows, and the RBF SVM (which the plan left out
+    where exact mode runs) on a sample of 150 rows tuned on 100, though no size would choose
+    any of these. Nothing but the plan sizes a method."""
+
+    def altered(counts: Counts, options: plan.Options, made: plan.Plan) -> plan.Plan:
+        off = "turned off by hand"
+        exact_off = Sized(0, off, sizing=exact.ExactSizing(False, off))
+        d2 = Sized(120, None, "cost", 0, sizing=degree2.Degree2Sizing(120, None, "cost"))
+        rbf = Sized(150, None, "cost", sizing=rbfsvm.RbfSvmSizing(100, 1.0, 1.0, None, 150))
+        (stand_in,) = plan.checker_steps(counts, (rbfsvm.NAME,), 1e6, options.memory_limit)
+        steps = []
+        for s in made.steps:
+            if s.name == exact.NAME:
+                s = dataclasses.replace(s, runs=False, rows=0, reason=off, sized=exact_off)
+            elif s.name == "multilinear":
+                s = dataclasses.replace(s, runs=False, rows=0, reason=off)
+            elif s.name == "degree2":
+                s = dataclasses.replace(s, rows=120, sized=d2)
+            elif s.name == rbfsvm.NAME:
+                s = dataclasses.replace(stand_in, rows=150, sized=rbf)
+            steps.append(s)
+        return dataclasses.replace(made, steps=tuple(steps))
+
+    _only_the_plan_sizes(monkeypatch, altered)
+    v = run(CheckConfig(train=str(DATASETS / "heart_scale"), exact="auto")).json
+    assert not v["exact"]["ran"] and v["exact"]["reason"] == "turned off by hand"
+    assert set(v["checkers"]) == {"degree2", rbfsvm.NAME}
+    d2_block = v["checkers"]["degree2"]
+    assert (d2_block["status"], d2_block["rows"]) == ("subsampled", 120)
+    assert d2_block["reference"]["rows"] == 120
+    rbf_block = v["checkers"][rbfsvm.NAME]
+    assert rbf_block["rows"] == 150 and rbf_block["tune_rows"] == 100
+    assert rbf_block["reference"]["rows"] == 150
+
+
+def test_only_the_plan_sizes_a_method(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without --time-limit the plan's sizes are all there is: with every size raising
+    outside kcheck.plan, the check's JSON is the one it gives unpatched (exact mode,
+    MultiLinear and degree-2 on heart_scale)."""
+    config = CheckConfig(train=str(DATASETS / "heart_scale"), exact="auto")
+    before = without_timing(run(config).json)
+    _only_the_plan_sizes(monkeypatch)
+    assert without_timing(run(config).json) == before
+
+
 @pytest.mark.slow
 def test_degree2s_plan_is_the_rows_it_trains_on_a_subsample() -> None:
     """Where the floor affords part of the expansion: the plan's rows and limit are what
@@ -316,9 +416,9 @@ def test_degree2s_plan_is_the_rows_it_trains_on_a_subsample() -> None:
     c = Counts.of(T, V)
     (step,) = plan.checker_steps(c, ("degree2",), 2.0, 8 * GIB)
     assert 1_000 <= step.rows < T.rows and step.limited_by == "cost"
-    options = dataclasses.replace(degree2._allowed(step.allowance(8 * GIB)), seed=0)
-    assert degree2.plan_rows(T, 2, options) == degree2.Plan(step.rows, None, "cost")
-    result = degree2.run(T, V, options)
+    assert step.sized is not None
+    assert step.sized.sizing == degree2.Degree2Sizing(step.rows, None, "cost")
+    result = degree2.run(T, V, degree2.Degree2Options(seed=0), step.sized.sizing)
     assert result.status == "subsampled" and result.info["rows"] == step.rows
     assert step.estimated_seconds is not None
     assert result.counted_seconds == pytest.approx(step.estimated_seconds, rel=0.01)

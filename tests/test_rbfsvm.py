@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from conftest import make_context
+from conftest import make_context, planned
 
 from kcheck import plan
 from kcheck.checkers import degree2, rbfsvm
@@ -102,13 +102,13 @@ def test_the_plan_takes_the_most_tuning_rows_the_budget_affords() -> None:
     T, V = _split(*wavy(4000, seed=1))
     costs = [rbfsvm.estimated_seconds(T, V, 2, t) for t in (600, 1_000, 1_500, 2_000)]
     assert costs == sorted(costs) and len(set(costs)) == 4
-    assert rbfsvm.plan(T, V, 2, costs[-1]).tune_rows == 2_000
-    assert rbfsvm.plan(T, V, 2, (costs[1] + costs[2]) / 2).tune_rows == 1_000
-    over = rbfsvm.plan(T, V, 2, costs[0] / 2)
+    assert rbfsvm.plan_counts(Counts.of(T, V), costs[-1]).tune_rows == 2_000
+    assert rbfsvm.plan_counts(Counts.of(T, V), (costs[1] + costs[2]) / 2).tune_rows == 1_000
+    over = rbfsvm.plan_counts(Counts.of(T, V), costs[0] / 2)
     assert over.tune_rows is None and over.reason is not None and "over the budget" in over.reason
     # Fewer rows than the ladder's step: all of T, once.
     small_T, small_V = _split(*wavy(800, seed=1))
-    assert rbfsvm.plan(small_T, small_V, 2, 1e9).tune_rows == small_T.rows
+    assert rbfsvm.plan_counts(Counts.of(small_T, small_V), 1e9).tune_rows == small_T.rows
 
 
 def test_no_row_count_skips_it_only_its_cost() -> None:
@@ -118,11 +118,11 @@ def test_no_row_count_skips_it_only_its_cost() -> None:
     first = budget.first_seconds(nnz=T.X.nnz, n_classes=2, rows=T.rows)
     (step,) = plan.checker_steps(Counts.of(T, V), ("rbfsvm",), first, 2**33)
     assert step.budget_seconds == first
-    p = rbfsvm.plan(T, V, 2, first)
+    p = rbfsvm.plan_counts(Counts.of(T, V), first)
     assert (p.tune_rows is None) == (step.rows == 0)
     if p.tune_rows is None:
         assert p.reason is not None and "over the budget" in p.reason
-    roomy = rbfsvm.plan(T, V, 2, 1e6)
+    roomy = rbfsvm.plan_counts(Counts.of(T, V), 1e6)
     assert roomy.tune_rows is not None
 
 
@@ -210,7 +210,7 @@ def test_the_counted_fits_include_the_larger_C() -> None:
     )
     final = budget.rbf_fit_seconds(rows=T.rows, nnz=int(T.X.nnz), predict_rows=V.rows, n_classes=2)
     gammas = len(rbf_tuning.LOG2_GAMMA_FACTOR)
-    assert rbfsvm.fit_seconds(T, V, 2) == pytest.approx((gammas + 1) * part + final)
+    assert rbfsvm._fit_seconds(Counts.of(T, V)) == pytest.approx((gammas + 1) * part + final)
 
 
 # --- on a sample of T where all of it does not fit ------------------------------------------------
@@ -247,10 +247,8 @@ def test_on_a_sample_its_gap_is_against_a_linear_model_on_the_same_sample() -> N
     budget_seconds = rbfsvm.counted_seconds(c, rbf_tuning.TUNE_ROWS) / 2
     p = rbfsvm.plan_counts(c, budget_seconds)
     assert p.rows is not None and p.rows < T.rows
-    ctx = make_context(
-        baseline=linear_run(T, V, LinearOptions(seed=0)), budget_seconds=budget_seconds
-    )
-    res = rbfsvm.check(T, V, ctx)
+    ctx = make_context(baseline=linear_run(T, V, LinearOptions(seed=0)))
+    res = rbfsvm.check(T, V, ctx, planned("rbfsvm", T, V, budget_seconds))
     assert res.status == "subsampled", res.reason
     assert res.info["rows"] == p.rows and res.info["limited_by"] == "cost"
     assert res.info["fraction"] == pytest.approx(p.rows / T.rows)
@@ -283,11 +281,9 @@ def test_the_least_allowance_the_plan_accepts_gives_the_same_result(dense: bool)
 
     def run(memory_limit: int) -> tuple[float, float, float]:
         ctx = make_context(
-            memory_limit=memory_limit,
-            baseline=linear_run(T, V, LinearOptions(seed=0)),
-            budget_seconds=1e6,
+            memory_limit=memory_limit, baseline=linear_run(T, V, LinearOptions(seed=0))
         )
-        r = rbfsvm.check(T, V, ctx)
+        r = rbfsvm.check(T, V, ctx, planned("rbfsvm", T, V, 1e6, memory_limit))
         assert r.status == "ok", r.reason
         return r.val_accuracy, r.info["C"], r.info["gamma"]
 
@@ -450,8 +446,8 @@ def test_its_prediction_is_revised_with_the_trainings_predicted_from_the_search(
     p = rbfsvm.plan_counts(c, budget_seconds)
     assert p.rows is not None and p.tune_rows is not None
     events: list[Event] = []
-    ctx = make_context(budget_seconds=budget_seconds, progress=events.append)
-    res = rbfsvm.check(T, V, ctx)
+    ctx = make_context(progress=events.append)
+    res = rbfsvm.check(T, V, ctx, planned("rbfsvm", T, V, budget_seconds))
     assert res.status == "subsampled"
     # Its trainings' stage says they are on the sample, and its prediction holds the linear
     # reference that trains after them.
@@ -518,11 +514,11 @@ def test_its_search_keeps_within_its_allowance(monkeypatch: pytest.MonkeyPatch) 
 
     y, X = wavy(1_600, seed=2)
     T, V = _split(y, X)
-    ctx = make_context(baseline=linear_run(T, V, LinearOptions(seed=0)), budget_seconds=1e6)
+    ctx = make_context(baseline=linear_run(T, V, LinearOptions(seed=0)))
 
     def passed_over(allowance: float) -> list[tuple[float, float]]:
         monkeypatch.setattr(rbf_tuning, "SEARCH_ALLOWANCE", allowance)
-        r = rbfsvm.check(T, V, ctx)
+        r = rbfsvm.check(T, V, ctx, planned("rbfsvm", T, V, 1e6))
         assert r.status == "ok", r.reason
         assert all(p["predicted_seconds"] > 0 for p in r.info["grid_passed_over"])
         return [(p["log2_C"], p["log2_gamma"]) for p in r.info["grid_passed_over"]]
@@ -547,7 +543,9 @@ def test_with_two_jobs_its_search_trains_the_folds_side_by_side_with_the_same_re
     baseline = linear_run(T, V, LinearOptions(seed=0))
 
     def check(jobs: int) -> tuple[object, ...]:
-        r = rbfsvm.check(T, V, make_context(jobs=jobs, baseline=baseline, budget_seconds=1e6))
+        r = rbfsvm.check(
+            T, V, make_context(jobs=jobs, baseline=baseline), planned("rbfsvm", T, V, 1e6)
+        )
         assert r.status == "ok", r.reason
         return r.val_accuracy, r.info["C"], r.info["gamma"], r.cv_accuracy
 

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from conftest import DATASETS, make_context
+from conftest import DATASETS, make_context, planned
 
 from kcheck import defaults, pipeline
 from kcheck.checkers import linear, registry
@@ -32,8 +32,9 @@ def full_check() -> pipeline.CheckReport:
 
 
 @pytest.fixture(scope="module")
-def separable() -> tuple[Dataset, Dataset, Context]:
-    """A linearly separable 5-feature set with a margin, split 3:1, and a context for it."""
+def separable() -> tuple[Dataset, Dataset, Context, float]:
+    """A linearly separable 5-feature set with a margin, split 3:1, a context for it and the
+    counted budget its checkers are sized within."""
     rng = np.random.default_rng(12345)
     X = rng.normal(size=(400, 5))
     s = X @ np.array([1.0, -2.0, 0.5, 0.0, 1.0]) + 0.3
@@ -49,17 +50,17 @@ def separable() -> tuple[Dataset, Dataset, Context]:
     # them where exact mode does not run: without them rbfsvm (like degree-2 on a wider set)
     # may be over its relative budget.
     first = budget.FIRST_SHARE * budget.FLOOR_SECONDS
-    ctx = make_context(baseline=base, floor_seconds=first, budget_seconds=first)
-    return T, V, ctx
+    return T, V, make_context(baseline=base), first
 
 
 @pytest.fixture(scope="module")
 def runs(separable) -> dict[str, tuple[CheckerResult, CheckerResult]]:
     """Each checker on V, and on V with every label flipped."""
-    T, V, ctx = separable
+    T, V, ctx, first = separable
     flipped = Dataset(V.X, np.where(V.y == HIGH, LOW, HIGH))
+    sized = {name: planned(name, T, V, first) for name in registry.CHECKERS}
     return {
-        name: (spec.run(T, V, ctx), spec.run(T, flipped, ctx))
+        name: (spec.run(T, V, ctx, sized[name]), spec.run(T, flipped, ctx, sized[name]))
         for name, spec in registry.CHECKERS.items()
     }
 
@@ -137,7 +138,7 @@ def test_run_returns_a_result_named_like_the_spec(runs, name: str) -> None:
 
 @pytest.mark.parametrize("name", registry.NAMES)
 def test_one_result_per_row_of_V(runs, separable, name: str) -> None:
-    _, V, _ = separable
+    _, V, _, _ = separable
     r, _ = runs[name]
     assert r.correct is not None and r.correct.shape == (V.rows,)
     assert r.predicted is not None and r.predicted.shape == (V.rows,)
@@ -149,7 +150,7 @@ def test_one_result_per_row_of_V(runs, separable, name: str) -> None:
 
 @pytest.mark.parametrize("name", registry.NAMES)
 def test_predicted_labels_are_among_T_labels(runs, separable, name: str) -> None:
-    T, V, _ = separable
+    T, V, _, _ = separable
     r, _ = runs[name]
     assert set(np.unique(r.predicted)) <= set(np.unique(T.y))
     # Its predictor does the same on any rows, V's labels unseen.
@@ -170,9 +171,9 @@ def test_trains_on_T_only(runs, name: str) -> None:
 
 @pytest.mark.parametrize("name", registry.NAMES)
 def test_unseen_labels_in_V_are_never_predicted(separable, name: str) -> None:
-    T, V, ctx = separable
+    T, V, ctx, first = separable
     unseen = Dataset(V.X, np.full(V.rows, 7.0))
-    r = registry.CHECKERS[name].run(T, unseen, ctx)
+    r = registry.CHECKERS[name].run(T, unseen, ctx, planned(name, T, V, first))
     assert r.val_accuracy == 0.0
     assert set(np.unique(r.predicted)) <= {LOW, HIGH}
 

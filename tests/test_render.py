@@ -211,7 +211,7 @@ def test_every_count_names_its_unit_where_it_is_counted(
 
 
 def test_the_rbf_svm_checker_counts_grid_points_then_trainings() -> None:
-    from conftest import DATASETS, make_context
+    from conftest import DATASETS, make_context, planned
 
     from kcheck.checkers import rbfsvm
     from kcheck.checkers.base import Dataset
@@ -224,12 +224,8 @@ def test_the_rbf_svm_checker_counts_grid_points_then_trainings() -> None:
     tr, va = stratified_split(y, seed=0)
     T, V = Dataset(X[tr], y[tr]), Dataset(X[va], y[va])
     events: list[Event] = []
-    ctx = make_context(
-        baseline=linear_run(T, V, LinearOptions(seed=0)),
-        budget_seconds=1e6,
-        progress=events.append,
-    )
-    assert rbfsvm.check(T, V, ctx).status == "ok"
+    ctx = make_context(baseline=linear_run(T, V, LinearOptions(seed=0)), progress=events.append)
+    assert rbfsvm.check(T, V, ctx, planned("rbfsvm", T, V, 1e6)).status == "ok"
     units = [e.unit for e in events if e.total is not None]
     assert units and units[0] == "grid points" and units[-1] == "trainings", units
     assert set(units) == {"grid points", "trainings"}, units

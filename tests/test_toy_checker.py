@@ -19,7 +19,7 @@ from rich.console import Console
 
 from kcheck import defaults, pipeline
 from kcheck.checkers import registry
-from kcheck.checkers.base import CheckerResult, Context, Dataset, score
+from kcheck.checkers.base import CheckerResult, Context, Dataset, Sized, score
 from kcheck.cli import render, words
 from kcheck.config import CheckConfig
 from kcheck.reports import html as report
@@ -30,7 +30,7 @@ WORDS = "the toy linear model"
 COLOUR = "#123456"
 
 
-def toy_check(T: Dataset, V: Dataset, ctx: Context) -> CheckerResult:
+def toy_check(T: Dataset, V: Dataset, ctx: Context, sized: Sized) -> CheckerResult:
     """LIBLINEAR at C = 1 without a C search: a real model, trained on T, scored on V. Its
     table shows a count beside C, which no checker's hard-coded formatting would."""
     t0 = time.perf_counter()

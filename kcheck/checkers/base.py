@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, TypeVar
 
 import numpy as np
 import scipy.sparse as sp
@@ -88,22 +88,34 @@ class Counts:
 
 @dataclass(frozen=True)
 class Allowance:
-    """What the plan gives one checker: the memory it may allocate beyond the data, its
-    measurement's whole budget in counted seconds (kcheck.costs.budget.first_seconds; a second
-    fold's, what the first left), and what the methods before it left of it, its own budget
-    (None: it has none)."""
+    """What the plan gives one method to size itself within: the memory it may allocate
+    beyond the data and what the methods before it left of its measurement's counted budget
+    (kcheck.costs.budget; None: it has none). Under ``--time-limit``, where the plan sizes a
+    step again just before it runs (kcheck.plan.resized), the seconds left and what the linear
+    baseline took here: the one clock reading a size may read."""
 
     memory_limit: int
-    floor_seconds: float = 0.0
     budget_seconds: float | None = None
+    seconds_left: float | None = None
+    linear_seconds: float | None = None
+
+    def bound(self) -> tuple[float, str]:
+        """The counted budget, or the time left where ``--time-limit`` leaves less, and which
+        of the two it is (a reason names it)."""
+        budget = self.budget_seconds or 0.0
+        if self.seconds_left is not None and self.seconds_left < budget:
+            return max(self.seconds_left, 0.0), "the time left before the time limit"
+        return budget, "the budget"
 
 
 @dataclass(frozen=True)
 class Sized:
-    """What a checker will do with what the plan allows it, from counts: the rows of T it
+    """What a method will do with what the plan allows it, from counts: the rows of T it
     trains on (0: it will report itself skipped, with ``reason``), what cut them
     (``limited_by``: memory, cost or time), the bytes it allocates beyond the data (None: it
-    does not say, so it never runs beside the baseline) and its counted seconds."""
+    does not say, so it never runs beside the baseline), its counted seconds, and ``sizing``:
+    the method's own record of what it decided, which its ``run`` obeys without sizing again
+    (None: it trains on all of T as it is)."""
 
     rows: int
     reason: str | None = None
@@ -113,6 +125,18 @@ class Sized:
     counted_seconds: float = 0.0
     #: ... and its estimate, run or not (None: it has none).
     estimated_seconds: float | None = None
+    sizing: Any = None
+
+
+S = TypeVar("S")
+
+
+def sizing_of(sized: Sized, kind: type[S]) -> S:
+    """The method's own record in ``sized``: what its ``run`` obeys. A plan that hands a
+    method another's record (or none) is a bug in the plan, not something to size around."""
+    if not isinstance(sized.sizing, kind):
+        raise TypeError(f"expected a {kind.__name__} from the plan, got {sized.sizing!r}")
+    return sized.sizing
 
 
 Predictor = Callable[[sp.csr_matrix], np.ndarray]
@@ -204,10 +228,9 @@ class Context:
 
     ``memory_limit`` is what a checker may allocate on top of the data already in memory.
     ``deadline`` is a ``time.perf_counter()`` value (``--time-limit``), or None.
-    ``floor_seconds`` is its measurement's whole budget of counted work (kcheck.costs.budget), and
-    ``budget_seconds`` what the methods before this checker left of it, which it may spend
-    (None: it has no counted budget); both come from kcheck.plan, which
-    decides them once from counts, and a checker only reads them. ``baseline`` is None while the
+    What a checker trains on, and how, is not here: the plan decided it once from counts
+    (kcheck.plan) and hands it to the checker's ``run`` as its :class:`Sized`. ``baseline`` is
+    None while the
     linear baseline still runs beside the checkers the plan lets start first
     (:func:`kcheck.plan.early`); :meth:`linear` is how a checker reads it, waiting for it there.
     """
@@ -218,8 +241,6 @@ class Context:
     memory_limit: int
     deadline: float | None
     baseline: CheckerResult | None
-    floor_seconds: float = 0.0
-    budget_seconds: float | None = None
     progress: Progress = no_progress
     #: The metric, and the class weights every model of the run trains with.
     scoring: Scoring = ACCURACY
@@ -277,17 +298,6 @@ def past(deadline: float | None) -> bool:
     """Whether ``deadline`` (a ``time.perf_counter()`` value, None: no limit) has passed: the
     one clock read that may stop a checker, between its steps."""
     return deadline is not None and time.perf_counter() >= deadline
-
-
-def time_bound(deadline: float | None, budget_seconds: float) -> tuple[float, str]:
-    """The plan's counted budget, or the time left where ``deadline`` (``--time-limit``)
-    leaves less, and which of the two it is: the one clock allowed to change what a checker
-    computes."""
-    if deadline is not None:
-        left = deadline - time.perf_counter()
-        if left < budget_seconds:
-            return max(left, 0.0), "the time left before the time limit"
-    return budget_seconds, "the budget"
 
 
 def stop_if_past(deadline: float | None, what: str) -> None:

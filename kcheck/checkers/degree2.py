@@ -8,7 +8,6 @@ and T is subsampled (or the checker skipped) when it would not fit the memory bu
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import time
 from dataclasses import dataclass, field
@@ -26,6 +25,7 @@ from kcheck.checkers.base import (
     Sized,
     sample_reference,
     score,
+    sizing_of,
     stratified_sample,
 )
 from kcheck.costs import budget
@@ -185,7 +185,10 @@ class Degree2Options:
 
 
 @dataclass(frozen=True)
-class Plan:
+class Degree2Sizing:
+    """What degree-2 trains on, as the plan decided it (:func:`size`): the rows of T (0:
+    skipped, with the reason), what cut them, and the expansion's chunk."""
+
     rows: int
     reason: str | None = None
     limited_by: str | None = None  # "memory" | "cost" | "time" | None (all rows)
@@ -203,7 +206,7 @@ def chunk_nnz(memory_limit: int) -> int:
     return max(MIN_CHUNK_NNZ, min(EXPAND_CHUNK_NNZ, memory_limit // 4 // CHUNK_BYTES_PER_NNZ))
 
 
-def plan_rows(T: Dataset, n_classes: int, options: Degree2Options) -> Plan:
+def plan_rows(T: Dataset, n_classes: int, options: Degree2Options) -> Degree2Sizing:
     """How many rows of T to expand: all, a subsample, or none (with the reason)."""
     expanded = int(row_expanded_nnz(T.X).sum())
     return plan_counts(T.rows, int(T.X.shape[1]), int(T.X.nnz), expanded, n_classes, options)
@@ -211,14 +214,14 @@ def plan_rows(T: Dataset, n_classes: int, options: Degree2Options) -> Plan:
 
 def plan_counts(
     rows: int, features: int, nnz: int, expanded: int, n_classes: int, options: Degree2Options
-) -> Plan:
+) -> Degree2Sizing:
     """:func:`plan_rows` of T from its counts: ``rows`` rows, ``features`` wide, ``nnz``
     stored values and ``expanded`` values of their expansion (kcheck.plan reads it so)."""
     dim = expanded_dimension(features)
     n_w = 1 if n_classes <= 2 else n_classes
     weight_bytes = WEIGHT_VECTORS * 8 * (dim + 1) * n_w
     if weight_bytes > options.memory_limit:
-        return Plan(
+        return Degree2Sizing(
             0,
             (
                 f"the weight vectors of {dim:,} expanded features need {_gib(weight_bytes)}, "
@@ -247,7 +250,7 @@ def plan_counts(
     limited_by, fit = _binding_limit(limits, rows, least)
     if fit < least:
         return _too_few(fit, limited_by, mean_nnz, cost_budget, options)
-    return Plan(
+    return Degree2Sizing(
         fit,
         None,
         limited_by if fit < rows else None,
@@ -318,18 +321,18 @@ def _binding_limit(limits: dict[str, int], rows: int, least: int) -> tuple[str, 
 
 def _too_few(
     fit: int, limited_by: str, mean_nnz: float, cost_budget: int | None, options: Degree2Options
-) -> Plan:
+) -> Degree2Sizing:
     """The skip where fewer rows than the least fit: the plan that says which limit and why."""
     if limited_by == "memory":
         what = f"the memory limit of {_gib(options.memory_limit)}"
     elif limited_by == "cost" and options.budget_seconds is not None and not cost_budget:
         # "0 rows fit the cost budget of 0 expanded values" said nothing of why.
-        return Plan(0, "the methods planned before it used all of their budget", "cost")
+        return Degree2Sizing(0, "the methods planned before it used all of their budget", "cost")
     elif limited_by == "cost":
         what = f"the cost budget of {cost_budget or 0:,} expanded values"
     else:
         what = "the time left before the time limit"
-    return Plan(
+    return Degree2Sizing(
         0,
         (
             f"only {fit:,} {'row' if fit == 1 else 'rows'} of the expansion "
@@ -382,8 +385,10 @@ def _gib(b: float) -> str:
     return budget.size_text(b)
 
 
-def run(T: Dataset, V: Dataset, options: Degree2Options) -> CheckerResult:
-    """Tune C on phi(T) (or a subsample that fits), train, and score on phi(V).
+def run(T: Dataset, V: Dataset, options: Degree2Options, sizing: Degree2Sizing) -> CheckerResult:
+    """Tune C on phi(T), or on the stratified subsample ``sizing`` says, train, and score on
+    phi(V); the sizing is obeyed, never made again here (of ``options`` only the seed and
+    the class weights are read).
 
     On a subsample, a linear model is tuned and trained on the same rows and becomes the
     reference of the gap: a degree-2 model on 5% of T against a linear one on all of T would
@@ -392,7 +397,7 @@ def run(T: Dataset, V: Dataset, options: Degree2Options) -> CheckerResult:
     t0 = time.perf_counter()
     n = T.X.shape[1]
     n_classes = int(np.unique(T.y).size)
-    plan = plan_rows(T, n_classes, options)
+    plan = sizing
     info: dict[str, object] = {"dimension": expanded_dimension(n)}
     if plan.reason is not None:
         res = CheckerResult.skipped("degree2", plan.reason, time.perf_counter() - t0)
@@ -546,21 +551,17 @@ class Shift:
         return engines.as_binding_csr(out)
 
 
-def _options(T: Dataset, ctx: Context) -> Degree2Options:
-    return dataclasses.replace(
-        _allowed(Allowance(ctx.memory_limit, budget_seconds=ctx.budget_seconds)),
-        seed=ctx.seed,
-        time_budget=ctx.seconds_left(),
-        # A clock, read only under --time-limit (the baseline then ran before the checkers).
-        seconds_per_nnz=None if ctx.deadline is None else ctx.linear().seconds / max(T.X.nnz, 1),
-        class_weight=ctx.class_weight,
+def _allowed(allowed: Allowance, nnz: int) -> Degree2Options:
+    """The options of what the plan allows: the memory, what is left of the check's budget
+    in counted seconds, and under ``--time-limit`` the time left, priced at the linear
+    baseline's seconds per stored value of T (``nnz`` of them)."""
+    per_nnz = None if allowed.linear_seconds is None else allowed.linear_seconds / max(nnz, 1)
+    return Degree2Options(
+        memory_limit=allowed.memory_limit,
+        budget_seconds=allowed.budget_seconds,
+        time_budget=allowed.seconds_left,
+        seconds_per_nnz=per_nnz,
     )
-
-
-def _allowed(allowed: Allowance) -> Degree2Options:
-    """The options of what the plan allows: the memory, and what is left of the check's
-    budget in counted seconds."""
-    return Degree2Options(memory_limit=allowed.memory_limit, budget_seconds=allowed.budget_seconds)
 
 
 def size(counts: Counts, allowed: Allowance) -> Sized:
@@ -575,21 +576,22 @@ def size(counts: Counts, allowed: Allowance) -> Sized:
         counts.nnz,
         counts.expanded_nnz,
         n,
-        _allowed(allowed),
+        _allowed(allowed, counts.nnz),
     )
     if p.rows == 0:
-        return Sized(0, p.reason, p.limited_by, 0)
+        return Sized(0, p.reason, p.limited_by, 0, sizing=p)
     expanded = (
         counts.expanded_nnz
         if p.rows == counts.rows
         else round(p.rows * counts.expanded_nnz / counts.rows)
     )
     counted = budget.degree2_seconds(expanded, n, p.rows, expanded_dimension(counts.features))
-    return Sized(p.rows, p.reason, p.limited_by, p.bytes, counted, counted)
+    return Sized(p.rows, p.reason, p.limited_by, p.bytes, counted, counted, sizing=p)
 
 
-def check(T: Dataset, V: Dataset, ctx: Context) -> CheckerResult:
-    """The checker as the pipeline runs it: what the plan left of the check's budget and
-    (under ``--time-limit``) the time left, in a worker process that the deadline can stop."""
+def check(T: Dataset, V: Dataset, ctx: Context, sized: Sized) -> CheckerResult:
+    """The checker as the pipeline runs it: on what the plan sized (:func:`size`), in a
+    worker process that the deadline can stop."""
     ctx.progress(Event("degree-2 checker"))
-    return run_until(ctx.deadline, run, T, V, _options(T, ctx))
+    options = Degree2Options(seed=ctx.seed, class_weight=ctx.class_weight)
+    return run_until(ctx.deadline, run, T, V, options, sizing_of(sized, Degree2Sizing))

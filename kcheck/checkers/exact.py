@@ -17,7 +17,7 @@ The comparison (:func:`run`), on all training rows (T and V together, scaled):
    the data place (:mod:`kcheck.tuning.rbf_sample`, which the rbfsvm checker shares): gamma
    at 2^-3, 2^-1, 2 and 8 times 1 / (median squared distance), C from 2^-1 to 2^11 in steps
    of 4x. It runs on a stratified sample of 600 to 2,000 rows, the most the budget affords
-   (:func:`tune_rows_within`); the highest count of correct predictions wins, ties to the
+   (:func:`_tune_rows_within`); the highest count of correct predictions wins, ties to the
    smaller C, then the smaller gamma.
 4. Both models, with those parameters, in our own seeded, stratified ``folds``-fold split,
    repeated: every row is predicted once per repeat by each model, trained without it. The
@@ -54,12 +54,15 @@ import scipy.sparse as sp
 from kcheck.bindings import engines
 from kcheck.bindings.c_runtime import side_by_side
 from kcheck.checkers.base import (
+    Allowance,
     CheckerResult,
     Context,
+    Counts,
     Dataset,
     SearchThenStage,
+    Sized,
     guarded,
-    time_bound,
+    sizing_of,
 )
 from kcheck.costs import budget
 from kcheck.defaults import EXACT_MODES, Progress, no_progress
@@ -221,41 +224,27 @@ def counted_seconds(rows: int, nnz: int, n_classes: int, options: ExactOptions) 
 
 
 @dataclass(frozen=True)
-class RunDecision:
-    """Whether to run, and why, with the counted estimate and budget behind it (reference
-    seconds: numbers of the data and the options, the same on every machine)."""
+class ExactSizing:
+    """What exact mode does, as the plan decided it (:func:`size`): whether it runs, and why,
+    with the counted estimate and budget behind it (reference seconds: numbers of the data
+    and the options, the same on every machine), the search's rows and whether it is nested,
+    and what its repeats may spend."""
 
     run: bool
     reason: str
     estimated_seconds: float | None = None
     budget_seconds: float | None = None
-    #: Rows the (C, gamma) search runs on (:func:`tune_rows_within`); None: the options' own.
+    #: Rows the (C, gamma) search runs on (:func:`_tune_rows_within`); None: the options' own.
     tune_rows: int | None = None
     #: Whether the comparison is nested (:meth:`ExactOptions.nested`).
     nest: bool = False
-
-
-def decide_run(
-    X: sp.spmatrix,
-    y: np.ndarray,
-    options: ExactOptions,
-    *,
-    budget_seconds: float,
-    memory_limit: int,
-    mode: str,
-) -> RunDecision:
-    """:func:`decide` for the rows ``X`` and labels ``y``, within :func:`time_bound`."""
-    budget_seconds, basis = time_bound(options.deadline, budget_seconds)
-    return decide(
-        int(X.shape[0]),
-        int(X.nnz),
-        int(np.unique(y).size),
-        options,
-        budget_seconds=budget_seconds,
-        memory_limit=memory_limit,
-        mode=mode,
-        basis=basis,
-    )
+    mode: str = "auto"
+    #: The plan's counted budget, which bounds the repeats (:func:`repeats_within_budget`)
+    #: where ``auto`` runs it: not the time left, so that the repeats that may run are the
+    #: same on every machine. None: the adaptive maximum (``always``).
+    repeat_budget: float | None = None
+    #: What it spends of the check's budget, as counted, where it runs.
+    counted_seconds: float | None = None
 
 
 def decide(
@@ -268,7 +257,7 @@ def decide(
     memory_limit: int,
     mode: str,
     basis: str = "the budget",
-) -> RunDecision:
+) -> ExactSizing:
     """Whether to run the exact comparison on ``rows`` rows (T and V) holding ``nnz`` stored
     values, and why; from counts only, so the plan (kcheck.plan) decides it before training.
 
@@ -277,18 +266,19 @@ def decide(
     first measurement's budget (kcheck.costs.budget.first_seconds; ``basis`` names it in the
     reason): no row
     count decides. Where it runs, the search's rows are the most that budget affords
-    (:func:`tune_rows_within`).
+    (:func:`_tune_rows_within`).
     """
     if mode not in EXACT_MODES:
         raise ValueError(f"exact mode must be one of {', '.join(EXACT_MODES)}, got {mode!r}")
     if mode == "never":
-        return RunDecision(False, "exact mode is off")
+        return ExactSizing(False, "exact mode is off", mode=mode)
     need = matrix_bytes(rows)
     if need > memory_limit:
-        return RunDecision(
+        return ExactSizing(
             False,
             f"too large: its {rows:,} x {rows:,} kernel matrices need {budget.size_text(need)}, "
             f"over the memory limit of {budget.size_text(memory_limit)}",
+            mode=mode,
         )
     tune = _tune_rows_within(rows, nnz, n_classes, options, budget_seconds)
     chosen = dataclasses.replace(options, tune_rows=tune)
@@ -297,25 +287,20 @@ def decide(
     if nest.nested(rows) and counted_seconds(rows, nnz, n_classes, nest) <= budget_seconds:
         chosen = nest
     if mode == "always":
-        return RunDecision(True, "exact mode requested", tune_rows=tune, nest=chosen.nest)
+        return ExactSizing(
+            True, "exact mode requested", tune_rows=tune, nest=chosen.nest, mode=mode
+        )
     estimate = counted_seconds(rows, nnz, n_classes, chosen)
     within = estimate <= budget_seconds
-    return RunDecision(
+    return ExactSizing(
         within,
         "its counted cost is " + ("within " if within else "over ") + basis,
         round(estimate, 3),
         round(budget_seconds, 3),
         tune if within else None,
         chosen.nest and within,
+        mode,
     )
-
-
-def tune_rows_within(
-    X: sp.spmatrix, n_classes: int, options: ExactOptions, budget_seconds: float
-) -> int:
-    """The most rows of TUNE_LADDER (all rows where fewer) whose counted cost fits the budget,
-    and never fewer than ``options.tune_rows``: counts only, so the same on every machine."""
-    return _tune_rows_within(int(X.shape[0]), int(X.nnz), n_classes, options, budget_seconds)
 
 
 def _tune_rows_within(
@@ -885,39 +870,45 @@ def _averaged(runs: list[_Fold]) -> tuple[PointResults, PointResults]:
     )
 
 
-def check_all(
-    T: Dataset, V: Dataset, ctx: Context, mode: str
-) -> tuple[dict[str, Any], CheckerResult | None]:
-    """Run the exact comparison on all rows (T and V) where the plan lets it (``auto``, within
-    ``ctx.budget_seconds``) or ``always`` asks for it.
-
-    Returns the JSON ``exact`` block and the result (None where it did not run). The decision
-    is :func:`decide`'s, on counts, as kcheck.plan made it; only ``--time-limit`` can lower the
-    budget here, to the time left (:func:`time_bound`).
-    """
-    opts = ExactOptions(
-        baseline_C=True,
-        seed=ctx.seed,
-        jobs=ctx.jobs,
-        memory_limit=ctx.memory_limit,
-        deadline=ctx.deadline,
-        epsilon=ctx.epsilon,
-        scoring=ctx.scoring,
-    )
-    n_classes = int(np.unique(np.concatenate([T.y, V.y])).size)
-    allowed, basis = time_bound(opts.deadline, ctx.budget_seconds or 0.0)
+def size(counts: Counts, allowed: Allowance, mode: str) -> Sized:
+    """What exact mode will do on all rows (T and V) in ``mode``, within the counted budget of
+    the first measurement (or, re-sized under ``--time-limit``, the time left where less) and
+    the memory limit: :func:`decide` on counts, and its counted seconds where it runs."""
+    budget_seconds, basis = allowed.bound()
+    rows, nnz = counts.all_rows, counts.all_nnz
+    classes = counts.all_classes or counts.n_classes
+    options = ExactOptions(baseline_C=True)
     d = decide(
-        T.rows + V.rows,
-        int(T.X.nnz + V.X.nnz),
-        n_classes,
-        opts,
-        budget_seconds=allowed,
-        memory_limit=ctx.memory_limit,
+        rows,
+        nnz,
+        classes,
+        options,
+        budget_seconds=budget_seconds,
+        memory_limit=allowed.memory_limit,
         mode=mode,
         basis=basis,
     )
+    if not d.run:
+        return Sized(0, d.reason, estimated_seconds=d.estimated_seconds, sizing=d)
+    tune = d.tune_rows if d.tune_rows is not None else options.tune_rows
+    chosen = dataclasses.replace(options, tune_rows=tune, nest=d.nest)
+    spent = counted_seconds(rows, nnz, classes, chosen)
+    repeat_budget = allowed.budget_seconds if mode == "auto" else None
+    sizing = dataclasses.replace(d, repeat_budget=repeat_budget, counted_seconds=spent)
+    return Sized(rows, d.reason, None, None, spent, spent, sizing=sizing)
+
+
+def check_all(
+    T: Dataset, V: Dataset, ctx: Context, sized: Sized
+) -> tuple[dict[str, Any], CheckerResult | None]:
+    """Run the exact comparison on all rows (T and V) where the plan sized it to
+    (:func:`size`): ``auto`` within the check's budget, or ``always``.
+
+    Returns the JSON ``exact`` block and the result (None where it did not run).
+    """
+    d = sizing_of(sized, ExactSizing)
     out: dict[str, Any] = {
-        "mode": mode,
+        "mode": d.mode,
         "ran": d.run,
         "reason": d.reason,
         # Counted reference seconds (kcheck.costs.budget), the same on every machine.
@@ -926,19 +917,25 @@ def check_all(
     }
     if not d.run:
         return out, None
+    opts = ExactOptions(
+        baseline_C=True,
+        seed=ctx.seed,
+        jobs=ctx.jobs,
+        memory_limit=ctx.memory_limit,
+        deadline=ctx.deadline,
+        epsilon=ctx.epsilon,
+        scoring=ctx.scoring,
+        budget_seconds=d.repeat_budget,
+    )
+    if d.tune_rows is not None:
+        opts = dataclasses.replace(opts, tune_rows=d.tune_rows, nest=d.nest)
     # Stacked only where it runs: it copies all of the data.
     Xa = sp.vstack([T.X, V.X], format="csr")
     ya = np.concatenate([T.y, V.y])
-    if d.tune_rows is not None:
-        opts = dataclasses.replace(opts, tune_rows=d.tune_rows, nest=d.nest)
-    if mode == "auto":
-        # The plan's counted budget, not the time left: the repeats that may run stay the
-        # same on every machine (only the --time-limit's decide above reads a clock).
-        opts = dataclasses.replace(opts, budget_seconds=ctx.budget_seconds)
     linear = Linear(ctx.baseline_C, ctx.linear().cv_accuracy)
     result = guarded(NAME, ctx.deadline, lambda: run(Xa, ya, opts, ctx.progress, linear))
     # What it spent of the check's budget, as the plan counted it (also ``always``).
-    result.counted_seconds = estimated_seconds(Xa, int(np.unique(ya).size), opts)
+    result.counted_seconds = d.counted_seconds or 0.0
     if result.status != "exact":
         out.update(ran=False, reason=f"{d.reason}; then {result.reason}")
     return out, result

@@ -501,8 +501,9 @@ def run(
 ROUNDS = "EM rounds"
 
 
-def check(T: Dataset, V: Dataset, ctx: Context) -> CheckerResult:
-    """The checker as the pipeline runs it: MultiLinear's K and fallback C, then EM rounds."""
+def check(T: Dataset, V: Dataset, ctx: Context, sized: Sized) -> CheckerResult:
+    """The checker as the pipeline runs it: MultiLinear's K and fallback C, then EM rounds.
+    ``sized`` is all of T: its :func:`size` cuts no rows."""
     rounds = n_rounds(_nnz(T.X))
     stage = "mixture-of-linear-SVMs checker"
     ctx.progress(Event(stage, 0, rounds, ROUNDS))

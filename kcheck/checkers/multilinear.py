@@ -349,8 +349,9 @@ def training_stage(clusters: int) -> str:
     return f"MultiLinear checker: training {clusters} clusters"
 
 
-def check(T: Dataset, V: Dataset, ctx: Context) -> CheckerResult:
-    """The checker as the pipeline runs it: K from T's size, the baseline's C as fallback."""
+def check(T: Dataset, V: Dataset, ctx: Context, sized: Sized) -> CheckerResult:
+    """The checker as the pipeline runs it: K from T's size, the baseline's C as fallback.
+    ``sized`` is all of T: its :func:`size` cuts no rows, only says what it allocates."""
     k = km.n_clusters(T.rows)
     nnz = int(_row_values(T.X).sum())
     # Each stage's events carry its own prediction, not the plan's for the whole checker.

@@ -51,8 +51,8 @@ from kcheck.checkers.base import (
     Sized,
     sample_reference,
     score,
+    sizing_of,
     stratified_sample,
-    time_bound,
 )
 from kcheck.costs import budget, solvers
 from kcheck.split import stratified_split
@@ -90,8 +90,9 @@ NODE_BYTES = engines.SVM_NODE_BYTES
 
 
 @dataclass(frozen=True)
-class Plan:
-    """Whether it runs: the tuning rows (None: it does not), the counted estimate and budget."""
+class RbfSvmSizing:
+    """What it runs, as the plan decided it (:func:`size`): the tuning rows (None: it does
+    not run), the counted estimate and budget."""
 
     tune_rows: int | None
     estimated_seconds: float
@@ -132,12 +133,6 @@ def _search_seconds(c: Counts, tune_rows: int) -> float:
     )
 
 
-def fit_seconds(T: Dataset, V: Dataset, n_classes: int) -> float:
-    """Counted seconds of the trainings on T: one per gamma and one for the larger C on two
-    thirds of it, scored on the rest, and the final one on all of it, scored on V."""
-    return _fit_seconds(_counts(T, V, n_classes))
-
-
 def _fit_seconds(c: Counts) -> float:
     held_out = int(round(c.rows * SELECT_FRACTION))
     selections = len(Tuning().resolved_gamma_factor()) + 1
@@ -168,12 +163,7 @@ def memory_bytes(c: Counts, tune_rows: int) -> int:
     return rbf_sample.matrix_bytes(min(tune_rows, c.rows)) + NODE_BYTES * (c.nnz + c.rows)
 
 
-def plan(T: Dataset, V: Dataset, n_classes: int, budget_seconds: float) -> Plan:
-    """:func:`plan_counts` of T and V."""
-    return plan_counts(_counts(T, V, n_classes), budget_seconds)
-
-
-def plan_counts(c: Counts, budget_seconds: float) -> Plan:
+def plan_counts(c: Counts, budget_seconds: float) -> RbfSvmSizing:
     """The most tuning rows of exact mode's ladder (all of T where fewer) that fit the budget
     with the RBF SVM trained on all of T; where none does, the most rows of a stratified
     sample of T (at least MIN_SAMPLE_ROWS) whose run, and the linear reference on the same
@@ -186,14 +176,16 @@ def plan_counts(c: Counts, budget_seconds: float) -> Plan:
             ref = budget.linear_seconds(sc.nnz, sc.n_classes)
             tune, spent = _ladder(sc, budget_seconds - ref)
             if tune is not None:
-                return Plan(tune, round(spent + ref, 3), round(budget_seconds, 3), None, rows)
+                return RbfSvmSizing(
+                    tune, round(spent + ref, 3), round(budget_seconds, 3), None, rows
+                )
     reason = None
     if chosen is None:
         reason = (
             f"its counted cost ({estimate:.1f} s) is over the budget ({budget_seconds:.1f} s); "
             "the proxies stand in for it"
         )
-    return Plan(chosen, round(estimate, 3), round(budget_seconds, 3), reason)
+    return RbfSvmSizing(chosen, round(estimate, 3), round(budget_seconds, 3), reason)
 
 
 def _ladder(c: Counts, budget_seconds: float) -> tuple[int | None, float]:
@@ -247,16 +239,18 @@ def _sample_rows(c: Counts, budget_seconds: float) -> int | None:
 
 
 def size(counts: Counts, allowed: Allowance) -> Sized:
-    """What :func:`check` will do within the plan's counted budget and memory: all of T where
-    its tuning rows fit both, else nothing, with the reason."""
-    return _sized(counts, allowed.budget_seconds or 0.0, allowed.memory_limit)[1]
+    """What :func:`check` will do within the plan's counted budget (or, re-sized under
+    ``--time-limit``, the time left where less) and memory: all of T, or a stratified sample
+    of it, where its tuning rows fit both; else nothing, with the reason."""
+    budget_seconds, _ = allowed.bound()
+    return _sized(counts, budget_seconds, allowed.memory_limit)
 
 
-def _sized(c: Counts, budget_seconds: float, memory_limit: int) -> tuple[Plan, Sized]:
+def _sized(c: Counts, budget_seconds: float, memory_limit: int) -> Sized:
     p = plan_counts(c, budget_seconds)
     if p.tune_rows is None:
         reason = p.reason or "over budget"
-        return p, Sized(0, reason, "cost", 0, estimated_seconds=p.estimated_seconds)
+        return Sized(0, reason, "cost", 0, estimated_seconds=p.estimated_seconds, sizing=p)
     rows = c.rows if p.rows is None else p.rows
     need = memory_bytes(sampled(c, rows), p.tune_rows)
     if need > memory_limit:
@@ -264,17 +258,15 @@ def _sized(c: Counts, budget_seconds: float, memory_limit: int) -> tuple[Plan, S
             f"its kernel matrices and LIBSVM's copy of T need {budget.size_text(need)}, over "
             f"the memory limit of {budget.size_text(memory_limit)}"
         )
-        return p, Sized(0, reason, "memory", 0, estimated_seconds=p.estimated_seconds)
+        return Sized(0, reason, "memory", 0, estimated_seconds=p.estimated_seconds, sizing=p)
     cut = "cost" if rows < c.rows else None
-    return p, Sized(rows, None, cut, need, p.estimated_seconds, p.estimated_seconds)
+    return Sized(rows, None, cut, need, p.estimated_seconds, p.estimated_seconds, sizing=p)
 
 
-def check(T: Dataset, V: Dataset, ctx: Context) -> CheckerResult:
-    """The checker's entry: the plan's counted budget (kcheck.plan), lowered only by the time
-    left under ``--time-limit``, then :func:`run`."""
+def check(T: Dataset, V: Dataset, ctx: Context, sized: Sized) -> CheckerResult:
+    """The checker's entry: on what the plan sized (:func:`size`), then :func:`run`."""
     t0 = time.perf_counter()
-    allowed, _ = time_bound(ctx.deadline, ctx.budget_seconds or 0.0)
-    p, sized = _sized(_counts(T, V, int(np.unique(T.y).size)), allowed, ctx.memory_limit)
+    p = sizing_of(sized, RbfSvmSizing)
     info: dict[str, object] = {
         "estimated_seconds": p.estimated_seconds,
         "budget_seconds": p.budget_seconds,

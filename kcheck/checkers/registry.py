@@ -1,6 +1,7 @@
 """Every checker there is, in one table: its name, how it runs, how it is shown.
 
-Adding a checker means one module with ``check(T, V, ctx) -> CheckerResult``, one entry here
+Adding a checker means one module with ``size(counts, allowance) -> Sized`` and
+``check(T, V, ctx, sized) -> CheckerResult``, which obeys what its size decided, one entry here
 and its name in kcheck.defaults; the pipeline, ``--checkers``, the JSON, the CLI's table and
 sentences, the HTML report and (through scripts/schema_checkers.py) the JSON schemas all follow
 from the entry.
@@ -38,7 +39,7 @@ class CheckerSpec:
     """
 
     name: str
-    run: Callable[[Dataset, Dataset, Context], CheckerResult]
+    run: Callable[[Dataset, Dataset, Context, Sized], CheckerResult]
     table: tuple[Param, ...]
     default: bool
     summary: str
@@ -76,8 +77,10 @@ class DecidingSpec:
 
     name: str
     run_all: Callable[
-        [Dataset, Dataset, Context, str], tuple[dict[str, object], CheckerResult | None]
+        [Dataset, Dataset, Context, Sized], tuple[dict[str, object], CheckerResult | None]
     ]
+    #: What it will do in an exact mode (``--exact``), from counts, as a checker's ``size``.
+    size: Callable[[Counts, Allowance, str], Sized]
     table: tuple[Param, ...]
     summary: str
     words: str
@@ -161,6 +164,7 @@ CHECKERS: dict[str, CheckerSpec] = {
 EXACT = DecidingSpec(
     exact.NAME,
     exact.check_all,
+    exact.size,
     (Param("C", "C"), Param("g", "gamma")),
     "the real RBF SVM against the linear model, by repeated CV on all rows (where it fits)",
     words="the RBF SVM",

@@ -39,7 +39,7 @@ import scipy.sparse as sp
 
 from kcheck import seeds
 from kcheck.bindings import engines
-from kcheck.checkers.base import CheckerResult, Context, Dataset, score
+from kcheck.checkers.base import CheckerResult, Context, Dataset, Sized, score
 from kcheck.costs import budget
 from kcheck.defaults import Event
 from kcheck.parallel.workers import run_until
@@ -355,8 +355,10 @@ def run(T: Dataset, V: Dataset, options: RffOptions) -> CheckerResult:
     )
 
 
-def check(T: Dataset, V: Dataset, ctx: Context) -> CheckerResult:
-    """The checker as the pipeline runs it, in a worker process the deadline can stop."""
+def check(T: Dataset, V: Dataset, ctx: Context, sized: Sized) -> CheckerResult:
+    """The checker as the pipeline runs it, in a worker process the deadline can stop.
+    ``sized`` is all of T: it has no size of its own in the plan, and fits its features to
+    the memory limit as it runs."""
     ctx.progress(Event("random-Fourier-features checker"))
     options = RffOptions(
         seed=ctx.seed,
