@@ -181,7 +181,7 @@ def run_rff(path: str, seed: int, test: str | None) -> dict[str, Any]:
     opts = rff.RffOptions(
         seed=seed, memory_limit=default_memory_limit(), linear_seconds=base.seconds
     )
-    res = rff.run(T, V, opts)
+    res = rff.run(T, V, opts, rff.plan_rows(T, opts))
     out: dict[str, Any] = {
         "status": res.status,
         "reason": res.reason,
@@ -345,7 +345,7 @@ def big_table() -> list[str]:
         tr, va = stratified_split(y, seed=0)
         T, V = Dataset(Xs[tr], y[tr]), Dataset(Xs[va], y[va])
         base = linear.run(T, V, linear.LinearOptions())
-        res = rff.run(T, V, rff.RffOptions())
+        res = rff.run(T, V, rff.RffOptions(), rff.plan_rows(T, rff.RffOptions()))
         assert base.val_accuracy is not None and res.val_accuracy is not None
         i = res.info
         lines.append(

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from kcheck import plan
 from kcheck.bindings import engines
-from kcheck.checkers import degree2, exact, mixlinear, multilinear, rbfsvm, registry
+from kcheck.checkers import degree2, exact, mixlinear, multilinear, rbfsvm, registry, rff
 from kcheck.checkers.base import Counts, Dataset, Sized
 from kcheck.config import CheckConfig
 from kcheck.costs import budget
@@ -350,6 +350,7 @@ def _only_the_plan_sizes(monkeypatch: pytest.MonkeyPatch, alter: Alter | None = 
         (exact, ("size", "decide")),
         (multilinear, ("size",)),
         (mixlinear, ("size",)),
+        (rff, ("size", "plan_counts", "plan_rows")),
     ):
         for attr in names:
             monkeypatch.setattr(module, attr, guard(getattr(module, attr)))
@@ -396,9 +397,9 @@ def test_the_check_obeys_a_plan_altered_by_hand(monkeypatch: pytest.MonkeyPatch)
 
 def test_only_the_plan_sizes_a_method(monkeypatch: pytest.MonkeyPatch) -> None:
     """Without --time-limit the plan's sizes are all there is: with every size raising
-    outside kcheck.plan, the check's JSON is the one it gives unpatched (exact mode,
-    MultiLinear and degree-2 on heart_scale)."""
-    config = CheckConfig(train=str(DATASETS / "heart_scale"), exact="auto")
+    outside kcheck.plan, the check's JSON is the one it gives unpatched (exact mode and
+    every checker on heart_scale)."""
+    config = CheckConfig(train=str(DATASETS / "heart_scale"), exact="auto", checkers=registry.NAMES)
     before = without_timing(run(config).json)
     _only_the_plan_sizes(monkeypatch)
     assert without_timing(run(config).json) == before

@@ -5,8 +5,13 @@ import pytest
 import scipy.sparse as sp
 
 from kcheck.checkers import linear, rff
-from kcheck.checkers.base import Dataset
+from kcheck.checkers.base import CheckerResult, Dataset
 from kcheck.split import stratified_split
+
+
+def _run(T: Dataset, V: Dataset, options: rff.RffOptions) -> CheckerResult:
+    """The checker on what its options size it to (:func:`kcheck.checkers.rff.plan_rows`)."""
+    return rff.run(T, V, options, rff.plan_rows(T, options))
 
 
 def rbf(A: np.ndarray, B: np.ndarray, gamma: float) -> np.ndarray:
@@ -113,9 +118,9 @@ def test_median_heuristic_matches_brute_force_and_handles_duplicates(rng):
 
 def test_plan_floor_for_small_data():
     opts = rff.RffOptions()
-    p = rff.plan(202, 13, 2_500, opts)
+    p = rff.plan_counts(202, 13, 2_500, opts)
     assert (p.rows, p.features, p.reason, p.limited_by) == (202, rff.MIN_FEATURES, None, None)
-    p = rff.plan(9000, 5, 45_000, opts)  # wavy5d: the floor, 3,000 rows x 300
+    p = rff.plan_counts(9000, 5, 45_000, opts)  # wavy5d: the floor, 3,000 rows x 300
     assert (p.rows, p.features, p.limited_by) == (rff.MIN_ROWS, rff.MIN_FEATURES, "cost")
 
 
@@ -123,16 +128,16 @@ def test_plan_grows_with_the_work_of_the_linear_model():
     opts = rff.RffOptions()
     nnz = 16_000_000  # covtype-sized
     work = int(rff.COST_RATIO * nnz / 2)  # per candidate
-    p = rff.plan(400_000, 54, nnz, opts)
+    p = rff.plan_counts(400_000, 54, nnz, opts)
     assert work > rff.MIN_ROWS * rff.MIN_FEATURES
     assert p.features == math.isqrt(work // rff.ROWS_PER_FEATURE)
     assert p.rows * p.features <= work < (p.rows + 1) * p.features
     assert p.limited_by == "cost"
     huge = rff.RffOptions(memory_limit=2**50)
-    p = rff.plan(10**7, 50, 10**10, huge)  # D stops at the cap, rows keep growing
+    p = rff.plan_counts(10**7, 50, 10**10, huge)  # D stops at the cap, rows keep growing
     assert p.features == rff.MAX_FEATURES
     assert p.rows == int(rff.COST_RATIO * 10**10 / 2) // rff.MAX_FEATURES
-    p = rff.plan(5_000, 2_000, 10**8, opts)  # all rows fit the work: D takes the rest
+    p = rff.plan_counts(5_000, 2_000, 10**8, opts)  # all rows fit the work: D takes the rest
     assert p.rows == 5_000 and p.features == rff.MAX_FEATURES and p.limited_by is None
 
 
@@ -141,23 +146,23 @@ def test_plan_subsamples_or_skips_under_tiny_memory():
     fixed = 8 * 10 * D + rff.BLOCK_BYTES
     # Room for 2,000 rows of z(T): subsampled, by memory.
     opts = rff.RffOptions(memory_limit=fixed + 2_000 * D * rff.BYTES_PER_ENTRY)
-    p = rff.plan(9_000, 10, 90_000, opts)
+    p = rff.plan_counts(9_000, 10, 90_000, opts)
     assert (p.rows, p.features, p.limited_by) == (2_000, D, "memory")
     # Room for 500 rows only: skipped with the reason.
     opts = rff.RffOptions(memory_limit=fixed + 500 * D * rff.BYTES_PER_ENTRY)
-    p = rff.plan(9_000, 10, 90_000, opts)
+    p = rff.plan_counts(9_000, 10, 90_000, opts)
     assert p.rows == 0 and p.limited_by == "memory" and "fit the memory limit" in p.reason
     # ...but a T of 400 rows that all fit runs.
-    p = rff.plan(400, 10, 4_000, opts)
+    p = rff.plan_counts(400, 10, 4_000, opts)
     assert p.reason is None and p.rows == 400
 
 
 def test_plan_skips_when_the_directions_do_not_fit():
     # 2,000,000 features x 400 directions: 18 GiB while drawing; the limit is 8 GiB.
-    p = rff.plan(50_000, 2_000_000, 5_000_000, rff.RffOptions())
+    p = rff.plan_counts(50_000, 2_000_000, 5_000_000, rff.RffOptions())
     assert p.rows == 0 and "random directions for 2,000,000 features" in p.reason
     # 200,000 features: D shrinks to fit a quarter of the limit, still above the floor.
-    p = rff.plan(50_000, 200_000, 20_000_000, rff.RffOptions())
+    p = rff.plan_counts(50_000, 200_000, 20_000_000, rff.RffOptions())
     assert p.reason is None and p.limited_by == "memory"
     assert rff.MIN_FEATURES <= p.features < 500
     assert rff.direction_bytes(200_000, p.features) <= 2 * 2**30
@@ -166,7 +171,7 @@ def test_plan_skips_when_the_directions_do_not_fit():
 def test_run_reports_skip_reason():
     X = np.random.default_rng(0).normal(size=(200, 4))
     T, V = split(X, np.where(X[:, 0] > 0, 1.0, -1.0))
-    res = rff.run(T, V, rff.RffOptions(memory_limit=1000))
+    res = _run(T, V, rff.RffOptions(memory_limit=1000))
     assert res.status == "skipped" and res.name == "rff" and res.val_accuracy is None
     assert "memory limit" in res.reason
 
@@ -184,7 +189,7 @@ def test_beats_linear_on_a_wavy_boundary():
     X, y = wavy(np.random.default_rng(7), 1600)
     T, V = split(X, y)
     base = linear.run(T, V, linear.LinearOptions())
-    res = rff.run(T, V, rff.RffOptions())
+    res = _run(T, V, rff.RffOptions())
     assert res.status == "ok" and res.info["rows"] == T.rows and res.info["fraction"] == 1.0
     assert res.val_accuracy - base.val_accuracy > 0.08
     assert res.val_accuracy > 0.95
@@ -206,7 +211,7 @@ def test_no_gap_on_linear_data():
     y = np.where(X @ w + 0.3 * np.linalg.norm(w) * rng.normal(size=2000) > 0, 1.0, -1.0)
     T, V = split(X, y)
     base = linear.run(T, V, linear.LinearOptions())
-    res = rff.run(T, V, rff.RffOptions())
+    res = _run(T, V, rff.RffOptions())
     assert res.val_accuracy - base.val_accuracy < 0.02
 
 
@@ -214,10 +219,10 @@ def test_deterministic_and_seeded():
     X, y = wavy(np.random.default_rng(3), 400)
     T, V = split(X, y)
     opts = rff.RffOptions(min_features=60, min_rows=200)
-    a, b = rff.run(T, V, opts), rff.run(T, V, opts)
+    a, b = _run(T, V, opts), _run(T, V, opts)
     assert a.info == b.info and np.array_equal(a.correct, b.correct)
     assert a.status == "subsampled" and a.info["rows"] == 200
-    c = rff.run(T, V, rff.RffOptions(seed=1, min_features=60, min_rows=200))
+    c = _run(T, V, rff.RffOptions(seed=1, min_features=60, min_rows=200))
     assert c.info["median_sq_distance"] == a.info["median_sq_distance"]  # < 1,000 rows: all
     g0, _, _ = rff.draw_directions(2, 60, seed=0)
     g1, _, _ = rff.draw_directions(2, 60, seed=1)
@@ -238,7 +243,7 @@ def test_multiclass_and_unsorted_input():
         Vx.data[a:c] = Vx.data[a:c][::-1]
     Vx.has_sorted_indices = False
     before = Vx.indices.copy()
-    res = rff.run(T, Dataset(Vx, V.y), rff.RffOptions(min_features=100, min_rows=400))
+    res = _run(T, Dataset(Vx, V.y), rff.RffOptions(min_features=100, min_rows=400))
     assert np.array_equal(Vx.indices, before)
     assert res.val_accuracy > 0.9
     assert set(np.unique(res.predict(V.X))) <= {1.0, 2.0, 3.0}

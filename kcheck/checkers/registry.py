@@ -143,6 +143,7 @@ CHECKERS: dict[str, CheckerSpec] = {
             "a linear model on random Fourier features of the RBF kernel",
             words="random Fourier features",
             colour="#8c564b",
+            size=rff.size,
         ),
         # Opt-in: a mixture of linear SVMs fitted by hard EM from MultiLinear's partition. On
         # the judged corpus it beat MultiLinear's gap on 26 cases and trailed on 19, made one

@@ -39,7 +39,16 @@ import scipy.sparse as sp
 
 from kcheck import seeds
 from kcheck.bindings import engines
-from kcheck.checkers.base import CheckerResult, Context, Dataset, Sized, score
+from kcheck.checkers.base import (
+    Allowance,
+    CheckerResult,
+    Context,
+    Counts,
+    Dataset,
+    Sized,
+    score,
+    sizing_of,
+)
 from kcheck.costs import budget
 from kcheck.defaults import Event
 from kcheck.parallel.workers import run_until
@@ -97,8 +106,9 @@ class RffOptions:
 
 
 @dataclass(frozen=True)
-class Plan:
-    """Rows of T and random features per gamma candidate, or the reason to skip."""
+class RffSizing:
+    """What it runs, as the plan decided it (:func:`size`): rows of T and random features per
+    gamma candidate, or the reason to skip."""
 
     rows: int
     features: int
@@ -115,7 +125,7 @@ def direction_bytes(n: int, D: int) -> int:
     return 3 * 8 * n * D
 
 
-def plan(rows: int, n: int, nnz: int, options: RffOptions) -> Plan:
+def plan_counts(rows: int, n: int, nnz: int, options: RffOptions) -> RffSizing:
     """Choose the rows of T and D for each gamma candidate from the data's shape.
 
     Work per candidate is ``max(floor, cost_ratio * nnz / candidates)`` entries of z(T), the
@@ -125,7 +135,7 @@ def plan(rows: int, n: int, nnz: int, options: RffOptions) -> Plan:
     (the n x D directions) and the rows (rows x D x BYTES_PER_ENTRY).
     """
     if rows <= 0:
-        return Plan(0, 0, "no training rows")
+        return RffSizing(0, 0, "no training rows")
     k = max(1, len(options.gamma_multiples))
     d_lo, d_hi = options.min_features, max(options.min_features, options.max_features)
     floor_rows = min(rows, options.min_rows)
@@ -142,7 +152,7 @@ def plan(rows: int, n: int, nnz: int, options: RffOptions) -> Plan:
         D = dir_budget // (3 * 8 * max(n, 1))
         limited_by = "memory"
         if D < d_lo:
-            return Plan(
+            return RffSizing(
                 0,
                 0,
                 (
@@ -159,7 +169,7 @@ def plan(rows: int, n: int, nnz: int, options: RffOptions) -> Plan:
         r = int(max_rows)
         limited_by = "memory"
         if r < min(rows, MIN_ROWS_MEMORY):
-            return Plan(
+            return RffSizing(
                 0,
                 0,
                 (
@@ -168,7 +178,7 @@ def plan(rows: int, n: int, nnz: int, options: RffOptions) -> Plan:
                 ),
                 "memory",
             )
-    return Plan(int(r), int(D), None, limited_by)
+    return RffSizing(int(r), int(D), None, limited_by)
 
 
 def median_sq_distance(X: sp.csr_matrix, *, seed: int, sample: int = MEDIAN_SAMPLE) -> float:
@@ -302,11 +312,17 @@ class RffModel:
         return self.linear.labels_from(scores), scores
 
 
-def run(T: Dataset, V: Dataset, options: RffOptions) -> CheckerResult:
-    """Tune gamma (by CV) and C on z(T) or a subsample of it, train, and score on z(V)."""
+def plan_rows(T: Dataset, options: RffOptions) -> RffSizing:
+    """:func:`plan_counts` of T."""
+    return plan_counts(T.rows, int(T.X.shape[1]), int(T.X.nnz), options)
+
+
+def run(T: Dataset, V: Dataset, options: RffOptions, sizing: RffSizing) -> CheckerResult:
+    """Tune gamma (by CV) and C on z(T) or the subsample ``sizing`` says, train, and score on
+    z(V); the sizing is obeyed, never made again here."""
     t0 = time.perf_counter()
     n = T.X.shape[1]
-    p = plan(T.rows, n, int(T.X.nnz), options)
+    p = sizing
     if p.reason is not None:
         return CheckerResult.skipped("rff", p.reason, time.perf_counter() - t0)
     if p.rows < T.rows:
@@ -355,14 +371,21 @@ def run(T: Dataset, V: Dataset, options: RffOptions) -> CheckerResult:
     )
 
 
+def size(counts: Counts, allowed: Allowance) -> Sized:
+    """What :func:`check` will do within the memory limit, from counts: its rows of T and D
+    (:func:`plan_counts`). No word on its bytes (it never runs beside the baseline) and no
+    counted seconds: it is opt-in, and charged nothing of the check's budget."""
+    p = plan_counts(
+        counts.rows, counts.features, counts.nnz, RffOptions(memory_limit=allowed.memory_limit)
+    )
+    return Sized(p.rows, p.reason, p.limited_by, sizing=p)
+
+
 def check(T: Dataset, V: Dataset, ctx: Context, sized: Sized) -> CheckerResult:
-    """The checker as the pipeline runs it, in a worker process the deadline can stop.
-    ``sized`` is all of T: it has no size of its own in the plan, and fits its features to
-    the memory limit as it runs."""
+    """The checker as the pipeline runs it, on what the plan sized (:func:`size`), in a
+    worker process the deadline can stop."""
     ctx.progress(Event("random-Fourier-features checker"))
     options = RffOptions(
-        seed=ctx.seed,
-        memory_limit=ctx.memory_limit,
-        class_weight=ctx.class_weight,
+        seed=ctx.seed, memory_limit=ctx.memory_limit, class_weight=ctx.class_weight
     )
-    return run_until(ctx.deadline, run, T, V, options)
+    return run_until(ctx.deadline, run, T, V, options, sizing_of(sized, RffSizing))
