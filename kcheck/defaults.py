@@ -67,10 +67,10 @@ class Event:
     ``stage`` is what is happening (``degree-2 checker``), as a display shows it. ``done`` of
     ``total`` count its steps (None: it counts none); ``unit`` names them where they are not
     the stage's own steps (``data sets``). ``predicted_seconds`` is what the stage is predicted
-    to take here where the plan has a prediction: kcheck.costs.predicted's reference seconds at
-    this run's
-    pace (the probe's, kcheck.costs.pace, then that of the stages done so far). ``line`` is the
-    report as one line of text where that is not the stage (a batch's ``2/5 done; checking a,
+    to take here where the plan has a prediction: its counted reference seconds
+    (kcheck.costs.budget, or a checker's own revision) at this run's pace (the probe's,
+    kcheck.costs.pace, then that of the stages done so far). ``line`` is the report as one
+    line of text where that is not the stage (a batch's ``2/5 done; checking a,
     b``). ``ended`` says how the stage under way ended where it did not finish its work
     (``skipped (time limit)``): a log then says that, not "done"; a display that shows stages
     as they start ignores it. ``note`` says how the stage under way finished where it did less

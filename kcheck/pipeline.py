@@ -29,8 +29,8 @@ from kcheck.checkers.base import (
     guarded,
 )
 from kcheck.config import MAX_TIME_LIMIT, CheckConfig
+from kcheck.costs import budget
 from kcheck.costs import pace as probe
-from kcheck.costs import predicted as costs
 from kcheck.defaults import (
     Event,
     Progress,
@@ -246,7 +246,7 @@ def _methods(
     try:
         if beside is None:
             lin = planned.step("linear")
-            predicted = lin.predicted_seconds if lin is not None else None
+            predicted = lin.cost_seconds if lin is not None else None
             shown = _predicted(ctx.progress, predicted, pace)
             stage = _baseline_stage(config, predicted, pace, ctx.seconds_left())
             ctx = dataclasses.replace(
@@ -255,10 +255,10 @@ def _methods(
             pace.add(predicted, ctx.linear().seconds)
         deciding = planned.step(registry.EXACT.name)
         exact_seconds = None
-        if deciding is not None and deciding.predicted_seconds is not None:
+        if deciding is not None and deciding.cost_seconds is not None:
             # Its folds train side by side at two jobs or more: shown, and paced, as it takes.
             share = registry.EXACT.wall_share(deciding.rows, ctx.jobs, ctx.memory_limit)
-            exact_seconds = deciding.predicted_seconds * share
+            exact_seconds = deciding.cost_seconds * share
         watched = _LastStage(_predicted(ctx.progress, exact_seconds, pace))
         assert deciding is not None and deciding.sized is not None  # plan.make always plans it
         sized = plan.resized(deciding, counts, ctx.memory_limit, ctx.seconds_left())
@@ -408,10 +408,10 @@ class _Pace:
 
 def _predicted(progress: Progress, seconds: float | None, pace: _Pace | None = None) -> Progress:
     """``progress``, its events carrying the plan's prediction for the step they report on
-    (kcheck.costs.predicted), scaled by the run's ``pace``: for a log line and an ETA, and what is
-    computed never reads it. A stage a checker announces within its step with a prediction of
-    its own (exact mode's repeats, the RBF SVM's trainings: reference seconds, counted once
-    its search has run) is shown at the run's pace too."""
+    (its counted seconds, kcheck.costs.budget), scaled by the run's ``pace``: for a log line
+    and an ETA, and what is computed never reads it. A stage a checker announces within its
+    step with a prediction of its own (exact mode's repeats, the RBF SVM's trainings:
+    reference seconds, counted once its search has run) is shown at the run's pace too."""
     if seconds is None and pace is None:
         return progress
     shown = None if seconds is None else seconds if pace is None else pace.shown(seconds)
@@ -479,7 +479,7 @@ def _run_checkers(
             spec = registry.CHECKERS[step.name]
             if ctx.baseline is None and not plan.early(step):
                 ctx = dataclasses.replace(ctx, baseline=ctx.linear())
-            watched = _LastStage(_predicted(ctx.progress, step.predicted_seconds, pace))
+            watched = _LastStage(_predicted(ctx.progress, step.cost_seconds, pace))
             linear_seconds = ctx.baseline.seconds if ctx.baseline is not None else None
             sized = plan.resized(step, counts, ctx.memory_limit, ctx.seconds_left(), linear_seconds)
             assert sized is not None  # every checker's step carries what it was sized to
@@ -489,7 +489,7 @@ def _run_checkers(
             )
             watched.ended(out[step.name])
             if pace is not None and beside is None:  # beside it, a checker's time is shared
-                pace.add(_revised(step.predicted_seconds, out[step.name]), out[step.name].seconds)
+                pace.add(_revised(step.cost_seconds, out[step.name]), out[step.name].seconds)
         for name, job in started.items():
             ctx.progress(Event(f"waiting for the {_stage(name)} in its worker"))
             out[name] = job.result()
@@ -624,7 +624,7 @@ def _second_fold(
     if steps is None:
         reason = "its linear baseline does not fit what the first fold left of the budget"
         return SecondFold(T2.rows, V2.rows, first, {}, {}, {}, reason=reason)
-    predicted = costs.predicted_seconds("linear", counts, T2.rows, None)
+    predicted = budget.linear_seconds(counts.nnz, counts.n_classes, counts.rows)
     try:
         base = _train_linear(config, T2, V2, ctx.deadline, report, ctx.scoring, predicted)
     except TimeLimitReached:

@@ -34,7 +34,6 @@ from kcheck.checkers import exact, registry
 from kcheck.checkers.base import Allowance, CheckerResult, Counts, Sized
 from kcheck.costs import budget
 from kcheck.costs import pace as probe
-from kcheck.costs import predicted as costs
 from kcheck.memory import FIXED_BYTES
 
 __all__ = [
@@ -89,13 +88,31 @@ class Step:
     floor_seconds: float = 0.0
     #: Bytes it allocates beyond the data (None: it does not say).
     bytes: int | None = None
-    #: What it is predicted to take, for the user (kcheck.costs.predicted); decisions never read it.
-    predicted_seconds: float | None = None
     #: What it takes of the budget where it runs (counted; kcheck.plan charges it).
     charged_seconds: float = 0.0
     #: What its method's ``size`` decided, which the pipeline hands its ``run`` (None: a
     #: baseline, or a step that does not run).
     sized: Sized | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def cost_seconds(self) -> float | None:
+        """Its one cost, counted (kcheck.costs.budget), where it trains on rows: what decides,
+        and, times this machine's pace, the time the user is shown. None: nothing to run."""
+        return self.estimated_seconds if self.runs and self.rows > 0 else None
+
+    def outcome(self, result: CheckerResult | None) -> str:
+        """What happened at run time, beside ``runs``, the plan's decision: ``ran`` as
+        planned; ``cut short``, on fewer rows than planned (``--time-limit``); ``skipped``,
+        planned on no rows or ended without a result (the time limit, memory, an engine);
+        ``not run``, left out by the plan."""
+        if not self.runs:
+            return "not run"
+        if self.rows == 0 or result is None or result.status == "skipped":
+            return "skipped"
+        trained = result.info.get("rows")
+        if isinstance(trained, int) and trained < self.rows:
+            return "cut short"
+        return "ran"
 
     def to_json(self) -> dict[str, Any]:
         def counted(x: float | None) -> float | None:
@@ -109,7 +126,6 @@ class Step:
             "reason": self.reason,
             "limited_by": self.limited_by,
             "estimated_seconds": counted(self.estimated_seconds),
-            "predicted_seconds": counted(self.predicted_seconds),
             "budget_seconds": counted(self.budget_seconds),
             "floor_seconds": counted(self.floor_seconds),
         }
@@ -157,25 +173,26 @@ class Plan:
 
     @property
     def worth_probing(self) -> bool:
-        """Whether a stage is predicted to take OFF_MIN_SECONDS or more: only such a stage is
-        compared with its prediction, which needs this machine's pace (kcheck.costs.pace)."""
-        return any((s.predicted_seconds or 0.0) >= OFF_MIN_SECONDS for s in self.steps)
+        """Whether a stage is counted to take OFF_MIN_SECONDS or more: only such a stage is
+        compared with its count, which needs this machine's pace (kcheck.costs.pace)."""
+        return any((s.cost_seconds or 0.0) >= OFF_MIN_SECONDS for s in self.steps)
 
     def to_json(
         self,
         results: Mapping[str, CheckerResult] | None = None,
         probe_cpu_seconds: float | None = None,
     ) -> dict[str, Any]:
-        """The plan, and beside each step what it took here where ``results`` has it: wall
-        and CPU seconds (the machine's, where ``estimated_seconds`` are the reference's), and
-        the CPU seconds of the probe that measured this machine's pace (kcheck.costs.pace; None
-        where it did not run)."""
+        """The plan, and beside each step what happened to it at run time (``outcome``) and
+        what it took here where ``results`` has it: wall and CPU seconds (the machine's, where
+        ``estimated_seconds`` are the reference's), and the CPU seconds of the probe that
+        measured this machine's pace (kcheck.costs.pace; None where it did not run)."""
         steps = []
         for s in self.steps:
             r = (results or {}).get(s.name)
             took = None if r is None else round(r.seconds, 3)
             cpu = None if r is None or r.cpu_seconds is None else round(r.cpu_seconds, 3)
-            steps.append({**s.to_json(), "seconds": took, "cpu_seconds": cpu})
+            outcome = s.outcome(r)
+            steps.append({**s.to_json(), "outcome": outcome, "seconds": took, "cpu_seconds": cpu})
         # Not ``beside``: it arranges when things run, never what is computed, and the JSON is
         # the same at any --jobs.
         probed = None if probe_cpu_seconds is None else round(probe_cpu_seconds, 5)
@@ -212,7 +229,7 @@ def make(counts: Counts, options: Options) -> Plan:
         for n in options.checkers
         if n not in names
     )
-    steps = tuple(_predicted(s, counts) for s in (linear, deciding, *checkers, *left_out))
+    steps = (linear, deciding, *checkers, *left_out)
     beside = _beside(counts, options, steps)
     spent = sum(s.charged_seconds for s in steps if s.runs)
     return Plan(
@@ -239,16 +256,7 @@ def second_fold_steps(
     baseline = budget.linear_seconds(counts.nnz, counts.n_classes, counts.rows)
     if baseline > left_seconds:
         return None
-    steps = checker_steps(counts, names, left_seconds, memory_limit)
-    return tuple(_predicted(s, counts) for s in steps)
-
-
-def _predicted(step: Step, counts: Counts) -> Step:
-    """``step`` with its prediction for the user (kcheck.costs.predicted), where it runs on rows."""
-    if not step.runs or step.rows <= 0:
-        return step
-    seconds = costs.predicted_seconds(step.name, counts, step.rows, step.estimated_seconds)
-    return dataclasses.replace(step, predicted_seconds=seconds)
+    return checker_steps(counts, names, left_seconds, memory_limit)
 
 
 def checker_steps(
@@ -270,15 +278,14 @@ def checker_steps(
             continue
         allowed = Allowance(memory_limit, left)
         sized = spec.size(counts, allowed) if spec.size is not None else Sized(counts.rows)
-        charged = _charged(name, sized, counts)
-        steps.append(_step(name, spec.role, sized, left, whole, charged))
-        left = max(left - charged, 0.0)
+        steps.append(_step(name, spec.role, sized, left, whole))
+        left = max(left - sized.counted_seconds, 0.0)
     return tuple(steps)
 
 
-def _step(name: str, role: str, sized: Sized, left: float, whole: float, charged: float) -> Step:
+def _step(name: str, role: str, sized: Sized, left: float, whole: float) -> Step:
     """The step of a method that ``sized`` says what it will do, planned within ``left`` of
-    its measurement's budget ``whole`` and charged ``charged`` of it."""
+    its measurement's budget ``whole`` and charged its counted seconds."""
     return Step(
         name,
         role,
@@ -290,7 +297,7 @@ def _step(name: str, role: str, sized: Sized, left: float, whole: float, charged
         left,
         whole,
         sized.bytes,
-        charged_seconds=charged,
+        charged_seconds=sized.counted_seconds,
         sized=sized,
     )
 
@@ -313,15 +320,6 @@ def resized(
         return registry.EXACT.size(counts, allowed, step.sized.sizing.mode)
     spec = registry.CHECKERS[step.name]
     return spec.size(counts, allowed) if spec.size is not None else step.sized
-
-
-def _charged(name: str, sized: Sized, counts: Counts) -> float:
-    """What a sized checker takes of the budget: its counted seconds, or for one that counts
-    none where it runs (MultiLinear: k-means' passes and a C search per cluster), its shape in
-    kcheck.costs.predicted, which follows the same per-value costs."""
-    if sized.rows <= 0 or sized.counted_seconds > 0 or sized.estimated_seconds is not None:
-        return sized.counted_seconds
-    return costs.shape_seconds(name, counts, sized.rows, None) or 0.0
 
 
 def _exact(counts: Counts, options: Options, whole: float) -> Step:
@@ -376,7 +374,7 @@ def _beside(counts: Counts, options: Options, steps: tuple[Step, ...]) -> bool:
         return False
     early = _early_steps(steps)
     linear = budget.linear_seconds(counts.nnz, counts.n_classes, counts.rows)
-    beside_it = sum(_counted_seconds(s, counts) for s in early)
+    beside_it = sum((s.estimated_seconds or 0.0) for s in early)
     if not early or min(linear, beside_it) < BESIDE_MIN_SECONDS:
         return False  # the overlap would not pay for the worker
     planned = sum(s.bytes or 0 for s in early)
@@ -401,7 +399,7 @@ def _detached(counts: Counts, options: Options, steps: tuple[Step, ...]) -> tupl
     for s in early:
         if not registry.CHECKERS[s.name].in_worker:
             continue
-        if _counted_seconds(s, counts) < BESIDE_MIN_SECONDS:
+        if (s.estimated_seconds or 0.0) < BESIDE_MIN_SECONDS:
             continue
         if used + copy > options.memory_limit:
             break
@@ -415,14 +413,6 @@ def _detached(counts: Counts, options: Options, steps: tuple[Step, ...]) -> tupl
     if not here and detached:
         detached.pop()  # nothing in this process would overlap the last one: it runs here
     return tuple(detached)
-
-
-def _counted_seconds(step: Step, counts: Counts) -> float:
-    """A step's counted seconds; MultiLinear's, which it does not count itself, as the plan
-    charges them (:func:`_charged`)."""
-    if step.estimated_seconds is not None:
-        return step.estimated_seconds
-    return costs.shape_seconds(step.name, counts, step.rows, None) or 0.0
 
 
 def _beside_bytes(counts: Counts) -> int:
@@ -444,7 +434,8 @@ def done_share(
     data: Mapping[str, Any] | None = None,
     predicted: float | None = None,
 ) -> tuple[float, str]:
-    """The share of its plan's prediction that the work a checker did is predicted to take,
+    """The share of its plan's count (``predicted``) that the work a checker did is predicted to
+    take,
     from its JSON block and the JSON's ``data``, and how to say it.
 
     The plan counts LIBSVM's kernel entries and no iterations, as none has run; at a large C
@@ -458,8 +449,9 @@ def done_share(
     The RBF SVM checker (once its search has run) and MultiLinear (once its k-means has run)
     give the stage's own prediction in ``revised_seconds``, from what that first part found
     (the search's support vectors, the clusters' classes): the share is that over the step's
-    ``predicted`` seconds (over the block's count where not given, as kcheck 0.6.4 counted
-    it). 1 where nothing says otherwise."""
+    ``predicted`` seconds (its count; over the block's count where not given, as kcheck 0.6.4
+    counted it), so that the stage is held to its own revision. 1 where nothing says
+    otherwise."""
     if not block:
         return 1.0, ""
     revised = block.get("revised_seconds")
@@ -499,15 +491,17 @@ def off_prediction(
     data: Mapping[str, Any] | None = None,
 ) -> list[str]:
     """Each step of a finished check's ``plan`` block whose CPU seconds were under OFF_LOW or
-    over OFF_HIGH times its prediction (``predicted_seconds``, in reference seconds) at this
-    machine's pace (the block's ``probe_cpu_seconds``, kcheck.costs.pace), as a line for the user.
-    ``checkers`` and ``data``: the JSON's blocks of those names, for a stage that stopped
-    early by design, whose prediction is then of the work it did (:func:`done_share`)."""
+    over OFF_HIGH times its count (``estimated_seconds``, in reference seconds; a schema-2
+    block's ``predicted_seconds``) at this machine's pace (the block's ``probe_cpu_seconds``,
+    kcheck.costs.pace), as a line for the user. ``checkers`` and ``data``: the JSON's blocks
+    of those names, for a stage that stopped early by design, whose prediction is then of the
+    work it did (:func:`done_share`)."""
     lines = []
     machine = probe.pace(plan_json.get("probe_cpu_seconds"))
     at_pace = "" if machine == 1.0 else f", at this machine's pace of {machine:.2f}"
     for step in plan_json.get("steps", []):
-        predicted, cpu = step.get("predicted_seconds"), step.get("cpu_seconds")
+        predicted = step.get("predicted_seconds", step.get("estimated_seconds"))
+        cpu = step.get("cpu_seconds")
         # A step on 0 rows is a skip its checker reports: nothing ran to compare.
         if not step.get("runs") or not step.get("rows") or predicted is None or cpu is None:
             continue

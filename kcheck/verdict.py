@@ -17,9 +17,9 @@ import numpy as np
 #: The JSON's schema (docs/json.md has the changelog). 2: six significant digits for every
 #: number except method parameters (C, gamma: exact), and the per-model test accuracies under
 #: ``test.accuracy``.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 #: Check verdicts that ``verify --check-json`` reads: the fields it uses are the same in both.
-READABLE_CHECK_SCHEMAS = (1, 2)
+READABLE_CHECK_SCHEMAS = (1, 2, 3)
 Verdict = Literal["linear", "kernel"]
 Margin = Literal["clear", "borderline"]
 #: Gaps are compared with epsilon after rounding to this many decimals, so that a gap equal to

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """MultiLinear's cluster trainings: each cluster's rows, classes and CPU seconds against its
-share of kcheck.costs.predicted's prediction.
+share of scripts/stage_predictions.py's prediction.
 
 Usage:
     python scripts/calibrate_clusters.py FILE [FILE ...] [--json OUT.json]
@@ -11,7 +11,7 @@ each cluster's training (its -C search) where it calls them. Printed per file: t
 CPU seconds, the trainings' CPU seconds, the classes a cluster holds (median and most,
 weighted by its stored values), and the prediction's assumption (the square root of the
 one-vs-rest models) beside the models the clusters trained; the prediction before k-means
-(kcheck.costs.predicted.predicted_seconds) and once it has run (``revised``: the checker's
+(scripts/stage_predictions.py.predicted_seconds) and once it has run (``revised``: the checker's
 ``revised_seconds``, kcheck.costs.solvers.clusters_seconds of its clusters' rows, values and
 classes), at this machine's pace (kcheck.costs.pace), against the CPU seconds. Nothing here
 changes what kcheck computes.
@@ -33,6 +33,7 @@ sys.path.insert(0, str(ROOT))
 
 sys.path.insert(0, str(ROOT / "scripts"))
 
+import stage_predictions as costs  # noqa: E402
 from calibrate_rbfsvm import split  # noqa: E402
 
 from kcheck.checkers import kmeans as km  # noqa: E402
@@ -40,7 +41,6 @@ from kcheck.checkers import multilinear  # noqa: E402
 from kcheck.checkers.base import Counts, cpu_seconds  # noqa: E402
 from kcheck.costs import budget  # noqa: E402
 from kcheck.costs import pace as probe  # noqa: E402
-from kcheck.costs import predicted as costs  # noqa: E402
 
 
 def measure(path: Path) -> dict[str, Any]:

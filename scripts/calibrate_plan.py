@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Fit kcheck.costs.predicted's per-stage factors to the CPU seconds that scripts/plan_bench.py
-measured.
+"""Fit scripts/stage_predictions.py's per-stage factors to the CPU seconds that
+scripts/plan_bench.py measured.
 
 Usage:
     python scripts/calibrate_plan.py CORPUS --runs scripts/results/plan_runs.json
@@ -8,14 +8,14 @@ Usage:
 
 For every case of the runs (made by ``scripts/plan_bench.py CORPUS``), the data are read,
 scaled and split as a check does, and each stage's shape
-(:func:`kcheck.costs.predicted.shape_seconds`,
+(:func:`scripts/stage_predictions.py.shape_seconds`,
 from counts and the rows the plan gave it) is set against the CPU seconds it took. A stage's
 factor is the median of CPU / shape over its stages of at least MIN_CPU seconds (shorter ones
 are mostly fixed costs). A run that carries the probe (``plan.probe_cpu_seconds``) has its
 CPU seconds divided by that day's pace (kcheck.costs.pace), so the factors stay in seconds of the
 reference machine whatever day the runs were made. The table is written to the output; the
 factors go into
-``kcheck.costs.predicted.FACTORS`` by hand, rounded, so that a re-run shows what moved.
+``scripts/stage_predictions.py.FACTORS`` by hand, rounded, so that a re-run shows what moved.
 """
 
 from __future__ import annotations
@@ -32,8 +32,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+import stage_predictions as costs  # noqa: E402
+
 from kcheck.checkers.base import Counts, Dataset  # noqa: E402
-from kcheck.costs import predicted as costs  # noqa: E402
 from kcheck.costs.pace import pace  # noqa: E402
 from kcheck.memory import default_memory_limit  # noqa: E402
 from kcheck.plan import done_share  # noqa: E402
@@ -91,12 +92,12 @@ def main() -> int:
         f"(load average at the cases' starts {min(loads):.2f}-{max(loads):.2f}); "
         f"`python scripts/calibrate_plan.py {args.corpus}`. Factor: the median of CPU / shape "
         f"over the stages of at least {MIN_CPU} CPU seconds. "
-        "The factor now in kcheck.costs.predicted is, of "
+        "The factor now in scripts/stage_predictions.py is, of "
         "the factors that leave the fewest stages of 0.5 s or more outside [0.5, 2] of CPU over "
         "predicted (scripts/plan_bench.py's flag), the one nearest that median: a spread-out "
         "stage's median alone left its small and its large cases on either side of the band.",
         "",
-        "| stage | stages | CPU / shape: min, median, max | factor now in kcheck.costs.predicted |",
+        "| stage | stages | CPU / shape: min, median, max | factor now |",
         "|---|---|---|---|",
     ]
     for stage, rs in sorted(ratios.items()):

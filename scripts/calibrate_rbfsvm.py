@@ -10,7 +10,8 @@ with the default checkers (kcheck.plan.make) and run :func:`kcheck.checkers.rbfs
 the budget the plan leaves it, so that it trains on the rows the plan gives it (``--rows N``:
 on a stratified sample of N rows of T instead, with the fewest tuning rows, whatever the
 budget). Reported: the counted
-seconds (the plan's estimate; ``predicted`` is kcheck.costs.predicted's prediction from it), the CPU
+seconds (the plan's estimate; ``predicted`` is scripts/stage_predictions.py's prediction from
+it), the CPU
 seconds (this process and its children), of which the grid search on the tuning sample and the
 LIBSVM trainings; the rest is mostly the trainings' predictions and, on a sample, its linear
 reference. ``revised``: the stage's prediction once its search has run (the JSON's
@@ -40,13 +41,14 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+import stage_predictions as costs  # noqa: E402
+
 from kcheck import plan  # noqa: E402
 from kcheck.bindings import engines  # noqa: E402
 from kcheck.checkers import rbfsvm  # noqa: E402
 from kcheck.checkers.base import Allowance, Context, Counts, Dataset, cpu_seconds  # noqa: E402
 from kcheck.costs import budget  # noqa: E402
 from kcheck.costs import pace as probe  # noqa: E402
-from kcheck.costs import predicted as costs  # noqa: E402
 from kcheck.defaults import DEFAULT_CHECKERS  # noqa: E402
 from kcheck.memory import default_memory_limit  # noqa: E402
 from kcheck.prepare import prepare  # noqa: E402

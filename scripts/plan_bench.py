@@ -116,14 +116,12 @@ def _done(block: dict[str, Any] | None, data: dict[str, Any]) -> dict[str, Any] 
 
 def fill_predictions(runs: dict[str, dict[str, Any]], corpus: Path, again: bool = False) -> int:
     """Give the steps of runs made before the plan carried ``predicted_seconds`` (every run's,
-    ``again``: after a refit of kcheck.costs.predicted) the value the plan gives now:
-    :func:`kcheck.costs.predicted.predicted_seconds` of the case's counts (read, scaled and split
-    as a
-    check does). The number of cases filled."""
+    ``again``: after a refit of scripts/stage_predictions.py) the value the plan gives now:
+    scripts/stage_predictions.py's ``predicted_seconds`` of the case's counts (read, scaled and
+    split as a check does). The number of cases filled."""
     sys.path.insert(0, str(ROOT / "scripts"))
+    import stage_predictions as costs
     from calibrate_plan import counts_of
-
-    from kcheck.costs import predicted as costs
 
     filled = 0
     for name, r in runs.items():
@@ -313,8 +311,8 @@ def main() -> int:
     ap.add_argument(
         "--repredict",
         action="store_true",
-        help="predict every stage again with today's kcheck.costs.predicted (after a refit of its "
-        "factors), not as the runs' plans did",
+        help="predict every stage again with today's scripts/stage_predictions.py (after a "
+        "refit of its factors), not as the runs' plans did",
     )
     args = ap.parse_args()
     cases = json.loads((args.corpus / "cases.json").read_text())

@@ -4,15 +4,13 @@
 Usage:
     python scripts/probe_reference.py REFERENCE_RUNS PROBED_RUNS
 
-REFERENCE_RUNS: runs made on the reference machine (the speed kcheck.costs.predicted's factors were
-fitted
-at), before the probe existed; PROBED_RUNS: runs of the same cases, made later on this machine,
-whose JSON carries ``plan.probe_cpu_seconds``. The machine's speed between the two is the median
-ratio of the same stages' CPU seconds (stages of MIN_SECONDS or more in either run, on the
-same rows: a stage whose plan moved between the runs did other work), and the
-probe's reference seconds are its median CPU seconds in PROBED_RUNS over that ratio: what the
-probe would have taken when REFERENCE_RUNS were made.
-"""
+REFERENCE_RUNS: runs made on the reference machine (the speed scripts/stage_predictions.py's
+factors were fitted at), before the probe existed; PROBED_RUNS: runs of the same cases, made
+later on this machine, whose JSON carries ``plan.probe_cpu_seconds``. The machine's speed
+between the two is the median ratio of the same stages' CPU seconds (stages of MIN_SECONDS or
+more in either run, on the same rows: a stage whose plan moved between the runs did other work),
+and the probe's reference seconds are its median CPU seconds in PROBED_RUNS over that ratio:
+what the probe would have taken when REFERENCE_RUNS were made."""
 
 from __future__ import annotations
 

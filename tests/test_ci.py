@@ -77,7 +77,7 @@ def test_ci_scenario(data: Path, tmp_path: Path) -> None:
     }
     assert [x["status"] for x in lines[:3]] == ["skipped"] * 3  # skips first
     for x in lines:
-        assert x["schema_version"] == 2 and x["kcheck_version"]
+        assert x["schema_version"] == 3 and x["kcheck_version"]
         if x["status"] == "ok":
             assert len(x["data"]["sha256"]) == 64 and len(x["resume_key"]) == 64
     assert sorted(p.name for p in tmp_path.iterdir()) == ["data", "kcheck.jsonl"]

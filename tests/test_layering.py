@@ -34,7 +34,7 @@ LAYERS: list[set[str]] = [
         "kcheck.scaling.stream",
     },
     {"kcheck.pipeline", "kcheck.terms.explain"},
-    {"kcheck.second_fold", "kcheck.config", "kcheck.plan", "kcheck.costs.predicted"},
+    {"kcheck.second_fold", "kcheck.config", "kcheck.plan"},
     {"kcheck.result"},
     {"kcheck.checkers.registry"},
     {

@@ -189,7 +189,7 @@ def test_exact_modes_stage_is_shown_as_it_takes_at_two_jobs(
         (step,) = [s for s in report.json["plan"]["steps"] if s["name"] == "rbf"]
         search = next(e for e in events if e.stage == exact.STAGE)
         repeats = next(e for e in events if e.stage == exact.REPEATS_STAGE)
-        return search.predicted_seconds, repeats.predicted_seconds, step["predicted_seconds"]
+        return search.predicted_seconds, repeats.predicted_seconds, step["estimated_seconds"]
 
     (one, one_repeats, planned_one), (two, two_repeats, planned_two) = announced(1), announced(2)
     assert planned_one == planned_two and planned_one > 0.2

@@ -342,7 +342,7 @@ def test_verify_json_and_determinism_across_jobs(tmp_path):
         runs.append(json.loads(r.stdout))
     v = runs[0]
     assert _without_seconds(runs[0]) == _without_seconds(runs[1])
-    assert v["schema_version"] == 2 and v["kind"] == "verify" and v["kcheck_version"]
+    assert v["schema_version"] == 3 and v["kind"] == "verify" and v["kcheck_version"]
     assert v["data"]["rows"] == v["data"]["cv_rows"] == 862
     assert v["scaling"]["method"] == "maxabs"
     assert set(v["linear"]) == {

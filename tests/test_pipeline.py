@@ -62,7 +62,7 @@ def test_german_is_linear_enough(datasets):
 
 def test_json_schema(datasets):
     v = run(CheckConfig(train=str(datasets / "heart_scale"))).json
-    assert v["schema_version"] == 2
+    assert v["schema_version"] == 3
     assert set(v) >= {
         "kcheck_version",
         "verdict",

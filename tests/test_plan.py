@@ -440,7 +440,7 @@ def _step(
         "name": name,
         "runs": runs,
         "rows": rows,
-        "predicted_seconds": predicted,
+        "estimated_seconds": predicted,
         "cpu_seconds": cpu,
     }
 

@@ -63,7 +63,7 @@ def test_the_probe_runs_only_where_a_stage_is_predicted_to_take_half_a_second() 
     assert with_exact["probe_cpu_seconds"] > 0
     # Without it every stage is predicted under 0.1 s: nothing to compare, no probe.
     without = run(CheckConfig(train=heart, exact="never")).json["plan"]
-    assert max(s["predicted_seconds"] or 0.0 for s in without["steps"]) < plan.OFF_MIN_SECONDS
+    assert max(s["estimated_seconds"] or 0.0 for s in without["steps"]) < plan.OFF_MIN_SECONDS
     assert without["probe_cpu_seconds"] is None
 
 
@@ -85,13 +85,13 @@ def test_the_first_predictions_shown_are_at_the_probes_pace_and_nothing_else_mov
             if e.predicted_seconds is not None and e.stage.startswith("exact")
         )
         planned = next(s for s in v["plan"]["steps"] if s["name"] == exact.NAME)
-        assert shown == pytest.approx(planned["predicted_seconds"] * pace, rel=1e-3)
+        assert shown == pytest.approx(planned["estimated_seconds"] * pace, rel=1e-3)
         # The baseline, announced before it, with the plan's prediction at the probe's pace
         # too (it was announced with the budget's count, which the warning does not use).
         baseline = next(e for e in events if e.stage == "linear baseline (C search)")
         lin = next(s for s in v["plan"]["steps"] if s["name"] == "linear")
         assert baseline.predicted_seconds == pytest.approx(
-            lin["predicted_seconds"] * pace, rel=1e-2, abs=1e-3
+            lin["estimated_seconds"] * pace, rel=1e-2, abs=1e-3
         )
         return shown, without_timing(v)
 
@@ -119,7 +119,7 @@ def test_a_check_reads_the_probe_again_after_each_stage_of_note_and_keeps_the_me
     noted = [
         s
         for s in v["plan"]["steps"]
-        if s["runs"] and s["rows"] and (s["predicted_seconds"] or 0.0) >= plan.OFF_MIN_SECONDS
+        if s["runs"] and s["rows"] and (s["estimated_seconds"] or 0.0) >= plan.OFF_MIN_SECONDS
     ]
     assert noted and asked == [3] + [1] * len(noted)
     taken = [0.030, 0.010, 0.012, 0.011, 0.013][: len(asked)]

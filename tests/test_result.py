@@ -98,7 +98,7 @@ def _gap(value: float, low: float, high: float) -> Gap:
 def test_check_json_keys_and_schema(check: CheckResult) -> None:
     out = check.to_json()
     assert set(out) == CHECK_KEYS
-    assert out["schema_version"] == SCHEMA_VERSION == 2
+    assert out["schema_version"] == SCHEMA_VERSION == 3
     assert out["kcheck_version"] == __version__
     assert out["verdict"] == check.verdict and out["margin"] == check.margin
     assert out["deciding_checker"] == check.decision.deciding

@@ -352,7 +352,7 @@ _svm.libsvm.svm_set_print_string_function(_svm.ctypes_print_null)
 #: LIBSVM's solver iterations in this process so far, summed over its sub-problems (a pair of
 #: classes, a CV fold): read from the "#iter = N" line each prints, while every other line is
 #: dropped. A count of the work its trainings did, the same on every machine: unlike rows and
-#: C, it follows a large C's slow convergence (kcheck.costs.predicted).
+#: C, it follows a large C's slow convergence (kcheck.costs.solvers).
 _svm_iterations = [0]
 #: ... and their support vectors, from the "Total nSV = N" line each training prints: a
 #: kernel column is computed once per support vector (the cache holds a search's folds), so

@@ -384,9 +384,17 @@ def size(counts: Counts, allowed: Allowance) -> Sized:
     centers (the old and the new, K x width doubles) and each row's distances to them in a
     block, and the clusters' rows in flight, copied here, to the workers and into LIBLINEAR's
     nodes (within 3x T's CSR bytes, as at most 2 x jobs clusters are in flight). The plan
-    asks before it lets the linear baseline train beside MultiLinear."""
+    asks before it lets the linear baseline train beside MultiLinear. Its counted seconds
+    (kcheck.costs.solvers.multilinear_seconds) are charged to the check's budget whatever is
+    left of it: it runs on all of T."""
     k = km.n_clusters(counts.rows)
     rows = counts.rows
+    counted = solvers.multilinear_seconds(
+        counts.nnz, counts.features, rows, counts.n_classes, k, km.N_ITER
+    )
     return Sized(
-        rows, bytes=16 * k * counts.features + 8 * k * min(rows, 65_536) + 3 * counts.data_bytes
+        rows,
+        bytes=16 * k * counts.features + 8 * k * min(rows, 65_536) + 3 * counts.data_bytes,
+        counted_seconds=counted,
+        estimated_seconds=counted,
     )

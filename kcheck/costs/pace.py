@@ -1,7 +1,6 @@
 """This machine's pace: a short fixed probe timed here, against its time on the reference machine.
 
-kcheck.costs.predicted predicts each stage in seconds of the reference machine, so the JSON's plan
-is
+kcheck.costs.budget counts each stage in seconds of the reference machine, so the JSON's plan is
 the same everywhere. What a stage takes here also depends on the machine's speed, which moved
 about 2x on this very machine between two quiet runs eight hours apart: the same 89 stages of
 0.5 s or more took a median 0.50 of their CPU seconds (scripts/results/plan.md against
@@ -39,9 +38,9 @@ from kcheck.bindings import engines
 
 __all__ = ["REFERENCE_SECONDS", "Readings", "pace", "probe_runs", "probe_seconds"]
 
-#: The probe's CPU seconds on the reference machine, whose speed kcheck.costs.predicted's factors
-#: were
-#: fitted at: ``python scripts/probe_reference.py scripts/results/plan_runs_reference.json
+#: The probe's CPU seconds on the reference machine, whose speed the stage predictions were
+#: fitted at (scripts/stage_predictions.py, as kcheck showed them up to schema 2):
+#: ``python scripts/probe_reference.py scripts/results/plan_runs_reference.json
 #: scripts/results/plan_runs_probe.json``, its median 0.00917 s in the later runs' 55 checks
 #: over 0.504, the median ratio of the same 89 stages' CPU seconds (on the same rows) between
 #: them. The same derivation from a run two days later (scripts/results/plan_runs_0.6.2.json)

@@ -175,7 +175,7 @@ class Search:
     log2_gamma: float
     #: LIBSVM's iterations at each point, over its folds (engines.svm_iterations): how the
     #: solver's work grows with C on these rows, for a training on more of them
-    #: (kcheck.costs.predicted).
+    #: (kcheck.costs.solvers).
     iterations: dict[tuple[float, float], int] = field(default_factory=dict)
     #: Points not scored, as their predicted CV would have taken the search past its allowance:
     #: ``log2_C``, ``log2_gamma`` and ``predicted_seconds`` (counted).

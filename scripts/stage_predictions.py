@@ -1,10 +1,11 @@
-"""Predicted seconds of each stage of a check, from counts, for the user to read.
+"""The solver-shaped prediction of each stage of a check, from counts, as kcheck showed it up to
+JSON schema 2 (``plan.steps[].predicted_seconds``).
 
-kcheck.costs.budget's counted estimates decide what runs; they are coarse on purpose, as a change
-there moves verdicts. The predictions here only inform: the JSON's ``plan`` block shows them
-beside what each stage took (``predicted_seconds``, ``cpu_seconds``), a warning names a stage
-that took under half or over twice its prediction, and the log's stage lines show them. So they
-may follow each solver more closely, and be re-fitted without moving a verdict:
+Since schema 3 kcheck has one cost, kcheck.costs.budget's counted estimate: it decides, and it
+is what the user is shown. These predictions stay here, outside the package, so that
+scripts/plan_bench.py can report how many stages they held within 0.5-2x beside the counted
+cost's count, and the calibration scripts can compare with them. They followed each solver
+more closely:
 
 * LIBLINEAR's C search (the baseline, degree-2, MultiLinear's clusters) costs per stored value
   and one-vs-rest model, more per value on more rows (more Newton steps), and much more where
@@ -24,8 +25,6 @@ numbers on every machine.
 
 from __future__ import annotations
 
-import math
-
 from kcheck.checkers import kmeans as km
 from kcheck.checkers.base import Counts
 from kcheck.checkers.degree2 import expanded_dimension
@@ -36,6 +35,7 @@ from kcheck.costs.solvers import (
     ONSET_MOST,
     kmeans_seconds,
     liblinear_seconds,
+    multilinear_seconds,
     width_onset_factor,
 )
 
@@ -95,18 +95,14 @@ def shape_seconds(name: str, counts: Counts, rows: int, estimated: float | None)
         )
         val_expanded = counts.expanded_nnz * counts.val_rows / max(counts.rows, 1)
         return main + ref + EXPAND_SECONDS_PER_VALUE * (expanded + val_expanded)
+    if name == "mixlinear" and estimated is not None:
+        k = km.n_clusters(counts.rows)
+        return kmeans_seconds(counts.nnz, counts.rows, k, km.N_ITER) + estimated
     if name in ("multilinear", "mixlinear"):
         k = km.n_clusters(counts.rows)
-        kmeans = kmeans_seconds(counts.nnz, counts.rows, k, km.N_ITER)
-        # A cluster holds a few of many classes: its one-vs-rest models grow with about the
-        # square root of the classes (letter's 26 classes in 46 clusters cost 5x, not 26x).
-        per_cluster = math.sqrt(models) if models > 1 else 1.0
-        trained = liblinear_seconds(
-            counts.nnz, counts.features, max(counts.rows // k, 1), per_cluster
+        return multilinear_seconds(
+            counts.nnz, counts.features, counts.rows, counts.n_classes, k, km.N_ITER
         )
-        if name == "mixlinear" and estimated is not None:
-            return kmeans + estimated
-        return kmeans + trained
     return estimated
 
 
