@@ -181,6 +181,22 @@ def test_a_time_limit_keeps_the_verdict_of_the_checkers_that_finished(mid_size: 
     assert d2["status"] in ("skipped", "subsampled"), d2
     assert d2["reason"].endswith("fit the time left before the time limit"), d2
     assert v["seconds"] < limit
+    # The plan had it on all of T; its step says what the time limit made of that.
+    step = next(s for s in v["plan"]["steps"] if s["name"] == "degree2")
+    assert step["runs"] and step["rows"] > d2.get("rows", 0)
+    assert step["outcome"] == ("skipped" if d2["status"] == "skipped" else "cut short"), step
+
+
+def test_a_step_the_time_limit_turned_off_says_so() -> None:
+    """svmguide1's plan runs exact mode (counted within the budget); under --time-limit 2,
+    less than its least count, it is sized again just before it runs and does not: its step
+    keeps the plan's decision (``runs``) and says what happened (``outcome``), as the exact
+    block does (tests/golden/svmguide1.exact-auto.json: without the limit, the step ran)."""
+    svmguide1 = runner.ROOT / "datasets" / "svmguide1"
+    v = runner.kcheck("check", svmguide1, "--time-limit", "2", "-q", "--json", code=None).json
+    step = next(s for s in v["plan"]["steps"] if s["name"] == "rbf")
+    assert step["runs"] and step["outcome"] == "skipped", step
+    assert not v["exact"]["ran"] and "time limit" in v["exact"]["reason"]
 
 
 @pytest.mark.slow
