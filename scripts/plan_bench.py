@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Each stage's predicted seconds against the CPU seconds it took, over a corpus, in one run.
+"""Each stage's counted cost against the CPU seconds it took, over a corpus, in one run.
 
 Usage:
     python scripts/plan_bench.py CORPUS [--only NAME ...] [-o scripts/results/plan.md]
@@ -9,11 +9,13 @@ Usage:
 CORPUS is a directory made by ``python scripts/judge.py make`` (its ``cases.json`` lists the
 cases). Each case runs ``kcheck check FILE -q --json -j 1`` in a fresh subprocess (one job, so
 every stage's CPU seconds are this process's and its workers'), and its JSON's ``plan`` block
-gives, per stage, ``estimated_seconds`` (counted on the reference machine, the same on every
-machine) and ``cpu_seconds`` (what it took here). The report lists the ratio CPU / predicted
-for every stage that ran, and flags those of 0.5 s or more outside [0.5, 2]; the whole check's
-seconds against the linear baseline's are beside them. Results are cached per case in
-``--runs`` (a re-run skips the cases done; ``--fresh`` runs them all again).
+gives, per stage, ``estimated_seconds`` (its one cost: counted on the reference machine, the
+same on every machine) and ``cpu_seconds`` (what it took here). The report lists the ratio CPU
+/ cost at the run's pace for every stage that ran, and flags those of 0.5 s or more outside
+[0.5, 2]; beside it, how many stages the solver-shaped prediction kcheck showed up to schema 2
+(scripts/stage_predictions.py, computed here from the case's counts) held within that band;
+the whole check's seconds against the linear baseline's are beside them. Results are cached
+per case in ``--runs`` (a re-run skips the cases done; ``--fresh`` runs them all again).
 """
 
 from __future__ import annotations
@@ -91,7 +93,6 @@ def summary(v: dict[str, Any], wall: float, load: float | None) -> dict[str, Any
                     "runs",
                     "rows",
                     "estimated_seconds",
-                    "predicted_seconds",
                     "seconds",
                     "cpu_seconds",
                 )
@@ -115,10 +116,11 @@ def _done(block: dict[str, Any] | None, data: dict[str, Any]) -> dict[str, Any] 
 
 
 def fill_predictions(runs: dict[str, dict[str, Any]], corpus: Path, again: bool = False) -> int:
-    """Give the steps of runs made before the plan carried ``predicted_seconds`` (every run's,
-    ``again``: after a refit of scripts/stage_predictions.py) the value the plan gives now:
-    scripts/stage_predictions.py's ``predicted_seconds`` of the case's counts (read, scaled and
-    split as a check does). The number of cases filled."""
+    """Give the steps of runs without ``predicted_seconds`` (schema 3's, and those made before
+    0.5.0; every run's, ``again``: after a refit of scripts/stage_predictions.py) the solver-
+    shaped prediction kcheck showed up to schema 2: scripts/stage_predictions.py's
+    ``predicted_seconds`` of the case's counts (read, scaled and split as a check does). The
+    number of cases filled."""
     sys.path.insert(0, str(ROOT / "scripts"))
     import stage_predictions as costs
     from calibrate_plan import counts_of
@@ -139,33 +141,54 @@ def fill_predictions(runs: dict[str, dict[str, Any]], corpus: Path, again: bool 
     return filled
 
 
-def _predicted(s: dict[str, Any], machine: float = 1.0) -> float | None:
-    """A stage's prediction of the work it did (kcheck.plan.done_share), at the ``machine``'s
-    pace (kcheck.costs.pace): exact mode's prediction counts every repeat, and it stops once the
-    verdict is settled."""
-    p = s.get("predicted_seconds")
-    return None if p is None else p * _share(s)[0] * machine
+#: The step field a stage is judged against: its one cost (schema 3) ...
+COST = "estimated_seconds"
+#: ... or the solver-shaped prediction kcheck showed up to schema 2, reported beside it.
+SHOWN_BEFORE = "predicted_seconds"
 
 
-def _share(s: dict[str, Any]) -> tuple[float, str]:
-    return done_share(**(s.get("done") or {}), predicted=s.get("predicted_seconds"))
+def _predicted(s: dict[str, Any], machine: float = 1.0, key: str = COST) -> float | None:
+    """A stage's count (``key``) of the work it did (kcheck.plan.done_share), at the
+    ``machine``'s pace (kcheck.costs.pace): exact mode's count covers every repeat, and it
+    stops once the verdict is settled."""
+    p = s.get(key)
+    return None if p is None else p * _share(s, key)[0] * machine
 
 
-def _ratio(s: dict[str, Any], machine: float = 1.0) -> float | None:
-    p, c = _predicted(s, machine), s.get("cpu_seconds")
+def _share(s: dict[str, Any], key: str = COST) -> tuple[float, str]:
+    return done_share(**(s.get("done") or {}), predicted=s.get(key))
+
+
+def _ratio(s: dict[str, Any], machine: float = 1.0, key: str = COST) -> float | None:
+    p, c = _predicted(s, machine, key), s.get("cpu_seconds")
     if p is None or c is None or not s.get("runs") or not s.get("rows"):
         return None
     return c / p if p > 0 else float("inf")
 
 
-def flagged(s: dict[str, Any], machine: float = 1.0) -> bool:
-    """A stage of MIN_SECONDS or more (predicted at the ``machine``'s pace, or taken) outside
+def flagged(s: dict[str, Any], machine: float = 1.0, key: str = COST) -> bool:
+    """A stage of MIN_SECONDS or more (counted at the ``machine``'s pace, or taken) outside
     [LOW, HIGH]: as the check's own warning line judges it (kcheck.plan.off_prediction)."""
-    r = _ratio(s, machine)
+    r = _ratio(s, machine, key)
     if r is None:
         return False
-    big = max(_predicted(s, machine) or 0.0, s["cpu_seconds"]) >= MIN_SECONDS
+    big = max(_predicted(s, machine, key) or 0.0, s["cpu_seconds"]) >= MIN_SECONDS
     return big and not LOW <= r <= HIGH
+
+
+def _held(runs: dict[str, dict[str, Any]], key: str) -> tuple[int, int]:
+    """Of the stages of MIN_SECONDS or more CPU seconds that have a ``key``, how many fell
+    within [LOW, HIGH] of it at their run's pace, and how many there were."""
+    within = judged = 0
+    for r in runs.values():
+        machine = pace(r.get("probe"))
+        for s in r.get("steps", []):
+            ratio = _ratio(s, machine, key)
+            if ratio is None or (s.get("cpu_seconds") or 0.0) < MIN_SECONDS:
+                continue
+            judged += 1
+            within += LOW <= ratio <= HIGH
+    return within, judged
 
 
 def report(runs: dict[str, dict[str, Any]], args: argparse.Namespace) -> str:
@@ -179,9 +202,8 @@ def report(runs: dict[str, dict[str, Any]], args: argparse.Namespace) -> str:
     if args.repredict:
         how += f" on the runs in `{args.runs.name}`"
         how += (
-            "; `--repredict`: every stage's prediction is today's kcheck/costs/predicted.py's, "
-            "not the "
-            "one its run's plan carried"
+            "; `--repredict`: every stage's earlier prediction is today's "
+            "scripts/stage_predictions.py's, not the one its run's plan carried"
         )
     load = (
         f"load average at the cases' starts {min(loads):.2f}-{max(loads):.2f} "
@@ -190,21 +212,29 @@ def report(runs: dict[str, dict[str, Any]], args: argparse.Namespace) -> str:
         else "load not recorded (other work shared the 2 cores)"
     )
     out = [
-        "# Predicted against actual seconds, per stage",
+        "# Counted cost against actual seconds, per stage",
         "",
         f"Machine: {platform.machine()}, {os.cpu_count()} cores, Python "
         f"{platform.python_version()}; {time.strftime('%Y-%m-%d')}; {how}; {load}.",
         "",
-        "`predicted`: the plan's `predicted_seconds` (kcheck/costs/predicted.py, counted on the "
-        "reference "
-        "machine from counts alone; for runs made before the plan carried it, the same function "
-        "of the case's counts, computed here), times this machine's pace when the case ran "
-        "(`plan.probe_cpu_seconds` over kcheck.costs.pace's REFERENCE_SECONDS; 1 for a run without "
-        "a probe), as the check's own warning line compares them; `cpu`: the stage's CPU "
-        "seconds here (`cpu_seconds`), with one job. "
-        f"Flagged (**bold**): a stage of {MIN_SECONDS} s or more whose cpu / predicted falls "
-        f"outside [{LOW}, {HIGH}]. `raw`: cpu over the prediction in reference seconds (the "
-        "pace left out). `-`: no prediction, or the stage did not run.",
+        "`cost`: the step's `estimated_seconds`, its one cost (kcheck/costs/budget.py, counted "
+        "on the reference machine from counts alone: what decides, and what the log shows), "
+        "of the work it did (`kcheck.plan.done_share`), times this machine's pace when the case "
+        "ran (`plan.probe_cpu_seconds` over kcheck.costs.pace's REFERENCE_SECONDS; 1 for a run "
+        "without a probe), as the check's own warning line compares them; `cpu`: the stage's "
+        "CPU seconds here (`cpu_seconds`), with one job. "
+        f"Flagged (**bold**): a stage of {MIN_SECONDS} s or more whose cpu / cost falls "
+        f"outside [{LOW}, {HIGH}]. `raw`: cpu over the cost in reference seconds (the "
+        "pace left out). `-`: no cost, or the stage did not run.",
+        "",
+    ]
+    held, judged = _held(runs, COST)
+    held_before, judged_before = _held(runs, SHOWN_BEFORE)
+    out += [
+        f"Stages of {MIN_SECONDS} CPU s or more within [{LOW}, {HIGH}] of their count at the "
+        f"run's pace: **{held} of {judged}** by the counted cost; {held_before} of "
+        f"{judged_before} by the solver-shaped prediction kcheck showed up to schema 2 "
+        "(scripts/stage_predictions.py, from the case's counts).",
         "",
     ]
     paces = [pace(r["probe"]) for r in runs.values() if r.get("probe")]
@@ -262,7 +292,7 @@ def report(runs: dict[str, dict[str, Any]], args: argparse.Namespace) -> str:
             f"{'; '.join(cells)} |"
         )
     out += [
-        "| stage | stages with a prediction | cpu / predicted: min, median, max | flagged | "
+        "| stage | stages with a cost | cpu / cost: min, median, max | flagged | "
         "raw: min, median, max |",
         "|---|---|---|---|---|",
     ]
@@ -287,7 +317,7 @@ def report(runs: dict[str, dict[str, Any]], args: argparse.Namespace) -> str:
         f"{len(checks) - len(over_paced)} of {len(checks)} within."
         + (" Over: " + "; ".join(over_paced) + "." if over_paced else ""),
         "",
-        "| case | rows x features (classes) | verdict | check s | stage predicted/cpu (ratio) |",
+        "| case | rows x features (classes) | verdict | check s | stage cost/cpu (ratio) |",
         "|---|---|---|---|---|",
         *rows,
         "",
