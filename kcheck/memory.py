@@ -78,6 +78,14 @@ def line_too_long(source: str, line: int | None, cap: int) -> DataFormatError:
 #: scripts/bench_memory.py (webspam-like: 2.44), plus FIXED_BYTES: the design's target.
 CHECK_BYTES_PER_CSR_BYTE = 3
 FIXED_BYTES = 64 * 2**20
+#: Under --time-limit each method trains in a worker process that can be stopped
+#: (kcheck.parallel.workers.stoppable), beside this one: the process tree then also holds the
+#: worker's copy of T and V and LIBLINEAR's nodes of them, and a second interpreter beside the
+#: fork server's. A 45 MB --max-rows auto sample under --memory-limit 200M held 5.0x its CSR
+#: plus 116 MB over the tree (342 MB: this process 169, the baseline's worker 145, the fork
+#: server 21, the resource tracker 7), where a check is sized for 3x plus FIXED_BYTES.
+TIME_LIMITED_BYTES_PER_CSR_BYTE = CHECK_BYTES_PER_CSR_BYTE + 2
+TIME_LIMITED_FIXED_BYTES = 2 * FIXED_BYTES
 
 
 def csr_bytes(X: object) -> int:
@@ -97,27 +105,42 @@ def check_fits(
     memory_limit: int,
     per_csr_byte: int = CHECK_BYTES_PER_CSR_BYTE,
     what: str = "a check",
+    fixed_bytes: int = FIXED_BYTES,
 ) -> None:
     """Refuse at once a run that cannot keep to the memory limit, rather than fail later."""
-    need = per_csr_byte * data_bytes + FIXED_BYTES
+    need = per_csr_byte * data_bytes + fixed_bytes
     if need > memory_limit:
         raise KcheckError(
             f"{source}: {what} of this data needs about {size_text(need)} "
             f"({per_csr_byte}x its {size_text(data_bytes)} in memory plus "
-            f"{size_text(FIXED_BYTES)}), over the memory limit of {size_text(memory_limit)}"
+            f"{size_text(fixed_bytes)}), over the memory limit of {size_text(memory_limit)}"
         )
 
 
-def max_data_bytes(memory_limit: int, per_csr_byte: int = CHECK_BYTES_PER_CSR_BYTE) -> int:
+def max_data_bytes(
+    memory_limit: int,
+    per_csr_byte: int = CHECK_BYTES_PER_CSR_BYTE,
+    fixed_bytes: int = FIXED_BYTES,
+) -> int:
     """The largest CSR that :func:`check_fits` accepts under ``memory_limit``: the reader stops
     there, so that a file too large for the limit is refused before it is read whole."""
-    return (memory_limit - FIXED_BYTES) // per_csr_byte
+    return (memory_limit - fixed_bytes) // per_csr_byte
 
 
-def checker_budget(memory_limit: int, data_bytes: int) -> int:
+def check_footprint(time_limited: bool) -> tuple[int, int]:
+    """A check's bytes per byte of the data's CSR and its fixed bytes: under --time-limit
+    with a worker process's share (TIME_LIMITED_BYTES_PER_CSR_BYTE)."""
+    if time_limited:
+        return TIME_LIMITED_BYTES_PER_CSR_BYTE, TIME_LIMITED_FIXED_BYTES
+    return CHECK_BYTES_PER_CSR_BYTE, FIXED_BYTES
+
+
+def checker_budget(memory_limit: int, data_bytes: int, time_limited: bool = False) -> int:
     """What a checker may allocate on top of the data in memory (T and V, about the CSR
-    bytes, and the working set of the other steps), so that the run keeps to the limit."""
-    return max(0, memory_limit - 2 * data_bytes - FIXED_BYTES)
+    bytes, and the working set of the other steps; under --time-limit, the worker process it
+    runs in and its copy of them too), so that the run keeps to the limit."""
+    per_csr_byte, fixed = check_footprint(time_limited)
+    return max(0, memory_limit - (per_csr_byte - 1) * data_bytes - fixed)
 
 
 def size_text(n_bytes: float) -> str:

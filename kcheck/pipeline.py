@@ -38,7 +38,7 @@ from kcheck.defaults import (
 )
 from kcheck.errors import KcheckError, TimeLimitReached, recorded_warnings
 from kcheck.io.data import read_until
-from kcheck.memory import checker_budget, default_memory_limit
+from kcheck.memory import check_footprint, checker_budget, default_memory_limit
 from kcheck.parallel.workers import Background, run_until
 from kcheck.prepare import (
     BlockPredictor,
@@ -113,7 +113,7 @@ def run(
         config.seed,
         config.jobs,
         config.epsilon,
-        checker_budget(memory_limit, data.data_bytes),
+        checker_budget(memory_limit, data.data_bytes, deadline is not None),
         deadline,
         baseline=None,
         progress=report,
@@ -173,7 +173,7 @@ def _read_within(
     """:func:`_read` by ``deadline``: a time limit that passes while reading decides nothing."""
     try:
         with read_until(deadline):
-            return _read(config, memory_limit, report, prepared, test_data)
+            return _read(config, memory_limit, report, prepared, test_data, deadline is not None)
     except TimeLimitReached:
         raise KcheckError(
             f"{config.train}: the time limit (--time-limit {config.time_limit:g}) passed while "
@@ -187,13 +187,16 @@ def _read(
     report: Progress,
     prepared: Prepared | None = None,
     test_data: TestFile | None = None,
+    time_limited: bool = False,
 ) -> tuple[Prepared, TestFile | None, list[str]]:
     """The training file, prepared, and the test file opened, with what the reader warned
     of: it goes into the JSON, so a library call and the command record the same. Data the
-    caller prepared already (arrays, kcheck.arrays) is taken as it is."""
+    caller prepared already (arrays, kcheck.arrays) is taken as it is. ``time_limited``: the
+    rows must leave room for the worker each method then runs in (check_footprint)."""
     if prepared is not None:
         return prepared, test_data, []
     report(Event("reading " + config.train))
+    per_csr_byte, fixed_bytes = check_footprint(time_limited)
     with recorded_warnings() as read_notes:
         data = prepare(
             config.train,
@@ -203,6 +206,9 @@ def _read(
             integer_labels=config.model_out is not None,
             max_rows=config.max_rows,
             seed=config.seed,
+            per_csr_byte=per_csr_byte,
+            what="a check under --time-limit" if time_limited else "a check",
+            fixed_bytes=fixed_bytes,
         )
         # Read now, so that a test file no model can be scored on fails before any training.
         test = None

@@ -25,6 +25,7 @@ from kcheck.io.data import LibsvmBlocks, Sample, dropped_warning, read_libsvm, s
 from kcheck.io.reservoir import METHOD
 from kcheck.memory import (
     CHECK_BYTES_PER_CSR_BYTE,
+    FIXED_BYTES,
     check_fits,
     csr_bytes,
     max_data_bytes,
@@ -100,6 +101,7 @@ def prepare(
     seed: int = 0,
     per_csr_byte: int = CHECK_BYTES_PER_CSR_BYTE,
     what: str = "a check",
+    fixed_bytes: int = FIXED_BYTES,
 ) -> Prepared:
     """Read ``path`` within ``memory_limit``, validate it for classification, and scale it.
 
@@ -107,8 +109,9 @@ def prepare(
     rather than after the whole run. ``max_rows`` (a number, or ``"auto"``: what the memory
     limit holds) keeps a stratified sample of that many rows while the file streams
     (:func:`kcheck.io.data.sample_libsvm`, drawn with ``seed``); everything after, the scaling
-    included, sees the sample only. ``per_csr_byte`` and ``what``: the run's memory per byte of
-    the rows (kcheck.memory.check_fits), for a command other than a check.
+    included, sees the sample only. ``per_csr_byte``, ``fixed_bytes`` and ``what``: the run's
+    memory per byte of the rows and beside them (kcheck.memory.check_fits), for a command
+    other than a check or a check under --time-limit (kcheck.memory.check_footprint).
     """
     t0 = time.perf_counter()
     digest = hashlib.sha256()
@@ -119,7 +122,7 @@ def prepare(
             zero_based=zero_based,
             memory_limit=memory_limit,
             digest=digest,
-            max_csr_bytes=max_data_bytes(memory_limit, per_csr_byte),
+            max_csr_bytes=max_data_bytes(memory_limit, per_csr_byte, fixed_bytes),
         )
     else:
         sample = sample_libsvm(
@@ -129,7 +132,7 @@ def prepare(
             zero_based=zero_based,
             memory_limit=memory_limit,
             digest=digest,
-            max_csr_bytes=max_data_bytes(memory_limit, per_csr_byte),
+            max_csr_bytes=max_data_bytes(memory_limit, per_csr_byte, fixed_bytes),
         )
         y_raw, X = sample.y, sample.X
     read_seconds = time.perf_counter() - t0
@@ -149,7 +152,17 @@ def prepare(
                 stacklevel=2,
             )
     return scaled(
-        path, X, y_raw, classes, summary, scaling, memory_limit, read_seconds, per_csr_byte, what
+        path,
+        X,
+        y_raw,
+        classes,
+        summary,
+        scaling,
+        memory_limit,
+        read_seconds,
+        per_csr_byte,
+        what,
+        fixed_bytes,
     )
 
 
@@ -164,11 +177,12 @@ def scaled(
     read_seconds: float,
     per_csr_byte: int = CHECK_BYTES_PER_CSR_BYTE,
     what: str = "a check",
+    fixed_bytes: int = FIXED_BYTES,
 ) -> Prepared:
     """Validated rows, refused at once where a check of them cannot fit ``memory_limit``,
     scaled, with their labels coded: a file's (:func:`prepare`) or arrays' alike."""
     data_bytes = csr_bytes(X)
-    check_fits(path, data_bytes, memory_limit, per_csr_byte, what)
+    check_fits(path, data_bytes, memory_limit, per_csr_byte, what, fixed_bytes)
     scaler = fit_scaler(
         X, method=scaling, lower=LOWER, upper=UPPER, source=path, memory_limit=memory_limit
     )

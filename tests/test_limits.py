@@ -7,6 +7,7 @@ OOM kill of the machine running the tests.
 
 from __future__ import annotations
 
+import gzip
 import json
 import random
 import re
@@ -185,6 +186,19 @@ def test_a_time_limit_keeps_the_verdict_of_the_checkers_that_finished(mid_size: 
     step = next(s for s in v["plan"]["steps"] if s["name"] == "degree2")
     assert step["runs"] and step["rows"] > d2.get("rows", 0)
     assert step["outcome"] == ("skipped" if d2["status"] == "skipped" else "cut short"), step
+
+
+def test_a_time_limit_sizes_the_check_for_the_worker_it_runs_its_methods_in() -> None:
+    """heart_scale fits 100M on its own (3x its rows plus 64 MB), not beside the stoppable
+    worker and fork server a --time-limit runs its methods in (5x plus 128 MB): refused at
+    once, in one line that says why, where the process tree used to go past the limit."""
+    heart = runner.ROOT / "datasets" / "heart_scale"
+    args = ("check", heart, "-q", "--memory-limit", "100M")
+    runner.kcheck(*args, code=0)
+    refused = runner.kcheck(*args, "--time-limit", "60", code=2)
+    line = runner.one_error_line(refused)
+    assert "the memory limit leaves no room for the data" in line, line
+    assert "5x plus 128 MB under --time-limit" in line, line
 
 
 def test_a_step_the_time_limit_turned_off_says_so() -> None:
@@ -453,6 +467,18 @@ def big_dense(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
+def big_dense_gz(big_dense: Path) -> Path:
+    """The same rows three times over, gzipped: compressed input of 72 MB of CSR, more than
+    200M holds, which --max-rows auto samples as it streams."""
+    path = big_dense.with_name("big3.svm.gz")
+    rows = big_dense.read_bytes()
+    with gzip.open(path, "wb", compresslevel=1) as f:
+        for _ in range(3):
+            f.write(rows)
+    return path
+
+
+@pytest.fixture(scope="module")
 def import_tree_baseline() -> int:
     code, peak, err = tree_peak(
         [
@@ -471,15 +497,23 @@ def import_tree_baseline() -> int:
         ("-j", "1", "--memory-limit", "200M"),
         ("-j", "2", "--memory-limit", "200M"),
         ("-j", "1", "--max-rows", "auto", "--memory-limit", "150M"),
+        ("-j", "1", "--max-rows", "auto", "--time-limit", "120", "--memory-limit", "200M"),
     ],
-    ids=["j1-200M", "j2-200M", "auto-rows-150M"],
+    ids=["j1-200M", "j2-200M", "auto-rows-150M", "gz-auto-rows-timed-200M"],
 )
 def test_a_whole_check_keeps_its_process_tree_to_the_memory_limit(
-    big_dense: Path, import_tree_baseline: int, args: tuple[str, ...]
+    big_dense: Path,
+    big_dense_gz: Path,
+    import_tree_baseline: int,
+    args: tuple[str, ...],
 ) -> None:
-    """Every checker the plan runs (exact mode's choice included), every worker counted."""
+    """Every checker the plan runs (exact mode's choice included), every worker counted. Under
+    --time-limit each method trains in a worker of its own beside this process, with its copy
+    of the rows: --max-rows auto on compressed input went to 342 MB under 200M before the
+    sample left room for it (kcheck.memory.check_footprint)."""
     limit = int(args[-1].rstrip("M")) * 2**20
-    code, peak, err = tree_peak(["-m", "kcheck", "check", str(big_dense), "-q", *args])
+    data = big_dense_gz if "--time-limit" in args else big_dense
+    code, peak, err = tree_peak(["-m", "kcheck", "check", str(data), "-q", *args])
     assert code == 0, err
     assert "Traceback" not in err, err
     assert peak - import_tree_baseline <= limit, (peak - import_tree_baseline) / 2**20

@@ -150,6 +150,27 @@ def test_checker_budget_never_exceeds_the_limit(limit: int, data: int) -> None:
     assert budget == 0 or budget + 2 * data + memory.FIXED_BYTES == limit
 
 
+def test_a_time_limited_check_leaves_room_for_the_worker_each_method_runs_in() -> None:
+    """Under --time-limit a method trains in a stoppable worker with a copy of the rows: the
+    check is sized for two more bytes per CSR byte and a second interpreter, and what it
+    accepts, what --max-rows auto takes and what the checkers get all follow."""
+    per_csr_byte, fixed = memory.check_footprint(True)
+    assert (per_csr_byte, fixed) == (
+        memory.CHECK_BYTES_PER_CSR_BYTE + 2,
+        2 * memory.FIXED_BYTES,
+    )
+    assert memory.check_footprint(False) == (memory.CHECK_BYTES_PER_CSR_BYTE, memory.FIXED_BYTES)
+    limit = 200 * MB
+    largest = memory.max_data_bytes(limit, per_csr_byte, fixed)
+    assert largest == (limit - fixed) // per_csr_byte < memory.max_data_bytes(limit)
+    memory.check_fits("x", largest, limit, per_csr_byte, "a check", fixed)
+    with pytest.raises(KcheckError, match=r"5x its .* plus 128\.0 MiB"):
+        memory.check_fits("x", largest + 1, limit, per_csr_byte, "a check", fixed)
+    data = 10 * MB
+    assert memory.checker_budget(limit, data, True) == limit - 4 * data - fixed
+    assert memory.checker_budget(limit, data, True) < memory.checker_budget(limit, data)
+
+
 # --- max_line_bytes, check_width, line_too_long ---------------------------------------------------
 
 

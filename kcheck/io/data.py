@@ -72,6 +72,12 @@ _GZIP_MAGIC = b"\x1f\x8b"
 _BZ2_MAGIC = b"BZh"
 _XZ_MAGIC = b"\xfd7zXZ\x00"
 
+#: What a command needs beside the data, as a refusal says it (kcheck.memory's footprints).
+NEEDS = (
+    "a check needs about 3x the data's size in memory plus 64 MB, 5x plus 128 MB under "
+    "--time-limit, a verify 4x"
+)
+
 
 # ----------------------------------------------------------------------------------------------
 # Input
@@ -331,8 +337,7 @@ def _stream(
             assert max_csr_bytes is not None
             if max_csr_bytes <= 0:
                 raise KcheckError(
-                    f"{name}: the memory limit leaves no room for the data (a check "
-                    "needs about 3x the data's size in memory plus 64 MB, a verify 4x; see "
+                    f"{name}: the memory limit leaves no room for the data ({NEEDS}; see "
                     "--memory-limit)"
                 ) from None
             if sample_rows is not None:
@@ -471,8 +476,7 @@ def sample_libsvm(
     budget = None if max_csr_bytes is None else max(0, max_csr_bytes)
     if max_rows is None and not budget:
         raise KcheckError(
-            f"{name}: the memory limit leaves no room for the data (a check needs "
-            "about 3x the data's size in memory plus 64 MB, a verify 4x; see --memory-limit)"
+            f"{name}: the memory limit leaves no room for the data ({NEEDS}; see --memory-limit)"
         )
     reservoir = StratifiedReservoir(max_rows, seed, budget)
     _stream(
