@@ -23,7 +23,7 @@ DEFAULT_EXACT = "auto"
 #: default: the one list of names. The checkers themselves are in kcheck.checkers.registry,
 #: which must list exactly these (tests/test_registry.py); the names live here so that the
 #: command line can show them without importing the numeric stack.
-CHECKER_NAMES = ("degree2", "multilinear", "rbfsvm", "rff", "mixlinear")
+CHECKER_NAMES = ("degree2", "multilinear", "rbfsvm", "rff", "mixlinear", "kfactory")
 DEFAULT_CHECKERS = ("degree2", "multilinear", "rbfsvm")
 #: What a score is: plain accuracy, balanced accuracy (the mean of per-class recall; every model
 #: then trains with class weights) or the area under the ROC curve (two classes).

@@ -42,6 +42,7 @@ LAYERS: list[set[str]] = [
         "kcheck.checkers.multilinear",
         "kcheck.checkers.mixlinear",
         "kcheck.checkers.rff",
+        "kcheck.checkers.kfactory",
         "kcheck.checkers.rbfsvm",
         "kcheck.checkers.exact",
         "kcheck.tuning.rbf_sample",

@@ -150,11 +150,12 @@ QUIET = ("--json", "-q", "-j", "1")
 #: label -> (arguments after "check", what the run must show). ``{tmp}`` is a scratch directory.
 CHECKS: dict[str, tuple[tuple[str | Path, ...], Callable[[Json], bool]]] = {
     "heart_scale, exact always, every checker, --test": (
-        (H, "--exact", "always", "--checkers", "degree2,multilinear,rff", "--test", H),
+        (H, "--exact", "always", "--checkers", "degree2,multilinear,rff,kfactory", "--test", H),
         lambda v: (
             v["exact"]["ran"]
-            and set(v["checkers"]) == {"degree2", "multilinear", "rff", "rbf"}
-            and set(v["test"]["accuracy"]) >= {"linear", "degree2", "multilinear", "rff", "rbf"}
+            and set(v["checkers"]) == {"degree2", "multilinear", "rff", "kfactory", "rbf"}
+            and set(v["test"]["accuracy"])
+            >= {"linear", "degree2", "multilinear", "rff", "kfactory", "rbf"}
         ),
     ),
     "fourclass, exact always, linear model": (
@@ -219,7 +220,7 @@ CHECKS: dict[str, tuple[tuple[str | Path, ...], Callable[[Json], bool]]] = {
         (
             "{tmp}/three.svm",
             "--checkers",
-            "degree2,multilinear,rff",
+            "degree2,multilinear,rff,kfactory",
             "--model-out",
             "{tmp}/three.model",
             "--model",
@@ -227,6 +228,7 @@ CHECKS: dict[str, tuple[tuple[str | Path, ...], Callable[[Json], bool]]] = {
         ),
         lambda v: (
             len(v["data"]["classes"]) == 3
+            and v["checkers"]["kfactory"]["status"] == "ok"
             and v["exact"]["mode"] == "auto"
             and v["exact"]["ran"]
             and v["exact"]["estimated_seconds"] is not None
@@ -543,7 +545,7 @@ def test_the_script_rewrites_only_the_checker_parts(tmp_path: Path) -> None:
     fresh = script.schemas(script.Checkers(names, "rbf", {"toy": "a toy"}), tmp_path)
     check = json.loads(fresh["check.schema.json"])
     old = SCHEMAS["check.schema.json"]
-    assert set(check["$defs"]) == set(old["$defs"]) - {"rff", "mixlinear"} | {"toy"}
+    assert set(check["$defs"]) == set(old["$defs"]) - {"rff", "mixlinear", "kfactory"} | {"toy"}
     assert check["$defs"]["toy"] == {"description": "a toy", "$ref": "#/$defs/checker"}
     for kept in ("degree2", "rbf", "checker", "exact", "model"):
         assert check["$defs"][kept] == old["$defs"][kept]

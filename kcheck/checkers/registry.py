@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from kcheck.checkers import degree2, exact, mixlinear, multilinear, rbfsvm, rff
+from kcheck.checkers import degree2, exact, kfactory, mixlinear, multilinear, rbfsvm, rff
 from kcheck.checkers.base import Allowance, CheckerResult, Context, Counts, Dataset, Sized
 from kcheck.defaults import CHECKER_NAMES
 from kcheck.verdict import Role
@@ -159,6 +159,20 @@ CHECKERS: dict[str, CheckerSpec] = {
             colour="#17becf",
             blank="K=-",
             size=mixlinear.size,
+        ),
+        # Opt-in: Kernel Factory (Ballings and Van den Poel 2013), an ensemble of kernel
+        # machines on round(log10(n)) row partitions, LIBLINEAR on each partition's empirical
+        # kernel map; planned last, within what the others left.
+        CheckerSpec(
+            kfactory.NAME,
+            kfactory.check,
+            (Param("P", "partitions", log2=False),),
+            False,
+            "an ensemble of kernel machines on row partitions (Kernel Factory)",
+            words="Kernel Factory",
+            colour="#bcbd22",
+            blank="P=-",
+            size=kfactory.size,
         ),
     )
 }
