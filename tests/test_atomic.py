@@ -139,3 +139,42 @@ def test_abandon_ends_with_the_lock_it_took(tmp_path, monkeypatch):
     write_text(tmp_path / "out", "new")
     assert (tmp_path / "out").read_text() == "new"
     assert os.listdir(tmp_path) == ["out"]
+
+
+def test_a_signal_while_a_staging_directory_is_made_waits_until_abandon_can_find_it(
+    tmp_path, monkeypatch
+):
+    """A Ctrl-C that lands between making a temporary's private directory and tracking it
+    left the directory behind: the handler now holds it (atomic.defer_signal) until the
+    directory is tracked, so the interrupt's clean-up (atomic.abandon) removes it."""
+    import signal
+    import tempfile
+
+    from kcheck.io import atomic
+
+    def handler(signum, frame):  # as kcheck's own: a held signal returns, else it interrupts
+        if atomic.defer_signal(signum):
+            return
+        raise KeyboardInterrupt
+
+    made = []
+    real = tempfile.mkdtemp
+
+    def mkdtemp(*args, **kwargs):
+        made.append(real(*args, **kwargs))
+        signal.raise_signal(signal.SIGINT)  # lands right after the directory exists
+        return made[-1]
+
+    monkeypatch.setattr(tempfile, "mkdtemp", mkdtemp)
+    old = signal.signal(signal.SIGINT, handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            atomic._private_directory(str(tmp_path), ".out.")
+    finally:
+        signal.signal(signal.SIGINT, old)
+    (directory,) = made
+    try:
+        assert directory in atomic._live  # what abandon() removes
+    finally:
+        atomic._track(directory, False)
+        os.rmdir(directory)
