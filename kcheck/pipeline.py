@@ -266,9 +266,8 @@ def _methods(
             share = registry.EXACT.wall_share(deciding.rows, ctx.jobs, ctx.memory_limit)
             exact_seconds = deciding.cost_seconds * share
         watched = _LastStage(_predicted(ctx.progress, exact_seconds, pace))
-        assert deciding is not None and deciding.sized is not None  # plan.make always plans it
+        assert deciding is not None  # plan.make always plans it
         sized = plan.resized(deciding, counts, ctx.memory_limit, ctx.seconds_left())
-        assert sized is not None
         exact_ctx = dataclasses.replace(ctx, progress=watched)
         exact_json, rbf = registry.EXACT.run_all(T, V, exact_ctx, sized)
         if rbf is not None:
@@ -488,7 +487,6 @@ def _run_checkers(
             watched = _LastStage(_predicted(ctx.progress, step.cost_seconds, pace))
             linear_seconds = ctx.baseline.seconds if ctx.baseline is not None else None
             sized = plan.resized(step, counts, ctx.memory_limit, ctx.seconds_left(), linear_seconds)
-            assert sized is not None  # every checker's step carries what it was sized to
             watching = dataclasses.replace(ctx, progress=watched)
             out[step.name] = guarded(
                 step.name, ctx.deadline, functools.partial(spec.run, T, V, watching, sized)

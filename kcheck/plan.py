@@ -308,12 +308,14 @@ def resized(
     memory_limit: int,
     seconds_left: float | None,
     linear_seconds: float | None = None,
-) -> Sized | None:
+) -> Sized:
     """What ``step``'s method runs on, as it is about to run: the plan's ``Sized`` as made;
     under ``--time-limit`` (``seconds_left``, and what the linear baseline took here), sized
     again through the same ``size`` with the time left. The one place a decision changes at
-    run time."""
-    if seconds_left is None or step.sized is None:
+    run time. Every method's step carries its ``Sized`` (a baseline's none)."""
+    if step.sized is None:
+        raise ValueError(f"the plan's {step.name} step carries no sizing")
+    if seconds_left is None:
         return step.sized
     allowed = Allowance(memory_limit, step.budget_seconds, seconds_left, linear_seconds)
     if step.name == registry.EXACT.name:
