@@ -32,7 +32,6 @@ from kcheck.config import CheckConfig
 from kcheck.defaults import MAX_SEED, Event, Progress, no_progress
 from kcheck.errors import KcheckError, recorded_warnings
 from kcheck.io.atomic import atomic_paths
-from kcheck.memory import default_memory_limit
 from kcheck.modelfiles import export
 from kcheck.pipeline import CheckReport, run
 from kcheck.scaling.fitting import RANGE_SUFFIX
@@ -269,7 +268,7 @@ def check(
         raise TypeError("test must be a pair (X_test, y_test)")
     with _quiet(progress, verbose) as report:
         prepared = prepare_arrays(
-            X, y, scaling=config.scaling, memory_limit=_memory(config), name=config.train
+            X, y, scaling=config.scaling, memory_limit=config.memory_bytes, name=config.train
         )
         test_data = None if test is None else ArrayTest(test[0], test[1], prepared)
         with recorded_warnings() as notes:
@@ -419,10 +418,6 @@ def _checkers(value: Iterable[str] | str) -> tuple[str, ...]:
     if bad:
         raise TypeError(f"checkers must be names (strings), got {bad[0]!r}")
     return names
-
-
-def _memory(config: CheckConfig) -> int:
-    return config.memory_limit or default_memory_limit()
 
 
 # --- quiet by default, interruptible ----------------------------------------------------------

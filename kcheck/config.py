@@ -18,6 +18,7 @@ from kcheck.defaults import (
     products_of,
 )
 from kcheck.errors import KcheckError
+from kcheck.memory import default_memory_limit
 from kcheck.prepare import parse_max_rows
 from kcheck.scoring import validate_metric
 
@@ -58,6 +59,12 @@ class CheckConfig:
     #: What a score is: accuracy, balanced (class-weighted models, mean per-class recall) or
     #: auc (two classes).
     metric: str = DEFAULT_METRIC
+
+    @property
+    def memory_bytes(self) -> int:
+        """The limit the run keeps to: ``memory_limit``, or by default half of RAM. The field
+        itself stays None when unset, as the resume key records it."""
+        return self.memory_limit or default_memory_limit()
 
     def validated(self) -> CheckConfig:
         if self.max_rows is not None:

@@ -38,7 +38,7 @@ from kcheck.defaults import (
 )
 from kcheck.errors import KcheckError, TimeLimitReached, recorded_warnings
 from kcheck.io.data import read_until
-from kcheck.memory import check_footprint, checker_budget, default_memory_limit
+from kcheck.memory import check_footprint, checker_budget
 from kcheck.parallel.workers import Background, run_until
 from kcheck.prepare import (
     BlockPredictor,
@@ -96,7 +96,7 @@ def run(
     config = config.validated()
     report = progress or no_progress
     t_start = time.perf_counter()
-    memory_limit = config.memory_limit or default_memory_limit()
+    memory_limit = config.memory_bytes
     # An infinite (or absurdly long) limit is no limit: a deadline of inf overflows timeouts.
     limited = config.time_limit is not None and config.time_limit < MAX_TIME_LIMIT
     deadline = t_start + config.time_limit if limited and config.time_limit else None
@@ -215,7 +215,7 @@ def _read(
         if config.test is not None:
             report(Event("reading " + config.test))
             test = open_test(
-                config.test, data, memory_limit=config.memory_limit, zero_based=config.zero_based
+                config.test, data, memory_limit=memory_limit, zero_based=config.zero_based
             )
     return data, test, read_notes
 

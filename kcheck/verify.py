@@ -99,6 +99,11 @@ class VerifyConfig:
     #: A Dask scheduler (``tcp://host:port`` or ``local:N``) to run the grid points on.
     scheduler: str | None = None
 
+    @property
+    def memory_bytes(self) -> int:
+        """The limit the run keeps to: ``memory_limit``, or by default half of RAM."""
+        return self.memory_limit or default_memory_limit()
+
     def validated(self) -> VerifyConfig:
         check_common(
             epsilon=self.epsilon,
@@ -129,7 +134,7 @@ def run(config: VerifyConfig, progress: Progress | None = None) -> VerifyResult:
     config = config.validated()
     report = progress or no_progress
     t_start = time.perf_counter()
-    check = _read_check_json(config.check_json, config.memory_limit) if config.check_json else None
+    check = _read_check_json(config.check_json, config.memory_bytes) if config.check_json else None
     config, epsilon = _settings(config, check)
     assert config.seed is not None and config.metric is not None
     with recorded_warnings() as notes:
@@ -204,7 +209,7 @@ def _search_memory(config: VerifyConfig, X: Any) -> SearchMemory:
     return search_memory(
         config.train,
         X,
-        config.memory_limit or default_memory_limit(),
+        config.memory_bytes,
         2 * csr_bytes(X) + FIXED_BYTES,
         config.jobs,
     )
@@ -374,7 +379,7 @@ def _read_inputs(
     """The training rows and the test file, read before any training: data that is not the
     check's, or a test file that cannot be scored, fails at once rather than after the grid."""
     assert config.seed is not None and config.scaling is not None
-    memory_limit = config.memory_limit or default_memory_limit()
+    memory_limit = config.memory_bytes
     report(Event("reading " + config.train))
     data = prepare(
         config.train,

@@ -38,7 +38,6 @@ from kcheck.batch.writer import LineWriter
 from kcheck.config import CheckConfig
 from kcheck.defaults import Event, Progress
 from kcheck.errors import KcheckError
-from kcheck.memory import default_memory_limit
 from kcheck.parallel.cluster import Scheduler, Session, same_files, shared_path
 from kcheck.parallel.workers import end_pool, process_pool
 
@@ -83,7 +82,7 @@ def plan(template: CheckConfig, jobs: int, n_datasets: int) -> tuple[int, CheckC
     workers = max(1, min(jobs, n_datasets))
     if jobs <= 1:
         return 1, template
-    memory = template.memory_limit or default_memory_limit()
+    memory = template.memory_bytes
     config = dataclasses.replace(
         template, jobs=max(1, jobs // workers), memory_limit=max(1, memory // workers)
     )
@@ -451,7 +450,7 @@ def cluster_config(template: CheckConfig, scheduler: Scheduler) -> CheckConfig:
     may not start kcheck's worker pools) and this machine's memory budget, never a worker's
     own: ``--memory-limit``, or half this machine's memory, divided between the N workers of
     ``local:N`` as ``-j N`` divides it."""
-    memory = template.memory_limit or default_memory_limit()
+    memory = template.memory_bytes
     if scheduler.local_workers is not None:
         memory = max(1, memory // scheduler.local_workers)
     return dataclasses.replace(template, jobs=1, memory_limit=memory)

@@ -80,6 +80,7 @@ def expand(
     memory_limit: int | None,
     quiet: bool,
 ) -> None:
+    from kcheck.memory import default_memory_limit
     from kcheck.terms import expand as core
 
     ui = Ui(quiet)
@@ -92,13 +93,14 @@ def expand(
         raise click.UsageError("-r and --fit-scaling cannot be used together")
     if output != "-":
         refuse_input_as_output(output, "-o", [file, range_path, fit_scaling, from_check, spec])
+    limit = memory_limit or default_memory_limit()  # one limit for the three readers below
     with prepare_outputs([(output, "-o")]):
         scaler = core.scaler_for(
             range_path,
             fit_scaling,
             scaling=scaling,
             zero_based=zero_based,
-            memory_limit=memory_limit,
+            memory_limit=limit,
         )
         width = int(scaler.n_features)
         if spec is not None:
@@ -106,14 +108,14 @@ def expand(
         elif from_check is not None:
             assert top is not None
             pairs = core.terms_from_check(
-                from_check, top, width, zero_based=zero_based, memory_limit=memory_limit
+                from_check, top, width, zero_based=zero_based, memory_limit=limit
             )
             term_spec = core.TermSpec(width, pairs)
         else:
             assert terms is not None
             term_spec = core.TermSpec(width, core.parse_terms(terms, width, zero_based=zero_based))
         rows = core.expand_file(
-            file, output, term_spec, scaler, zero_based=zero_based, memory_limit=memory_limit
+            file, output, term_spec, scaler, zero_based=zero_based, memory_limit=limit
         )
     if output != "-":
         ui.info(

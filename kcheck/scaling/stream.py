@@ -109,7 +109,7 @@ class Budget:
 
 def plan(
     source: str,
-    memory_limit: int | None,
+    memory_limit: int,
     width: int,
     per_row: int,
     *,
@@ -123,11 +123,10 @@ def plan(
     each), every output row holds at least ``per_row`` values, and ``held`` bytes are in use
     already (the rows of a pipe, kept between the passes).
     """
-    limit = memory_limit or default_memory_limit()
     features = BYTES_PER_COLUMN * width
     row = BYTES_PER_OUTPUT_VALUE * (per_row + 1)
     need = PROGRAM_BYTES + held + features + MIN_BLOCK_BYTES + row
-    if need > limit:
+    if need > memory_limit:
         parts = [f"{size_text(PROGRAM_BYTES)} for the program"]
         if held:
             parts.append(f"{size_text(held)} for the rows read from a pipe")
@@ -137,9 +136,9 @@ def plan(
         parts.append(f"{size_text(MIN_BLOCK_BYTES + row)} for {rows}")
         raise KcheckError(
             f"{source}: {what} needs at least {size_text(need)} ({', '.join(parts)}), over "
-            f"the memory limit of {size_text(limit)}"
+            f"the memory limit of {size_text(memory_limit)}"
         )
-    spare = limit - PROGRAM_BYTES - held - features
+    spare = memory_limit - PROGRAM_BYTES - held - features
     block = min(MAX_BLOCK_BYTES, max(MIN_BLOCK_BYTES, spare // 8))
     values = min(MAX_CHUNK_VALUES, (spare - block) // BYTES_PER_OUTPUT_VALUE)
     return Budget(block, max(values, per_row + 1))
@@ -219,14 +218,13 @@ def fit_file(
     lower: float,
     upper: float,
     zero_based: bool = False,
-    memory_limit: int | None = None,
+    memory_limit: int,
 ) -> Scaler:
     """The scaling of the file at ``path``, fitted as :func:`kcheck.scaling.fitting.fit_scaler` fits
     it, in one pass that holds the width's arrays and one block, never the file."""
     check_options(method, lower, upper)
-    limit = memory_limit or default_memory_limit()
-    plan(path, limit, 0, 0, what="fitting the scaling")
-    first = _FirstPass(path, zero_based, limit, keep=False)
+    plan(path, memory_limit, 0, 0, what="fitting the scaling")
+    first = _FirstPass(path, zero_based, memory_limit, keep=False)
     return first.fit().scaler(method, lower, upper)
 
 

@@ -205,7 +205,7 @@ def scaler_for(
     *,
     scaling: str = DEFAULT_SCALING,
     zero_based: bool = False,
-    memory_limit: int | None = None,
+    memory_limit: int,
 ) -> Scaler:
     """The scaling of the training data: a range file (``-r``), or fitted on it (``--fit-scaling``)
     as ``kcheck check`` fits it, in one pass that holds the width, not the file."""
@@ -233,7 +233,7 @@ def expand_file(
     scaler: Scaler,
     *,
     zero_based: bool = False,
-    memory_limit: int | None = None,
+    memory_limit: int,
 ) -> int:
     """Scale ``path`` with ``scaler``, append the products and write LIBSVM data (1-based, as
     LIBLINEAR reads it) to ``out`` (``-``: stdout), atomically. Returns the rows written.
