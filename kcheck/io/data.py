@@ -539,8 +539,17 @@ def label_repr(v: float) -> str:
 _ROWS_PER_BLOCK = 4096
 
 
-def _text_blocks(y: Array, X: sp.csr_matrix) -> Iterator[str]:
-    """The file's text in blocks of rows, formatted by one %-operation per block for speed."""
+def _text_blocks(
+    y: Array,
+    X: sp.csr_matrix,
+    *,
+    label: Callable[[Any], str] = label_repr,
+    pair: str = " %d:%.17g",
+    end: str = "\n",
+) -> Iterator[str]:
+    """The text of labels and canonical CSR rows in blocks of rows, formatted by one %-operation
+    per block for speed: a line is its ``label``, ``pair`` for each stored value and ``end``
+    (write_libsvm's by default; svm-scale's layout is kcheck.scaling.fitting.scaled_text's)."""
     indptr, indices, data = X.indptr, X.indices, X.data
     formats: dict[int, str] = {}
     for r0 in range(0, X.shape[0], _ROWS_PER_BLOCK):
@@ -556,9 +565,9 @@ def _text_blocks(y: Array, X: sp.csr_matrix) -> Iterator[str]:
             k = ptr[i + 1] - ptr[i]
             f = formats.get(k)
             if f is None:
-                f = formats[k] = "%s" + " %d:%.17g" * k + "\n"
+                f = formats[k] = "%s" + pair * k + end
             fmt.append(f)
-            args.append(label_repr(y[r0 + i]))
+            args.append(label(y[r0 + i]))
             a = 2 * (ptr[i] - p0)
             args.extend(pairs[a : a + 2 * k])
         yield "".join(fmt) % tuple(args)

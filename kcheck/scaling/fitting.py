@@ -34,6 +34,9 @@ import scipy.sparse as sp
 
 from kcheck.errors import DataFormatError, KcheckError
 from kcheck.io.atomic import atomic_open
+
+# _text_blocks: write_libsvm's text, here in svm-scale's layout.
+from kcheck.io.data import _text_blocks
 from kcheck.memory import check_width, line_too_long, max_line_bytes
 from kcheck.scaling.scaler import (
     METHODS,
@@ -86,10 +89,6 @@ def densify_warning(nnz_before: int, nnz_after: int) -> str | None:
     )
 
 
-#: Rows formatted by one %-operation (a block of svm-scale output).
-_ROWS_PER_BLOCK = 4096
-
-
 def scaled_text(y: Any, X: Any, *, full_precision: bool = False) -> Iterator[str]:
     """Scaled data as svm-scale prints it, in blocks of rows: byte for byte the same text.
 
@@ -105,30 +104,9 @@ def scaled_text(y: Any, X: Any, *, full_precision: bool = False) -> Iterator[str
         raise ValueError(f"y has {yv.size} entries but X has {A.shape[0]} rows")
     if not np.isfinite(yv).all():
         raise KcheckError("labels must be finite (found inf or nan)")
+    # "label idx:v idx:v \n": svm-scale ends every item with a space.
     pair = " %d:%.17g" if full_precision else " %d:%g"
-    formats: dict[int, str] = {}
-    indptr, indices, data = A.indptr, A.indices, A.data
-    for r0 in range(0, A.shape[0], _ROWS_PER_BLOCK):
-        r1 = min(r0 + _ROWS_PER_BLOCK, A.shape[0])
-        p0, p1 = int(indptr[r0]), int(indptr[r1])
-        pairs: list[Any] = [None] * (2 * (p1 - p0))
-        pairs[0::2] = (indices[p0:p1] + 1).tolist()
-        pairs[1::2] = data[p0:p1].tolist()
-        ptr = indptr[r0 : r1 + 1].tolist()
-        labels = yv[r0:r1].tolist()
-        fmt: list[str] = []
-        args: list[Any] = []
-        for i in range(r1 - r0):
-            k = ptr[i + 1] - ptr[i]
-            f = formats.get(k)
-            if f is None:
-                # "label idx:v idx:v \n": svm-scale ends every item with a space.
-                f = formats[k] = "%.17g" + pair * k + " \n"
-            fmt.append(f)
-            args.append(labels[i])
-            a = 2 * (ptr[i] - p0)
-            args.extend(pairs[a : a + 2 * k])
-        yield "".join(fmt) % tuple(args)
+    yield from _text_blocks(yv, A, label=_g17, pair=pair, end=" \n")
 
 
 def _column_min_max(X: Any) -> tuple[np.ndarray, np.ndarray]:
