@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import BinaryIO, cast
 
@@ -176,17 +177,23 @@ def read_model_file(
 # --- LIBLINEAR --------------------------------------------------------------------------------
 
 
-def _solver(r: Reader, value: bytes) -> str:
-    """The solver_type's name, refused unless it is one of LIBLINEAR's classifiers."""
+def _classifier(
+    r: Reader, value: bytes, tool: str, known: Collection[str], classifiers: Collection[str]
+) -> str:
+    """The name of a model's type (LIBLINEAR's solver_type, LIBSVM's svm_type), refused unless
+    it is one of the tool's classifiers: a one-class or regression model predicts no class."""
     name = value.decode("ascii", "replace")
-    if name not in LIBLINEAR_SOLVERS:
-        raise r.error(f"unknown LIBLINEAR solver_type {shown(name.encode())}")
-    if name not in LIBLINEAR_CLASSIFIERS:
-        what = "one-class" if name == "ONECLASS_SVM" else "regression"
+    linear = tool == "LIBLINEAR"
+    if name not in known:
+        field = "solver_type" if linear else "svm_type"
+        raise r.error(f"unknown {tool} {field} {shown(name.encode())}")
+    if name not in classifiers:
+        what = "one-class" if name in ("ONECLASS_SVM", "one_class") else "regression"
+        solver = f" (-s {LIBLINEAR_SOLVERS[name]})" if linear else ""
+        only = "solvers -s 0 to -s 7" if linear else ", ".join(classifiers)
         raise r.error(
-            f"a LIBLINEAR {name} model (-s {LIBLINEAR_SOLVERS[name]}) is a "
-            f"{what} model; kcheck predicts with classifiers only "
-            "(solvers -s 0 to -s 7)"
+            f"a {tool} {name} model{solver} is a {what} model; kcheck predicts with "
+            f"classifiers only ({only})"
         )
     return name
 
@@ -199,7 +206,8 @@ def _read_linear(r: Reader, limit: int) -> LinearFile:
     found_w = False
     for key, values, _ in header_lines(r):
         if key == b"solver_type":
-            solver = _solver(r, one_value(r, key, values))
+            token = one_value(r, key, values)
+            solver = _classifier(r, token, "LIBLINEAR", LIBLINEAR_SOLVERS, LIBLINEAR_CLASSIFIERS)
         elif key == b"nr_class":
             nr_class = int_value(r, one_value(r, key, values), "nr_class", 1)
         elif key == b"label":
@@ -354,16 +362,9 @@ def _read_svm(r: Reader, limit: int) -> SvmFile:  # noqa: C901 - hostile input, 
 
     for key, values, _ in header_lines(r):
         if key == b"svm_type":
-            name = one_value(r, key, values).decode("ascii", "replace")
-            if name not in SVM_TYPES:
-                raise r.error(f"unknown LIBSVM svm_type {shown(name.encode())}")
-            if name not in SVM_CLASSIFIERS:
-                what = "one-class" if name == "one_class" else "regression"
-                raise r.error(
-                    f"a LIBSVM {name} model is a {what} model; kcheck predicts "
-                    "with classifiers only (c_svc, nu_svc)"
-                )
-            svm_type = name
+            svm_type = _classifier(
+                r, one_value(r, key, values), "LIBSVM", SVM_TYPES, SVM_CLASSIFIERS
+            )
         elif key == b"kernel_type":
             name = one_value(r, key, values).decode("ascii", "replace")
             if name not in KERNELS:
