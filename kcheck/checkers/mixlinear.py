@@ -30,6 +30,7 @@ together. The model here:
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -86,18 +87,11 @@ def prune_share(rows: int, initial: int) -> float:
 
 
 @dataclass(frozen=True)
-class MixLinearOptions:
-    seed: int = 0
-    jobs: int = 1
-    fallback_C: float = 1.0
-    fallback: Callable[[], float] | None = None
+class MixLinearOptions(ml.ClusterOptions):
     #: Initial experts (None: MultiLinear's K for T's rows).
     n_experts: int | None = None
     #: EM rounds (None: :func:`n_rounds`).
     rounds: int | None = None
-    deadline: float | None = None
-    class_weight: engines.ClassWeight | None = None
-    calibrate: bool = False
 
 
 @dataclass
@@ -301,15 +295,8 @@ def _first_experts(
     T: Dataset, members: list[np.ndarray], options: MixLinearOptions
 ) -> list[ml.ClusterModel]:
     """The first M-step, MultiLinear's: a C search per expert (the baseline's C for small ones)."""
-    ml_options = ml.MultiLinearOptions(
-        seed=options.seed,
-        jobs=options.jobs,
-        fallback_C=options.fallback_C,
-        fallback=options.fallback,
-        deadline=options.deadline,
-        class_weight=options.class_weight,
-    )
-    return ml._fit_all(T, members, ml_options, None)
+    # Calibrated, if at all, once the EM is done (_calibrate_all).
+    return ml._fit_all(T, members, dataclasses.replace(options, calibrate=False), None)
 
 
 def _em_rounds(
@@ -507,14 +494,7 @@ def check(T: Dataset, V: Dataset, ctx: Context, sized: Sized) -> CheckerResult:
     rounds = n_rounds(_nnz(T.X))
     stage = "mixture-of-linear-SVMs checker"
     ctx.progress(Event(stage, 0, rounds, ROUNDS))
-    options = MixLinearOptions(
-        seed=ctx.seed,
-        jobs=ctx.jobs,
-        fallback=lambda: ctx.baseline_C,
-        deadline=ctx.deadline,
-        class_weight=ctx.class_weight,
-        calibrate=ctx.scoring.needs_scores,
-    )
+    options = MixLinearOptions.of(ctx)
     return run(T, V, options, lambda r: ctx.progress(Event(stage, r, rounds, ROUNDS)))
 
 

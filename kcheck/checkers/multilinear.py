@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 import scipy.sparse as sp
@@ -37,16 +38,19 @@ MIN_CV_ROWS = 2 * engines.N_FOLDS
 MIN_PARALLEL_NNZ = 1_000_000
 
 
+_Options = TypeVar("_Options", bound="ClusterOptions")
+
+
 @dataclass(frozen=True)
-class MultiLinearOptions:
+class ClusterOptions:
+    """How each cluster's linear model is trained: MultiLinear's, and mixlinear's first experts'."""
+
     seed: int = 0
     jobs: int = 1
     fallback_C: float = 1.0
     #: Where given, asked for the fallback C when the first cluster too small to tune comes
     #: (the largest go first): the linear baseline may still be training beside MultiLinear.
     fallback: Callable[[], float] | None = None
-    n_iter: int = km.N_ITER
-    n_clusters: int | None = None
     #: time.perf_counter() value after which training stops (TimeLimitReached).
     deadline: float | None = None
     #: Class weights of the metric, the same in every cluster (from T's class frequencies).
@@ -54,6 +58,24 @@ class MultiLinearOptions:
     #: Give each point a probability of the larger label (``--metric auc``): every cluster's
     #: decision values are Platt-scaled, fitted on its own cross-validated values.
     calibrate: bool = False
+
+    @classmethod
+    def of(cls: type[_Options], ctx: Context) -> _Options:
+        """The options of a check: its seed, jobs, deadline and metric, the baseline's C."""
+        return cls(
+            seed=ctx.seed,
+            jobs=ctx.jobs,
+            fallback=lambda: ctx.baseline_C,
+            deadline=ctx.deadline,
+            class_weight=ctx.class_weight,
+            calibrate=ctx.scoring.needs_scores,
+        )
+
+
+@dataclass(frozen=True)
+class MultiLinearOptions(ClusterOptions):
+    n_iter: int = km.N_ITER
+    n_clusters: int | None = None
 
 
 @dataclass
@@ -165,7 +187,7 @@ def _cv_decision_values(
 def _fit_all(
     T: Dataset,
     members: list[np.ndarray],
-    options: MultiLinearOptions,
+    options: ClusterOptions,
     on_done: Callable[[], None] | None,
 ) -> list[ClusterModel]:
     """Fit every cluster's model. A cluster's rows are copied out of T only when its turn
@@ -368,15 +390,7 @@ def check(T: Dataset, V: Dataset, ctx: Context, sized: Sized) -> CheckerResult:
         done[0] += 1
         ctx.progress(Event(stage[0], done[0], total[0], CLUSTERS, predicted_seconds=predicted[0]))
 
-    options = MultiLinearOptions(
-        seed=ctx.seed,
-        jobs=ctx.jobs,
-        fallback=lambda: ctx.baseline_C,
-        deadline=ctx.deadline,
-        class_weight=ctx.class_weight,
-        calibrate=ctx.scoring.needs_scores,
-    )
-    return run(T, V, options, tick, clustered)
+    return run(T, V, MultiLinearOptions.of(ctx), tick, clustered)
 
 
 def size(counts: Counts, allowed: Allowance) -> Sized:
