@@ -185,6 +185,9 @@ def best_point(scores: Mapping[tuple[float, float], float]) -> tuple[float, floa
 
 
 _WORKER: dict[str, Any] = {}
+#: What a LIBSVM problem is built from (:meth:`engines.SvmProblem.from_data`): the rows, their
+#: labels, the class weights and the kernel cache in MB; sent once to each worker.
+_Data = tuple[sp.csr_matrix, np.ndarray, engines.ClassWeight | None, float]
 
 
 def _init_worker(
@@ -205,7 +208,7 @@ def _cv_point(
 
 def _cluster_point(
     token: str,
-    data: tuple[sp.csr_matrix, np.ndarray, engines.ClassWeight | None, float],
+    data: _Data,
     log2_C: float,
     log2_gamma: float,
     cv_args: dict[str, Any],
@@ -245,28 +248,15 @@ class _Evaluator:
     ``cv_args`` are :func:`engines.cv_rbf`'s keyword arguments, the same at every point.
     """
 
-    def __init__(
-        self,
-        X: sp.csr_matrix,
-        y: np.ndarray,
-        *,
-        cv_args: dict[str, Any],
-        jobs: int,
-        class_weight: engines.ClassWeight | None = None,
-        cache_mb: float = engines.SVM_CACHE_MB,
-    ) -> None:
+    def __init__(self, data: _Data, cv_args: dict[str, Any], jobs: int) -> None:
         self.cv_args = cv_args
         self.jobs = jobs
         self.pool: ProcessPoolExecutor | None = None
         if jobs > 1:
-            self.pool = process_pool(
-                jobs,
-                ["kcheck.bindings.engines", "kcheck.tuning.rbf_grid"],
-                _init_worker,
-                (X, y, class_weight, cache_mb),
-            )
+            modules = ["kcheck.bindings.engines", "kcheck.tuning.rbf_grid"]
+            self.pool = process_pool(jobs, modules, _init_worker, data)
         else:
-            self.problem = engines.SvmProblem.from_data(X, y, class_weight, cache_mb)
+            self.problem = engines.SvmProblem.from_data(*data)
 
     def run(
         self,
@@ -303,20 +293,11 @@ class _ClusterEvaluator:
     seeds and ``cv_args`` are those of the local runner, so the scores are the same.
     """
 
-    def __init__(
-        self,
-        X: sp.csr_matrix,
-        y: np.ndarray,
-        *,
-        cv_args: dict[str, Any],
-        scheduler: str,
-        class_weight: engines.ClassWeight | None = None,
-        cache_mb: float = engines.SVM_CACHE_MB,
-    ) -> None:
+    def __init__(self, data: _Data, cv_args: dict[str, Any], scheduler: str) -> None:
         self.cv_args = cv_args
         self.session = Session(scheduler)
         try:
-            self.data = self.session.scatter((X, y, class_weight, cache_mb))
+            self.data = self.session.scatter(data)
         except BaseException:
             self.session.close()
             raise
@@ -476,18 +457,10 @@ def _evaluator(
     cache_mb: float,
 ) -> _Evaluator | _ClusterEvaluator:
     """What runs the points: local processes, or a Dask cluster where ``scheduler`` names one."""
+    data = (X, y, class_weight, cache_mb)
     if scheduler is None:
-        return _Evaluator(
-            X, y, cv_args=cv_args, jobs=jobs, class_weight=class_weight, cache_mb=cache_mb
-        )
-    return _ClusterEvaluator(
-        X,
-        y,
-        cv_args=cv_args,
-        scheduler=scheduler,
-        class_weight=class_weight,
-        cache_mb=cache_mb,
-    )
+        return _Evaluator(data, cv_args, jobs)
+    return _ClusterEvaluator(data, cv_args, scheduler)
 
 
 def _climb(
