@@ -200,15 +200,7 @@ def _fit_fixed(
     if classes.size == 1:
         return ml.ClusterModel(rows=int(y.size), constant=float(classes[0]))
     model, _ = linear_c.fit_linear(X, y, seed=0, C=C, class_weight=class_weight)
-    return ml.ClusterModel(
-        rows=int(y.size),
-        weights=model.weights,
-        bias_weights=model.bias_weights,
-        labels=model.labels,
-        C=model.C,
-        tuned=True,
-        columns=model.columns,
-    )
+    return ml.ClusterModel.trained(model, int(y.size), tuned=True)
 
 
 def _calibrate(

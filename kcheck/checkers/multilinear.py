@@ -93,6 +93,19 @@ class ClusterModel:
     #: Platt's (A, B) for this cluster: P(larger label | f) = 1 / (1 + exp(A f + B)).
     platt: tuple[float, float] | None = None
 
+    @classmethod
+    def trained(cls, model: engines.LinearModel, rows: int, tuned: bool) -> ClusterModel:
+        """A LIBLINEAR model's weights as a cluster's classifier."""
+        return cls(
+            rows=rows,
+            weights=model.weights,
+            bias_weights=model.bias_weights,
+            labels=model.labels,
+            C=model.C,
+            tuned=tuned,
+            columns=model.columns,
+        )
+
     def predict(self, X: sp.csr_matrix) -> np.ndarray:
         return self.predict_scored(X)[0]
 
@@ -138,15 +151,7 @@ def _fit_cluster(
     tune = y.size >= MIN_CV_ROWS
     C = None if tune else fallback_C
     model, _ = linear_c.fit_linear(X, y, seed=seed, C=C, class_weight=class_weight)
-    out = ClusterModel(
-        rows=int(y.size),
-        weights=model.weights,
-        bias_weights=model.bias_weights,
-        labels=model.labels,
-        C=model.C,
-        tuned=tune,
-        columns=model.columns,
-    )
+    out = ClusterModel.trained(model, int(y.size), tune)
     if positive is not None:
         dec = _cv_decision_values(X, y, seed, model.C, class_weight)
         out.platt = platt_fit(dec, y == positive)

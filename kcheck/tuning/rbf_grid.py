@@ -188,6 +188,8 @@ _WORKER: dict[str, Any] = {}
 #: What a LIBSVM problem is built from (:meth:`engines.SvmProblem.from_data`): the rows, their
 #: labels, the class weights and the kernel cache in MB; sent once to each worker.
 _Data = tuple[sp.csr_matrix, np.ndarray, engines.ClassWeight | None, float]
+#: What is told each grid point's (log2 C, log2 gamma) and its CV score, as it comes.
+_OnScore = Callable[[tuple[float, float], float], None]
 
 
 def _init_worker(
@@ -258,11 +260,7 @@ class _Evaluator:
         else:
             self.problem = engines.SvmProblem.from_data(*data)
 
-    def run(
-        self,
-        points: Iterable[tuple[float, float]],
-        on_done: Callable[[tuple[float, float], float], None],
-    ) -> None:
+    def run(self, points: Iterable[tuple[float, float]], on_done: _OnScore) -> None:
         todo = _slowest_first(points)
         if self.pool is None:
             for c, g in todo:
@@ -304,11 +302,7 @@ class _ClusterEvaluator:
         self.token = self.session.run_id
         self.submitted = 0  # task numbers go on across runs (a refinement is a second run)
 
-    def run(
-        self,
-        points: Iterable[tuple[float, float]],
-        on_done: Callable[[tuple[float, float], float], None],
-    ) -> None:
+    def run(self, points: Iterable[tuple[float, float]], on_done: _OnScore) -> None:
         todo = _slowest_first(points)
         first, self.submitted = self.submitted, self.submitted + len(todo)
         futures = {
@@ -466,10 +460,8 @@ def _evaluator(
 def _climb(
     grid: Grid,
     scores: dict[tuple[float, float], float],
-    run: Callable[
-        [Iterable[tuple[float, float]], Callable[[tuple[float, float], float], None]], None
-    ],
-    done: Callable[[tuple[float, float], float], None],
+    run: Callable[[Iterable[tuple[float, float]], _OnScore], None],
+    done: _OnScore,
     recount: Callable[[int], None],
 ) -> None:
     """From the scored first points (the start and its neighbours), at each step of
