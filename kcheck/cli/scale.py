@@ -16,7 +16,7 @@ from kcheck.errors import KcheckError
 from kcheck.io.atomic import OutputSet, atomic_paths
 
 if TYPE_CHECKING:
-    from kcheck.scaling.stream import Scaled
+    from kcheck.scaling.stream import ScaleConfig, Scaled
 
 
 @click.command(short_help="Scale FILE like svm-scale (min-max to [-1, 1] by default).")
@@ -91,11 +91,6 @@ def scale(
     from kcheck.scaling import stream as core
 
     Ui(quiet)  # with -q, warnings (such as dropped features) are not printed either
-    _refuse_together(lower, upper, y_bounds, maxabs, save_range, restore_range)
-    if output is not None:
-        refuse_input_as_output(output, "-o", [file, restore_range], [save_range])
-    if save_range is not None:
-        refuse_input_as_output(save_range, "-s", [file])
     config = core.ScaleConfig(
         file=file,
         lower=lower,
@@ -108,26 +103,24 @@ def scale(
         zero_based=zero_based,
         memory_limit=memory_limit,
     )
+    _refuse_together(config)
+    if output is not None:
+        refuse_input_as_output(output, "-o", [file, restore_range], [save_range])
+    if save_range is not None:
+        refuse_input_as_output(save_range, "-s", [file])
     with prepare_outputs([(output, "-o"), (save_range, "-s")]) as staged:
         _write(core.scaled(config, warn=None if quiet else _warn), output, save_range, staged)
 
 
-def _refuse_together(
-    lower: float | None,
-    upper: float | None,
-    y_bounds: tuple[float, float] | None,
-    maxabs: bool,
-    save_range: str | None,
-    restore_range: str | None,
-) -> None:
+def _refuse_together(c: ScaleConfig) -> None:
     """Options that contradict each other: a usage error, before any file is read."""
-    if save_range and restore_range:
+    if c.save_range and c.restore_range:
         raise click.UsageError("-s and -r cannot be used together")
-    if restore_range and (maxabs or lower is not None or upper is not None or y_bounds):
+    if c.restore_range and (c.maxabs or c.lower is not None or c.upper is not None or c.y_bounds):
         raise click.UsageError(
             "-r takes the bounds from the range file; drop -l, -u, -y and --maxabs"
         )
-    if maxabs and (lower is not None or upper is not None):
+    if c.maxabs and (c.lower is not None or c.upper is not None):
         raise click.UsageError("--maxabs scales to [-1, 1]; it takes no -l or -u")
 
 
