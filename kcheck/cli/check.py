@@ -13,6 +13,7 @@ from rich.text import Text
 
 from kcheck.cli.app import GateTripped
 from kcheck.cli.options import (
+    MetavarType,
     check_config,
     check_options,
     default_jobs,
@@ -187,13 +188,11 @@ def _junit_on_error(
         raise
 
 
-class ModelKind(click.ParamType):  # type: ignore[type-arg, unused-ignore]
+class ModelKind(MetavarType):
     """``--model``: linear, kernel or linear+K, checked at parse time."""
 
     name = "kind"
-
-    def get_metavar(self, param: click.Parameter, ctx: click.Context | None = None) -> str:
-        return "[linear|kernel|linear+K]"
+    metavar = "[linear|kernel|linear+K]"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
         from kcheck.defaults import MODEL_KINDS, products_of

@@ -38,13 +38,20 @@ DEFAULT_CHECKERS = ",".join(DEFAULT_CHECKER_NAMES)
 SEED = click.IntRange(0, MAX_SEED)
 
 
-class CheckerList(click.ParamType):  # type: ignore[type-arg, unused-ignore]
+class MetavarType(click.ParamType):  # type: ignore[type-arg, unused-ignore]
+    """A parameter type that --help shows as its ``metavar`` (click asks a method for it)."""
+
+    metavar = ""
+
+    def get_metavar(self, param: click.Parameter, ctx: click.Context | None = None) -> str:
+        return self.metavar
+
+
+class CheckerList(MetavarType):
     """``--checkers``: a comma-separated subset of the core's checkers, checked at parse time."""
 
     name = "checkers"
-
-    def get_metavar(self, param: click.Parameter, ctx: click.Context | None = None) -> str:
-        return "NAME[,NAME...]"
+    metavar = "NAME[,NAME...]"
 
     def convert(
         self, value: Any, param: click.Parameter | None, ctx: click.Context | None
@@ -81,13 +88,11 @@ class CheckerList(click.ParamType):  # type: ignore[type-arg, unused-ignore]
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d*)?)\s*([kmgt]?)(?:i?b)?\s*$", re.IGNORECASE)
 
 
-class Size(click.ParamType):  # type: ignore[type-arg, unused-ignore]
+class Size(MetavarType):
     """``--memory-limit``: 8G, 512M, 1.5g or a number of bytes, checked at parse time."""
 
     name = "size"
-
-    def get_metavar(self, param: click.Parameter, ctx: click.Context | None = None) -> str:
-        return "SIZE"
+    metavar = "SIZE"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
         if isinstance(value, int):
@@ -98,13 +103,11 @@ class Size(click.ParamType):  # type: ignore[type-arg, unused-ignore]
             self.fail(e.message, param, ctx)
 
 
-class MaxRows(click.ParamType):  # type: ignore[type-arg, unused-ignore]
+class MaxRows(MetavarType):
     """``--max-rows``: a number of rows, or ``auto`` (what --memory-limit holds)."""
 
     name = "max_rows"
-
-    def get_metavar(self, param: click.Parameter, ctx: click.Context | None = None) -> str:
-        return "N|auto"
+    metavar = "N|auto"
 
     def convert(
         self, value: Any, param: click.Parameter | None, ctx: click.Context | None
@@ -133,13 +136,11 @@ MAX_ROWS_HELP = (
 )
 
 
-class Fraction(click.ParamType):  # type: ignore[type-arg, unused-ignore]
+class Fraction(MetavarType):
     """``--epsilon``: a fraction of accuracy in [0, 1); 2 for 2 points is refused with a hint."""
 
     name = "fraction"
-
-    def get_metavar(self, param: click.Parameter, ctx: click.Context | None = None) -> str:
-        return "FRACTION"
+    metavar = "FRACTION"
 
     def convert(
         self, value: Any, param: click.Parameter | None, ctx: click.Context | None
