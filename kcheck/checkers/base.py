@@ -294,6 +294,15 @@ def score(model: Predicts | Predictor, V: Dataset) -> Scored:
     return Scored(accuracy(correct), correct, predicted, scores)
 
 
+def score_calibrated(predict_scored: Callable[[Any], tuple[np.ndarray, Any]], V: Dataset) -> Scored:
+    """Predict V once with a model of linear pieces (MultiLinear's clusters, mixlinear's
+    experts), whose raw decision values are not on one scale: its scores are each point's
+    probability of the larger label where it was calibrated, else None."""
+    predicted, probs = predict_scored(V.X)
+    correct = predicted == V.y
+    return Scored(accuracy(correct), correct, predicted, probs)
+
+
 def past(deadline: float | None) -> bool:
     """Whether ``deadline`` (a ``time.perf_counter()`` value, None: no limit) has passed: the
     one clock read that may stop a checker, between its steps."""

@@ -48,13 +48,13 @@ from kcheck.checkers.base import (
     Counts,
     Dataset,
     Sized,
+    score_calibrated,
     stop_if_past,
 )
 from kcheck.costs import budget
 from kcheck.defaults import Event
 from kcheck.metrics import platt_fit
 from kcheck.tuning import linear_c
-from kcheck.verdict import accuracy
 
 NAME = "mixlinear"
 #: EM rounds after MultiLinear's partition, on T of at most ROUNDS_MAX_NNZ stored values. On
@@ -454,16 +454,11 @@ def run(
     """Fit the mixture on T and score the gated experts' predictions on V."""
     t0 = time.perf_counter()
     model, _, trace = fit(T, options, on_round)
-    predicted, probs = model.predict_scored(V.X)
-    correct = predicted == V.y
-    return CheckerResult(
-        name=NAME,
-        status="ok",
-        val_accuracy=accuracy(correct),
-        correct=correct,
-        predicted=predicted,
-        scores=probs,
-        seconds=time.perf_counter() - t0,
+    return CheckerResult.scored(
+        NAME,
+        score_calibrated(model.predict_scored, V),
+        t0,
+        model.predict,
         info={
             "experts": len(model.experts),
             "initial_experts": trace.experts[0],
@@ -471,7 +466,6 @@ def run(
             "changed": trace.changed,
             "pruned": trace.pruned,
         },
-        predict=model.predict,
         model=model,
     )
 

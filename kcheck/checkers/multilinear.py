@@ -19,7 +19,16 @@ import scipy.sparse as sp
 from kcheck import seeds
 from kcheck.bindings import engines
 from kcheck.checkers import kmeans as km
-from kcheck.checkers.base import Allowance, CheckerResult, Context, Counts, Dataset, Sized, past
+from kcheck.checkers.base import (
+    Allowance,
+    CheckerResult,
+    Context,
+    Counts,
+    Dataset,
+    Sized,
+    past,
+    score_calibrated,
+)
 from kcheck.costs import solvers
 from kcheck.defaults import Event
 from kcheck.errors import TimeLimitReached
@@ -28,7 +37,6 @@ from kcheck.parallel.workers import end_pool, process_pool
 from kcheck.scoring import positive_scores
 from kcheck.split import stratified_folds
 from kcheck.tuning import linear_c
-from kcheck.verdict import accuracy
 
 #: A cluster with fewer rows than this is not worth a 5-fold C search; it uses the baseline's C.
 MIN_CV_ROWS = 2 * engines.N_FOLDS
@@ -343,25 +351,17 @@ def run(
         on_clustered(len(members), revised - kmeans)
     clusters = _fit_all(T, members, options, on_cluster_done)
     model = MultiLinearModel(centers, clusters, columns)
-    # Raw decision values of different clusters' models are not on one scale: scores only
-    # where they were calibrated (probabilities of the larger label).
-    predicted, probs = model.predict_scored(V.X)
-    correct = predicted == V.y
-    return CheckerResult(
-        name="multilinear",
-        status="ok",
-        val_accuracy=accuracy(correct),
-        correct=correct,
-        predicted=predicted,
-        scores=probs,
-        seconds=time.perf_counter() - t0,
+    return CheckerResult.scored(
+        "multilinear",
+        score_calibrated(model.predict_scored, V),
+        t0,
+        model.predict,
         info={
             "clusters": len(clusters),
             "single_class_clusters": sum(c.constant is not None for c in clusters),
             "untuned_clusters": sum(c.constant is None and not c.tuned for c in clusters),
             "revised_seconds": round(revised, 3),
         },
-        predict=model.predict,
     )
 
 
