@@ -148,6 +148,13 @@ class Predicts(Protocol):
     def predict(self, X: sp.csr_matrix) -> np.ndarray: ...
 
 
+class Pieces(Predicts, Protocol):
+    """A model of linear pieces (MultiLinear's clusters, mixlinear's experts): labels, and
+    each row's probability of the larger label where its pieces were calibrated."""
+
+    def predict_scored(self, X: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray | None]: ...
+
+
 @dataclass
 class CheckerResult:
     """What a method achieved on V, plus a predictor to score other data (e.g. ``--test``).
@@ -206,6 +213,17 @@ class CheckerResult:
             predict=predict,
             **fields,
         )
+
+    @classmethod
+    def of_pieces(
+        cls, name: str, pieces: Pieces, V: Dataset, started: float, **fields: Any
+    ) -> CheckerResult:
+        """:meth:`scored` for a model of linear pieces: their raw decision values are not on
+        one scale, so its scores are the calibrated probabilities, or none."""
+        predicted, probs = pieces.predict_scored(V.X)
+        correct = predicted == V.y
+        s = Scored(accuracy(correct), correct, predicted, probs)
+        return cls.scored(name, s, started, pieces.predict, **fields)
 
     @property
     def points(self) -> PointResults | None:
@@ -292,15 +310,6 @@ def score(model: Predicts | Predictor, V: Dataset) -> Scored:
         predicted = predict(V.X)
     correct = predicted == V.y
     return Scored(accuracy(correct), correct, predicted, scores)
-
-
-def score_calibrated(predict_scored: Callable[[Any], tuple[np.ndarray, Any]], V: Dataset) -> Scored:
-    """Predict V once with a model of linear pieces (MultiLinear's clusters, mixlinear's
-    experts), whose raw decision values are not on one scale: its scores are each point's
-    probability of the larger label where it was calibrated, else None."""
-    predicted, probs = predict_scored(V.X)
-    correct = predicted == V.y
-    return Scored(accuracy(correct), correct, predicted, probs)
 
 
 def past(deadline: float | None) -> bool:

@@ -48,7 +48,6 @@ from kcheck.checkers.base import (
     Counts,
     Dataset,
     Sized,
-    score_calibrated,
     stop_if_past,
 )
 from kcheck.costs import budget
@@ -454,11 +453,11 @@ def run(
     """Fit the mixture on T and score the gated experts' predictions on V."""
     t0 = time.perf_counter()
     model, _, trace = fit(T, options, on_round)
-    return CheckerResult.scored(
+    return CheckerResult.of_pieces(
         NAME,
-        score_calibrated(model.predict_scored, V),
+        model,
+        V,
         t0,
-        model.predict,
         info={
             "experts": len(model.experts),
             "initial_experts": trace.experts[0],

@@ -19,16 +19,7 @@ import scipy.sparse as sp
 from kcheck import seeds
 from kcheck.bindings import engines
 from kcheck.checkers import kmeans as km
-from kcheck.checkers.base import (
-    Allowance,
-    CheckerResult,
-    Context,
-    Counts,
-    Dataset,
-    Sized,
-    past,
-    score_calibrated,
-)
+from kcheck.checkers.base import Allowance, CheckerResult, Context, Counts, Dataset, Sized, past
 from kcheck.costs import solvers
 from kcheck.defaults import Event
 from kcheck.errors import TimeLimitReached
@@ -351,11 +342,11 @@ def run(
         on_clustered(len(members), revised - kmeans)
     clusters = _fit_all(T, members, options, on_cluster_done)
     model = MultiLinearModel(centers, clusters, columns)
-    return CheckerResult.scored(
+    return CheckerResult.of_pieces(
         "multilinear",
-        score_calibrated(model.predict_scored, V),
+        model,
+        V,
         t0,
-        model.predict,
         info={
             "clusters": len(clusters),
             "single_class_clusters": sum(c.constant is not None for c in clusters),
