@@ -224,8 +224,9 @@ def plan_counts(
         return Degree2Sizing(
             0,
             (
-                f"the weight vectors of {dim:,} expanded features need {_gib(weight_bytes)}, "
-                f"over the memory limit of {_gib(options.memory_limit)}"
+                f"the weight vectors of {dim:,} expanded features need "
+                f"{budget.size_text(weight_bytes)}, over the memory limit of "
+                f"{budget.size_text(options.memory_limit)}"
             ),
             "memory",
         )
@@ -324,7 +325,7 @@ def _too_few(
 ) -> Degree2Sizing:
     """The skip where fewer rows than the least fit: the plan that says which limit and why."""
     if limited_by == "memory":
-        what = f"the memory limit of {_gib(options.memory_limit)}"
+        what = f"the memory limit of {budget.size_text(options.memory_limit)}"
     elif limited_by == "cost" and options.budget_seconds is not None and not cost_budget:
         # "0 rows fit the cost budget of 0 expanded values" said nothing of why.
         return Degree2Sizing(0, "the methods planned before it used all of their budget", "cost")
@@ -379,10 +380,6 @@ _LIMITS = {
     "cost": "the cost budget",
     "time": "the time left before the time limit",
 }
-
-
-def _gib(b: float) -> str:
-    return budget.size_text(b)
 
 
 def run(T: Dataset, V: Dataset, options: Degree2Options, sizing: Degree2Sizing) -> CheckerResult:

@@ -116,10 +116,6 @@ class RffSizing:
     limited_by: str | None = None  # "memory" | "cost" | None (all of T)
 
 
-def _gib(b: float) -> str:
-    return budget.size_text(b)
-
-
 def direction_bytes(n: int, D: int) -> int:
     """Peak bytes while drawing the directions: the draw, its QR factor and the result."""
     return 3 * 8 * n * D
@@ -157,8 +153,8 @@ def plan_counts(rows: int, n: int, nnz: int, options: RffOptions) -> RffSizing:
                 0,
                 (
                     f"the random directions for {n:,} features need "
-                    f"{_gib(direction_bytes(n, d_lo))} at D = {d_lo}, over a quarter of the "
-                    f"memory limit of {_gib(options.memory_limit)}"
+                    f"{budget.size_text(direction_bytes(n, d_lo))} at D = {d_lo}, over a quarter "
+                    f"of the memory limit of {budget.size_text(options.memory_limit)}"
                 ),
                 "memory",
             )
@@ -174,7 +170,7 @@ def plan_counts(rows: int, n: int, nnz: int, options: RffOptions) -> RffSizing:
                 0,
                 (
                     f"only {r:,} {'row' if r == 1 else 'rows'} of {D} random features fit the "
-                    f"memory limit of {_gib(options.memory_limit)}"
+                    f"memory limit of {budget.size_text(options.memory_limit)}"
                 ),
                 "memory",
             )
