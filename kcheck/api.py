@@ -21,6 +21,7 @@ import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -153,7 +154,7 @@ class Result:
                 export.train_model(report, config, progress)
             saved = predict.load(path)
             files = {
-                suffix: _read_bytes(path + suffix)
+                suffix: Path(path + suffix).read_bytes()
                 for suffix in ("", RANGE_SUFFIX, spec_path("") if saved.spec else None)
                 if suffix is not None
             }
@@ -165,11 +166,6 @@ class Result:
             saved=saved,
             files=files,
         )
-
-
-def _read_bytes(path: str) -> bytes:
-    with open(path, "rb") as f:
-        return f.read()
 
 
 class Model:

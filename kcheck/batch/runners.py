@@ -20,6 +20,7 @@ from collections.abc import Callable, Generator, Iterable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from kcheck.batch.discovery import STDIN, DataSet
@@ -538,11 +539,6 @@ def check_remote(
     return {k: _restore_paths(v, back) if k != "name" else v for k, v in line.items()}
 
 
-def _read_bytes(path: str) -> bytes:
-    with open(path, "rb") as f:
-        return f.read()
-
-
 def _run_cluster(
     todo: Sequence[DataSet],
     config: CheckConfig,
@@ -568,8 +564,9 @@ def _run_cluster(
 
     def submit(i: int) -> Any:
         ds = todo[i]
-        contents = None if by_path[i] else [session.scatter(_read_bytes(f)) for f in _files(ds)]
-        paths = [os.path.abspath(f) for f in _files(ds)]
+        files = _files(ds)
+        contents = None if by_path[i] else [session.scatter(Path(f).read_bytes()) for f in files]
+        paths = [os.path.abspath(f) for f in files]
         return session.submit(i, check_remote, task, ds, config, paths, contents)
 
     try:
