@@ -255,17 +255,9 @@ def _methods(
             predicted = lin.cost_seconds if lin is not None else None
             shown = _predicted(ctx.progress, predicted, pace)
             stage = _baseline_stage(config, predicted, pace, ctx.seconds_left())
-            try:
-                linear_result = _train_linear(
-                    config, T, V, ctx.deadline, shown, ctx.scoring, stage=stage
-                )
-            except TimeLimitReached:
-                raise KcheckError(
-                    f"{config.train}: the time limit (--time-limit {config.time_limit:g}) passed "
-                    "before the linear baseline finished; every checker is compared with it, so "
-                    "nothing was decided"
-                ) from None
-            ctx = dataclasses.replace(ctx, baseline=linear_result)
+            ctx = dataclasses.replace(
+                ctx, baseline=_baseline(config, T, V, ctx.deadline, shown, ctx.scoring, stage)
+            )
             pace.add(predicted, ctx.linear().seconds)
         deciding = planned.step(registry.EXACT.name)
         exact_seconds = None
@@ -345,6 +337,25 @@ def _baseline_stage(
     if left is None or predicted is None or pace.shown(predicted) <= left:
         return BASELINE_STAGE
     return f"{BASELINE_STAGE}, likely past --time-limit {config.time_limit:g}"
+
+
+def _baseline(
+    config: CheckConfig,
+    T: Dataset,
+    V: Dataset,
+    deadline: float | None,
+    report: Progress,
+    scoring: Scoring,
+    stage: str = BASELINE_STAGE,
+) -> CheckerResult:
+    try:
+        return _train_linear(config, T, V, deadline, report, scoring, stage=stage)
+    except TimeLimitReached:
+        raise KcheckError(
+            f"{config.train}: the time limit (--time-limit {config.time_limit:g}) passed before "
+            "the linear baseline finished; every checker is compared with it, so nothing was "
+            "decided"
+        ) from None
 
 
 def _train_linear(
