@@ -53,7 +53,7 @@ from kcheck.costs import budget
 from kcheck.defaults import Event
 from kcheck.parallel.workers import run_until
 from kcheck.split import stratified_subsample
-from kcheck.tuning import linear_c
+from kcheck.tuning import linear_c, rbf_sample
 
 #: Rows of T whose pairwise squared distances give the median heuristic.
 MEDIAN_SAMPLE = 1000
@@ -188,17 +188,9 @@ def median_sq_distance(X: sp.csr_matrix, *, seed: int, sample: int = MEDIAN_SAMP
     if rows > sample:
         X = X[np.sort(seeds.rng(seed, seeds.RFF_SAMPLE).choice(rows, size=sample, replace=False))]
     S = engines.as_binding_csr(X)
-    if S.shape[0] < 2:
-        return 1.0
     sq = np.asarray(S.multiply(S).sum(axis=1)).ravel()
-    G = (S @ S.T).toarray()
-    d = sq[:, None] + sq[None, :] - 2.0 * G
-    vals = np.maximum(d[np.triu_indices(S.shape[0], 1)], 0.0)
-    med = float(np.median(vals))
-    if med > 0:
-        return med
-    pos = vals[vals > 0]
-    return float(np.median(pos)) if pos.size else 1.0
+    d = sq[:, None] + sq[None, :] - 2.0 * (S @ S.T).toarray()
+    return rbf_sample.median_sq_distance(np.maximum(d, 0.0))  # rounding can dip below 0
 
 
 def draw_directions(n: int, D: int, *, seed: int) -> tuple[np.ndarray, np.ndarray, str]:
