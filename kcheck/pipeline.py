@@ -255,9 +255,7 @@ def _methods(
             predicted = lin.cost_seconds if lin is not None else None
             shown = _predicted(ctx.progress, predicted, pace)
             stage = _baseline_stage(config, predicted, pace, ctx.seconds_left())
-            ctx = dataclasses.replace(
-                ctx, baseline=_baseline(config, T, V, ctx.deadline, shown, ctx.scoring, stage)
-            )
+            ctx = dataclasses.replace(ctx, baseline=_baseline(config, T, V, ctx, shown, stage))
             pace.add(predicted, ctx.linear().seconds)
         deciding = planned.step(registry.EXACT.name)
         exact_seconds = None
@@ -340,16 +338,12 @@ def _baseline_stage(
 
 
 def _baseline(
-    config: CheckConfig,
-    T: Dataset,
-    V: Dataset,
-    deadline: float | None,
-    report: Progress,
-    scoring: Scoring,
-    stage: str = BASELINE_STAGE,
+    config: CheckConfig, T: Dataset, V: Dataset, ctx: Context, report: Progress, stage: str
 ) -> CheckerResult:
+    """The first fold's linear baseline: every checker is compared with it, so the time limit
+    passing before it is done ends the check."""
     try:
-        return _train_linear(config, T, V, deadline, report, scoring, stage=stage)
+        return _train_linear(config, T, V, ctx.deadline, report, ctx.scoring, stage=stage)
     except TimeLimitReached:
         raise KcheckError(
             f"{config.train}: the time limit (--time-limit {config.time_limit:g}) passed before "
