@@ -79,13 +79,13 @@ def test_no_baseline_beside_where_its_worker_would_not_fit_the_memory_limit(
 ) -> None:
     # 230 MB leaves the checkers about 160 MB: enough for degree-2's plan (its rows and a
     # chunk of a quarter of that), not for that and the worker's interpreter too.
+    # (Two jobs give one job's JSON whether or not the baseline trains beside: the test above.)
     limit = 230 * 2**20
     two = run(CheckConfig(train=str(wide_enough), jobs=2, memory_limit=limit)).json
     assert started == []
-    one = run(CheckConfig(train=str(wide_enough), jobs=1, memory_limit=limit)).json
-    assert without_timing(two) == without_timing(one)
-    # With room for the worker the plan puts the baseline beside the checkers (whose JSON is
-    # one job's: the test above); the plan, not a run, says so.
+    assert two["checkers"]["degree2"]["status"] in ("ok", "subsampled"), two["checkers"]
+    # With room for the worker the plan puts the baseline beside the checkers; the plan, not
+    # a run, says so.
     for memory, beside in ((limit, False), (2**30, True)):
         T, V, ctx = _split(wide_enough, jobs=2, memory_limit=memory)
         config = CheckConfig(train=str(wide_enough), jobs=2, memory_limit=memory)

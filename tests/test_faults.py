@@ -609,29 +609,6 @@ def test_scale_into_head(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_check_json_does_not_depend_on_jobs(parallel_data: Path) -> None:
-    """-j 1 and -j 2 give the same JSON; with -j 2, MultiLinear really used workers."""
-    base = ["check", str(parallel_data), "--checkers", "multilinear", "-q"]
-    one = kcheck(*base, "-j", "1")
-    assert one.code == 0, one.describe()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "kcheck", *base, "-j", "2"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    workers: set[int] = set()
-    while proc.poll() is None:
-        workers |= descendants(proc.pid)
-        time.sleep(0.05)
-    out, err = proc.communicate()
-    assert proc.returncode == 0, err
-    assert len(workers) >= 2, "no worker processes seen: the parallel path was not taken"
-    a, b = json.loads(one.stdout), json.loads(out)
-    assert a["split"]["train"] * a["data"]["features"] >= MIN_PARALLEL_NNZ
-    assert without_timing(a) == without_timing(b)
-
-
-@pytest.mark.slow
 def test_batch_json_does_not_depend_on_jobs(tmp_path: Path) -> None:
     d = tmp_path / "data"
     d.mkdir()
