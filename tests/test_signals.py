@@ -8,7 +8,9 @@ together or not at all, and no temporary file survives.
 The fast tests put a signal where it once went wrong, deterministically: while the command line
 is imported, inside a finaliser, between the renames of a pair, as the interpreter ends. The
 sweeps (slow tier) send SIGINT to the process group, as a terminal's Ctrl-C does, at moments
-drawn with a seeded generator across whole runs.
+drawn with a seeded generator across whole runs. They assert only what holds at any moment,
+so they run beside other tests (not ``serial``): a busier machine moves the moments, each
+drawn over a reference run timed just before, not what a run must leave behind.
 """
 
 from __future__ import annotations
@@ -456,7 +458,6 @@ SCALE = Sweep(
 
 
 @pytest.mark.slow
-@pytest.mark.serial
 @pytest.mark.timing
 def test_interrupt_sweep_check_with_a_model(tmp_path: Path) -> None:
     """60 runs of ``check -o v.json --model-out m`` over old files, interrupted anywhere from
@@ -466,7 +467,6 @@ def test_interrupt_sweep_check_with_a_model(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.serial
 @pytest.mark.timing
 def test_interrupt_sweep_scale_with_a_range_file(tmp_path: Path) -> None:
     """100 runs of ``scale -o s.txt -s r.range`` over an old pair: 1 of 100 left a new range
