@@ -1,43 +1,28 @@
 """Exact mode: on small data, run the real RBF-versus-linear comparison instead of the proxies.
 
-With a few hundred rows, V holds about a hundred points, a 2% gap is one or two of them, and
-the proxies' verdict is close to a coin toss. An RBF SVM on that many rows trains in
-milliseconds, so there the comparison itself is cheaper than being wrong.
+With a few hundred rows a 2% gap is one or two validation points and the proxies' verdict is close
+to a coin toss, while an RBF SVM trains in milliseconds.
 
 The comparison (:func:`run`), on all training rows (T and V together, scaled):
 
-1. C of the linear model: the linear baseline's, from its LIBLINEAR ``-C`` search on T
-   (``-s 2 -B 1``), so that the RBF SVM is compared with the linear model the check hands
-   over (a direct call without it runs that search on all rows).
-2. One matrix of squared distances between the rows (a BLAS product). Every RBF kernel of the
-   search is exp(-gamma D) of it, handed to LIBSVM as a precomputed kernel: LIBSVM's own
-   kernel recomputes each dot product from its node lists at every training, which made wide
-   or dense data (1,000 digits of 776 features: an estimated 153 s) too slow for the check.
-3. (C, gamma) of the RBF SVM: LIBSVM's ``folds``-fold CV at every point of a small grid that
-   the data place (:mod:`kcheck.tuning.rbf_sample`, which the rbfsvm checker shares): gamma
-   at 2^-3, 2^-1, 2 and 8 times 1 / (median squared distance), C from 2^-1 to 2^11 in steps
-   of 4x. It runs on a stratified sample of 600 to 2,000 rows, the most the budget affords
-   (:func:`_tune_rows_within`); the highest count of correct predictions wins, ties to the
-   smaller C, then the smaller gamma.
-4. Both models, with those parameters, in our own seeded, stratified ``folds``-fold split,
-   repeated: every row is predicted once per repeat by each model, trained without it. The
-   repeats stop as soon as the gap's interval lies on one side of epsilon (at most
-   :func:`default_repeats`): more would not change the verdict. After the first, the interval
-   must clear epsilon widened for that one fold assignment's own variance
-   (:func:`kcheck.verdict.settled`), which the interval over rows leaves out.
+1. C of the linear model: the linear baseline's (LIBLINEAR ``-C`` search on T, ``-s 2 -B 1``),
+   so the RBF SVM is compared with the model the check hands over.
+2. One matrix of squared distances (a BLAS product); every RBF kernel of the search is
+   exp(-gamma D) of it, given to LIBSVM precomputed (its own kernel is far too slow on wide data).
+3. (C, gamma) by ``folds``-fold CV over the grid of :mod:`kcheck.tuning.rbf_sample`, on a
+   stratified sample of 600 to 2,000 rows (:func:`_tune_rows_within`); most correct wins, ties
+   to the smaller C, then the smaller gamma.
+4. Both models in our own seeded, stratified ``folds``-fold split, repeated until the gap's
+   interval clears epsilon (at most :func:`default_repeats`; after the first, widened for the
+   fold assignment's variance, :func:`kcheck.verdict.settled`).
 
-The result's ``correct`` and ``reference_correct`` hold, per row, the fraction of repeats in
-which the RBF and the linear model predicted that row right. The pipeline's paired interval
-(:func:`kcheck.verdict.paired_gap`) then treats each row once; concatenating repeats would
-count each row as if its copies were independent and shrink the interval for nothing. It
-covers the variation from which rows the data set holds, not that from training on different
-folds, so it is somewhat too narrow (Bengio & Grandvalet, JMLR 2004); ``info["repeat_gaps"]``
-shows the second part.
+``correct`` / ``reference_correct`` hold per row the fraction of repeats predicting it right, so the
+paired interval (:func:`kcheck.verdict.paired_gap`) counts each row once. It ignores fold-to-fold
+variation, so it is somewhat too narrow (Bengio & Grandvalet, JMLR 2004); ``info["repeat_gaps"]``
+shows that part.
 
-Whether ``auto`` runs it is decided from counted work (:func:`estimated_seconds`: rows,
-stored values, grid points, repeats), never from a clock, so the same file gives the same
-JSON on any machine and under any load.
-"""
+Whether ``auto`` runs it is decided from counted work (:func:`estimated_seconds`), never a clock, so
+the JSON is the same on any machine and load."""
 
 from __future__ import annotations
 
@@ -87,36 +72,27 @@ from kcheck.tuning.rbf_sample import grid_for as grid_for
 from kcheck.verdict import settled
 
 NAME = "rbf"
-#: Repeats may stop after this many: after one, where even its interval widened for the fold
-#: assignment's variance is clear of epsilon (kcheck.verdict.settled). A second repeat on
-#: 5,000 rows at a large C took 4.7 s of a 13 s check whose gap was 9.4 points above epsilon.
+#: Repeats may stop after this many (:func:`kcheck.verdict.settled`); a second repeat on 5,000 rows
+#: cost 4.7 s of a 13 s check.
 MIN_REPEATS = 1
-#: Folds of the nested search (inside each training fold): 3, as the judged reference's, at
-#: under half the cost of 5; the plain search keeps ``Tuning.folds``.
+#: Folds of the nested search: 3, as the judged reference's, at under half the cost of 5.
 INNER_FOLDS = 3
 #: The progress stage's name, and that of its repeats (not nested).
 STAGE = "exact RBF comparison"
 REPEATS_STAGE = "exact RBF comparison: repeats on all rows"
 #: Folds of a repeat trained side by side at most (``--jobs`` 2 or more).
 REPEAT_WORKERS = 2
-#: Bytes per entry of the rows x rows kernel that folds side by side hold beside the kernel
-#: itself (8). They build their LIBSVM problems one at a time: the one building holds the
-#: kernel's training block (8 x 0.64), the CSR it is handed over in (12 x 0.64), LIBSVM's nodes
-#: (16 x 0.64) and the binding's temporaries; each other one trains, on its nodes, the test
-#: block and LIBSVM's cache. Measured on offsets_onehot_n5000 (5,000 rows): peak RSS 0.92 GB
-#: at one job (about 33 bytes an entry beside the process's 0.09 GB) and 1.39-1.46 GB at two
-#: (about 57.5), against the 56 of exact mode's memory check (BYTES_PER_ENTRY); hence
-#: :func:`repeat_workers`.
+#: Bytes per kernel entry that folds side by side hold beside the kernel itself (8): the building
+#: fold's training block, CSR, LIBSVM nodes and temporaries. Measured on 5,000 rows: about 33 at one
+#: job, 57.5 at two (exact's memory check uses 56); see :func:`repeat_workers`.
 REPEAT_BUILDING_BYTES_PER_ENTRY = 32
 REPEAT_TRAINING_BYTES_PER_ENTRY = 20
 
 
 def wall_share(rows: int, jobs: int, memory_limit: int) -> float:
-    """About the share of its one-core time that the comparison on ``rows`` rows takes at
-    ``jobs``: its search's and its repeats' folds train side by side from
-    engines.SIDE_BY_SIDE_MIN_ROWS rows (a nested comparison's repeats do not, so there it
-    shows a little less than it takes). The pipeline shows the stage's prediction times this
-    and paces the stages after it by it; nothing computed reads it."""
+    """About the share of its one-core time the comparison on ``rows`` rows takes at ``jobs`` (folds
+    side by side from engines.SIDE_BY_SIDE_MIN_ROWS rows). For display and pacing only; no result
+    reads it."""
     return side_by_side_share(Tuning().folds, repeat_workers(rows, jobs, memory_limit))
 
 
@@ -128,9 +104,9 @@ def repeat_bytes(rows: int, workers: int) -> int:
 
 
 def repeat_workers(rows: int, jobs: int, memory_limit: int | None) -> int:
-    """Folds of a repeat on ``rows`` rows to train side by side: up to ``jobs`` and
-    REPEAT_WORKERS, as many as the memory limit holds (:func:`repeat_bytes`), and one below
-    engines.SIDE_BY_SIDE_MIN_ROWS. Only speed and memory depend on it, never a result."""
+    """Folds of a repeat to train side by side: up to ``jobs`` and REPEAT_WORKERS, within the memory
+    limit, one below engines.SIDE_BY_SIDE_MIN_ROWS. Affects speed and memory only, never a result.
+    """
     if rows < engines.SIDE_BY_SIDE_MIN_ROWS:
         return 1
     workers = max(1, min(jobs, REPEAT_WORKERS))
@@ -140,12 +116,8 @@ def repeat_workers(rows: int, jobs: int, memory_limit: int | None) -> int:
 
 
 def default_repeats(rows: int) -> int:
-    """At most 5 repeats below 1,000 rows, 3 below 2,000, else 2.
-
-    The gap of one fold assignment has a standard deviation of 0.4-1.2 points on measured sets
-    of 250-1,000 rows (0.64-0.88 of the interval's own standard error), and 0.2-0.3 points at
-    2,000 rows; averaging r assignments divides it by sqrt(r). See scripts/results/exact.md.
-    """
+    """At most 5 repeats below 1,000 rows, 3 below 2,000, else 2: one fold assignment's gap varies
+    by 0.4-1.2 points at 250-1,000 rows, 0.2-0.3 at 2,000 (scripts/results/exact.md)."""
     if rows < 1_000:
         return 5
     if rows < 2_000:
@@ -157,44 +129,35 @@ def default_repeats(rows: int) -> int:
 class ExactOptions(Tuning):
     """The grid's settings (:class:`kcheck.tuning.rbf_sample.Tuning`) and the comparison's.
 
-    ``repeats`` None: adaptive, up to :func:`default_repeats`; a number fixes it. ``jobs``:
-    threads, in this process, that train the folds of a CV side by side, in the search and in
-    the repeats (:func:`repeat_workers` there, within ``memory_limit``): the kernel is shared,
-    never copied to a worker, and every fold trains as it would alone, so the result is the
-    same at any ``jobs``. ``deadline``: past it, :func:`run` raises TimeLimitReached between
-    grid points and repeats (as the pipeline's ``--time-limit`` expects of a checker).
-    """
+    ``repeats`` None: adaptive, up to :func:`default_repeats`. ``jobs``: threads training CV folds
+    side by side over a shared kernel; each fold trains as alone, so results do not depend on it.
+    ``deadline``: past it, :func:`run` raises TimeLimitReached between grid points and repeats."""
 
     repeats: int | None = None
     epsilon: float = 0.02
     tune_rows: int = TUNE_ROWS
-    #: Nested where the search's sample is all the rows: (C, gamma) and the linear model's C
-    #: are chosen again inside each training fold (:func:`decide` sets it where it fits).
+    #: Nested where the search's sample is all the rows: (C, gamma) and the linear C are chosen
+    #: again inside each training fold.
     nest: bool = False
     #: Folds of the search inside each training fold, where the comparison is nested.
     inner_folds: int = INNER_FOLDS
     #: Bytes the repeats' folds side by side may hold (:func:`repeat_workers`); None: no bound.
     memory_limit: int | None = None
-    #: The check's counted budget where the plan runs it (``auto``): no more repeats run than
-    #: are predicted to fit it (:func:`repeats_within_budget`); None (``always``, or a direct
-    #: call): the adaptive maximum.
+    #: The plan's counted budget (``auto``), which bounds the repeats
+    #: (:func:`repeats_within_budget`); None: the adaptive maximum.
     budget_seconds: float | None = None
-    #: The linear model's C is the linear baseline's, from its ``-C`` search on T, handed to
-    #: :func:`run` (``linear``), which then searches none and counts none: the check's way, as
-    #: exact mode runs after the baseline, never beside it. A search of its own on madelon's
-    #: 2,000 rows took 6.6 s alone, where exact mode took 8.9 s, for C = 2^-10 (T's: 2^-8);
-    #: the linear model handed over is the baseline's, so this compares the RBF SVM with it.
-    #: False (a direct call): :func:`run` searches C on all rows, and the count includes it.
+    #: True: the linear C is the baseline's, handed to :func:`run`, which neither searches nor
+    #: counts one (a search of its own on 2,000 rows cost 6.6 s). False (a direct call): :func:`run`
+    #: searches C on all rows and counts it.
     baseline_C: bool = False
 
     def max_repeats(self, rows: int) -> int:
         return self.repeats if self.repeats is not None else default_repeats(rows)
 
     def nested(self, rows: int) -> bool:
-        """Whether the comparison of ``rows`` rows is nested: asked for, and the search's
-        sample is all of them. Tuned on the rows it is then scored on, the two-parameter RBF
-        is favoured over the one-parameter linear model: a 124-row set whose RBF gains +0.6
-        [-0.2, +1.3] points was called kernel at every seed."""
+        """Whether the comparison of ``rows`` rows is nested: asked for, and the search's sample is
+        all of them. Tuned on the rows it is scored on, the RBF is favoured (a 124-row set with a
+        +0.6 [-0.2, +1.3] gain was called kernel at every seed)."""
         return self.nest and self.tune_rows >= rows
 
 
@@ -202,8 +165,7 @@ class ExactOptions(Tuning):
 
 
 def estimated_seconds(X: sp.spmatrix, n_classes: int, options: ExactOptions) -> float:
-    """Seconds of :func:`run` on the reference machine, from counts alone (see
-    kcheck.costs.budget)."""
+    """Seconds of :func:`run` on the reference machine, from counts alone (kcheck.costs.budget)."""
     return counted_seconds(int(X.shape[0]), int(X.nnz), n_classes, options)
 
 
@@ -225,10 +187,9 @@ def counted_seconds(rows: int, nnz: int, n_classes: int, options: ExactOptions) 
 
 @dataclass(frozen=True)
 class ExactSizing:
-    """What exact mode does, as the plan decided it (:func:`size`): whether it runs, and why,
-    with the counted estimate and budget behind it (reference seconds: numbers of the data
-    and the options, the same on every machine), the search's rows and whether it is nested,
-    and what its repeats may spend."""
+    """What exact mode does, as the plan decided it (:func:`size`): whether it runs and why, the
+    counted estimate and budget (reference seconds), the search's rows, nesting, and what its
+    repeats may spend."""
 
     run: bool
     reason: str
@@ -239,9 +200,8 @@ class ExactSizing:
     #: Whether the comparison is nested (:meth:`ExactOptions.nested`).
     nest: bool = False
     mode: str = "auto"
-    #: The plan's counted budget, which bounds the repeats (:func:`repeats_within_budget`)
-    #: where ``auto`` runs it: not the time left, so that the repeats that may run are the
-    #: same on every machine. None: the adaptive maximum (``always``).
+    #: The plan's counted budget that bounds the repeats where ``auto`` runs it (not the time left,
+    #: so the same on every machine). None: the adaptive maximum.
     repeat_budget: float | None = None
     #: What it spends of the check's budget, as counted, where it runs.
     counted_seconds: float | None = None
@@ -258,16 +218,13 @@ def decide(
     mode: str,
     basis: str = "the budget",
 ) -> ExactSizing:
-    """Whether to run the exact comparison on ``rows`` rows (T and V) holding ``nnz`` stored
-    values, and why; from counts only, so the plan (kcheck.plan) decides it before training.
+    """Whether to run the exact comparison on ``rows`` rows holding ``nnz`` stored values, and why;
+    from counts only, so the plan decides before training.
 
-    ``never`` and ``always`` decide alone (``always`` still refuses what cannot fit the memory
-    limit). ``auto`` runs where :func:`counted_seconds` is within ``budget_seconds``, the
-    first measurement's budget (kcheck.costs.budget.first_seconds; ``basis`` names it in the
-    reason): no row
-    count decides. Where it runs, the search's rows are the most that budget affords
-    (:func:`_tune_rows_within`).
-    """
+    ``never`` and ``always`` decide alone (``always`` still refuses what cannot fit memory).
+    ``auto`` runs where :func:`counted_seconds` is within ``budget_seconds``
+    (kcheck.costs.budget.first_seconds; ``basis`` names it); the search's rows are then the most
+    that budget affords."""
     if mode not in EXACT_MODES:
         raise ValueError(f"exact mode must be one of {', '.join(EXACT_MODES)}, got {mode!r}")
     if mode == "never":
@@ -369,13 +326,12 @@ def _repeat(
     inner: _Inner | None = None,
     workers: int = 1,
 ) -> _Fold:
-    """Per-row results of the RBF and the linear model in one k-fold assignment; ``inner``:
-    nested, both models tuned again on each training fold (``K`` then holds the distances).
+    """Per-row results of both models in one k-fold assignment; ``inner``: nested (``K`` then holds
+    the distances).
 
-    Not nested, ``workers`` threads train the folds side by side: no fold draws from
-    ``rand()`` (the linear model's C is given, LIBSVM trains C-SVC), so each gives what it
-    would alone. Nested, the folds run in turn, as their searches' CVs draw their folds from
-    ``rand()``; those CVs' folds train side by side instead."""
+    Not nested, ``workers`` threads train folds side by side: no fold draws from ``rand()``, so each
+    gives what it would alone. Nested, folds run in turn (their inner CVs draw from ``rand()``), and
+    those CVs' folds go side by side."""
     fold = stratified_folds(y, folds, seed, repeat)
     two = np.unique(y).size == 2
     out = _Fold(
@@ -409,10 +365,9 @@ def _one_fold(
     out: _Fold,
     building: threading.Lock,
 ) -> None:
-    """Both models trained on the rows ``in_train`` marks, their results on ``test`` written
-    into ``out`` (each fold writes its own rows only). Folds side by side build their LIBSVM
-    problems one at a time (``building``), and the kernel's training block is freed once LIBSVM
-    has its copy (:data:`REPEAT_BUILDING_BYTES_PER_ENTRY`)."""
+    """Both models trained on the rows ``in_train`` marks, results on ``test`` written into ``out``.
+    Side-by-side folds build their LIBSVM problems one at a time (``building``); the kernel's
+    training block is freed once LIBSVM has its copy."""
     train = np.flatnonzero(in_train)
     on_fold = chosen if inner is None else inner.tune(K[np.ix_(train, train)], y[train])
     with building:
@@ -449,14 +404,10 @@ def run(
 ) -> CheckerResult:
     """The exact comparison on all training rows (scaled); a CheckerResult named ``rbf``.
 
-    ``linear``: the baseline's C and CV accuracy, given exactly where ``options.baseline_C``
-    says so (:class:`ExactOptions`).
-
-    ``correct`` / ``reference_correct``: per row, the fraction of repeats in which the RBF /
-    the linear model predicted it right. ``val_accuracy`` is the RBF's mean, ``cv_accuracy``
-    its best grid CV accuracy (on the tuning rows). ``predict`` trains the RBF model on all
-    rows on first use.
-    """
+    ``linear``: the baseline's C and CV accuracy, where ``options.baseline_C``. ``correct`` /
+    ``reference_correct``: per-row fraction of repeats predicting right. ``val_accuracy``: the RBF's
+    mean; ``cv_accuracy``: its best grid CV accuracy. ``predict`` trains the RBF on all rows on
+    first use."""
     if options.baseline_C != (linear is not None):
         raise ValueError("the baseline's C is given exactly where options.baseline_C is set")
     t0 = time.perf_counter()
@@ -476,9 +427,8 @@ def run(
         "CV runs",
     )
     if not options.nested(rows):
-        # The search (with the linear model's C and the distances) is a stage of its own,
-        # announced with its own count, not the whole comparison's, as it takes: its folds
-        # side by side at two jobs or more; nested, it is all one.
+        # The search is a stage of its own with its own count: its folds run side by side at two
+        # jobs or more.
         classes = int(np.unique(yb).size)
         search = dataclasses.replace(options, repeats=0)
         share = rbf_sample.search_share(min(rows, options.tune_rows), options)
@@ -533,11 +483,10 @@ class _Tuned:
 def _affordable(
     search: Search, tune_rows: int, rows: int, nnz: int, classes: int, options: ExactOptions
 ) -> tuple[Search, tuple[dict[str, float], ...]]:
-    """The search with the point the repeats compare: the best one whose repeats are
-    predicted within SEARCH_ALLOWANCE times their counted seconds, and the better ones passed
-    over, each with its repeats' predicted seconds. At a large C one repeat on all rows can
-    take many times the count (offsets_onehot_n5000: 18 s a repeat at C = 2^11 where 3.6 s
-    were counted). Where no point fits, the one predicted cheapest. Counts only."""
+    """The search with the point the repeats compare: the best one whose repeats are predicted
+    within SEARCH_ALLOWANCE times their counted seconds (at a large C one repeat can take 5x its
+    count), and the better ones passed over with their predictions. Where none fits, the cheapest.
+    Counts only."""
     ranked = sorted(search.scores, key=lambda p: (-search.scores[p], p[0], p[1]))
     repeats = options.max_repeats(rows)
     counted = _repeat_count(tune_rows, rows, nnz, classes, options)
@@ -567,16 +516,10 @@ def _affordable(
 def repeats_within_budget(
     search: Search, tune_rows: int, rows: int, nnz: int, classes: int, options: ExactOptions
 ) -> int:
-    """The most repeats (at least one, at most the adaptive maximum) whose prediction at the
-    compared point fits what the check's budget leaves once the rest of the comparison (the
-    search, the linear fits) is counted; the maximum where no budget is given (``always``, a
-    fixed ``--repeats``). The point stays the best that fits twice its count
-    (:func:`_affordable`): on 5,000 offsets rows, comparing a cheaper point to keep two
-    repeats within the budget moved the gap from +9.7 to +0.7 points (the reference gains
-    +11.5), where one repeat at C = 2^7 had settled it. Without it two repeats at C = 2^7 on
-    5,000 covtype-like rows, predicted at 12.7 s beside a search counted at 3 s where 10 s
-    were the whole budget, took exact mode to 21 s on a machine at 1.2 times the reference's
-    pace. Counts only: the same on every machine."""
+    """The most repeats (1 to the adaptive maximum) whose prediction at the compared point fits the
+    budget left after the rest of the comparison; the maximum where no budget is given. The point is
+    not changed to fit more repeats: on 5,000 rows that moved the gap from +9.7 to +0.7 points.
+    Counts only: the same on every machine."""
     most = options.max_repeats(rows)
     if options.budget_seconds is None or options.repeats is not None:
         return most
@@ -593,9 +536,9 @@ def _tune(
     steps: SearchThenStage,
     linear: Linear | None,
 ) -> tuple[_Tuned, np.ndarray]:
-    """C of the linear model (the baseline's where given), then (C, gamma) of the RBF on the
-    tuning rows; with the RBF kernel of all rows at that gamma, so that the distances are freed
-    before the repeats (the distances themselves where the comparison is nested)."""
+    """The linear C (the baseline's where given), then (C, gamma) of the RBF on the tuning rows,
+    with the RBF kernel of all rows at that gamma so the distances are freed before the repeats
+    (kept where nested)."""
     if linear is None:
         weight = options.scoring.class_weight
         model, cv = linear_c.fit_linear(X, y, seed=options.seed, class_weight=weight)
@@ -619,8 +562,8 @@ def _tune(
 def _search_sample(
     D: np.ndarray, y: np.ndarray, median: float, options: ExactOptions, steps: SearchThenStage
 ) -> tuple[Search, int]:
-    """The grid search on ``options.tune_rows`` rows of all (the sample's distances are a
-    copy, freed on return) and the count of rows it ran on."""
+    """The grid search on ``options.tune_rows`` rows (its distances a copy, freed on return) and the
+    count of rows it ran on."""
     sample = tuning_sample(y, options.tune_rows, options.seed)
     if sample is not None:
         D, y = D[np.ix_(sample, sample)], y[sample]
@@ -661,8 +604,7 @@ def _repeat_until_settled(
         if options.repeats is None and r + 1 >= MIN_REPEATS and r + 1 < max_repeats:
             rbf_pts, lin_pts = _averaged(runs)
             stop = settled(options.scoring.gap(y, rbf_pts, lin_pts), options.epsilon, r + 1)
-        # Announced for all its repeats: where it stops early, a log says why it took less,
-        # and where the budget cut them, why it took fewer than it might.
+        # Announced for all its repeats; a log says why where it stops early or the budget cut them.
         note = f"settled after {r + 1} of {max_repeats} repeats" if stop else None
         if r + 1 == max_repeats < adaptive:
             note = f"{max_repeats} of {adaptive} repeats: the budget affords {max_repeats}"
@@ -724,13 +666,10 @@ def _rest_seconds(
 def _revised_seconds(
     tuned: _Tuned, rows: int, nnz: int, classes: int, repeats: int, options: ExactOptions
 ) -> float:
-    """Its counted seconds with the ``repeats`` that ran predicted once the search has
-    counted LIBSVM's iterations: :func:`repeat_seconds` each, what their stage line announces
-    (nested, where each repeat searches again, their count). The plan, made before any
-    training, could count no iterations: at C = 2^7 on 5,000 noisy rows a repeat took 2.5
-    times its share of it. The search itself is what it did
-    (:func:`kcheck.tuning.rbf_sample.beyond_count`) in place of its count. kcheck.plan
-    compares the stage with this (done_share)."""
+    """Its counted seconds with the repeats that ran re-predicted from LIBSVM's iterations in the
+    search (:func:`repeat_seconds` each; the plan could count none, and a noisy repeat took 2.5x its
+    share). The search counts what it did (:func:`kcheck.tuning.rbf_sample.beyond_count`).
+    kcheck.plan compares the stage with this (done_share)."""
     searched = rbf_sample.beyond_count(tuned.search, tuned.tune_rows, classes, options)
     if options.nested(rows):
         chosen = dataclasses.replace(options, tune_rows=tuned.tune_rows, repeats=repeats)
@@ -747,9 +686,8 @@ def _iteration_seconds(
     classes: int,
     options: ExactOptions,
 ) -> float:
-    """A repeat's LIBSVM iterations at ``point``, in counted seconds: the search's there (a
-    ``folds``-fold CV on the tuning rows), scaled to a CV on all ``rows``. A repeat is that
-    and its counted seconds (:func:`_repeat_count`)."""
+    """A repeat's LIBSVM iterations at ``point`` in counted seconds: the search's ``folds``-fold CV
+    there, scaled to all ``rows``."""
     fold_rows = int(rows * (options.folds - 1) / options.folds)
     sample = search.iterations.get(point, 0)
     per_fold = budget.svm_iterations_on(sample, tune_rows, options.folds, fold_rows)
@@ -825,10 +763,9 @@ def _result(
 
 
 class _OnFirstUse:
-    """The RBF model on all rows with the chosen (C, gamma), trained when first asked for (a
-    ``--test`` file). It answers as :class:`kcheck.bindings.engines.RbfModel` does, with ``labels``
-    and
-    decision values, so that a test file is scored under AUC too, not only by its labels."""
+    """The RBF model on all rows with the chosen (C, gamma), trained on first use (a ``--test``
+    file). Answers like :class:`kcheck.bindings.engines.RbfModel`, with ``labels`` and decision
+    values, so AUC can score a test file."""
 
     def __init__(
         self,
@@ -871,9 +808,8 @@ def _averaged(runs: list[_Fold]) -> tuple[PointResults, PointResults]:
 
 
 def size(counts: Counts, allowed: Allowance, mode: str) -> Sized:
-    """What exact mode will do on all rows (T and V) in ``mode``, within the counted budget of
-    the first measurement (or, re-sized under ``--time-limit``, the time left where less) and
-    the memory limit: :func:`decide` on counts, and its counted seconds where it runs."""
+    """What exact mode will do on all rows in ``mode``, within the first measurement's counted
+    budget (or the time left under ``--time-limit``, where less) and the memory limit."""
     budget_seconds, basis = allowed.bound()
     rows, nnz = counts.all_rows, counts.all_nnz
     classes = counts.all_classes or counts.n_classes
@@ -901,11 +837,8 @@ def size(counts: Counts, allowed: Allowance, mode: str) -> Sized:
 def check_all(
     T: Dataset, V: Dataset, ctx: Context, sized: Sized
 ) -> tuple[dict[str, Any], CheckerResult | None]:
-    """Run the exact comparison on all rows (T and V) where the plan sized it to
-    (:func:`size`): ``auto`` within the check's budget, or ``always``.
-
-    Returns the JSON ``exact`` block and the result (None where it did not run).
-    """
+    """Run the exact comparison where the plan sized it to (:func:`size`). Returns the JSON
+    ``exact`` block and the result (None where it did not run)."""
     d = sizing_of(sized, ExactSizing)
     out: dict[str, Any] = {
         "mode": d.mode,

@@ -1,34 +1,22 @@
 """rbfsvm: the RBF SVM itself, trained on T and scored on V, where exact mode costs too much.
 
-Exact mode cross-validates on all rows, repeatedly, on precomputed kernels: past a few thousand
-rows that is minutes. The proxies do not see every boundary an RBF SVM learns: on 12,000 rows
-of five features with a linear trend plus waves, degree-2 and MultiLinear found +0.2 and +1.7
-points where the RBF SVM gains +8.2. With few features, though, one LIBSVM training on T takes
-about a second. So, where its counted cost fits what the methods before it left of the
-check's budget (kcheck.costs.budget.methods_seconds):
+The proxies miss boundaries an RBF SVM learns (12,000 rows of trend plus waves: degree-2 +0.2,
+MultiLinear +1.7, RBF +8.2), and with few features one LIBSVM training on T takes about a second.
+So, where its count fits the budget the methods before it left
+(kcheck.costs.budget.methods_seconds):
 
 1. exact mode's grid search (:func:`kcheck.tuning.rbf_sample.search_grid`) on a stratified
-   sample of T of 600 to 2,000 rows, the most the budget affords: for each gamma, its best C;
-2. gamma chosen on T itself: each gamma's model trained on a stratified two thirds of T and
-   scored on the other third. On a sample the grid's scores were flat (1,500 rows of a
-   sinusoidal boundary: every point within 6 rows of the best), because the gain needs T's
-   rows; the sample's choice then fell on a wide kernel, and the gap on V was +0.1 points
-   where the RBF SVM on T gains +5.7. Chosen on T, gamma gave +2.4 to +3.1 over five seeds;
-3. then the next larger C of the grid at that gamma, kept if it scores better on the same
-   third. A C chosen on a few hundred rows is too small for T more often than too large
-   (more rows overfit less): over five seeds of five generated sets, the larger C won on
-   the held-out third 15 times in 25, and on V it raised the gap from +2.6 to +3.7 points
-   on average where the RBF SVM gains +5.7 (the sinusoid), from +3.7 to +5.1 where it gains
-   +8.2 (waves), and left a linear control's gaps within 0.1 points;
-4. one RBF SVM with that (C, gamma), trained on all of T (LIBSVM's own kernel, so no
-   rows x rows matrix), scored on V like every checker: its gap joins the rule. V is used
-   for nothing else.
+   sample of 600 to 2,000 rows of T: each gamma's best C;
+2. gamma chosen on T: each candidate trained on a stratified two thirds of T and scored on
+   the rest (the sample's scores are flat, and its choice cost a sinusoid +5.6 points);
+3. the grid's next larger C at that gamma, kept if it scores better on that third (more rows
+   overfit less: the larger C won 15 of 25 times and raised V's gap by 1-1.4 points);
+4. one RBF SVM with that (C, gamma) on all of T (LIBSVM's own kernel, no rows x rows matrix),
+   scored on V like every checker. V is used for nothing else.
 
-Unlike exact mode it does not decide alone: one split's V is noisier than repeated CV on all
-rows, and the parameters come from a sample. It runs only where exact mode is ``auto`` and did
-not run (``--exact never`` trains no RBF SVM). Whether it runs, and on how many tuning rows, is
-decided from counted work (kcheck.costs.budget), never from a clock.
-"""
+It does not decide alone as exact mode does (one split's V is noisier, and the parameters come from
+a sample). It runs only where exact mode is ``auto`` and did not run; whether, and on how many
+tuning rows, is decided from counted work, never a clock."""
 
 from __future__ import annotations
 
@@ -67,39 +55,37 @@ TRAINING_STAGE = "RBF SVM: training on T"
 
 
 def training_stage(rows: int, of: int | None) -> str:
-    """The trainings' stage: on T, or on the stratified sample of ``rows`` of T's ``of``
-    rows that the budget affords (the log said "training on T" of 5,993 rows of 14,068)."""
+    """The trainings' stage: on T, or on the stratified sample of ``rows`` of T's ``of`` rows the
+    budget affords."""
     if of is None or rows >= of:
         return TRAINING_STAGE
     return f"RBF SVM: training on a sample of {rows:,} of T's {of:,} rows"
 
 
-#: The fewest rows of T it trains on where all of T does not fit the budget (degree-2's
-#: subsample's least): below, one split's V says too little about an RBF SVM on a sample.
+#: Fewest rows of T it trains on where T does not fit (degree-2's subsample's least): below, one
+#: split's V says too little.
 MIN_SAMPLE_ROWS = 1_000
 #: The share of T held out to choose gamma (the rest trains each candidate).
 SELECT_FRACTION = 1.0 / 3.0
-#: How far past what the plan counted for one training a candidate's predicted training may
-#: run before it is passed over: the 2x band a prediction is held to (kcheck.plan.OFF_HIGH),
-#: on a count that runs up to 2x under a training's usual cost (checker4_n50000's candidates
-#: at C = 2^3 to 2^7: 1.0-2.4 s where 0.6 s were counted; at C = 2^11, 17x and 27x).
+#: How far past the plan's count for one training a candidate's prediction may go before it is
+#: passed over: the 2x band (kcheck.plan.OFF_HIGH) on a count up to 2x low (at C = 2^11, 17x and
+#: 27x).
 PASS_OVER_FACTOR = 4.0
-#: Bytes of LIBSVM's copy of one stored value of T (an index and a double, 16) and of each
-#: row's terminating node.
+#: Bytes of LIBSVM's copy of one stored value of T (index and double) and of each row's terminator.
 NODE_BYTES = engines.SVM_NODE_BYTES
 
 
 @dataclass(frozen=True)
 class RbfSvmSizing:
-    """What it runs, as the plan decided it (:func:`size`): the tuning rows (None: it does
-    not run), the counted estimate and budget."""
+    """What it runs, as the plan decided (:func:`size`): tuning rows (None: does not run), counted
+    estimate and budget."""
 
     tune_rows: int | None
     estimated_seconds: float
     budget_seconds: float
     reason: str | None = None
-    #: Rows of T it trains on: None, all of T; fewer, a stratified sample of T where all of
-    #: it does not fit the budget, compared with a linear model trained on the same sample.
+    #: Rows of T it trains on: None, all; fewer, a stratified sample compared with a linear model
+    #: trained on the same sample.
     rows: int | None = None
 
 
@@ -152,9 +138,8 @@ def _fit_seconds(c: Counts) -> float:
 
 
 def cache_mb(memory_limit: int, nnz: int, rows: int) -> float:
-    """LIBSVM's kernel cache (MB) for the trainings on T: what ``memory_limit`` leaves beside
-    LIBSVM's copy of T and its solver (engines.cache_mb_within). Its 200 MB default is
-    outside the plan's count."""
+    """LIBSVM's kernel cache (MB) for the trainings on T within ``memory_limit`` beside LIBSVM's
+    copy of T (engines.cache_mb_within); its 200 MB default is outside the plan's count."""
     return engines.cache_mb_within(memory_limit - engines.svm_copy_bytes(nnz, rows))
 
 
@@ -164,10 +149,9 @@ def memory_bytes(c: Counts, tune_rows: int) -> int:
 
 
 def plan_counts(c: Counts, budget_seconds: float) -> RbfSvmSizing:
-    """The most tuning rows of exact mode's ladder (all of T where fewer) that fit the budget
-    with the RBF SVM trained on all of T; where none does, the most rows of a stratified
-    sample of T (at least MIN_SAMPLE_ROWS) whose run, and the linear reference on the same
-    sample, fit."""
+    """The most tuning rows of exact mode's ladder that fit the budget with the RBF SVM on all of T;
+    else the most rows of a stratified sample (at least MIN_SAMPLE_ROWS) whose run and linear
+    reference fit."""
     chosen, estimate = _ladder(c, budget_seconds)
     if chosen is None and c.rows > MIN_SAMPLE_ROWS:
         rows = _sample_rows(c, budget_seconds)
@@ -189,8 +173,8 @@ def plan_counts(c: Counts, budget_seconds: float) -> RbfSvmSizing:
 
 
 def _ladder(c: Counts, budget_seconds: float) -> tuple[int | None, float]:
-    """The most tuning rows of the ladder whose counted run on ``c`` fits, and its estimate
-    (the first rung's where none fits)."""
+    """The most tuning rows of the ladder whose counted run on ``c`` fits, and its estimate (the
+    first rung's where none fits)."""
     chosen = None
     estimate = counted_seconds(c, rbf_sample.TUNE_ROWS)
     for t in rbf_sample.TUNE_LADDER:
@@ -216,9 +200,8 @@ def sampled(c: Counts, rows: int) -> Counts:
 
 
 def _sample_rows(c: Counts, budget_seconds: float) -> int | None:
-    """The most rows of T, from MIN_SAMPLE_ROWS up, whose run on a sample (the first rung of
-    tuning rows) and its linear reference fit ``budget_seconds``; None where the least does not.
-    The cost grows with the rows, so a bisection finds it."""
+    """The most rows of T from MIN_SAMPLE_ROWS whose sampled run and its linear reference fit
+    ``budget_seconds``, by bisection (cost grows with rows); None where the least does not."""
 
     def cost(rows: int) -> float:
         sc = sampled(c, rows)
@@ -239,9 +222,9 @@ def _sample_rows(c: Counts, budget_seconds: float) -> int | None:
 
 
 def size(counts: Counts, allowed: Allowance) -> Sized:
-    """What :func:`check` will do within the plan's counted budget (or, re-sized under
-    ``--time-limit``, the time left where less) and memory: all of T, or a stratified sample
-    of it, where its tuning rows fit both; else nothing, with the reason."""
+    """What :func:`check` will do within the plan's counted budget (or the time left under
+    ``--time-limit``, where less) and memory: all of T, a stratified sample, or nothing, with the
+    reason."""
     budget_seconds, _ = allowed.bound()
     return _sized(counts, budget_seconds, allowed.memory_limit)
 
@@ -288,9 +271,8 @@ def check(T: Dataset, V: Dataset, ctx: Context, sized: Sized) -> CheckerResult:
 def _on_sample(
     T: Dataset, V: Dataset, options: Tuning, tune_rows: int, rows: int, ctx: Context
 ) -> CheckerResult:
-    """:func:`run` on a stratified sample of ``rows`` rows of T, with a linear model tuned and
-    trained on the same sample as the gap's reference (as degree-2's subsample has): an RBF
-    SVM on a tenth of T against a linear model on all of it would measure the rows it lacks."""
+    """:func:`run` on a stratified sample of ``rows`` rows of T, against a linear model tuned and
+    trained on the same sample (against one on all of T it would measure the missing rows)."""
     S = stratified_sample(T, rows, seed=options.seed)
     sc = _counts(S, V, int(np.unique(S.y).size))
     # The linear reference trains after the trainings, within their stage.
@@ -316,9 +298,8 @@ def run(
     then_seconds: float = 0.0,
 ) -> CheckerResult:
     """Tune (C, gamma) on a sample of T, train the RBF SVM on all of T, score it on V.
-    ``sampled_from``: T is a sample of a T of that many rows (its stage says so);
-    ``then_seconds``: the predicted seconds of what the caller runs after it within the
-    trainings' stage (the linear reference on the sample), in their prediction."""
+    ``sampled_from``: T's original row count (for the stage); ``then_seconds``: predicted seconds of
+    what the caller runs after it in the trainings' stage."""
     t0 = time.perf_counter()
     steps = _search_stage(T, V, options, tune_rows, ctx)
     Xb = engines.as_binding_csr(T.X)
@@ -358,8 +339,7 @@ def _search_stage(
 ) -> SearchThenStage:
     """The checker's progress, started with the search's own prediction."""
     steps = _steps(ctx, options)
-    # The search is a stage of its own: announced with its own count, not the checker's, as
-    # it takes (its folds side by side at two jobs or more).
+    # The search is a stage of its own, with its own count (folds side by side at two jobs or more).
     searched = _search_seconds(_counts(T, V, int(np.unique(T.y).size)), tune_rows)
     steps.predicted = round(searched * rbf_sample.search_share(min(tune_rows, T.rows), options), 3)
     steps.tick(0)
@@ -374,9 +354,9 @@ def _announced_seconds(
     held: _Held,
     candidates: list[tuple[float, float]],
 ) -> float:
-    """The trainings' prediction that their stage is announced with, and its warning line
-    compares with: the candidates that will train and the final training at the sample's
-    best (the larger C's depends on the held-out scores, and is left out)."""
+    """The trainings' prediction, announced and checked by the warning line: candidates that will
+    train and the final training at the sample's best (the larger C's depends on scores, left
+    out)."""
     sample_best = (search.log2_C, search.log2_gamma)
     trained = held.will_train(candidates)
     return _trainings_predicted(
@@ -416,9 +396,8 @@ def _info(
         "grid_passed_over": list(search.passed_over),
         "rows": T.rows,
         "support_vectors": model.n_sv,
-        # The stage's prediction once its search has run (kcheck.plan.done_share): the
-        # search as it ran, the trainings that ran predicted from its support vectors and
-        # iterations at their points, and what the caller runs after them.
+        # The stage's prediction once the search has run (kcheck.plan.done_share): the search as
+        # run, trainings predicted from its support vectors and iterations, and the caller's rest.
         "revised_seconds": round(
             then_seconds
             + _search_seconds(counts, tune_rows)
@@ -432,18 +411,16 @@ def _info(
 
 
 def _cv_accuracy(search: Search, point: tuple[float, float], tune_rows: int) -> float | None:
-    """The search's CV accuracy at ``point`` on its ``tune_rows`` rows; None where it did not
-    score that point. The larger-C step may choose the grid's next C at a gamma where the
-    search passed it over as too costly (``grid_passed_over``): its CV on the sample would
-    cost what the search spared, and another point's CV would not be this model's, so none
-    is reported."""
+    """The search's CV accuracy at ``point`` on its ``tune_rows`` rows; None where it did not score
+    it (the larger-C step may pick a point the search passed over, and no other CV would be this
+    model's)."""
     right = search.right.get(point)
     return None if right is None else right / tune_rows
 
 
 def _steps(ctx: Context, options: Tuning) -> SearchThenStage:
-    """Progress over the grid's points, then the trainings on part of T and the final one, a
-    stage of their own announced with their prediction from the search's iterations."""
+    """Progress over the grid's points, then the trainings, a stage announced with their prediction
+    from the search's iterations."""
     grid = options.grid_points()
     total = grid + len(options.resolved_gamma_factor()) + 2
     return SearchThenStage(ctx.progress, options.deadline, "RBF SVM", STAGE, total, grid)
@@ -452,8 +429,8 @@ def _steps(ctx: Context, options: Tuning) -> SearchThenStage:
 def _search_sample(
     X: sp.csr_matrix, y: np.ndarray, tune_rows: int, options: Tuning, steps: SearchThenStage
 ) -> tuple[Search, int]:
-    """Exact mode's grid search on a stratified sample of ``tune_rows`` rows of T (all where
-    fewer), and the count of rows it ran on: the sample's distances are freed on return."""
+    """Exact mode's grid search on a stratified sample of ``tune_rows`` rows of T (all where fewer),
+    and the rows it ran on; the distances are freed on return."""
     sample = rbf_sample.tuning_sample(y, tune_rows, options.seed)
     if sample is not None:
         X, y = X[sample], y[sample]
@@ -465,16 +442,14 @@ def _search_sample(
 
 
 class _Held:
-    """Candidates trained on a stratified two thirds of T and scored on the other third: gamma
-    needs T's rows, where the sample's scores were flat.
+    """Candidates trained on a stratified two thirds of T and scored on the rest (gamma needs T's
+    rows).
 
-    A candidate's training is predicted before it runs, from LIBSVM's iterations at its point
-    on the sample (kcheck.costs.budget.svm_iterations_on): at a large C they grow into millions and
-    one training can cost ten times what the plan counted for all of them (checker4_n50000:
-    two candidates at C = 2^11 took 35 s of a 6 s plan, and lost). So a candidate, and the
-    larger C's step, whose prediction is over PASS_OVER_FACTOR times what the plan counted
-    for one training is passed over, named in the JSON with its prediction; the search's own
-    best point always trains. A count, so the same on every machine."""
+    Each training is predicted from the sample's LIBSVM iterations at its point
+    (kcheck.costs.budget.svm_iterations_on): at a large C one can cost ten times the plan's count
+    (35 s of a 6 s plan). A candidate, or the larger-C step, predicted over PASS_OVER_FACTOR times
+    the plan's count for one training is passed over and named in the JSON; the search's best always
+    trains. A count: the same on every machine."""
 
     def __init__(
         self, X: sp.csr_matrix, y: np.ndarray, options: Tuning, steps: SearchThenStage, cache: float
@@ -495,8 +470,8 @@ class _Held:
         self._limit = float("inf")
 
     def predict_from(self, search: Search, tune_rows: int, c: Counts) -> None:
-        """Each grid point's predicted training on the two thirds (counted seconds), and what
-        the plan counted for the candidates' trainings (:func:`_fit_seconds`' share)."""
+        """Each grid point's predicted training on the two thirds (counted seconds), and the plan's
+        count for the candidates' trainings."""
         fit_rows = self.problem.n_rows
         nominal = budget.rbf_fit_seconds(
             rows=fit_rows,
@@ -505,9 +480,8 @@ class _Held:
             n_classes=c.n_classes,
             features=c.features,
         )
-        # A point the search passed over is predicted from its predicted iterations: taken
-        # as free, the larger C's step trained poker0's C = 2^11 on two thirds of T for 3.1 s
-        # (490,000 iterations) where the plan counted 0.5 s for a training.
+        # A point the search passed over is predicted from its predicted iterations (taken as free,
+        # one trained 3.1 s where 0.5 s were counted).
         for point, iterations in search.predicted_iterations().items():
             self._predicted[point] = nominal + _iteration_seconds(
                 iterations, tune_rows, self.options.folds, fit_rows, c.n_classes
@@ -517,8 +491,8 @@ class _Held:
         self._limit = PASS_OVER_FACTOR * nominal
 
     def will_train(self, candidates: list[tuple[float, float]]) -> list[tuple[float, float]]:
-        """The candidates that will train, as :meth:`choose` passes over: the first, then
-        those whose prediction fits."""
+        """The candidates that will train, as :meth:`choose` passes over: the first, then those that
+        fit."""
         ordered = self._in_order(candidates)
         return [p for i, p in enumerate(ordered) if i == 0 or self._fits(p)]
 
@@ -526,8 +500,8 @@ class _Held:
         return self._predicted.get(point, 0.0) <= self._limit
 
     def _in_order(self, candidates: list[tuple[float, float]]) -> list[tuple[float, float]]:
-        """The search's best point first (its own tie rule), then by score on the sample
-        (ties to the smaller gamma, then C)."""
+        """The search's best point first (its own tie rule), then by sample score (ties to smaller
+        gamma, C)."""
         return sorted(
             candidates,
             key=lambda k: (k == self._best, self._sample_scores.get(k, 0.0), -k[1], -k[0]),
@@ -535,8 +509,8 @@ class _Held:
         )
 
     def choose(self, candidates: list[tuple[float, float]]) -> tuple[float, float]:
-        """The best candidate on the held-out third (ties to the smaller gamma, then the
-        smaller C), then the grid's next larger C at its gamma where that scores better."""
+        """The best candidate on the held-out third (ties to smaller gamma, then C), then the grid's
+        next larger C at its gamma where that scores better."""
         for point in self._in_order(candidates):
             self._score_within(point, first=not self.scores)
         trained = [k for k in candidates if k in self.scores]
@@ -581,12 +555,10 @@ def _trainings_predicted(
     held: _Held,
     final: tuple[float, float],
 ) -> float:
-    """Predicted seconds of the trainings at the ``trained`` points (the candidates on two
-    thirds of T, scored on the rest) and at ``final`` (on all of T, scored on V;
-    solvers.rbf_trained_seconds), each from the search's support vectors and iterations
-    at its point, grown from the search's fold rows to its own: a point the search passed
-    over keeps every row as a support vector. Clean data keeps few (ijcnn1: a tenth of its
-    rows), where the count took them all."""
+    """Predicted seconds of the trainings at the ``trained`` points (on two thirds of T) and at
+    ``final`` (all of T; solvers.rbf_trained_seconds), from the search's support vectors and
+    iterations at each point, grown to its rows; a passed-over point keeps every row as a support
+    vector."""
     fold_rows = max(tune_rows * (folds - 1) / max(folds, 1), 1.0)
     iterations = search.predicted_iterations()
     values = c.nnz / max(c.rows, 1)
@@ -611,8 +583,8 @@ def _trainings_predicted(
 def _iteration_seconds(
     sample_iterations: float, tune_rows: int, folds: int, rows: int, n_classes: int
 ) -> float:
-    """Counted seconds of LIBSVM's iterations in one training on ``rows`` rows, from those of
-    the search's ``folds``-fold CV on ``tune_rows`` rows at the same point."""
+    """Counted seconds of LIBSVM's iterations in one training on ``rows`` rows, from the search's
+    ``folds``-fold CV on ``tune_rows`` rows at that point."""
     on_rows = budget.svm_iterations_on(sample_iterations, tune_rows, folds, rows)
     return budget.svm_iteration_seconds(on_rows, rows, n_classes)
 
@@ -626,7 +598,7 @@ def _best_C_per_gamma(search: Search) -> list[tuple[float, float]]:
 
 
 def _larger_C(point: tuple[float, float], grid_C: tuple[float, ...]) -> tuple[float, float] | None:
-    """The grid's next larger C at the same gamma; None at the grid's top (a C past it can
-    make LIBSVM run for minutes)."""
+    """The grid's next larger C at the same gamma; None at the top (beyond it LIBSVM can run for
+    minutes)."""
     above = [c for c in grid_C if c > point[0]]
     return (min(above), point[1]) if above else None
