@@ -1,21 +1,11 @@
-"""The only wrapper of the LIBLINEAR and LIBSVM bindings.
+"""The only wrapper of the LIBLINEAR and LIBSVM bindings, which print to stdout, return ``None`` (or
+NULL) on failure, sort the caller's CSR indices in place and draw CV folds from the process-wide C
+``rand()``. Here: low-level ctypes entry points are called so nothing prints; matrices are handed
+over as ``csr_matrix`` with sorted indices; ``rand()`` is seeded right before each call that uses
+it; failures become :class:`~kcheck.errors.EngineError`.
 
-The bindings print to stdout, return ``None`` (or a NULL pointer) on failure, sort the caller's
-CSR indices in place and draw cross-validation folds from the C library's process-wide
-``rand()``. Everything that touches them goes through here, so those habits are handled once:
-
-* the low-level ctypes entry points are called directly, so nothing is printed;
-* every matrix is handed over as a ``csr_matrix`` whose indices are already sorted, so the
-  binding's in-place sort never changes a caller's arrays;
-* ``rand()`` is seeded right before each call that uses it, so results do not depend on what
-  ran before in the process;
-* failures become :class:`~kcheck.errors.EngineError`.
-
-Only binding calls live here. What they take is prepared in :mod:`kcheck.bindings.inputs`, the
-process-wide C state is :mod:`kcheck.bindings.c_runtime`, a linear model's numpy side is
-:mod:`kcheck.bindings.linear_weights`, and a loaded model file is checked in
-:mod:`kcheck.modelfiles.load`.
-"""
+Inputs are prepared in :mod:`kcheck.bindings.inputs`, C state is :mod:`kcheck.bindings.c_runtime`,
+linear weights :mod:`kcheck.bindings.linear_weights`, model files :mod:`kcheck.modelfiles.load`."""
 
 from __future__ import annotations
 
@@ -58,10 +48,8 @@ from kcheck.errors import EngineError
 
 
 def _load_own_library(package: str) -> None:
-    """Load the C library that ``package`` ships, as its binding is about to, so that a failure
-    says why ("failed to map segment": no address space left): the binding's bare ``except:``
-    hides the reason and tries another copy. Loaded here, the binding's own load of the same
-    file finds it loaded."""
+    """Load the C library that ``package`` ships before its binding does, so a failure says why
+    ("failed to map segment"); the binding's bare ``except:`` hides it and tries another copy."""
     spec = importlib.util.find_spec(package)
     folders = list(spec.submodule_search_locations or []) if spec is not None else []
     for folder in folders:
@@ -72,14 +60,10 @@ def _load_own_library(package: str) -> None:
 
 
 def _import_binding(module: str) -> Any:
-    """The binding ``module``, imported with SIGINT and SIGTERM held until the import ends.
-
-    Each binding loads its C library inside a bare ``except:`` that goes on to any other copy
-    on the system: a Ctrl-C at that moment was taken for a failed load, and a system LIBLINEAR
-    of another version then ended the import with a traceback about a missing symbol. Python
-    runs signal handlers in the main thread, whichever thread the kernel picked, so the
-    handlers are swapped there (blocking the signal in one thread would not do); a signal that
-    came is raised again once the import is over, where it is an interrupt like any other."""
+    """The binding ``module``, imported with SIGINT and SIGTERM held until the import ends: its bare
+    ``except:`` around the library load takes a Ctrl-C for a failed load and may pick up a system
+    library of another version. Handlers are swapped in the main thread (where Python runs them); a
+    signal that came is raised again afterwards."""
     came: list[int] = []
     swapped: dict[int, Any] = {}
     if threading.current_thread() is threading.main_thread():
@@ -160,11 +144,10 @@ def _enough_rows(n_rows: int, folds: int) -> None:
 
 
 class LinearModel(LinearWeights):
-    """A trained LIBLINEAR model: numpy weights to predict with (:class:`LinearWeights`), and
-    the C model they came from, to save."""
+    """A trained LIBLINEAR model: numpy weights to predict with, and the C model, to save."""
 
     def save(self, path: str) -> None:
-        """Save in LIBLINEAR's text format (readable by ``predict``), at the data's full width
+        """Save in LIBLINEAR's text format at the data's full width
         (:meth:`LinearWeights.full_width`)."""
         if self._raw is None:
             raise EngineError("this model has no LIBLINEAR representation to save")
@@ -179,8 +162,8 @@ class LinearModel(LinearWeights):
         del keep
 
     def _full_width(self) -> tuple[_ll.model, tuple[Any, ...]]:
-        """A LIBLINEAR model struct of the full width, pointing at numpy-owned weights (kept
-        alive by the returned tuple; a struct made in Python is never freed by the C library)."""
+        """A full-width LIBLINEAR model struct over numpy-owned weights, kept alive by the returned
+        tuple (the C library never frees a struct made in Python)."""
         assert self.columns is not None
         src = self._raw
         nr_w = self.weights.shape[1]
@@ -203,11 +186,8 @@ class LinearModel(LinearWeights):
 
 @dataclass
 class Problem:
-    """A LIBLINEAR problem built once and reused for the C search and the final training.
-
-    Building it copies the CSR data into LIBLINEAR's node arrays (16 bytes per nonzero plus
-    32 per row); reusing it keeps that to one copy per model.
-    """
+    """A LIBLINEAR problem built once (16 bytes per nonzero plus 32 per row) and reused for the C
+    search and the final training."""
 
     _prob: _ll.problem
     y: np.ndarray
@@ -239,11 +219,9 @@ def _check_linear(problem: Problem, param: _ll.parameter) -> None:
 
 
 def search_C(problem: Problem, *, seed: int, eps: float | None = None) -> tuple[float, float]:
-    """LIBLINEAR's warm-start ``-C`` search: 5-fold CV over C; returns (best C, CV accuracy).
-
-    Calls ``find_parameters`` directly instead of ``train(..., '-C')``, which prints the result
-    with a plain ``print`` even under ``-q``. Folds come from ``rand()``, seeded here.
-    """
+    """LIBLINEAR's warm-start ``-C`` search: 5-fold CV over C; returns (best C, CV accuracy). Calls
+    ``find_parameters`` because ``train(..., '-C')`` prints even under ``-q``; ``rand()`` is seeded
+    here."""
     _enough_rows(problem.n_rows, N_FOLDS)
     param = _ll.parameter(
         f"-s {SOLVER} -B {BIAS:g} -C -q" + problem.weights + (f" -e {eps!r}" if eps else "")
@@ -267,9 +245,9 @@ def search_C(problem: Problem, *, seed: int, eps: float | None = None) -> tuple[
 
 
 def fold_problem(problem: Problem, rows: np.ndarray, class_weight: ClassWeight) -> Problem:
-    """The rows ``rows`` of ``problem`` as a LIBLINEAR problem that points into its node
-    arrays, as LIBLINEAR's own CV builds its folds: 16 bytes a row, no copy of the data. It
-    holds only the weights of its own classes, so LIBLINEAR has no missing class to warn of."""
+    """The rows ``rows`` of ``problem`` as a LIBLINEAR problem pointing into its node arrays (16
+    bytes a row, no copy), as LIBLINEAR's own CV builds folds; it holds only its own classes'
+    weights, so nothing warns of a missing class."""
     full = problem._prob
     m = int(rows.size)
     sub = _ll.problem.__new__(_ll.problem)
@@ -312,8 +290,8 @@ def _from_raw(m: _ll.model, C: float) -> LinearModel:
 def train_linear(
     problem: Problem, C: float, *, eps: float | None = None, start: LinearModel | None = None
 ) -> LinearModel:
-    """Train ``-s 2 -B 1`` with a given C and extract the weights into numpy; with ``start``,
-    from its solution (a warm start, as LIBLINEAR's ``-C`` search trains a path of C values)."""
+    """Train ``-s 2 -B 1`` with a given C into numpy weights; ``start``: warm-start from its
+    solution."""
     param = _parameter(C, eps, problem.weights)
     _check_linear(problem, param)
     if start is not None:
@@ -329,19 +307,15 @@ def train_linear(
 
 
 # =================================================================================================
-# LIBSVM: C-SVC with the Gaussian (RBF) kernel, for model export, prediction and verify.
-#
-# The same habits as above, plus two of LIBSVM's own: its default print function writes to stdout
-# (every ``svm_parameter`` without ``-q`` re-installs it), and the PyPI build uses OpenMP, which on
-# small problems makes each call several times slower and competes with our worker processes.
-# Every call therefore uses ``-q`` and runs with one OpenMP thread. Model loading reports failures
-# with ``fprintf(stderr, ...)``; that text is captured and turned into the error message.
+# LIBSVM: C-SVC with the RBF kernel, for model export, prediction and verify. Beyond the habits
+# above: its default print function writes to stdout (re-installed by every ``svm_parameter``
+# without ``-q``), and the PyPI build's OpenMP slows small problems, so every call uses ``-q`` and
+# one OpenMP thread. Model-load failures go to stderr, captured into the error message.
 # =================================================================================================
 
 #: LIBSVM's kernel cache per call, in MB (its default is 100); only speed depends on it.
 SVM_CACHE_MB = 200
-#: The least kernel cache a training runs with under a memory limit, in MB (LIBSVM keeps at
-#: least two columns whatever it is given).
+#: Least kernel cache (MB) under a memory limit (LIBSVM keeps two columns whatever it is given).
 SVM_MIN_CACHE_MB = 1.0
 #: LIBSVM's solver arrays per training row (gradients, alphas, status, the cache's heads).
 SVM_SOLVER_BYTES_PER_ROW = 96
@@ -349,15 +323,12 @@ _KERNELS = ("linear", "polynomial", "rbf", "sigmoid", "precomputed")
 
 _svm.libsvm.svm_set_print_string_function(_svm.ctypes_print_null)
 
-#: LIBSVM's solver iterations in this process so far, summed over its sub-problems (a pair of
-#: classes, a CV fold): read from the "#iter = N" line each prints, while every other line is
-#: dropped. A count of the work its trainings did, the same on every machine: unlike rows and
-#: C, it follows a large C's slow convergence (kcheck.costs.solvers).
+#: LIBSVM's solver iterations in this process so far (all sub-problems), read from each "#iter = N"
+#: line while every other line is dropped: machine-independent work that follows a large C's slow
+#: convergence (kcheck.costs.solvers).
 _svm_iterations = [0]
-#: ... and their support vectors, from the "Total nSV = N" line each training prints: a
-#: kernel column is computed once per support vector (the cache holds a search's folds), so
-#: they, not the kernel's entries, set what a training on a precomputed kernel costs beside
-#: its iterations (scripts/results/calibrate_search.md).
+#: ... and support vectors, from "Total nSV = N": a precomputed kernel's training costs per support
+#: vector beside its iterations (scripts/results/calibrate_search.md).
 _svm_support_vectors = [0]
 
 
@@ -365,8 +336,8 @@ _svm_iterations_lock = threading.Lock()
 
 
 def _count_svm_iterations(line: bytes | None) -> None:
-    # b"\noptimization finished, #iter = 6305\n": the newline ends the progress dots. CV folds
-    # trained side by side (:func:`_svm_cv_predictions`) print from their own threads.
+    # b"\noptimization finished, #iter = 6305\n"; side-by-side CV folds print from their own
+    # threads.
     if line and b"#iter = " in line:
         with _svm_iterations_lock:
             _svm_iterations[0] += int(line.split(b"#iter = ", 1)[1].split()[0])
@@ -379,14 +350,12 @@ _counting_print = _svm.PRINT_STRING_FUN(_count_svm_iterations)
 
 
 def svm_iterations() -> int:
-    """LIBSVM's solver iterations so far in this process (a difference of two reads is the
-    work of the calls between them)."""
+    """LIBSVM's solver iterations so far in this process (diff two reads for the calls between)."""
     return _svm_iterations[0]
 
 
 def svm_support_vectors() -> int:
-    """LIBSVM's support vectors so far in this process, summed over its trainings (as
-    :func:`svm_iterations`)."""
+    """LIBSVM's support vectors so far in this process, summed over its trainings."""
     return _svm_support_vectors[0]
 
 
@@ -398,31 +367,27 @@ def _svm_parameter(
     cache_mb: float = SVM_CACHE_MB,
 ) -> _svm.svm_parameter:
     """C-SVC with the RBF kernel (``-t 2``), or without ``gamma`` a precomputed one (``-t 4``).
-    Parsing -q also installs the null print function, which is process-wide."""
+    Parsing -q installs the process-wide null print function."""
     kernel = "-t 4" if gamma is None else "-t 2"
     g = "" if gamma is None else f" -g {gamma!r}"
     b = " -b 1" if probability else ""
     param = _svm.svm_parameter(f"-s 0 {kernel} -c {C!r}{g} -m {cache_mb!r}{b}{weights} -q")
-    # -q's null print function is installed as it parses; the counting one replaces it, so
-    # every LIBSVM call counts its iterations and still prints nothing.
+    # The counting print function replaces -q's null one: every call counts and prints nothing.
     _svm.libsvm.svm_set_print_string_function(_counting_print)
     return param
 
 
 @dataclass
 class SvmProblem:
-    """A LIBSVM problem built once and reused by every grid point and the final training.
-
-    Trained models point into this problem's node array, so a model keeps its problem alive.
-    """
+    """A LIBSVM problem built once and reused by every grid point and the final training; models
+    point into its node array, so a model keeps its problem alive."""
 
     _prob: _svm.svm_problem
     X: sp.csr_matrix
     y: np.ndarray
     #: ``-wi`` options for every training on this problem (class weights of the metric).
     weights: str = ""
-    #: LIBSVM's kernel cache of every training on this problem, in MB (``-m``): smaller under
-    #: a memory limit (kcheck.tuning.rbf_grid.search_memory), slower but the same models.
+    #: LIBSVM's kernel cache in MB (``-m``): smaller under a memory limit, slower, same models.
     cache_mb: float = SVM_CACHE_MB
 
     @property
@@ -454,9 +419,8 @@ def _svm_cv_predictions(
     seed: int,
     workers: int = 1,
 ) -> np.ndarray:
-    """LIBSVM's stratified k-fold CV: each row's label as predicted by a model trained without
-    it. With ``workers`` > 1, the folds train side by side (:func:`_side_by_side_cv`), with the
-    same folds, the same trainings and so the same predictions."""
+    """LIBSVM's stratified k-fold CV: each row's label predicted by a model trained without it.
+    ``workers`` > 1 trains the folds side by side with the same predictions."""
     _enough_rows(problem.n_rows, folds)
     _check_svm(problem, param)
     one_omp_thread()
@@ -471,20 +435,16 @@ def _svm_cv_predictions(
     return np.array(np.ctypeslib.as_array(target, shape=(n,)))
 
 
-#: Rows from which a CV's folds train side by side: below, a fold trains in a millisecond or
-#: two and the threads cost more than they save (150 rows: 1.1 ms alone, 2.0 side by side; 300:
-#: 3.4 and 3.9 at C = 1, 9.0 and 6.9 at C = 64; 1,000: 59 and 42). Only speed depends on it.
+#: Rows from which CV folds train side by side; below, threads cost more than they save (150 rows:
+#: 1.1 ms alone, 2.0 side by side; 1,000: 59 and 42). Speed only.
 SIDE_BY_SIDE_MIN_ROWS = 500
 
 
 def libsvm_cv_order(y: np.ndarray, folds: int) -> tuple[np.ndarray, np.ndarray]:
-    """The rows in the order of LIBSVM's stratified CV folds, and where each fold starts:
-    ``svm_cross_validation``'s ``perm`` and ``fold_start`` for C-SVC with fewer folds than
-    rows, drawn with the same C ``rand()`` calls in the same order (seed it first).
-
-    As LIBSVM does: classes in the order their labels (cast to int) first occur, except that
-    -1 before +1 is swapped; each class's rows shuffled in place, the i-th row swapped with a
-    draw from i on; then fold i takes each class's i-th share, class after class."""
+    """The rows in LIBSVM's stratified CV fold order and each fold's start:
+    ``svm_cross_validation``'s ``perm`` and ``fold_start`` (C-SVC, fewer folds than rows), from the
+    same C ``rand()`` calls in order (seed first). Classes in first-occurrence order (-1 before +1
+    swapped), each shuffled in place, fold i takes each class's i-th share."""
     labels = np.asarray(y).astype(np.int64)
     uniq, first, inverse = np.unique(labels, return_index=True, return_inverse=True)
     order = np.argsort(first)
@@ -514,10 +474,9 @@ def libsvm_cv_order(y: np.ndarray, folds: int) -> tuple[np.ndarray, np.ndarray]:
 def _side_by_side_cv(
     problem: SvmProblem | KernelProblem, param: _svm.svm_parameter, folds: int, workers: int
 ) -> np.ndarray:
-    """``svm_cross_validation`` with its folds trained in ``workers`` threads (the C calls
-    release the GIL). The folds are drawn here, in this thread, before any training, so no
-    ``rand()`` call depends on timing; each fold's problem holds the same rows in the same
-    order as LIBSVM's, so the models, and every prediction, are LIBSVM's own."""
+    """``svm_cross_validation`` with folds trained in ``workers`` threads (the C calls release the
+    GIL). Folds are drawn here before any training, so no ``rand()`` call depends on timing, and
+    each fold holds LIBSVM's rows in LIBSVM's order: the predictions are LIBSVM's own."""
     n = problem.n_rows
     prob = problem._prob
     labels = np.ctypeslib.as_array(prob.y, shape=(n,))
@@ -526,8 +485,7 @@ def _side_by_side_cv(
     target = np.zeros(n, dtype=np.float64)
 
     def fold(i: int) -> None:
-        # ``prob`` (and so its nodes) is this closure's: held for as long as a fold trains,
-        # even after an interrupted caller has left.
+        # ``prob`` (and its nodes) lives while a fold trains, even after an interrupted caller left.
         test = perm[fold_start[i] : fold_start[i + 1]]
         train = np.concatenate([perm[: fold_start[i]], perm[fold_start[i + 1] :]])
         rows = np.ascontiguousarray(address[train])
@@ -536,8 +494,7 @@ def _side_by_side_cv(
         sub.l = int(train.size)
         sub.y = ys.ctypes.data_as(ctypes.POINTER(ctypes.c_double))
         sub.x = rows.ctypes.data_as(ctypes.POINTER(ctypes.POINTER(_svm.svm_node)))
-        # What the fold's problem points at lives as long as it does (a training an interrupt
-        # left running holds ``sub``).
+        # The fold's problem's targets live as long as it does.
         sub._kcheck_keep = (rows, ys, prob)
         one_omp_thread()
         ptr = interruptible(lambda: _svm.libsvm.svm_train(sub, param))
@@ -552,11 +509,8 @@ def _side_by_side_cv(
 
 
 def cv_rbf(problem: SvmProblem, C: float, gamma: float, *, folds: int, seed: int) -> int:
-    """LIBSVM's stratified k-fold CV for one (C, gamma); returns the number of rows predicted right.
-
-    A count, not a ratio, so that comparing grid points is exact. Folds come from ``rand()``,
-    seeded here, so every grid point with the same seed sees the same folds.
-    """
+    """LIBSVM's stratified k-fold CV for one (C, gamma): the count of rows predicted right (exact to
+    compare). ``rand()`` is seeded here, so equal seeds give equal folds."""
     predicted = cv_rbf_predictions(problem, C, gamma, folds=folds, seed=seed)
     return int(np.count_nonzero(predicted == problem.y))
 
@@ -564,8 +518,8 @@ def cv_rbf(problem: SvmProblem, C: float, gamma: float, *, folds: int, seed: int
 def cv_rbf_correct(
     problem: SvmProblem, C: float, gamma: float, *, folds: int, seed: int
 ) -> np.ndarray:
-    """Per-row correctness of :func:`cv_rbf`'s CV (same folds for the same seed): for paired
-    comparisons with another model's CV on the same rows."""
+    """Per-row correctness of :func:`cv_rbf`'s CV (same folds for the same seed), for paired
+    comparisons."""
     predicted = cv_rbf_predictions(problem, C, gamma, folds=folds, seed=seed)
     return np.asarray(predicted == problem.y)
 
@@ -594,11 +548,8 @@ def cv_linear_correct(problem: Problem, C: float, *, folds: int, seed: int) -> n
 
 @dataclass
 class RbfModel:
-    """A LIBSVM classifier (trained here or loaded from a file), predicted with LIBSVM itself.
-
-    Prediction goes through the C library's ``svm_predict`` so that labels match ``svm-predict``
-    exactly, ties in one-vs-one voting included.
-    """
+    """A LIBSVM classifier (trained or loaded), predicted through ``svm_predict`` so labels match
+    ``svm-predict`` exactly, one-vs-one ties included."""
 
     labels: np.ndarray
     gamma: float
@@ -614,8 +565,8 @@ class RbfModel:
         return self._each_row(lambda m, x, _: _svm.libsvm.svm_predict(m, x), 0, X)[0]
 
     def predict_scored(self, X: sp.spmatrix | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Labels and LIBSVM's one-vs-one decision values (``svm_predict_values``), one column
-        per pair of classes; for two classes, positive means ``labels[0]``."""
+        """Labels and one-vs-one decision values, a column per class pair; two classes: positive is
+        ``labels[0]``."""
         k = self.labels.size
         return self._each_row(_svm.libsvm.svm_predict_values, max(1, k * (k - 1) // 2), X)
 
@@ -634,12 +585,9 @@ class RbfModel:
         return self._raw is not None and bool(_svm.libsvm.svm_check_probability_model(self._raw))
 
     def predict_probability(self, X: sp.spmatrix | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Labels and class probabilities (columns in ``labels`` order) from LIBSVM's own
-        ``svm_predict_probability``, as ``svm-predict -b 1`` computes them.
-
-        The label is the most probable class, which near the boundary can differ from
-        :meth:`predict`'s vote, exactly as in svm-predict.
-        """
+        """Labels and class probabilities (``labels`` order) from ``svm_predict_probability``, as
+        ``svm-predict -b 1``; near the boundary the label may differ from :meth:`predict`'s vote, as
+        there."""
         if not self.has_probability:
             raise EngineError("the model has no probability information (svm-train -b 1)")
         return self._each_row(_svm.libsvm.svm_predict_probability, self.labels.size, X)
@@ -665,8 +613,8 @@ class RbfModel:
 def _predict_rows(
     model: Any, nodes: _svm.svm_problem | None, n: int, predict: Any, width: int
 ) -> tuple[np.ndarray, np.ndarray]:
-    """LIBSVM's ``predict(model, x, values)`` on each of the ``n`` rows of ``nodes``: the labels
-    it returns and the first ``width`` values it writes (decision values or probabilities)."""
+    """LIBSVM's ``predict(model, x, values)`` on the ``n`` rows of ``nodes``: labels and the first
+    ``width`` values written."""
     labels = np.empty(n, dtype=np.float64)
     values = np.zeros((n, width), dtype=np.float64)
     if n == 0:
@@ -698,11 +646,8 @@ def _rbf_from_raw(m: _svm.svm_model, C: float | None, problem: SvmProblem | None
 def train_rbf(
     problem: SvmProblem, C: float, gamma: float, *, probability: bool = False, seed: int = 0
 ) -> RbfModel:
-    """Train C-SVC with the RBF kernel exp(-gamma |u - v|^2) on the whole problem.
-
-    ``probability`` is ``svm-train -b 1``: LIBSVM also fits the probability model, with a
-    5-fold CV whose folds come from ``rand()``, seeded here with ``seed``.
-    """
+    """Train C-SVC with the RBF kernel exp(-gamma |u - v|^2) on the whole problem. ``probability``:
+    ``-b 1``, whose 5-fold CV draws from ``rand()``, seeded with ``seed``."""
     param = _svm_parameter(C, gamma, probability, problem.weights, problem.cache_mb)
     _check_svm(problem, param)
     one_omp_thread()
@@ -720,11 +665,8 @@ def train_rbf(
 
 @dataclass
 class KernelProblem:
-    """A LIBSVM problem over a precomputed kernel matrix of its own rows (``-t 4``).
-
-    28 bytes per kernel entry (the CSR it is built from and LIBSVM's node copy); callers
-    bound the rows so that this fits.
-    """
+    """A LIBSVM problem over a precomputed kernel of its own rows (``-t 4``): 28 bytes per entry,
+    which callers must bound."""
 
     _prob: _svm.svm_problem
     y: np.ndarray
@@ -745,8 +687,8 @@ class KernelProblem:
 
 
 def cv_kernel(problem: KernelProblem, C: float, *, folds: int, seed: int, workers: int = 1) -> int:
-    """:func:`cv_rbf` on a precomputed kernel: the same folds and the same count. ``workers``:
-    threads that train the folds side by side, with the same result."""
+    """:func:`cv_rbf` on a precomputed kernel (same folds, same count); ``workers`` changes speed
+    only."""
     predicted = cv_kernel_predictions(problem, C, folds=folds, seed=seed, workers=workers)
     return int(np.count_nonzero(predicted == problem.y))
 
@@ -763,11 +705,8 @@ def cv_kernel_predictions(
 def fit_predict_kernel(
     problem: KernelProblem, C: float, K_test: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray | None]:
-    """Train C-SVC on the problem's kernel and predict rows whose kernel against it is K_test.
-
-    Returns the labels and, for two classes, each row's decision value for the larger label
-    (LIBSVM's own sign follows the order in which labels first occur in training).
-    """
+    """Train C-SVC on the problem's kernel and predict rows whose kernel against it is K_test:
+    labels and, for two classes, each row's decision value for the larger label."""
     param = _svm_parameter(C, None, weights=problem.weights)
     _check_svm(problem, param)
     one_omp_thread()
@@ -788,20 +727,17 @@ def fit_predict_kernel(
 
 # --- model files: the C loaders, on a copy that kcheck.modelfiles.load has checked ---
 
-#: Bytes of one of LIBSVM's nodes (an int index and a double value), the unit of a loaded
-#: model's support-vector block and of a problem's copy of the rows.
+#: Bytes of one LIBSVM node (int index, double value): a model's SV block and a problem's rows.
 SVM_NODE_BYTES = ctypes.sizeof(_svm.svm_node)
 
 
 def svm_copy_bytes(nnz: int, rows: int) -> int:
-    """What a LIBSVM training on ``rows`` rows of ``nnz`` stored values holds beside its kernel
-    cache: a node per value and per row's terminator, and the solver's per-row arrays."""
+    """What LIBSVM training on ``rows`` rows of ``nnz`` values holds beside its kernel cache."""
     return SVM_NODE_BYTES * (nnz + rows) + SVM_SOLVER_BYTES_PER_ROW * rows
 
 
 def cache_mb_within(free_bytes: float) -> float:
-    """The kernel cache (MB) that ``free_bytes`` leave: at most SVM_CACHE_MB, at least
-    SVM_MIN_CACHE_MB (the cache buys speed only; the models are the same)."""
+    """Kernel cache (MB) ``free_bytes`` leave, in [SVM_MIN_CACHE_MB, SVM_CACHE_MB]: speed only."""
     return max(SVM_MIN_CACHE_MB, min(float(SVM_CACHE_MB), free_bytes / 2**20))
 
 
@@ -815,14 +751,14 @@ def _load(load: Any, copy: str, path: str, library: str) -> Any:
 
 
 def load_liblinear(copy: str, path: str) -> _ll.model:
-    """LIBLINEAR's ``load_model`` on ``copy``, printing nothing: the C model, which
-    :mod:`kcheck.modelfiles.load` compares with the parse before it is used."""
+    """LIBLINEAR's ``load_model`` on ``copy``, printing nothing (checked by
+    kcheck.modelfiles.load)."""
     return _ll.toPyModel(_load(_ll.liblinear.load_model, copy, path, "LIBLINEAR"))
 
 
 def load_libsvm(copy: str, path: str) -> _svm.svm_model:
-    """LIBSVM's ``svm_load_model`` on ``copy``, printing nothing: the C model, which
-    :mod:`kcheck.modelfiles.load` compares with the parse before it is used."""
+    """LIBSVM's ``svm_load_model`` on ``copy``, printing nothing (checked by
+    kcheck.modelfiles.load)."""
     return _svm.toPyModel(_load(_svm.libsvm.svm_load_model, copy, path, "LIBSVM"))
 
 

@@ -1,36 +1,20 @@
 """Worker processes, started one way everywhere.
 
-Processes, not threads, wherever LIBLINEAR or LIBSVM cross-validate: both draw their folds from
-the process-wide C ``rand()``, so threads would make results depend on timing. Workers come
-from a fork server (never a plain fork: the parent runs threads, and forking those is unsafe),
-ignore Ctrl-C (the parent handles it and ends them), and exit when the parent dies, since the
-CLI ends an interrupted run with ``os._exit`` and a pool worker would otherwise wait forever.
+Processes, not threads, wherever LIBLINEAR or LIBSVM cross-validate: both draw folds from the
+process-wide C ``rand()``. Workers come from a fork server (the parent runs threads, so no plain
+fork), ignore Ctrl-C (the parent ends them), and exit when the parent dies (the CLI ends an
+interrupted run with ``os._exit``).
 
-An interrupted run must end cleanly with ``-j N`` too. Two things went wrong when it did not:
-``os._exit`` while a worker was being started cut the pickled start-up data short (the new
-worker printed an ``UnpicklingError`` traceback), and it skipped multiprocessing's exit handlers,
-so the resource tracker warned about the pools' leaked semaphores. Every pool is therefore
-registered, a worker is only ever started under one lock (workers start in ``submit``), and
-:func:`end_all_pools` takes that lock, ends every pool and releases their semaphores. It then
-ends the fork server and the resource tracker too (:func:`_end_helpers`): neither ends with this
-process, and the tracker ignores SIGINT and SIGTERM by design, so a SIGTERM to the process group
-left it running, adopted by init, for as long as any worker was.
+Interrupts with ``-j N``: every pool is registered and workers start only under one lock (in
+``submit``), so :func:`end_all_pools` can take it, end every pool and release their semaphores
+(``os._exit`` skips multiprocessing's exit handlers), then end the fork server and the resource
+tracker (:func:`_end_helpers`; the tracker ignores SIGINT and SIGTERM and would outlive us).
 
-A Ctrl-C in a terminal also reaches the fork server, the resource tracker and the workers
-(the whole process group); a SIGTERM to the group ends the workers and the fork server at once
-(a worker takes SIGTERM's default action, whatever the command's script it ran again as it
-started had set). Each ignores SIGINT once it runs, but the fork server first imports
-the preloaded modules (a second or more), and a SIGINT then printed a KeyboardInterrupt
-traceback. So SIGINT is blocked in the thread that starts them, and a SIGINT held pending is
-dropped when the process sets it to be ignored. multiprocessing starts its resource tracker
-before the first process it spawns and then unblocks SIGINT in the calling thread (CPython
-3.11's resource_tracker), so a fork server started by the same call ran with SIGINT unblocked
-(SigBlk 0 in its /proc status): with ``-j 2`` on large data the baseline's worker starts the
-fork server a second or two after the read, and a Ctrl-C then printed a KeyboardInterrupt
-traceback from its import of numpy, and a worker being started printed a second "kcheck:
-interrupted". So the tracker is started first and SIGINT blocked again
-(:func:`_sigint_blocked`), as :mod:`kcheck.parallel.cluster` does for Dask's workers.
-"""
+A terminal's Ctrl-C reaches the whole process group; helpers that get it while importing print a
+traceback, so SIGINT is blocked in the thread that starts them (a pending SIGINT is dropped once
+ignored). The resource tracker is started first because its start unblocks SIGINT in the caller
+(CPython 3.11), see :func:`_sigint_blocked`; :mod:`kcheck.parallel.cluster` does the same for
+Dask."""
 
 from __future__ import annotations
 
@@ -54,25 +38,23 @@ from kcheck.errors import TimeLimitReached
 
 R = TypeVar("R")
 
-#: Held while a task is submitted (which is when a pool starts its workers) and while pools are
-#: ended, so that no worker is half started when the process exits.
+#: Held while a task is submitted (when a pool starts workers) and while pools end, so no worker is
+#: half started at exit.
 _LOCK = threading.Lock()
 _POOLS: weakref.WeakSet[ProcessPoolExecutor] = weakref.WeakSet()
 _closing = False
 
 
-#: CPU seconds that workers spent on this process's calls, as they sent them back with each
-#: result: a fork server's workers are its children, not this process's, so RUSAGE_CHILDREN
-#: never counts them, and a stage whose work ran in a pool showed a tenth of its CPU.
+#: CPU seconds workers spent on this process's calls, sent back with each result: a fork server's
+#: workers are not our children, so RUSAGE_CHILDREN misses them.
 _worker_cpu = 0.0
 _CPU_LOCK = threading.Lock()
 
 
 def process_cpu_seconds() -> float:
-    """CPU seconds of this process, of its children that have ended, and of the pool tasks
-    and :func:`stoppable` calls it ran in workers. A :class:`Background` call's are not
-    included: it runs beside this process's stages, so they are its own
-    (:attr:`Background.cpu_seconds`)."""
+    """CPU seconds of this process, its ended children, and its pool tasks and :func:`stoppable`
+    calls. A :class:`Background` call's are its own (:attr:`Background.cpu_seconds`): it runs beside
+    the stages."""
     own = resource.getrusage(resource.RUSAGE_SELF)
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     with _CPU_LOCK:
@@ -95,8 +77,8 @@ def _measured(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, f
 
 
 class _Measured(Future):  # type: ignore[type-arg]
-    """A pool task's future as its caller sees it: the task's value, its CPU seconds added
-    to :func:`process_cpu_seconds` as it arrives. Cancelling cancels the task itself."""
+    """A pool task's future whose CPU seconds are added to :func:`process_cpu_seconds` on arrival.
+    Cancelling cancels the task."""
 
     def __init__(self, inner: Future) -> None:  # type: ignore[type-arg]
         super().__init__()
@@ -138,13 +120,9 @@ class _Pool(ProcessPoolExecutor):
 
 @contextlib.contextmanager
 def _sigint_blocked() -> Iterator[None]:
-    """Block SIGINT in this thread: processes started here inherit the mask (see above).
-
-    multiprocessing starts its resource tracker before the fork server and unblocks SIGINT
-    in the calling thread after it (CPython 3.11's resource_tracker), so the fork server, started
-    next by the same call, ran with SIGINT unblocked: a Ctrl-C while it imported numpy printed a
-    KeyboardInterrupt traceback. So the tracker is started here first and SIGINT blocked again;
-    once it runs, starting a process leaves the mask alone."""
+    """Block SIGINT in this thread so processes started here inherit the mask. The resource tracker
+    is started first and SIGINT blocked again, because its start unblocks SIGINT in the caller
+    (CPython 3.11), which let a Ctrl-C hit the fork server's numpy import."""
     if not hasattr(signal, "pthread_sigmask"):
         yield
         return
@@ -158,8 +136,7 @@ def _sigint_blocked() -> Iterator[None]:
 
 
 def _context(preload: Sequence[str]) -> multiprocessing.context.BaseContext:
-    """The one way workers start: a fork server that imports ``preload`` once (spawn where
-    there is none)."""
+    """The one way workers start: a fork server importing ``preload`` once (spawn where none)."""
     methods = multiprocessing.get_all_start_methods()
     ctx = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
     if "forkserver" in methods:
@@ -168,20 +145,16 @@ def _context(preload: Sequence[str]) -> multiprocessing.context.BaseContext:
     return ctx
 
 
-#: The longest path of a Unix socket (sun_path holds 108 bytes, the last one a NUL), and what
-#: multiprocessing adds to its folder for the fork server's: /pymp-XXXXXXXX/listener-XXXXXXXX.
+#: Longest Unix socket path (sun_path's 108 bytes, NUL last), and what multiprocessing appends for
+#: the fork server's: /pymp-XXXXXXXX/listener-XXXXXXXX.
 SOCKET_PATH_MAX = 107
 SOCKET_NAME_LEN = 40
 
 
 def _short_socket_dir() -> None:
-    """Give multiprocessing a folder whose socket paths fit, where TMPDIR is too long for them.
-
-    The fork server listens on a Unix socket in a folder it makes under TMPDIR; a TMPDIR of
-    about 70 characters or more made every ``-j 2`` run that starts workers end with "cannot
-    write or read: AF_UNIX path too long". The folder is made as multiprocessing makes its own
-    (and removed as it removes it), under the first short system folder that can hold it.
-    Nothing else of kcheck's moves out of TMPDIR: only the socket's folder."""
+    """Give multiprocessing a folder whose socket paths fit where TMPDIR is too long (about 70
+    characters gave "AF_UNIX path too long"). Made and removed as multiprocessing does its own,
+    under the first short system folder that can hold it; only the socket's folder moves."""
     import shutil
     import tempfile
 
@@ -228,9 +201,8 @@ def process_pool(
 
 def _init_worker(initializer: Callable[..., None] | None, initargs: tuple[Any, ...]) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    # SIGTERM ends a worker at once, even inside a LIBLINEAR call: a Python handler (one a
-    # module imported while the worker was prepared may have set) would wait for the call to
-    # return, and the parent then stops the worker, which a stopped process never sees.
+    # SIGTERM ends a worker at once, even inside a LIBLINEAR call: a Python handler would wait for
+    # the call, and a stopped worker would never see it.
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     parent = multiprocessing.parent_process()
     if parent is not None:
@@ -247,17 +219,15 @@ def _exit_with(parent: multiprocessing.process.BaseProcess) -> None:
 def end_pool(pool: ProcessPoolExecutor, grace: float = 3.0) -> None:
     """Cancel what has not started and end the workers now, running tasks included."""
     processes = _processes(pool)
-    # Stopped before the shutdown drops the pool's queues, whose semaphores are unlinked once
-    # collected: a worker still reading its start-up data would print a traceback (below).
+    # Stopped before the shutdown drops the pool's queues (their semaphores are unlinked when
+    # collected), or a worker reading its start-up data prints a traceback.
     stopped = _stop_workers(pool)
     pool.shutdown(wait=False, cancel_futures=True)
     for p in processes:
         with contextlib.suppress(Exception):
             p.kill()  # stopped: SIGTERM would wait for a SIGCONT
-    # Where the fork server has died (a SIGTERM to the process group), each worker's handle
-    # takes it for ended (the server can no longer report its exit) and kill() sends nothing:
-    # the stopped worker would stay, stopped, for ever. So each one still stopped is killed by
-    # its pid (a process stopped here is not one that reused the pid of a worker).
+    # Where the fork server has died, worker handles think they ended and kill() sends nothing, so
+    # each still-stopped worker is killed by pid (a stopped pid cannot have been reused).
     for pid in stopped:
         if _state(pid) in (b"T", b"t"):
             with contextlib.suppress(OSError):
@@ -279,8 +249,8 @@ class Stopped(Exception):
 
 
 def _run_and_send(conn: Any, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
-    """``fn(*args)`` and its outcome sent back with the CPU seconds it took here: (True,
-    value, cpu) or (False, the exception, cpu)."""
+    """``fn(*args)`` with the CPU seconds it took here: (True, value, cpu) or (False, exception,
+    cpu)."""
     c0 = process_cpu_seconds()
     try:
         out: tuple[bool, Any, float] = (True, fn(*args), process_cpu_seconds() - c0)
@@ -300,17 +270,11 @@ def stoppable(
     deadline: float,
     preload: Sequence[str] = ("kcheck.bindings.engines",),
 ) -> Any:
-    """Run ``fn(*args)`` in a worker process and return its result, or raise :class:`Stopped`
-    once ``time.perf_counter()`` passes ``deadline``, after killing the worker.
-
-    A LIBLINEAR or LIBSVM call cannot be interrupted from Python; in its own process it can
-    be ended. The worker gets its own copy of the arguments, sent as :class:`Background`
-    sends them (the arrays' memory written to the pipe as it is), so it is meant for runs
-    with a time limit only. Pickled as a process's arguments, they also stood in this process
-    twice over (the pickle, and the bytes it was written from) while the worker started: with
-    --time-limit and --max-rows auto the process tree went past --memory-limit by that. The
-    worker ignores Ctrl-C (the parent handles it) and exits when the parent dies.
-    """
+    """Run ``fn(*args)`` in a worker process and return its result, or kill the worker and raise
+    :class:`Stopped` once ``time.perf_counter()`` passes ``deadline`` (a LIBLINEAR or LIBSVM call
+    cannot be interrupted otherwise). The arguments are sent as :class:`Background` sends them,
+    never pickled whole (that doubled the data while the worker started), but the worker holds a
+    copy: for time-limited runs only. The worker ignores Ctrl-C and exits when the parent dies."""
     if time.perf_counter() >= deadline:
         raise Stopped()
     job = Background(fn, *args, preload=preload)
@@ -325,8 +289,8 @@ def stoppable(
 
 
 def run_until(deadline: float | None, fn: Callable[..., R], *args: Any) -> R:
-    """``fn(*args)``, in a stoppable worker when there is a deadline (``--time-limit``), in
-    this process otherwise (no copy of the data); TimeLimitReached when the deadline passes."""
+    """``fn(*args)`` in a stoppable worker where there is a deadline (``--time-limit``), else in
+    this process (no data copy); TimeLimitReached when the deadline passes."""
     if deadline is None:
         return fn(*args)
     try:
@@ -336,15 +300,10 @@ def run_until(deadline: float | None, fn: Callable[..., R], *args: Any) -> R:
 
 
 class Background:
-    """A call running in its own worker process while this process goes on; :meth:`result`
-    waits for it and ends the worker.
-
-    The arguments are sent before the constructor returns, their arrays' memory written to a
-    pipe as it is (pickle protocol 5's out-of-band buffers), so no pickled copy of the data
-    ever exists in this process: a pool's feeder thread pickled covtype-like data whole, 82 MB
-    more while MultiLinear began. The worker keeps its own copy; callers start one only where
-    memory has room for it.
-    """
+    """A call running in its own worker process while this process goes on; :meth:`result` waits for
+    it and ends the worker. Arguments are sent before the constructor returns with arrays written to
+    a pipe as they are (pickle 5 out-of-band buffers), so no pickled copy exists here. The worker's
+    copy costs memory: callers start one only where it fits."""
 
     def __init__(
         self,
@@ -375,8 +334,7 @@ class Background:
             raise
 
     def ready(self, timeout: float) -> bool:
-        """Whether the call has ended (or its worker died) within ``timeout`` seconds: then
-        :meth:`result` returns or raises at once."""
+        """Whether the call has ended (or its worker died) within ``timeout`` seconds."""
         return bool(self._conn.poll(timeout))
 
     def result(self) -> Any:
@@ -420,8 +378,8 @@ def _background_main(conn: Any) -> None:
 
 
 def _send_out_of_band(conn: Any, obj: Any) -> None:
-    """Pickle ``obj`` with its arrays' memory sent as it is (protocol 5's out-of-band
-    buffers), so that no pickled copy of the data exists in this process at all."""
+    """Pickle ``obj`` with its arrays' memory sent as is (protocol 5 out-of-band), no pickled copy
+    here."""
     buffers: list[pickle.PickleBuffer] = []
     head = pickle.dumps(obj, protocol=5, buffer_callback=buffers.append)
     views = [b.raw() for b in buffers]
@@ -442,28 +400,23 @@ def _recv_out_of_band(conn: Any) -> Any:
 
 
 def end_all_pools(wait_for_start: float = 10.0) -> None:
-    """End every pool of this process, release their semaphores, and end the fork server and
-    the resource tracker; for a run about to exit.
+    """End every pool of this process, release their semaphores, end the fork server and resource
+    tracker; for a run about to exit.
 
-    Waits (up to ``wait_for_start`` seconds) for a worker being started to finish starting and
-    refuses new tasks from then on. Then it runs multiprocessing's exit finalizers of priority
-    >= 0, which ``os._exit`` would skip: they unlink the pools' named semaphores and tell the
-    resource tracker. That comes before the workers are ended, because ending them lets the
-    pools' own threads drop their last references, and a finalizer that such a thread is half
-    way through when the process exits leaves the tracker a semaphore to warn about.
-    """
+    Waits up to ``wait_for_start`` for a starting worker, then refuses new tasks, then runs
+    multiprocessing's exit finalizers of priority >= 0 (which ``os._exit`` skips) before ending
+    workers: ending them lets pool threads drop references mid-finalizer and leaves the tracker a
+    semaphore to warn about."""
     global _closing
-    # The process is exiting: say so to multiprocessing, so that a pool's queue feeder thread
-    # that meets a pipe already closed by the clean-up drops the error, as it does during a
-    # normal interpreter exit, instead of printing a traceback after "interrupted".
+    # Tell multiprocessing we are exiting, so a queue feeder meeting a closed pipe drops the error
+    # instead of printing a traceback after "interrupted".
     multiprocessing.util._exiting = True  # type: ignore[attr-defined]
     locked = _LOCK.acquire(timeout=wait_for_start)
     try:
         _closing = True
-        # A worker the fork server has just forked may still be reading its start-up data,
-        # which names the pool's semaphores: once the finalizers below unlink them, it prints
-        # a FileNotFoundError traceback (seen under load, about 1 Ctrl-C in 30). Stopped
-        # first, it prints nothing; end_pool then kills it.
+        # A just-forked worker may still be reading start-up data naming the pool's semaphores;
+        # unlinked under it, it prints a traceback (about 1 Ctrl-C in 30 under load). Stopped first,
+        # it prints nothing; end_pool then kills it.
         for pool in list(_POOLS):
             _stop_workers(pool)
         for job in list(_BACKGROUND):
@@ -484,18 +437,11 @@ _TRACKER_GRACE = 1.0
 
 
 def _end_helpers(grace: float = _TRACKER_GRACE) -> None:
-    """End the fork server and the resource tracker this process started, and reap both.
-
-    Neither ends with this process: the fork server exits once it reads the end of its
-    "alive" pipe, the tracker once every process that holds its pipe (this one, the fork
-    server, each worker) has closed it, and the tracker ignores SIGINT and SIGTERM by design,
-    so a terminal's Ctrl-C or SIGTERM to the process group cannot end it. After the workers
-    are gone: the fork server (which holds nothing to clean up) is killed, and the tracker's
-    pipe is closed so that it releases whatever is still registered with it and exits; it is
-    killed if it has not within ``grace`` seconds. Python 3.10 to 3.13 keep both processes'
-    pid and pipe under these names (their own ``_stop`` waits without a bound, and 3.10 and
-    3.11 have none for the fork server).
-    """
+    """End and reap the fork server and resource tracker this process started: neither ends with it,
+    and the tracker ignores SIGINT and SIGTERM. After the workers are gone, the fork server is
+    killed and the tracker's pipe closed so it releases what is registered and exits (killed after
+    ``grace`` seconds). Relies on the private names Python 3.10 to 3.13 keep their pid and pipe
+    under."""
     server = getattr(multiprocessing.forkserver, "_forkserver", None)
     pid = getattr(server, "_forkserver_pid", None)
     if server is not None and pid is not None:
@@ -522,8 +468,8 @@ def _close(fd: int | None) -> None:
 
 
 def _reap(pid: int, within: float | None) -> bool:
-    """Wait for child ``pid`` to end (at most ``within`` seconds; None: until it does) and
-    reap it; whether it has ended (also where it is no child of this process any more)."""
+    """Wait up to ``within`` seconds (None: forever) for child ``pid`` and reap it; whether it ended
+    (also where it is no longer our child)."""
     deadline = None if within is None else time.monotonic() + within
     while True:
         try:
@@ -545,9 +491,8 @@ def _processes(pool: ProcessPoolExecutor) -> list[multiprocessing.process.BasePr
 
 
 def _stop_workers(pool: ProcessPoolExecutor, wait: float = 0.5) -> list[int]:
-    """SIGSTOP every worker of ``pool`` (SIGKILL still ends a stopped process), and wait up
-    to ``wait`` seconds until /proc shows them stopped: a signal is delivered asynchronously.
-    The pids signalled."""
+    """SIGSTOP every worker of ``pool`` and wait up to ``wait`` seconds for /proc to show them
+    stopped (delivery is asynchronous); returns the pids signalled."""
     if not hasattr(signal, "SIGSTOP"):
         return []
     pids: list[int] = []
