@@ -1,27 +1,17 @@
-"""The plan: what runs, on which rows, on what budget and in which role, decided once from
-counts before any model trains.
+"""The plan: what runs, on which rows, on what budget and in which role, decided once from counts
+before any model trains.
 
-:func:`make` reads numbers of T and V (:class:`~kcheck.checkers.base.Counts`) and the options,
-never a clock or a trained model, so the same file plans the same work on every machine and
-the plan can be tested without training anything. Each method sizes itself once, here, through
-its registry entry's ``size`` (:class:`~kcheck.checkers.base.Allowance` in,
-:class:`~kcheck.checkers.base.Sized` out, with the method's own record of what it decided);
-the pipeline then only executes the plan, handing each method its ``Sized``, which the method
-obeys and never computes again. Only ``--time-limit`` may change a step at run time, and only
-here (:func:`resized`): through the same ``size``, with the time left.
+:func:`make` reads counts of T and V and the options, never a clock or a model, so the same file
+plans the same work everywhere and plans are testable without training. Each method sizes itself
+once through its registry ``size`` (Allowance in, Sized out); the pipeline executes and never
+re-sizes, except under ``--time-limit`` via :func:`resized`.
 
-The one budget (kcheck.costs.budget.methods_seconds, counted seconds of the reference machine):
-every
-method beside the linear baselines shares ``max(FLOOR_SECONDS, LINEAR_FACTOR x the baseline's
-counted cost)``, in the order they run (exact mode first, then the checkers in registry order,
-then a second fold's), each planned within what the ones before it left and charged what it is
-counted to spend. The first measurement is planned within kcheck.costs.budget.first_seconds of it
-(half of the floor on small data); what it leaves (``Plan.second_fold_seconds``) is all a
-second fold's checkers may spend, where it holds the baseline's count (:func:`second_fold_steps`).
-No row or stored-value threshold decides what runs: a method that does not fit what is left,
-or the memory limit, reports itself skipped with the reason. A linear baseline, the first
-measurement's or a second fold's, has no budget: everything is compared with it.
-"""
+The one budget (kcheck.costs.budget.methods_seconds): methods other than the linear baselines share
+``max(FLOOR_SECONDS, LINEAR_FACTOR x baseline's count)`` in run order (exact, checkers in registry
+order, a second fold's), each within what the earlier left and charged its count. The first
+measurement gets kcheck.costs.budget.first_seconds; its leftover (``Plan.second_fold_seconds``) is a
+second fold's. No row threshold decides: a method that does not fit reports itself skipped with the
+reason. Baselines have no budget."""
 
 from __future__ import annotations
 
@@ -46,12 +36,9 @@ __all__ = [
     "second_fold_steps",
 ]
 
-#: What training the linear baseline in a worker process costs before anything overlaps, in
-#: counted seconds: starting the worker (the fork server's imports, about 0.5 s the first
-#: time) and sending it T and V (0.03-0.06 s for a9a's 5 MB). The baseline trains beside the
-#: checkers where both it and the checkers that may run beside it count at least this, so that
-#: the overlap is predicted to save more than it costs (a9a, 0.85 counted seconds of linear
-#: work: the check went from 2.1x to 1.45x linear here).
+#: Counted seconds a worker-process baseline costs before it overlaps (worker start ~0.5 s, sending
+#: T and V); baseline and beside-checkers must each count this so the overlap pays (a9a: 2.1x to
+#: 1.45x linear).
 BESIDE_MIN_SECONDS = 0.5
 
 
@@ -64,16 +51,15 @@ class Options:
     jobs: int = 1
     #: What the methods may allocate beyond the data in memory (kcheck.memory.checker_budget).
     memory_limit: int = 8 * 2**30
-    #: Whether a ``--time-limit`` applies: the checkers' time budgets would then depend on
-    #: the overlap, so the baseline never trains beside them.
+    #: Whether a ``--time-limit`` applies: budgets would then depend on the overlap, so no
+    #: ``beside``.
     time_limit: bool = False
 
 
 @dataclass(frozen=True)
 class Step:
-    """One method's part: its role, whether it runs, the rows it trains on (0: it reports
-    itself skipped, with ``reason``), what cut them, its counted seconds, and what was left of
-    the check's budget when it was planned."""
+    """One method's part: its role, whether it runs, its rows (0: skipped, with ``reason``), what
+    cut them, its counted seconds, and the budget left when planned."""
 
     name: str
     role: str
@@ -83,28 +69,25 @@ class Step:
     limited_by: str | None = None
     estimated_seconds: float | None = None
     budget_seconds: float | None = None
-    #: The budget of its measurement (kcheck.costs.budget.first_seconds; a second fold's, what the
-    #: first left); ``budget_seconds`` is what the steps before it left of it.
+    #: Its measurement's budget (first_seconds, or what the first left); ``budget_seconds``: what
+    #: was left of it.
     floor_seconds: float = 0.0
     #: Bytes it allocates beyond the data (None: it does not say).
     bytes: int | None = None
     #: What it takes of the budget where it runs (counted; kcheck.plan charges it).
     charged_seconds: float = 0.0
-    #: What its method's ``size`` decided, which the pipeline hands its ``run`` (None: a
-    #: baseline, or a step that does not run).
+    #: What its ``size`` decided, handed to its ``run`` (None: a baseline, or not run).
     sized: Sized | None = field(default=None, compare=False, repr=False)
 
     @property
     def cost_seconds(self) -> float | None:
-        """Its one cost, counted (kcheck.costs.budget), where it trains on rows: what decides,
-        and, times this machine's pace, the time the user is shown. None: nothing to run."""
+        """Its counted cost (kcheck.costs.budget), what decides; times this machine's pace, what the
+        user sees. None: nothing to run."""
         return self.estimated_seconds if self.runs and self.rows > 0 else None
 
     def outcome(self, result: CheckerResult | None) -> str:
-        """What happened at run time, beside ``runs``, the plan's decision: ``ran`` as
-        planned; ``cut short``, on fewer rows than planned (``--time-limit``); ``skipped``,
-        planned on no rows or ended without a result (the time limit, memory, an engine);
-        ``not run``, left out by the plan."""
+        """What happened at run time: ``ran``; ``cut short`` (fewer rows, ``--time-limit``);
+        ``skipped`` (no rows, or no result); ``not run`` (left out by the plan)."""
         if not self.runs:
             return "not run"
         if self.rows == 0 or result is None or result.status == "skipped":
@@ -138,16 +121,16 @@ class Plan:
     steps: tuple[Step, ...]
     #: The linear baseline trains in a worker process beside the checkers that do not read it.
     beside: bool
-    #: The floor, not the linear model, set the first measurement's budget
+    #: The floor, not the linear model, set the first budget
     #: (kcheck.costs.budget.floor_sets_budget).
     small_data: bool
-    #: With the baseline beside them, the checkers that run in a worker process of their own,
-    #: beside the baseline and the checkers this process runs (:func:`_detached`).
+    #: With the baseline beside them, checkers that run in a worker process of their own
+    #: (:func:`_detached`).
     detached: tuple[str, ...] = ()
     #: The one budget (kcheck.costs.budget.methods_seconds), counted.
     budget_seconds: float = 0.0
-    #: What the first measurement left of it: all a second fold's checkers may spend, where it
-    #: holds the baseline's count (:func:`second_fold_steps`).
+    #: What the first measurement left: a second fold's checkers' budget, where it holds the
+    #: baseline's count.
     second_fold_seconds: float = 0.0
 
     def step(self, name: str) -> Step | None:
@@ -155,17 +138,15 @@ class Plan:
 
     @property
     def affords_second_fold(self) -> bool:
-        """Whether what the first measurement left holds a second fold's linear baseline (on
-        the second split, which has T's rows: counted on T's). Only then may the rule ask for
-        one (kcheck.verdict.remeasure), and T's rows are copied for it."""
+        """Whether the first measurement's leftover holds a second fold's baseline (counted on T's
+        rows); only then may kcheck.verdict.remeasure ask for one, and T's rows are copied."""
         linear = self.step("linear")
         cost = linear.estimated_seconds if linear is not None else None
         return cost is not None and cost <= self.second_fold_seconds
 
     @property
     def checkers(self) -> tuple[Step, ...]:
-        """The checkers that run, in the order they run: beside the baseline, those that do
-        not read it first."""
+        """The checkers that run, in order: beside the baseline, those not reading it first."""
         run = [s for s in self.steps if s.runs and s.role in ("proxy", "stand-in")]
         if self.beside:
             run = [s for s in run if early(s)] + [s for s in run if not early(s)]
@@ -173,8 +154,8 @@ class Plan:
 
     @property
     def worth_probing(self) -> bool:
-        """Whether a stage is counted to take OFF_MIN_SECONDS or more: only such a stage is
-        compared with its count, which needs this machine's pace (kcheck.costs.pace)."""
+        """Whether a stage counts OFF_MIN_SECONDS or more: only those are compared with their
+        count."""
         return any((s.cost_seconds or 0.0) >= OFF_MIN_SECONDS for s in self.steps)
 
     def to_json(
@@ -182,10 +163,9 @@ class Plan:
         results: Mapping[str, CheckerResult] | None = None,
         probe_cpu_seconds: float | None = None,
     ) -> dict[str, Any]:
-        """The plan, and beside each step what happened to it at run time (``outcome``) and
-        what it took here where ``results`` has it: wall and CPU seconds (the machine's, where
-        ``estimated_seconds`` are the reference's), and the CPU seconds of the probe that
-        measured this machine's pace (kcheck.costs.pace; None where it did not run)."""
+        """The plan with each step's run-time ``outcome`` and, from ``results``, wall and CPU
+        seconds here (``estimated_seconds`` are the reference's), and the pace probe's CPU seconds
+        (None if not run)."""
         steps = []
         for s in self.steps:
             r = (results or {}).get(s.name)
@@ -193,8 +173,8 @@ class Plan:
             cpu = None if r is None or r.cpu_seconds is None else round(r.cpu_seconds, 3)
             outcome = s.outcome(r)
             steps.append({**s.to_json(), "outcome": outcome, "seconds": took, "cpu_seconds": cpu})
-        # Not ``beside``: it arranges when things run, never what is computed, and the JSON is
-        # the same at any --jobs.
+        # Not ``beside``: it changes when things run, never results; the JSON is the same at any
+        # --jobs.
         probed = None if probe_cpu_seconds is None else round(probe_cpu_seconds, 5)
         return {
             "small_data": self.small_data,
@@ -206,8 +186,8 @@ class Plan:
 
 
 def make(counts: Counts, options: Options) -> Plan:
-    """The plan of a check of T and V: the baseline, exact mode, then the checkers, within
-    the first measurement's share of the one budget; and what they leave a second fold."""
+    """The plan of a check of T and V: baseline, exact mode, then checkers within the first
+    measurement's budget; and what they leave a second fold."""
     linear = Step(
         "linear",
         "baseline",
@@ -245,14 +225,9 @@ def make(counts: Counts, options: Options) -> Plan:
 def second_fold_steps(
     counts: Counts, names: tuple[str, ...], left_seconds: float, memory_limit: int
 ) -> tuple[Step, ...] | None:
-    """A second fold's checkers ``names`` on the second split's ``counts``, planned as the
-    first measurement's (:func:`checker_steps`) within what the first measurement's methods
-    left of the one budget (``left_seconds``, ``Plan.second_fold_seconds``); None where that
-    does not hold the second split's linear baseline. A baseline, the second fold's as the
-    first's, is what every method is compared with and is not charged; but only a budget that
-    could pay for it affords a second fold: on large data, where the first measurement spends
-    the whole budget, none runs, and on small data the second fold's checkers get at least
-    the first measurement's share of the floor."""
+    """A second fold's checkers ``names`` on the second split's ``counts``, planned like the first's
+    within ``left_seconds``; None where that does not hold the second split's baseline (not charged,
+    but it must be affordable): on large data no second fold runs."""
     baseline = budget.linear_seconds(counts.nnz, counts.n_classes, counts.rows)
     if baseline > left_seconds:
         return None
@@ -266,10 +241,9 @@ def checker_steps(
     memory_limit: int,
     whole_seconds: float | None = None,
 ) -> tuple[Step, ...]:
-    """The steps of the checkers ``names``, in registry order, each sized by its own entry
-    (``CheckerSpec.size``) within what the ones before it left of ``left_seconds`` (counted),
-    and charged its counted seconds. ``whole_seconds``, the measurement's budget, is recorded
-    beside (``left_seconds`` where not given). A second fold plans its checkers with this too."""
+    """The steps of checkers ``names`` in registry order, each sized by its ``CheckerSpec.size``
+    within what the earlier left of ``left_seconds`` and charged its count. ``whole_seconds``: the
+    measurement's budget (default ``left_seconds``)."""
     steps = []
     left = left_seconds
     whole = left_seconds if whole_seconds is None else whole_seconds
@@ -284,8 +258,8 @@ def checker_steps(
 
 
 def _step(name: str, role: str, sized: Sized, left: float, whole: float) -> Step:
-    """The step of a method that ``sized`` says what it will do, planned within ``left`` of
-    its measurement's budget ``whole`` and charged its counted seconds."""
+    """The step of a method as ``sized`` says, within ``left`` of its budget ``whole``, charged its
+    count."""
     return Step(
         name,
         role,
@@ -309,10 +283,8 @@ def resized(
     seconds_left: float | None,
     linear_seconds: float | None = None,
 ) -> Sized:
-    """What ``step``'s method runs on, as it is about to run: the plan's ``Sized`` as made;
-    under ``--time-limit`` (``seconds_left``, and what the linear baseline took here), sized
-    again through the same ``size`` with the time left. The one place a decision changes at
-    run time. Every method's step carries its ``Sized`` (a baseline's none)."""
+    """What ``step``'s method runs on as it starts: the plan's ``Sized``, or under ``--time-limit``
+    re-sized through the same ``size`` with the time left. The one run-time change of a decision."""
     if step.sized is None:
         raise ValueError(f"the plan's {step.name} step carries no sizing")
     if seconds_left is None:
@@ -325,8 +297,8 @@ def resized(
 
 
 def _exact(counts: Counts, options: Options, whole: float) -> Step:
-    """Exact mode's step: its ``size`` (:func:`kcheck.checkers.exact.size`) on all rows (T and
-    V), within the whole of the first measurement's budget ``whole`` (it runs first)."""
+    """Exact mode's step: its ``size`` on all rows, within the first measurement's whole budget (it
+    runs first)."""
     sized = registry.EXACT.size(counts, Allowance(options.memory_limit, whole), options.exact)
     return Step(
         registry.EXACT.name,
@@ -343,9 +315,8 @@ def _exact(counts: Counts, options: Options, whole: float) -> Step:
 
 
 def early(step: Step) -> bool:
-    """A checker that may start before the baseline has finished, where it trains beside: one
-    that says what it will allocate. Any other starts once the baseline has finished; one that
-    starts early and reads the baseline (``Context.linear``) waits for it there."""
+    """A checker that may start before the baseline finishes (beside): one that says what it
+    allocates. One that starts early and reads ``Context.linear`` waits there."""
     return step.bytes is not None
 
 
@@ -355,20 +326,15 @@ def _early_steps(steps: tuple[Step, ...]) -> list[Step]:
 
 
 def _beside(counts: Counts, options: Options, steps: tuple[Step, ...]) -> bool:
-    """Whether the linear baseline trains in a worker process beside the checkers.
+    """Whether the linear baseline trains in a worker process beside the checkers: its C search is
+    one long single-threaded call that degree-2 and MultiLinear need not wait for. Only when, so no
+    plan can change (the JSON stays ``--jobs 1``'s):
 
-    On large data the baseline's C search is one long single-threaded LIBLINEAR call, and
-    neither degree-2 nor MultiLinear needs its result to start (MultiLinear's fallback C for
-    its smallest clusters waits for it), so with ``--jobs`` of 2 or more they share the cores
-    instead of taking turns. Nothing computed changes, only when: the JSON is that of
-    ``--jobs 1``. Only where it can change no plan:
-
-    * no ``--time-limit`` (the checkers' time budgets would then depend on the overlap);
-    * exact mode not running (it would want the cores), nor asked for;
-    * the baseline and the checkers beside it each counting BESIDE_MIN_SECONDS or more, so
-      that the overlap pays for the worker;
-    * the worker's copy of T and V, LIBLINEAR's nodes, and what the early checkers plan to
-      allocate, fit the checkers' memory budget together.
+    * no ``--time-limit``;
+    * exact mode neither running nor asked for;
+    * baseline and beside-checkers each count BESIDE_MIN_SECONDS or more;
+    * the worker's T and V copy, LIBLINEAR's nodes and early checkers' allocations fit the
+      memory budget.
     """
     if options.jobs < 2 or options.time_limit:
         return False
@@ -384,16 +350,10 @@ def _beside(counts: Counts, options: Options, steps: tuple[Step, ...]) -> bool:
 
 
 def _detached(counts: Counts, options: Options, steps: tuple[Step, ...]) -> tuple[str, ...]:
-    """The early checkers that run in a worker process of their own, with the baseline beside.
-
-    Without this, the checkers took turns in this process while the baseline's worker, once
-    done, left a core idle: on 581,012 covtype-like rows MultiLinear, degree-2 and rbfsvm ran
-    one after another for 329 s beside a 73 s baseline. A checker the registry lets run in a
-    worker (``in_worker``: it never reads the baseline) goes to one where it counts at least
-    BESIDE_MIN_SECONDS, another checker stays in this process to overlap it, and its worker's
-    copy of T and V fits the memory limit beside the baseline's and what the early checkers
-    plan to allocate. Like ``beside``, it arranges when things run, never what is computed.
-    """
+    """The early checkers that run in a worker process of their own beside the baseline, so no core
+    idles (covtype-like: 329 s of checkers in turn beside a 73 s baseline). One with ``in_worker``
+    goes there where it counts BESIDE_MIN_SECONDS, another stays here to overlap, and its copy of T
+    and V fits memory. Changes when, never what."""
     early = _early_steps(steps)
     copy = _beside_bytes(counts)
     used = copy + sum(s.bytes or 0 for s in early)
@@ -418,16 +378,14 @@ def _detached(counts: Counts, options: Options, steps: tuple[Step, ...]) -> tupl
 
 
 def _beside_bytes(counts: Counts) -> int:
-    """What the baseline's worker adds: its copy of T and V (counted twice, a margin for the
-    conversions it may make), LIBLINEAR's nodes (16 bytes a value, a bias and an end node a
-    row), and its interpreter. This process sends the arrays as they are (no copy)."""
+    """What the baseline's worker adds: T and V copied (counted twice, for conversions), LIBLINEAR's
+    nodes (16 bytes a value, a bias and an end node a row), and its interpreter."""
     data = counts.data_bytes + counts.val_bytes
     return 2 * data + 16 * (counts.nnz + 2 * counts.rows) + FIXED_BYTES
 
 
-#: A stage whose CPU seconds fall outside these multiples of its prediction is named in a
-#: warning line (not in the JSON, which stays the same on every machine): a cost model that is
-#: wrong shows itself. Only stages predicted to take at least OFF_MIN_SECONDS.
+#: CPU seconds outside these multiples of the prediction are named in a warning line (not the JSON);
+#: only stages predicted at OFF_MIN_SECONDS or more.
 OFF_LOW, OFF_HIGH, OFF_MIN_SECONDS = 0.5, 2.0, 0.5
 
 
@@ -436,24 +394,14 @@ def done_share(
     data: Mapping[str, Any] | None = None,
     predicted: float | None = None,
 ) -> tuple[float, str]:
-    """The share of its plan's count (``predicted``) that the work a checker did is predicted to
-    take,
-    from its JSON block and the JSON's ``data``, and how to say it.
+    """The share of its plan's count (``predicted``) that a checker's actual work is predicted to
+    take, from its JSON block and ``data``, and how to say it.
 
-    The plan counts LIBSVM's kernel entries and no iterations, as none has run; at a large C
-    they are most of the work (a repeat at C = 2^7 on 5,000 noisy rows took 2.5 times its
-    share of the plan). Once its search has run, exact mode revises its count with the
-    repeats that ran predicted from the iterations it counted (``revised_seconds``); the
-    share is that over the plan's count. Exact mode's repeats also stop once the verdict is
-    settled, where the plan counts all of them (the budget must): a block without
-    ``revised_seconds`` (kcheck 0.6.1) gets the count of the repeats it ran.
-
-    The RBF SVM checker (once its search has run) and MultiLinear (once its k-means has run)
-    give the stage's own prediction in ``revised_seconds``, from what that first part found
-    (the search's support vectors, the clusters' classes): the share is that over the step's
-    ``predicted`` seconds (its count; over the block's count where not given, as kcheck 0.6.4
-    counted it), so that the stage is held to its own revision. 1 where nothing says
-    otherwise."""
+    Exact mode revises its count from its search's LIBSVM iterations (``revised_seconds``; the plan
+    counts no iterations, and at large C they dominate) and may stop repeats early; a block without
+    ``revised_seconds`` (kcheck 0.6.1) gets the count of repeats run. rbfsvm and MultiLinear give
+    their own ``revised_seconds``, taken over the step's ``predicted`` (the block's count where
+    absent, kcheck 0.6.4). 1 otherwise."""
     if not block:
         return 1.0, ""
     revised = block.get("revised_seconds")
@@ -492,12 +440,10 @@ def off_prediction(
     checkers: Mapping[str, Any] | None = None,
     data: Mapping[str, Any] | None = None,
 ) -> list[str]:
-    """Each step of a finished check's ``plan`` block whose CPU seconds were under OFF_LOW or
-    over OFF_HIGH times its count (``estimated_seconds``, in reference seconds; a schema-2
-    block's ``predicted_seconds``) at this machine's pace (the block's ``probe_cpu_seconds``,
-    kcheck.costs.pace), as a line for the user. ``checkers`` and ``data``: the JSON's blocks
-    of those names, for a stage that stopped early by design, whose prediction is then of the
-    work it did (:func:`done_share`)."""
+    """Each step of a finished check's ``plan`` block whose CPU seconds were outside [OFF_LOW,
+    OFF_HIGH] times its count at the block's pace (``probe_cpu_seconds``; schema 2:
+    ``predicted_seconds``), as a user line. ``checkers`` and ``data``: JSON blocks for stages that
+    stop early by design (:func:`done_share`)."""
     lines = []
     machine = probe.pace(plan_json.get("probe_cpu_seconds"))
     at_pace = "" if machine == 1.0 else f", at this machine's pace of {machine:.2f}"
@@ -527,8 +473,8 @@ def off_prediction(
 
 
 def _times(ratio: float) -> str:
-    """``ratio`` to one decimal, or more where one would round it into [OFF_LOW, OFF_HIGH]:
-    a warning that said "0.5x" of 0.46 read as if the stage had been within the band."""
+    """``ratio`` to one decimal, or more where rounding would put it inside [OFF_LOW, OFF_HIGH]
+    (0.46 is not "0.5x")."""
     for places in (1, 2, 3):
         shown = f"{ratio:.{places}f}"
         if not OFF_LOW <= float(shown) <= OFF_HIGH:
