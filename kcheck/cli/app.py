@@ -1,10 +1,8 @@
 """The ``kcheck`` group and its entry point: the one place that turns outcomes into exit codes.
 
-Status goes to stderr (rich), data to stdout (JSON). Exit codes are decided here, in
-:func:`main`: 0 done, 1 a gate tripped, 2 usage error or bad input, 3 some data sets of a
-batch failed, 130 SIGINT, 143 SIGTERM. Domain errors (:class:`KcheckError`) become one-line
-messages here and only here.
-"""
+Status to stderr (rich), data to stdout (JSON). Exit codes (:func:`main`): 0 done, 1 a gate tripped,
+2 usage error or bad input, 3 some batch data sets failed, 130 SIGINT, 143 SIGTERM.
+:class:`KcheckError` becomes a one-line message here only."""
 
 from __future__ import annotations
 
@@ -60,8 +58,8 @@ def cli(ctx: click.Context) -> None:
     Shell completion (bash; zsh and fish likewise with zsh_source, fish_source):
       eval "$(_KCHECK_COMPLETE=bash_source kcheck)"
     """
-    # Bare ``kcheck`` asks what there is: the help on stdout and exit 0, as ``git`` does
-    # (click 8.2's no_args_is_help makes it a usage error, exit 2).
+    # Bare ``kcheck`` prints help and exits 0, as ``git`` does (click 8.2's no_args_is_help exits
+    # 2).
     if ctx.invoked_subcommand is None:
         click.echo(ctx.get_help())
         ctx.exit(0)
@@ -85,12 +83,9 @@ def usage_message(e: click.ClickException) -> str:
 
 
 def _quiet_missing_hashes() -> None:
-    """Drop hashlib's own traceback for each hash whose C module did not load.
-
-    Under a tight address space (``ulimit -v``) the numeric stack's import reaches hashlib,
-    which logs a traceback per missing hash and goes on; kcheck uses no hash, and what does
-    fail next is said in one line. Only the command does this: the logging set-up is the
-    process's."""
+    """Drop hashlib's traceback per hash whose C module did not load (under ``ulimit -v`` the
+    numeric stack's import reaches hashlib; kcheck uses none of them). Only the command does this:
+    logging set-up is the process's."""
     import logging
 
     # hashlib logs through the module-level logging.exception: on the root logger itself.
@@ -100,11 +95,9 @@ def _quiet_missing_hashes() -> None:
 def main(argv: list[str] | None = None, *, whole_process: bool = False) -> None:
     """Entry point: the one place that turns outcomes into exit codes and messages.
 
-    A SIGINT or SIGTERM ends the run with "kcheck: interrupted" and 130 (143) whenever it comes
-    before the outcome is settled, and changes nothing after: every output is committed by
-    then. ``whole_process`` (the ``kcheck`` command, ``python -m kcheck``) keeps it so until the
-    interpreter has ended; a caller in the same process gets its own signal handlers back.
-    """
+    A SIGINT or SIGTERM before the outcome is settled ends the run with "kcheck: interrupted" and
+    130 (143); after, it changes nothing (every output is committed). ``whole_process`` keeps it so
+    until the interpreter ends; an in-process caller gets its signal handlers back."""
     global _settled, _caught
     _settled = _caught = False
     if whole_process:
@@ -130,8 +123,7 @@ def main(argv: list[str] | None = None, *, whole_process: bool = False) -> None:
         except Terminated:
             _caught = True
             code = EXIT_SIGTERM
-    # A second signal while the first one's exception was being caught (the handlers raise
-    # nothing once it is): the run ends all the same.
+    # A second signal while the first's exception was being caught: the run ends all the same.
     except KeyboardInterrupt:
         _caught = True
         code = EXIT_SIGINT
@@ -141,14 +133,14 @@ def main(argv: list[str] | None = None, *, whole_process: bool = False) -> None:
     if _caught:
         _end_interrupted(code)
     if whole_process:
-        # Ignored, not handled: as the interpreter ends it puts back the default action of
-        # every signal that has a Python handler, and a Ctrl-C then killed the process (no
-        # message, after every output was written); it leaves an ignored signal ignored.
+        # Ignored, not handled: at shutdown the interpreter restores the default action of signals
+        # with Python handlers (a Ctrl-C then killed the process silently), but leaves ignored ones
+        # ignored.
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     else:
-        # In-process (tests): the caller's handlers and hooks again; main would otherwise
-        # wrap the hooks once more at each call.
+        # In-process (tests): restore the caller's handlers and hooks, or each call wraps them
+        # again.
         for signum, handler in zip((signal.SIGINT, signal.SIGTERM), previous, strict=True):
             if handler is not None:
                 signal.signal(signum, handler)
@@ -157,8 +149,8 @@ def main(argv: list[str] | None = None, *, whole_process: bool = False) -> None:
 
 
 def _outcome(argv: list[str] | None) -> int:
-    """Run the command; its exit code, with its message (if any) said. KeyboardInterrupt and
-    Terminated go through to :func:`main`, also where another exception stands for them."""
+    """Run the command; its exit code, with its message said. KeyboardInterrupt and Terminated go to
+    :func:`main`, also where another exception stands for them."""
     code = EXIT_OK
     state["quiet"] = False  # until the command's Ui says otherwise
     with warnings.catch_warnings(record=True) as caught:
@@ -176,8 +168,7 @@ def _outcome(argv: list[str] | None) -> int:
                 raise signalled from e
             code = _said(e)
         finally:
-            # Warnings said so far, also on the way out of an interrupt: "kcheck: interrupted"
-            # comes after them, as the last line.
+            # Warnings said so far, also on an interrupt: "kcheck: interrupted" comes last.
             for w in caught:
                 if issubclass(w.category, KcheckWarning) and not state["quiet"]:
                     _err(f"kcheck: warning: {w.message}")
@@ -185,8 +176,8 @@ def _outcome(argv: list[str] | None) -> int:
 
 
 def _said(e: Exception) -> int:
-    """The exit code of ``e``, its one line said; ``e`` raised again if it is not one of
-    those (a bug: its traceback)."""
+    """The exit code of ``e``, its one line said; otherwise ``e`` re-raised (a bug: its
+    traceback)."""
     if isinstance(e, GateTripped):
         # -q is the silent form for a gate: the exit code says it.
         if not state["quiet"]:
@@ -226,23 +217,20 @@ def _said(e: Exception) -> int:
     raise e
 
 
-#: What the import of a compiled module says where the address space ran out (``ulimit -v``:
-#: "failed to map segment from shared object") or memory did.
+#: What importing a compiled module says where address space (``ulimit -v``) or memory ran out.
 _OUT_OF_MEMORY = ("failed to map segment", "cannot allocate memory", "out of memory")
 
 
 def _no_thread(e: Exception) -> bool:
-    """Whether ``e`` is Python failing to start a thread: the stack of a new thread did not
-    fit (memory, or the address space ``ulimit -v`` allows)."""
+    """Whether ``e`` is Python failing to start a thread (no room for its stack: memory or ``ulimit
+    -v``)."""
     return isinstance(e, RuntimeError) and str(e) == "can't start new thread"
 
 
 def _no_room(e: Exception) -> bool:
-    """Whether ``e`` is CPython failing for want of memory without saying so: under an
-    address-space limit (``ulimit -v``) the import of a compiled module, or a call, can run
-    out of room in a way that leaves a SystemError ("error return without exception set",
-    "returned NULL without setting an exception") and no MemoryError; one run in two under
-    coverage at 150M. Without a limit it stays a traceback: a bug."""
+    """Whether ``e`` is CPython out of memory without saying so: under ``ulimit -v`` an import or
+    call can leave a SystemError ("error return without exception set", "returned NULL without
+    setting an exception") and no MemoryError. Without a limit it stays a traceback: a bug."""
     text = str(e)
     return (
         isinstance(e, SystemError)
@@ -253,9 +241,8 @@ def _no_room(e: Exception) -> bool:
 
 
 def _failed_import(e: ImportError) -> str | None:
-    """The one line for a library that could not be loaded (numpy's import failing where the
-    address space runs out, a package missing from the installation); None where the import
-    that failed is kcheck's own (a bug: its traceback)."""
+    """The one line for a library that could not be loaded (numpy failing under ``ulimit -v``, a
+    missing package); None where the failed import is kcheck's own (a bug: its traceback)."""
     package = _library(e)
     if package is None:
         return None
@@ -282,9 +269,8 @@ def _failed_import(e: ImportError) -> str | None:
 
 
 def _library(e: ImportError) -> str | None:
-    """The installed package whose import failed under kcheck's: the first frame past
-    kcheck's last one, or the module a kcheck import statement did not find; None where
-    kcheck's own import failed."""
+    """The installed package whose import failed under kcheck's: the first frame past kcheck's last,
+    or the module a kcheck import did not find; None where kcheck's own import failed."""
     own = os.path.dirname(os.path.abspath(kcheck.__file__))
     frames = [
         f.filename for f in traceback.extract_tb(e.__traceback__) if not f.filename.startswith("<")
@@ -300,10 +286,9 @@ def _library(e: ImportError) -> str | None:
 
 
 def _from_a_signal(e: BaseException) -> BaseException | None:
-    """The signal's exception (KeyboardInterrupt or Terminated) behind ``e``, once a signal
-    came: Python turns a KeyboardInterrupt raised in some places into another exception
-    (inside ``__set_name__``, while a lazy import creates a class: "RuntimeError: Error calling
-    __set_name__"), and clean-up code interrupted by one may fail otherwise."""
+    """The signal's exception (KeyboardInterrupt or Terminated) behind ``e``, once a signal came:
+    Python wraps a KeyboardInterrupt in some places (``__set_name__`` during a lazy import:
+    RuntimeError), and interrupted clean-up may fail otherwise."""
     if not _ENDING.is_set():
         return None
     seen: set[int] = set()
@@ -317,21 +302,18 @@ def _from_a_signal(e: BaseException) -> BaseException | None:
 
 
 def _end_interrupted(code: int) -> NoReturn:
-    """Say "kcheck: interrupted" and end the process now, with ``code`` (130 or 143).
+    """Say "kcheck: interrupted" and end the process now with ``code`` (130 or 143).
 
-    Solver threads cannot be stopped, so the process ends with ``os._exit``. Outputs are
-    written atomically at the very end, so nothing partial exists. A second signal must not
-    cut the clean-up short. os._exit skips every clean-up, so remove the temporary files
-    being written (after renames under way finish), end the worker pools (none half started)
-    and release their semaphores, and remove the temporary directory of the fork server here.
-    """
+    Solver threads cannot be stopped, so it ends with ``os._exit``, which skips all clean-up: so
+    first remove temporaries (after renames under way), end the worker pools and release their
+    semaphores, and remove the fork server's temporary directory. A second signal must not cut this
+    short."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     _err("kcheck: interrupted")
     atomic.abandon()
-    # An exception a pool's own thread meets while the pools are torn down under it (a
-    # pipe closed from another thread: EBADF, seen once under load) is silenced by the
-    # hooks installed by main, as the signal set _ENDING.
+    # Errors a pool's own thread meets while pools are torn down (EBADF) are silenced by main's
+    # hooks, as the signal set _ENDING.
     from kcheck.parallel.workers import end_all_pools
 
     end_all_pools()
@@ -341,30 +323,26 @@ def _end_interrupted(code: int) -> NoReturn:
     os._exit(code)
 
 
-#: Set by the first SIGINT or SIGTERM: from then on the run is ending, and what is torn down
-#: under it is not news to the user.
+#: Set by the first SIGINT or SIGTERM: the run is ending, and what fails in tear-down is no news.
 _ENDING = threading.Event()
 #: Set where the exception a signal raised was lost (in a finaliser): the next one is raised.
 _lost = threading.Event()
-#: Set by main: the outcome is decided and every output written (a signal changes nothing
-#: now), or the exception a signal raised has been caught (the run is ending).
+#: Set by main: the outcome is decided and every output written, or the signal's exception was
+#: caught.
 _settled = False
 _caught = False
 
 
 def _quiet_when_ending(hook: Callable[[Any], object]) -> Callable[[Any], None]:
-    """Wrap sys.unraisablehook or threading.excepthook so that, once a signal has arrived,
-    they print nothing: "kcheck: interrupted" is the one line a Ctrl-C gives. While the
-    KeyboardInterrupt unwinds, objects of the run are freed and may fail in ``__del__`` (a Dask
-    client whose event loop was closed first printed "Exception ignored in ... IOLoop is
-    closed" before that line); before a signal they print as usual."""
+    """Wrap sys.unraisablehook or threading.excepthook to print nothing once a signal has arrived:
+    "kcheck: interrupted" is a Ctrl-C's one line, though objects freed while it unwinds may fail in
+    ``__del__`` (a Dask client's "IOLoop is closed"). Before a signal they print as usual."""
 
     def quiet(args: Any) -> None:
         if not _ENDING.is_set():
             hook(args)
         elif isinstance(args.exc_value, (KeyboardInterrupt, Terminated)):
-            # The signal's exception was raised inside a __del__ or a callback, which cannot
-            # pass it on: the run would go on as if no signal had come. Send it again.
+            # Raised inside a __del__ or callback, which cannot pass it on: send it again.
             interrupt = isinstance(args.exc_value, KeyboardInterrupt)
             _lost.set()
             _send_again(signal.SIGINT if interrupt else signal.SIGTERM)
@@ -373,8 +351,8 @@ def _quiet_when_ending(hook: Callable[[Any], object]) -> Callable[[Any], None]:
 
 
 def _send_again(signum: int) -> None:
-    """Deliver ``signum`` to the main thread again, from another thread, a moment from now
-    (outside the finaliser that swallowed it)."""
+    """Re-deliver ``signum`` to the main thread from another thread, outside the finaliser that
+    swallowed it."""
 
     def send() -> None:
         time.sleep(0.05)
@@ -385,10 +363,8 @@ def _send_again(signum: int) -> None:
 
 
 class _ClosedStream(io.TextIOBase):
-    """Stands for a standard stream that was closed when kcheck started (``>&-``, ``<&-``).
-
-    Using it is a usage error with one clear line (exit 2), never a traceback.
-    """
+    """Stands for a standard stream closed when kcheck started (``>&-``, ``<&-``): using it is a
+    one-line usage error (exit 2), never a traceback."""
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -407,14 +383,10 @@ class _ClosedStream(io.TextIOBase):
 
 
 def guard_standard_streams() -> None:
-    """Give closed standard file descriptors a /dev/null, and closed streams a stand-in.
-
-    Python sets a closed standard stream to None, so the first use raised AttributeError
-    (traceback, exit 1). Worse, the next file opened would get the free descriptor: LIBLINEAR
-    printing to fd 1 would then write into an output file. Writes to a closed stderr are
-    dropped (messages are lost, exit codes stay true); reads from a closed stdin and writes
-    to a closed stdout fail with one line.
-    """
+    """Give closed standard file descriptors a /dev/null, and closed streams a stand-in: Python sets
+    them to None (AttributeError on use), and the next open would take the free descriptor
+    (LIBLINEAR printing to fd 1 into an output file). Writes to a closed stderr are dropped; reads
+    from a closed stdin and writes to a closed stdout fail with one line."""
     for fd, name, mode in (
         (0, "stdin", os.O_RDONLY),
         (1, "stdout", os.O_WRONLY),
@@ -442,8 +414,8 @@ def guard_standard_streams() -> None:
 
 
 def _invoke(args: list[str]) -> None:
-    """Run the command without click's own ``main``, which turns a broken pipe into exit 1
-    (our gate code) and would take exit codes out of :func:`main`'s hands."""
+    """Run the command without click's ``main``, which makes a broken pipe exit 1 (our gate code)
+    and would take exit codes from :func:`main`."""
     with cli.make_context("kcheck", list(args)) as ctx:
         cli.invoke(ctx)
 
@@ -468,13 +440,10 @@ def _on_sigterm(signum: int, frame: object) -> None:
 def _on_sigint(signum: int, frame: object) -> None:
     """As Python's own handler (a KeyboardInterrupt), and marks the run as ending.
 
-    Nothing once main has settled the outcome or caught an interrupt; nothing yet while the
-    main thread renames a set of outputs into place (the signal comes again once they are);
-    and nothing while the first one's clean-up runs (a local Dask cluster closing, a cluster
-    starting that must finish first): a second Ctrl-C cut that short, and a worker the
-    cluster was starting printed a traceback. Unless the first was lost in a finaliser, or
-    the clean-up has taken :data:`CLEAN_UP_SECONDS`: then it is raised again.
-    """
+    Does nothing once main has settled the outcome or caught an interrupt; nothing yet while the
+    main thread renames a set of outputs (the signal comes again after); nothing while the first
+    one's clean-up runs (a Dask cluster closing or starting), unless the first was lost in a
+    finaliser or the clean-up has taken :data:`CLEAN_UP_SECONDS`: then it is raised again."""
     if not _ignore(signum):
         _raised_now()
         raise KeyboardInterrupt

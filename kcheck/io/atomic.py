@@ -1,26 +1,18 @@
-"""Atomic file output: write a temporary file beside the target, then rename it over.
-
-A reader of the target sees the old file or the complete new one, never a partial one, and a
-failed or interrupted run leaves the old file as it was and no temporary file behind. Every
-file kcheck writes goes through here, so the edge cases are handled once:
+"""Atomic file output: write a temporary file beside the target, then rename it over, so a reader
+sees the old file or the complete new one, and a failed or interrupted run leaves the old file and
+no temporary. Every file kcheck writes goes through here:
 
 * a device or pipe (``/dev/null``, ``/dev/stdout``, a FIFO, ``-o >(jq ...)``) is written in
-  place, since renaming over it would replace the device node. It is opened before the work,
-  not at the commit: where an :class:`OutputSet` reserved it, without waiting (a FIFO that no
-  process reads is an error then); and it is written with signals live, so that neither a
-  missing reader nor one that does not read can hold an interrupt back;
+  place (renaming would replace the node), opened before the work without waiting for a reader,
+  and written with signals live so a reader cannot hold an interrupt back;
 * a symlink's target is replaced, not the link;
 * a new file gets the umask's permissions, a replaced one keeps its own;
-* an OSError (disk full, permission, missing directory) becomes a one-line KcheckError.
+* an OSError becomes a one-line KcheckError.
 
-Each temporary file lives alone in a private directory beside its target (``.NAME.XXXX.tmp/``;
-in TMPDIR for a device or pipe), so that an interrupted run can delete it for good: a C library
-still writing the file's path in another thread cannot create it again once its directory is
-gone, as it could a plain file.
-
-While an :class:`OutputSet` is active, what is written here is staged instead, and the set
-commits every output of the command together once the command has reached its end, or none.
-"""
+Each temporary lives alone in a private directory beside its target (``.NAME.XXXX.tmp/``; TMPDIR for
+a device), so an interrupted run can delete it for good: a C thread still writing the path cannot
+recreate it once the directory is gone. While an :class:`OutputSet` is active, writes are staged and
+the command's outputs commit together at its end, or none do."""
 
 from __future__ import annotations
 
@@ -56,8 +48,8 @@ def _is_fifo(path: str) -> bool:
 
 
 def no_reader(path: str, e: OSError) -> bool:
-    """Whether ``e`` is what opening the FIFO ``path`` without waiting gives when no process
-    reads it."""
+    """Whether ``e`` is what opening FIFO ``path`` without waiting gives when no process reads
+    it."""
     return e.errno == errno.ENXIO and _is_fifo(path)
 
 
@@ -71,9 +63,8 @@ _NOCTTY = getattr(os, "O_NOCTTY", 0)
 
 
 def open_special(path: str, *, wait: bool = False) -> int:
-    """A descriptor that writes the device or pipe ``path`` in place, opened without waiting
-    for a reader: OSError ENXIO where ``path`` is a FIFO that no process reads (with ``wait``,
-    wait for one instead). Writes through it block as usual."""
+    """A descriptor writing device or pipe ``path`` in place, opened without waiting for a reader
+    (ENXIO for an unread FIFO; ``wait``: wait for one). Writes block as usual."""
     try:
         fd = os.open(path, os.O_WRONLY | _NONBLOCK | _NOCTTY)
     except OSError as e:
@@ -89,24 +80,21 @@ def open_special(path: str, *, wait: bool = False) -> int:
 
 
 class Abandoned(BaseException):
-    """Raised where a temporary file or directory is asked for after :func:`abandon`: the
-    process is about to end, and nothing new may be left behind."""
+    """Raised where a temporary is asked for after :func:`abandon`: nothing new may be left
+    behind."""
 
 
-#: Private directories of the temporary files (and scratch directories) in use now. An
-#: interrupted run ends with ``os._exit`` while a worker thread may still be writing into one,
-#: so :func:`abandon` removes them; no ``finally`` runs then.
+#: Private directories of temporaries in use. :func:`abandon` removes them before ``os._exit`` (no
+#: ``finally`` runs then) while a worker thread may still write into one.
 _live: set[str] = set()
 _live_lock = threading.Lock()
-#: Held while finished temporaries are renamed into place, so that an interrupt waits for a
-#: set of renames (a model and its range file) to complete instead of splitting it.
+#: Held while temporaries are renamed into place: an interrupt waits for a whole set (model and
+#: range file).
 _commit_lock = threading.Lock()
-#: The commit lock that :func:`abandon` took for good, if it has run: from then on no
-#: temporary is made and no rename starts.
+#: The commit lock :func:`abandon` took for good: from then on no temporary, no rename.
 _abandoned_with: list[object] = []
-#: Whether the main thread is in a step that a signal must not split (renaming a set into
-#: place, or making a temporary directory and tracking it), and the signals that arrived
-#: meanwhile (see :func:`defer_signal`).
+#: Whether the main thread is in a step a signal must not split (renaming a set, making and tracking
+#: a temporary directory), and the signals held meanwhile (:func:`defer_signal`).
 _main_holding = False
 _deferred: list[int] = []
 #: The set that writes are staged into now (see :class:`OutputSet`), if any.
@@ -138,12 +126,8 @@ def _remove_tree(path: str) -> None:
 
 
 def abandon() -> None:
-    """Before ``os._exit``: wait for renames under way, then delete every temporary file.
-
-    The commit lock is taken and never released: the process is about to end, and no
-    worker thread may start renaming a file the interrupt has deleted half of, nor make a
-    new temporary file that nobody would delete.
-    """
+    """Before ``os._exit``: wait for renames under way, then delete every temporary file. The commit
+    lock is never released, so no thread renames a half-deleted file or makes a new temporary."""
     lock = _commit_lock
     lock.acquire(timeout=10)
     with _live_lock:
@@ -155,9 +139,8 @@ def abandon() -> None:
 
 def defer_signal(signum: int) -> bool:
     """For a signal handler: whether the main thread is in a step a signal must not split
-    (:func:`_holding`). If so the signal is held, and sent again as soon as the step is done,
-    so that an interrupt never leaves a new model beside an old range file, nor a staging
-    directory made but not yet tracked for :func:`abandon` (the handler returns)."""
+    (:func:`_holding`); if so the signal is held and re-sent when the step ends, so no new model
+    sits beside an old range file and no directory escapes :func:`abandon`."""
     if _main_holding and threading.current_thread() is threading.main_thread():
         _deferred.append(signum)
         return True
@@ -174,9 +157,8 @@ def _release_held() -> None:
 
 @contextlib.contextmanager
 def _holding() -> Iterator[None]:
-    """In the main thread, signals held (:func:`defer_signal`) for the step inside, then sent
-    again; in another thread, or inside a step already held, nothing more. Also where the
-    step failed: the signal then wins over the error."""
+    """In the main thread, signals held for the step inside and re-sent after, even where it failed
+    (the signal wins); elsewhere, or nested, nothing more."""
     global _main_holding
     if threading.current_thread() is not threading.main_thread() or _main_holding:
         yield
@@ -192,8 +174,7 @@ def _holding() -> Iterator[None]:
 
 @contextlib.contextmanager
 def _renaming() -> Iterator[None]:
-    """The commit lock, and in the main thread the signals held until the renames are done
-    (sent again once the lock is released)."""
+    """The commit lock, and in the main thread signals held until the renames are done."""
     with _holding(), _commit_lock:
         if _abandoned():
             raise Abandoned()
@@ -201,9 +182,8 @@ def _renaming() -> Iterator[None]:
 
 
 def _private_directory(parent: str, prefix: str) -> str:
-    """A new directory ``parent/PREFIX.XXXX.tmp``, tracked for :func:`abandon`. Made and
-    tracked with signals held: a Ctrl-C between the two left the directory behind (1 run in
-    100 of test_signals' sweep of ``scale -o -s``)."""
+    """A new directory ``parent/PREFIX.XXXX.tmp``, tracked for :func:`abandon`; made and tracked
+    with signals held (a Ctrl-C between them left it behind)."""
     with _holding(), _live_lock:
         if _abandoned():
             raise Abandoned()
@@ -230,8 +210,8 @@ class _Temporary:
         self.given = os.fspath(path)
         self.what = what
         self.special = _special(self.given)
-        # A device or pipe is written through the name given: /dev/stdout or /dev/fd/N may
-        # lead to a pipe, which has no path to resolve.
+        # Through the name given: /dev/stdout or /dev/fd/N may lead to a pipe, with no path to
+        # resolve.
         self.target = self.given if self.special else os.path.realpath(self.given)
         self.directory: str | None = None
         self.fd: int | None = None
@@ -240,9 +220,9 @@ class _Temporary:
         parent = tempfile.gettempdir() if self.special else os.path.dirname(self.target)
         try:
             if self.special:
-                # Opened now, before the work, never under the commit lock: the set's own
-                # descriptor, else one opened here (in a set a FIFO that no process reads is
-                # an error; a caller of its own waits for the FIFO's reader, as a shell does).
+                # Opened now, before the work and never under the commit lock: the set's own
+                # descriptor, else one opened here (an unread FIFO is an error in a set; alone we
+                # wait for a reader, as a shell does).
                 self.fd = group.reserved(self.given) if group is not None else None
                 if self.fd is None:
                     self.fd = open_special(self.given, wait=group is None)
@@ -371,11 +351,9 @@ class _Deferred:
 
 
 def _commit(items: list[_Staged]) -> None:
-    """Commit ``items`` as one set: nothing if one cannot be (a directory at a file's
-    target); then the devices and pipes, written with signals live, so that a reader that does
-    not read can be interrupted (and a failure there, /dev/full, leaves every file as it was);
-    then every file renamed into place, in order, under the commit lock that an interrupt
-    waits for."""
+    """Commit ``items`` as one set: nothing if one cannot be (a directory at a file's target); then
+    devices and pipes, with signals live (a failure there leaves every file as it was); then every
+    file renamed in order under the commit lock."""
     for item in items:
         item.check()
     for item in items:
@@ -390,14 +368,11 @@ def _commit(items: list[_Staged]) -> None:
 class OutputSet:
     """The outputs of one command, committed together once it has reached its end.
 
-    Made before the work: :meth:`reserve` opens each device or FIFO output then. While the
-    set is active (``with``), :func:`atomic_paths` stages what it writes here instead of
-    committing it (from any thread of this process: a model saved by a worker thread), and
-    :func:`defer` adds another writer's commit. Where the block ends normally, everything
-    staged is committed as one set (:func:`_commit`); where it raises, nothing is, and every
-    temporary is removed. A write that began in the set and is still under way when an
-    interrupt ended the block (a worker thread saving a model) is dropped, not committed.
-    """
+    Made before the work: :meth:`reserve` opens device or FIFO outputs then. While active
+    (``with``), :func:`atomic_paths` stages its writes here from any thread and :func:`defer` adds
+    another writer's commit. A normal end commits everything as one set (:func:`_commit`); an
+    exception commits nothing and removes every temporary. A write still under way when an interrupt
+    ended the block is dropped."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -407,8 +382,8 @@ class OutputSet:
         self._ended = False
 
     def reserve(self, path: str) -> None:
-        """Open the device or pipe ``path`` now, for the commit (OSError as from
-        :func:`open_special`: ENXIO for a FIFO that no process reads)."""
+        """Open device or pipe ``path`` now, for the commit (ENXIO for an unread FIFO, as
+        :func:`open_special`)."""
         fd = open_special(path)
         st = os.fstat(fd)
         key = (st.st_dev, st.st_ino)
@@ -480,8 +455,8 @@ class OutputSet:
             if exc_type is None:
                 self.commit()
         finally:
-            # Ended: a worker thread whose write began in this set (a model being saved as an
-            # interrupt ends the run) drops it at the end instead of committing it alone.
+            # Ended: a worker thread whose write began in this set drops it instead of committing it
+            # alone.
             self.close()
             with _live_lock:
                 if _active is self:
@@ -502,9 +477,8 @@ def _within_temporaries(targets: list[tuple[str | os.PathLike[str], str]]) -> bo
 
 
 def defer(rename: Callable[[], None], end: Callable[[], None]) -> bool:
-    """Within an active :class:`OutputSet`: ``rename`` runs among the set's renames at its
-    commit, and ``end`` after the commit or when the set is dropped; True. False without one:
-    the caller commits now."""
+    """Within an active :class:`OutputSet`: ``rename`` runs among the set's renames, ``end`` after
+    the commit or when it is dropped; True. False without one: the caller commits now."""
     group = _current()
     if group is None:
         return False
@@ -513,9 +487,8 @@ def defer(rename: Callable[[], None], end: Callable[[], None]) -> bool:
 
 
 def special_target(path: str) -> int:
-    """A descriptor of the caller's own for writing the device or pipe ``path`` in place: a
-    copy of the one the active set reserved, else one opened now without waiting (OSError
-    ENXIO for a FIFO that no process reads)."""
+    """A descriptor of the caller's own for device or pipe ``path``: a copy of the active set's,
+    else one opened now without waiting (ENXIO for an unread FIFO)."""
     group = _current()
     fd = group.reserved(path) if group is not None else None
     return os.dup(fd) if fd is not None else open_special(path)
@@ -542,14 +515,10 @@ def atomic_paths(
 ) -> Iterator[list[str]]:
     """Yield temporary paths for ``(path, what)`` pairs; on success each becomes its path.
 
-    All are written in full before any is renamed, and they are renamed in the order given
-    (a model before its range file), under a lock an interrupt waits for; in the main
-    thread, a signal that arrives during the renames takes effect once they are all done.
-    Within an active :class:`OutputSet`, they are staged in it instead, and committed with
-    the rest of the set; not where a target is itself a temporary file of this module (a range
-    file written to the temporary path that a model's export was given), which is no output
-    of the command: it is written now, for the outer temporary to hold it when that commits.
-    """
+    All are written before any is renamed, then renamed in order (a model before its range file)
+    under a lock an interrupt waits for. Within an active :class:`OutputSet` they are staged
+    instead, except where a target is itself one of this module's temporaries (a range file beside a
+    model's temporary): that is written now, for the outer temporary's commit."""
     group = None if _within_temporaries(targets) else _current()
     made: list[_Temporary] = []
     try:
@@ -588,10 +557,8 @@ def atomic_path(path: str | os.PathLike[str], what: str = "file") -> Iterator[st
 def atomic_open(
     path: str | os.PathLike[str], mode: str = "w", what: str = "file", **kwargs: Any
 ) -> Iterator[IO[Any]]:
-    """Open a temporary file for writing (``"w"`` or ``"wb"``); on success it becomes ``path``.
-
-    ``kwargs`` go to :func:`open` (e.g. ``encoding``, ``newline``).
-    """
+    """Open a temporary file for writing (``"w"`` or ``"wb"``; ``kwargs`` to :func:`open`); on
+    success it becomes ``path``."""
     if mode not in ("w", "wb"):
         raise ValueError("atomic_open writes text ('w') or bytes ('wb') only")
     with atomic_path(path, what) as tmp:

@@ -1,13 +1,10 @@
 """The RBF grid search: grid.py's grid, its refinement, the tie-break and one process pool.
 
-``kcheck verify`` runs grid.py's grid as the expensive reference; ``--model-out --model
-kernel`` runs it with a refinement around the best point, or, where the check already tuned an
-RBF SVM, climbs from the check's (C, gamma) instead (:attr:`Grid.start`). All go through
-:func:`rbf_grid_search`, so they share the grid, the seeds, the tie-break and the runner.
-
-:func:`search_seconds` predicts a search's time from counts (kcheck.costs.budget), before the first
-point; while it runs, the search's progress events carry an estimate from the points done.
-"""
+``kcheck verify`` runs grid.py's grid as the reference; ``--model-out --model kernel`` adds a
+refinement around the best point, or climbs from the check's tuned (C, gamma) (:attr:`Grid.start`).
+All go through :func:`rbf_grid_search` and share grid, seeds, tie-break and runner.
+:func:`search_seconds` predicts a search's time from counts; progress events carry an estimate from
+the points done."""
 
 from __future__ import annotations
 
@@ -30,8 +27,8 @@ from kcheck.metrics import balanced_accuracy
 from kcheck.parallel.cluster import Session
 from kcheck.parallel.workers import process_pool
 
-#: Below this many rows x stored values (a grid point costs about that many flops), starting
-#: worker processes (about a second) costs more than sharing the grid saves.
+#: Below this many rows x stored values (about a point's flops), worker processes (about a second to
+#: start) cost more than they save.
 MIN_PARALLEL_WORK = 1_000_000
 #: What a search's progress counts.
 GRID_POINTS = "grid points"
@@ -41,18 +38,14 @@ GRID_POINTS = "grid points"
 class Grid:
     """The (log2 C, log2 gamma) points of an RBF search.
 
-    The default is grid.py's: log2 C from -5 to 15 and log2 gamma from 3 to -15, in steps of 2.
-    With ``refine``, a second pass covers the best coarse point +- ``radius`` in steps of
-    ``step`` (clipped to the coarse bounds): the coarse grid is 4x apart in C and gamma, and
-    the accuracy surface often peaks in between.
+    Default: grid.py's, log2 C from -5 to 15 and log2 gamma from 3 to -15, in steps of 2.
+    ``refine``: a second pass over the best point +- ``radius`` in steps of ``step`` (clipped to the
+    coarse bounds), as accuracy often peaks between the coarse points.
 
-    With a ``start`` (a point a check tuned on a sample), the search climbs from it instead of
-    running the coarse grid: the start and its four neighbours ``climb[0]`` apart in log2 C or
-    log2 gamma, then, while a neighbour of the best point so far is better, that neighbour's;
-    then the same with each smaller step of ``climb``. It stops after ``climb_limit`` points.
-    The bounds are the coarse grid's, widened to hold the start and its first neighbours (a
-    check places gamma by the data, which may lie beyond grid.py's 2^3).
-    """
+    With a ``start`` (a check's tuned point), climb instead: the start and its four neighbours
+    ``climb[0]`` apart, then the best point's neighbours while one improves, then each smaller step
+    of ``climb``; at most ``climb_limit`` points. Bounds: the coarse grid's, widened to hold the
+    start and its first neighbours."""
 
     log2_C: tuple[float, ...] = tuple(float(v) for v in range(-5, 16, 2))
     log2_gamma: tuple[float, ...] = tuple(float(v) for v in range(3, -16, -2))
@@ -126,16 +119,15 @@ class Grid:
 
     @property
     def expected_points(self) -> int:
-        """The points a search is predicted to score: all of a grid's; for a climb, the first
-        five, four more at each smaller step and :data:`CLIMB_MOVES` moves of three."""
+        """Points a search is predicted to score: all of a grid's; a climb's first five, four more
+        per smaller step, and :data:`CLIMB_MOVES` moves of three."""
         if self.start is None:
             return self.max_points
         expected = 5 + 4 * (len(self.climb) - 1) + 3 * CLIMB_MOVES
         return min(expected, self.climb_limit)
 
 
-#: Moves a climb is predicted to make (each scores about three new points); measured on the
-#: bundled and generated sets: scripts/results/model.md.
+#: Moves a climb is predicted to make (about three new points each); scripts/results/model.md.
 CLIMB_MOVES = 1
 
 
@@ -147,8 +139,8 @@ EXPORT_GRID = Grid(refine=True)
 
 @dataclass
 class GridResult:
-    """The chosen point and every point's CV result: the number of rows predicted right, or
-    (``balanced``) the balanced accuracy."""
+    """The chosen point and every point's CV result: rows right, or (``balanced``) balanced
+    accuracy."""
 
     log2_C: float
     log2_gamma: float
@@ -176,17 +168,14 @@ class GridResult:
 
 
 def best_point(scores: Mapping[tuple[float, float], float]) -> tuple[float, float]:
-    """Highest CV count; ties go to the smaller C, then the smaller gamma.
-
-    Both prefer the smoother, more regularised model (and smaller C trains faster), and the
-    rule depends on the scores only, never on the order in which points finished.
-    """
+    """Highest CV count; ties to the smaller C, then the smaller gamma: the smoother model (and
+    faster), by the scores alone, never by finishing order."""
     return min(scores, key=lambda p: (-scores[p], p[0], p[1]))
 
 
 _WORKER: dict[str, Any] = {}
-#: What a LIBSVM problem is built from (:meth:`engines.SvmProblem.from_data`): the rows, their
-#: labels, the class weights and the kernel cache in MB; sent once to each worker.
+#: What a LIBSVM problem is built from (:meth:`engines.SvmProblem.from_data`): rows, labels, class
+#: weights, cache MB; sent once to each worker.
 _Data = tuple[sp.csr_matrix, np.ndarray, engines.ClassWeight | None, float]
 #: What is told each grid point's (log2 C, log2 gamma) and its CV score, as it comes.
 _OnScore = Callable[[tuple[float, float], float], None]
@@ -226,8 +215,8 @@ def _cluster_point(
 def _cv_point_with(
     problem: engines.SvmProblem, log2_C: float, log2_gamma: float, cv_args: dict[str, Any]
 ) -> float:
-    """A grid point's CV score: rows right (an exact count), or with ``cv_args["balanced"]``
-    the balanced accuracy (rounded, so that equal scores tie exactly)."""
+    """A grid point's CV score: rows right (exact), or the balanced accuracy (rounded, so ties are
+    exact)."""
     args = dict(cv_args)
     balanced = bool(args.pop("balanced", False))
     C, gamma = 2.0**log2_C, 2.0**log2_gamma
@@ -243,12 +232,9 @@ def _slowest_first(points: Iterable[tuple[float, float]]) -> list[tuple[float, f
 
 
 class _Evaluator:
-    """Runs CV at grid points, in this process or in a pool of worker processes.
-
-    Processes, not threads: LIBSVM draws its folds from the process-wide ``rand()``. Each task
-    seeds it, so every point sees the same folds however the tasks are scheduled.
-    ``cv_args`` are :func:`engines.cv_rbf`'s keyword arguments, the same at every point.
-    """
+    """Runs CV at grid points, in this process or a pool of worker processes (not threads: LIBSVM
+    draws folds from the process-wide ``rand()``, which each task seeds, so scheduling never changes
+    folds). ``cv_args``: :func:`engines.cv_rbf`'s keyword arguments."""
 
     def __init__(self, data: _Data, cv_args: dict[str, Any], jobs: int) -> None:
         self.cv_args = cv_args
@@ -285,11 +271,9 @@ class _Evaluator:
 
 
 class _ClusterEvaluator:
-    """Runs CV at grid points on a Dask cluster (:mod:`kcheck.parallel.cluster`), one task a point.
-
-    The scaled rows are sent once; each worker builds the LIBSVM problem once. The points,
-    seeds and ``cv_args`` are those of the local runner, so the scores are the same.
-    """
+    """Runs CV at grid points on a Dask cluster (:mod:`kcheck.parallel.cluster`), one task a point:
+    rows sent once, the problem built once per worker; points, seeds and ``cv_args`` as the local
+    runner's, so the scores are the same."""
 
     def __init__(self, data: _Data, cv_args: dict[str, Any], scheduler: str) -> None:
         self.cv_args = cv_args
@@ -344,19 +328,11 @@ def rbf_grid_search(
 ) -> GridResult:
     """5-fold CV of C-SVC with the RBF kernel at every grid point; returns the best point.
 
-    ``class_weight``: LIBSVM's ``-wi`` for every training; ``balanced``: points are ranked by
-    their CV balanced accuracy instead of the rows they predict right.
-
-    With ``scheduler`` (``tcp://host:port`` or ``local:N``), the points run on a Dask cluster
-    instead of ``jobs`` local processes; the result is the same. ``memory``
-    (:func:`search_memory`) bounds the local processes and every process's kernel cache (a
-    cluster's workers take the cache of ``memory.jobs`` workers; their memory is the
-    cluster's own).
-
-    Progress counts the points; after 1, 2, 4, 8, ... of them (from :data:`ESTIMATE_AFTER_SECONDS`
-    on) its event carries the stage's predicted seconds from the points done (elapsed / done x
-    points) and says so in a line.
-    """
+    ``class_weight``: LIBSVM's ``-wi``; ``balanced``: rank by CV balanced accuracy. ``scheduler``
+    (``tcp://host:port`` or ``local:N``): run on a Dask cluster instead of ``jobs`` processes, same
+    result. ``memory`` (:func:`search_memory`) bounds the local processes and each kernel cache.
+    Progress counts points; after 1, 2, 4, 8, ... (from :data:`ESTIMATE_AFTER_SECONDS`) it carries
+    and says the stage's predicted seconds (elapsed / done x points)."""
     report = progress or no_progress
     if y.size < FOLDS:
         raise KcheckError(f"{y.size} rows are too few for {FOLDS}-fold cross-validation")
@@ -464,9 +440,8 @@ def _climb(
     done: _OnScore,
     recount: Callable[[int], None],
 ) -> None:
-    """From the scored first points (the start and its neighbours), at each step of
-    ``grid.climb``: score the neighbours of the best point so far until none is better, within
-    ``grid.climb_limit`` points. Which points are scored depends on the scores only."""
+    """From the scored first points, at each step of ``grid.climb``: score the best point's
+    neighbours until none is better, within ``grid.climb_limit`` points; depends on scores only."""
     for step in grid.climb:
         while len(scores) < grid.climb_limit:
             best = best_point(scores)
@@ -485,15 +460,14 @@ def _reported(n: int) -> bool:
     return n >= 1 and n & (n - 1) == 0
 
 
-#: Estimates from the points done start once the search has run this long: a search that
-#: ends sooner needs none, and its first points' times are mostly starting the processes.
+#: Estimates start after this long: shorter searches need none, and first points mostly time process
+#: start-up.
 ESTIMATE_AFTER_SECONDS = 5.0
 
 
 def _estimate(stage: str, done: int, total: int, elapsed: float) -> Event:
-    """A progress event; after 1, 2, 4, 8, ... points (once :data:`ESTIMATE_AFTER_SECONDS`
-    have passed), with the stage's predicted seconds from the points done and a line that says
-    what is left."""
+    """A progress event; after 1, 2, 4, 8, ... points (past :data:`ESTIMATE_AFTER_SECONDS`) with the
+    stage's predicted seconds and a line saying what is left."""
     if not _reported(done) or done >= total or elapsed < ESTIMATE_AFTER_SECONDS:
         return Event(stage, done, total, GRID_POINTS)
     predicted = elapsed / done * total
@@ -519,15 +493,15 @@ def duration_text(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
-#: A grid worker's own memory beyond what it shares with the process it forked from (its
-#: heap and the modules it imports after the fork), measured about 20-30 MB.
+#: A grid worker's own memory beyond what it shares with its parent (heap, post-fork imports),
+#: measured 20-30 MB.
 WORKER_BYTES = 32 * 2**20
 
 
 @dataclass(frozen=True)
 class SearchMemory:
-    """What a grid search may use under a memory limit: ``jobs`` worker processes with
-    ``cache_mb`` of kernel cache each, or, in this process alone, ``alone_mb``."""
+    """What a search may use under a memory limit: ``jobs`` processes with ``cache_mb`` each, or
+    ``alone_mb`` in this process."""
 
     jobs: int
     cache_mb: float
@@ -537,10 +511,10 @@ class SearchMemory:
 def search_memory(
     source: str, X: sp.csr_matrix, memory_limit: int, held_bytes: int, jobs: int
 ) -> SearchMemory:
-    """The workers and kernel caches of a search on ``X`` that fit ``memory_limit`` beside the
-    ``held_bytes`` this process holds already. LIBSVM's cache (200 MB a process by default)
-    only buys speed, so it shrinks first; then workers go; where even this process alone
-    cannot hold LIBSVM's copy of the rows, the run is refused with the figures."""
+    """Workers and kernel caches of a search on ``X`` that fit ``memory_limit`` beside
+    ``held_bytes`` already held. The cache buys only speed, so it shrinks first, then workers go;
+    where this process alone cannot hold LIBSVM's copy of the rows, the run is refused with the
+    figures."""
     rows, nnz = int(X.shape[0]), int(X.nnz)
     problem = engines.svm_copy_bytes(nnz, rows)
     data = csr_bytes(X)
@@ -565,29 +539,26 @@ def search_memory(
 
 
 def parallel_jobs(jobs: int, points: int, X: sp.csr_matrix) -> int:
-    """The processes a search of ``points`` first points on ``X`` runs in: one where the
-    work is too small for worker processes to pay (:data:`MIN_PARALLEL_WORK`)."""
+    """Processes for a search of ``points`` first points on ``X``: one where the work is too small
+    (:data:`MIN_PARALLEL_WORK`)."""
     if X.shape[0] * X.nnz < MIN_PARALLEL_WORK:
         return 1
     return max(1, min(jobs, points))
 
 
-#: A grid point costs this many times :func:`kcheck.costs.budget.rbf_fit_seconds` for each fold:
-#: the grid's corners (C = 2^15, and gamma far from the data's scale) train far longer than
-#: the single tuned training that cost was measured on. CPU seconds per point over all of
-#: grid.py's grid, in one process on the 2-core machine: 1.6x on heart_scale, 3.2x on
-#: fourclass (the most: 1.2 s at C = 2^15, against 0.02 counted).
+#: A grid point costs this many times :func:`kcheck.costs.budget.rbf_fit_seconds` per fold: the
+#: grid's corners train far longer than a tuned point (measured 1.6x on heart_scale, 3.2x on
+#: fourclass).
 GRID_POINT_FACTOR = 2.0
 
 
 def point_seconds(
     *, rows: int, nnz: int, n_classes: int, folds: int = FOLDS, features: int = 0
 ) -> float:
-    """Counted seconds of one grid point: a ``folds``-fold CV of LIBSVM's own RBF kernel on
-    ``rows`` rows holding ``nnz`` stored values of ``features`` (:func:`kcheck.costs.budget.
-    rbf_fit_seconds` for each fold's training and prediction, times :data:`GRID_POINT_FACTOR`;
-    on sparse rows LIBSVM's dot product costs more, :func:`kcheck.costs.budget.sparse_merge_factor`,
-    0: not counted)."""
+    """Counted seconds of one grid point: a ``folds``-fold CV of LIBSVM's RBF kernel on ``rows``
+    rows with ``nnz`` values of ``features`` (rbf_fit_seconds per fold times
+    :data:`GRID_POINT_FACTOR`; sparse rows cost more,
+    :func:`kcheck.costs.budget.sparse_merge_factor`, 0: not counted)."""
     train = rows * (folds - 1) // folds
     fold = budget.rbf_fit_seconds(
         rows=train,
@@ -602,16 +573,16 @@ def point_seconds(
 def search_seconds(
     grid: Grid, *, rows: int, nnz: int, n_classes: int, jobs: int = 1, features: int = 0
 ) -> float:
-    """Predicted seconds of the search: :attr:`Grid.expected_points` x :func:`point_seconds`
-    (counted on the reference machine), shared by the processes it runs in."""
+    """Predicted seconds of the search: :attr:`Grid.expected_points` x :func:`point_seconds`, shared
+    by its processes."""
     per_point = point_seconds(rows=rows, nnz=nnz, n_classes=n_classes, features=features)
     processes = jobs if rows * nnz >= MIN_PARALLEL_WORK else 1
     return grid.expected_points * per_point / max(1, min(processes, grid.expected_points))
 
 
 def grid_text(grid: Grid) -> str:
-    """The grid in words: ``110 points (log2 C -5..15, step 2; log2 gamma 3..-15, step 2)``
-    and its refinement, or the climb from a start."""
+    """The grid in words: ``110 points (log2 C -5..15, step 2; log2 gamma 3..-15, step 2)`` and its
+    refinement, or the climb from a start."""
     if grid.start is not None:
         steps = ", ".join(f"{s:g}" for s in grid.climb)
         return (
