@@ -1,11 +1,7 @@
-"""The check: prepare, baseline, checkers, decide, assemble. Never prints.
-
-``run(config, progress)`` returns a :class:`CheckReport` whose ``json`` is the verdict
-(:mod:`kcheck.result` owns its schema). Progress is reported through a callback so that the
-CLI alone decides what to show. :func:`kcheck.modelfiles.export.train_model` then trains the
-``--model-out`` model as a separate step, so that a caller can show the verdict before the
-(possibly long) training.
-"""
+"""The check: prepare, baseline, checkers, decide, assemble. Never prints: progress goes to a
+callback so the CLI decides what to show. ``run(config, progress)`` returns a :class:`CheckReport`
+whose ``json`` is the verdict (schema: :mod:`kcheck.result`); the ``--model-out`` model is trained
+afterwards (:func:`kcheck.modelfiles.export.train_model`), so the verdict can show first."""
 
 from __future__ import annotations
 
@@ -88,11 +84,8 @@ def run(
     prepared: Prepared | None = None,
     test_data: TestFile | None = None,
 ) -> CheckReport:
-    """Run the whole check and return the verdict; raises KcheckError on bad input.
-
-    With ``config.model_out``, labels a model file cannot store are refused at once; the
-    model itself is trained afterwards by :func:`kcheck.modelfiles.export.train_model`.
-    """
+    """Run the whole check and return the verdict; KcheckError on bad input. With
+    ``config.model_out``, labels a model file cannot store are refused at once."""
     config = config.validated()
     report = progress or no_progress
     t_start = time.perf_counter()
@@ -121,8 +114,8 @@ def run(
     )
     counts = Counts.of(T, V)
     planned = plan.make(counts, _plan_options(config, ctx))
-    # This machine's pace, for comparing stages with their predictions (display only): read
-    # before the first stage and again after each stage of note that ran in this process.
+    # This machine's pace, for comparing stages with predictions (display only): read before the
+    # first stage and after each stage of note run here.
     probed = probe.Readings(probe.probe_seconds() if planned.worth_probing else None)
     pace = _Pace(machine=probe.pace(probed.seconds), readings=probed)
     exact_json, results = _methods(config, planned, counts, T, V, ctx, pace)
@@ -189,10 +182,9 @@ def _read(
     test_data: TestFile | None = None,
     time_limited: bool = False,
 ) -> tuple[Prepared, TestFile | None, list[str]]:
-    """The training file, prepared, and the test file opened, with what the reader warned
-    of: it goes into the JSON, so a library call and the command record the same. Data the
-    caller prepared already (arrays, kcheck.arrays) is taken as it is. ``time_limited``: the
-    rows must leave room for the worker each method then runs in (check_footprint)."""
+    """The training file prepared and the test file opened, with the reader's warnings (they go into
+    the JSON). Arrays prepared by kcheck.arrays are taken as they are. ``time_limited``: leave room
+    for each method's worker (check_footprint)."""
     if prepared is not None:
         return prepared, test_data, []
     report(Event("reading " + config.train))
@@ -239,10 +231,9 @@ def _methods(
     ctx: Context,
     pace: _Pace | None = None,
 ) -> tuple[dict[str, Any], dict[str, CheckerResult]]:
-    """The linear baseline (beside the checkers where the plan says so), exact mode, and the
-    planned checkers: exact mode's JSON block and every method's result, the baseline's
-    first. ``pace``: this run's pace (the probe's readings, kcheck.costs.pace, then the stages
-    done), which the predictions shown follow."""
+    """The baseline (beside the checkers where planned), exact mode, and the planned checkers:
+    exact's JSON block and every result, the baseline's first. ``pace``: this run's pace, which
+    shown predictions follow."""
     beside = None
     pace = pace if pace is not None else _Pace()
     if planned.beside:
@@ -302,8 +293,8 @@ def _verdict(
     ctx: Context,
     pace: _Pace | None = None,
 ) -> tuple[Decision, dict[str, Gap], SecondFold | None]:
-    """The rule on V's gaps; where it asks for a second fold, that fold, and the rule again on
-    the mean of both folds' gaps."""
+    """The rule on V's gaps; where it asks for a second fold, that fold, and the rule on both folds'
+    mean."""
     decision, gaps = _decide(config, results, ctx.scoring, V)
     outcomes = _outcomes(config, results, gaps)
     again = remeasure(decision, outcomes, config.epsilon, affordable=planned.affords_second_fold)
@@ -329,9 +320,9 @@ BASELINE_STAGE = "linear baseline (C search)"
 def _baseline_stage(
     config: CheckConfig, predicted: float | None, pace: _Pace, left: float | None
 ) -> str:
-    """The baseline's stage name, which says at once where its prediction at this machine's
-    pace runs past what ``--time-limit`` leaves: every checker waits for it, so the run will
-    most likely end there with nothing decided (the display's word, not a decision)."""
+    """The baseline's stage name, saying at once where its paced prediction exceeds what
+    ``--time-limit`` leaves (every checker waits for it, so the run will likely end there); display
+    only."""
     if left is None or predicted is None or pace.shown(predicted) <= left:
         return BASELINE_STAGE
     return f"{BASELINE_STAGE}, likely past --time-limit {config.time_limit:g}"
@@ -340,8 +331,8 @@ def _baseline_stage(
 def _baseline(
     config: CheckConfig, T: Dataset, V: Dataset, ctx: Context, report: Progress, stage: str
 ) -> CheckerResult:
-    """The first fold's linear baseline: every checker is compared with it, so the time limit
-    passing before it is done ends the check."""
+    """The first fold's baseline: everything is compared with it, so the time limit passing first
+    ends the check."""
     try:
         return _train_linear(config, T, V, ctx.deadline, report, ctx.scoring, stage=stage)
     except TimeLimitReached:
@@ -363,12 +354,9 @@ def _train_linear(
     stage: str = BASELINE_STAGE,
 ) -> CheckerResult:
     """The linear baseline's C search, training and scoring; TimeLimitReached at the deadline.
-    ``predicted_seconds``: what its stage is announced to take (None: what ``report`` fills
-    in, the plan's prediction where the caller has one).
-
-    With a time limit, in a worker process that is killed at the deadline: LIBLINEAR's C
-    search cannot be interrupted, and it took 50 s on 1,000 classes.
-    """
+    ``predicted_seconds``: its stage's announced time (None: ``report`` fills in). With a time limit
+    it runs in a worker killed at the deadline (the C search cannot be interrupted: 50 s on 1,000
+    classes)."""
     report(Event(stage, predicted_seconds=predicted_seconds))
     options = linear.LinearOptions(seed=config.seed, class_weight=scoring.class_weight)
     c0 = cpu_seconds()
@@ -379,11 +367,9 @@ def _train_linear(
 
 @dataclass
 class _Pace:
-    """This run's seconds over the predictions of its stages done so far: a prediction shown
-    to the user is scaled by it, so a busy or fast machine shows its own times (display only:
-    nothing computed reads it). Before a stage of note is done, the probe's pace (``machine``,
-    kcheck.costs.pace): on a fast day exact mode, the first stage of a small check, was shown at
-    "about 4s" and took 0.8 s."""
+    """This run's seconds over the predictions of its stages so far, which scales predictions shown
+    (display only). Before a stage of note is done, the probe's pace (``machine``,
+    kcheck.costs.pace)."""
 
     predicted: float = 0.0
     took: float = 0.0
@@ -406,11 +392,9 @@ class _Pace:
 
 
 def _predicted(progress: Progress, seconds: float | None, pace: _Pace | None = None) -> Progress:
-    """``progress``, its events carrying the plan's prediction for the step they report on
-    (its counted seconds, kcheck.costs.budget), scaled by the run's ``pace``: for a log line
-    and an ETA, and what is computed never reads it. A stage a checker announces within its
-    step with a prediction of its own (exact mode's repeats, the RBF SVM's trainings:
-    reference seconds, counted once its search has run) is shown at the run's pace too."""
+    """``progress`` with events carrying the step's counted prediction scaled by ``pace`` (for log
+    lines and ETAs; nothing computed reads it), also for stages a checker announces with its own
+    prediction."""
     if seconds is None and pace is None:
         return progress
     shown = None if seconds is None else seconds if pace is None else pace.shown(seconds)
@@ -429,8 +413,8 @@ def _predicted(progress: Progress, seconds: float | None, pace: _Pace | None = N
 
 
 def _revised(predicted: float | None, result: CheckerResult) -> float | None:
-    """A step's prediction as its checker revised it once its first part had run (the RBF SVM
-    after its search, MultiLinear after k-means: kcheck.plan.done_share), for the run's pace."""
+    """A step's prediction as its checker revised it after its first part (kcheck.plan.done_share),
+    for pace."""
     if predicted is None:
         return None
     return predicted * plan.done_share(result.info, None, predicted)[0]
@@ -447,12 +431,10 @@ def _run_checkers(
     pace: _Pace | None = None,
     detached: tuple[str, ...] = (),
 ) -> tuple[CheckerResult, dict[str, CheckerResult]]:
-    """The planned checkers, in the plan's order, each on what the plan sized for it
-    (re-sized there under ``--time-limit``: kcheck.plan.resized; ``counts`` are T's and V's)
-    and guarded: a failure skips it, not the check. Returns the linear baseline and the checkers'
-    results. With the baseline training ``beside`` them, its result is awaited by the first
-    checker that reads it, and the ``detached`` checkers run in worker processes of their own,
-    started first and awaited last."""
+    """The planned checkers in plan order, each on what the plan sized (re-sized under
+    ``--time-limit``) and guarded: a failure skips it, not the check. Returns the baseline and the
+    results. With the baseline ``beside``, the first checker reading it waits; ``detached`` checkers
+    run in their own workers, started first and awaited last."""
     if beside is not None:
         waited: list[CheckerResult] = []
 
@@ -499,9 +481,8 @@ def _run_checkers(
 
 
 class _LastStage:
-    """A checker's progress, remembering the last stage it reported, so that where it ends
-    skipped (the time limit, memory, too few rows) a log says so of that stage: it said
-    "degree-2 checker: done in 0.1s" of a degree-2 that the time limit had skipped."""
+    """A checker's progress remembering its last stage, so a skip (time limit, memory, too few rows)
+    is logged of that stage, not as "done"."""
 
     def __init__(self, progress: Progress) -> None:
         self.progress = progress
@@ -519,16 +500,15 @@ class _LastStage:
 
 
 def _start_detached(step: plan.Step, T: Dataset, V: Dataset, ctx: Context) -> Background:
-    """A checker in a worker process of its own (kcheck.plan's ``detached``), with its
-    allowance; its progress stays there, and its worker runs nothing in parallel."""
+    """A checker in its own worker process (``detached``), with its allowance; progress stays there,
+    nothing in parallel."""
     ctx.progress(Event(f"starting the {_stage(step.name)} in a worker process"))
     alone = dataclasses.replace(ctx, jobs=1, progress=no_progress, await_baseline=None)
     return Background(_guarded_run, step.name, T, V, alone, step.sized)
 
 
 def _guarded_run(name: str, T: Dataset, V: Dataset, ctx: Context, sized: Sized) -> CheckerResult:
-    """A detached checker as it runs in its worker: guarded there, so that its CPU seconds
-    are the worker's."""
+    """A detached checker in its worker, guarded there so its CPU seconds are the worker's."""
     run = registry.CHECKERS[name].run
     return guarded(name, ctx.deadline, functools.partial(run, T, V, ctx, sized))
 
@@ -541,8 +521,7 @@ def _stage(name: str) -> str:
 def _decide(
     config: CheckConfig, results: dict[str, CheckerResult], scoring: Scoring, V: Dataset
 ) -> tuple[Decision, dict[str, Gap]]:
-    """Every finished checker's paired gap in the metric, then the rule
-    (:func:`kcheck.verdict.rule`)."""
+    """Every finished checker's paired gap in the metric, then :func:`kcheck.verdict.rule`."""
     gaps = _gaps(config, results, scoring, V)
     if not gaps:
         reasons = "; ".join(
@@ -571,8 +550,8 @@ def _gaps(
 def _outcomes(
     config: CheckConfig, results: dict[str, CheckerResult], gaps: dict[str, Gap]
 ) -> list[Outcome]:
-    """What the rule reads of each method that ran or was skipped, in the user's order, with
-    its role from the registry."""
+    """What the rule reads of each method that ran or was skipped, in the user's order, with its
+    role."""
     return [
         Outcome(
             name,
@@ -598,13 +577,10 @@ def _second_fold(
     left_seconds: float,
     pace: _Pace | None = None,
 ) -> SecondFold:
-    """Train the linear baseline and ``names`` on T2, score them on V2
-    (:func:`kcheck.second_fold.second_split`), within ``left_seconds``: what the first
-    measurement left of the check's one budget (kcheck.plan.second_fold_steps).
-
-    A checker that does not finish there keeps its first fold's gap; if the baseline does not
-    finish (``--time-limit``) or does not fit what is left, the second fold does not count.
-    """
+    """Train the baseline and ``names`` on T2, score on V2
+    (:func:`kcheck.second_fold.second_split`), within ``left_seconds``
+    (kcheck.plan.second_fold_steps). A checker that does not finish keeps its first fold's gap; if
+    the baseline does not finish or fit, the second fold does not count."""
     t0 = time.perf_counter()
     T2, V2 = second_split(T, V, split, config.seed)
     first = {n: first[n] for n in names}
@@ -664,10 +640,8 @@ def _explain(
 
 
 def _score_test(test: TestFile, results: dict[str, CheckerResult], report: Progress) -> Tested:
-    """Every model trained on T, scored on the test file block by block (scaled as training).
-
-    Keeps each model's per-row predicted classes and, where it has them, decision values.
-    """
+    """Every model trained on T, scored on the test file block by block (scaled as training):
+    per-row predicted classes and, where available, decision values."""
     report(Event("scoring " + test.path))
     t0 = time.perf_counter()
 
@@ -699,9 +673,8 @@ CV_VAL_ALARM = 0.10
 
 
 def _alike_warnings(results: dict[str, CheckerResult], V: Dataset) -> list[str]:
-    """Name each method that was right or wrong exactly where its linear reference was, on
-    every point its gap is measured on: its interval is then the floor those points allow
-    (kcheck.verdict.interval_floor), not a measurement, and says how few they are."""
+    """Name each method that was right or wrong exactly where its linear reference was: its interval
+    is then the floor (kcheck.verdict.interval_floor), not a measurement."""
     notes = []
     base = results["linear"]
     for name, r in results.items():

@@ -1,10 +1,6 @@
-"""Read, validate and scale a training file once, for every command that trains on it.
-
-``check``, ``verify`` and ``--model-out`` all start from a :class:`Prepared`: the scaled rows,
-the labels as the bindings hold them, the user's own labels, the fitted scaling and the JSON
-``data`` block with the content hash. Validation happens here, at the boundary, so the
-commands cannot disagree about what data they accept or how labels are coded.
-"""
+"""Read, validate and scale a training file once for every command that trains on it: ``check``,
+``verify`` and ``--model-out`` start from a :class:`Prepared`. Validation happens here, so the
+commands cannot disagree about what data they accept or how labels are coded."""
 
 from __future__ import annotations
 
@@ -42,11 +38,8 @@ LOWER, UPPER = -1.0, 1.0
 
 @dataclass
 class Prepared:
-    """A training file, read, checked and scaled: what every model here is trained on.
-
-    ``y`` holds the labels as LIBLINEAR and LIBSVM store them (:func:`encode_labels`);
-    ``y_raw`` the user's labels, which saved models carry.
-    """
+    """A training file read, checked and scaled. ``y``: labels as the bindings store them
+    (:func:`encode_labels`); ``y_raw``: the user's, which saved models carry."""
 
     path: str
     X: sp.csr_matrix
@@ -73,11 +66,8 @@ class Prepared:
 
 @dataclass
 class Scored:
-    """A file to score trained models on, scaled like the training data, labels coded alike.
-
-    ``unseen`` counts the rows whose label never occurs in training: no model can get them
-    right.
-    """
+    """A file to score models on, scaled and coded like training; ``unseen``: rows whose label
+    training lacks."""
 
     path: str
     X: sp.csr_matrix
@@ -105,14 +95,11 @@ def prepare(
 ) -> Prepared:
     """Read ``path`` within ``memory_limit``, validate it for classification, and scale it.
 
-    ``integer_labels``: refuse non-integer labels now (a model file will have to store them),
-    rather than after the whole run. ``max_rows`` (a number, or ``"auto"``: what the memory
-    limit holds) keeps a stratified sample of that many rows while the file streams
-    (:func:`kcheck.io.data.sample_libsvm`, drawn with ``seed``); everything after, the scaling
-    included, sees the sample only. ``per_csr_byte``, ``fixed_bytes`` and ``what``: the run's
-    memory per byte of the rows and beside them (kcheck.memory.check_fits), for a command
-    other than a check or a check under --time-limit (kcheck.memory.check_footprint).
-    """
+    ``integer_labels``: refuse non-integer labels now (a model file must store them). ``max_rows``
+    (a number, or ``"auto"``: what memory holds) keeps a stratified sample while streaming
+    (:func:`kcheck.io.data.sample_libsvm`, with ``seed``); everything after sees only the sample.
+    ``per_csr_byte``, ``fixed_bytes``, ``what``: the command's memory per byte of rows and beside
+    them (kcheck.memory.check_fits)."""
     t0 = time.perf_counter()
     digest = hashlib.sha256()
     sample = None
@@ -179,8 +166,8 @@ def scaled(
     what: str = "a check",
     fixed_bytes: int = FIXED_BYTES,
 ) -> Prepared:
-    """Validated rows, refused at once where a check of them cannot fit ``memory_limit``,
-    scaled, with their labels coded: a file's (:func:`prepare`) or arrays' alike."""
+    """Validated rows, refused at once where a check cannot fit ``memory_limit``, scaled, labels
+    coded."""
     data_bytes = csr_bytes(X)
     check_fits(path, data_bytes, memory_limit, per_csr_byte, what, fixed_bytes)
     scaler = fit_scaler(
@@ -203,11 +190,8 @@ def scaled(
 def read_scored(
     path: str, prepared: Prepared, *, memory_limit: int | None, zero_based: bool = False
 ) -> Scored:
-    """Read a test file at the training width, scale it as the training data, code its labels.
-
-    The whole file in memory, for callers that need it as one matrix; :func:`open_test` scores
-    a file of any size. A test file with no label in common with training is refused.
-    """
+    """Read a test file whole at the training width, scaled and coded as training (:func:`open_test`
+    scores any size). A file sharing no label with training is refused."""
     test = open_test(path, prepared, memory_limit=memory_limit, zero_based=zero_based)
     ys, Xs = [], []
     for y, X in test.blocks(raw_labels=True):
@@ -222,41 +206,34 @@ def read_scored(
     )
 
 
-#: A test file is read and scored in blocks of about this many bytes of CSR values and at most
-#: TEST_BLOCK_ROWS rows, so that it never has to fit in memory.
+#: A test file is read and scored in blocks of about this many CSR bytes (at most TEST_BLOCK_ROWS
+#: rows).
 TEST_BLOCK_BYTES = 16 << 20
 TEST_BLOCK_ROWS = 1 << 16
-#: The checking pass keeps its blocks while they total at most this many bytes; a larger test
-#: file is read a second time to be scored, rather than held.
+#: The checking pass keeps blocks up to this many bytes; a larger test file is read again to score.
 TEST_KEEP_BYTES = 64 << 20
 
 
 @dataclass
 class Predictions:
-    """One model's predictions on every row of a test file, for any metric computed on them.
-
-    ``predicted``: the class index (into the training classes) of each row's predicted
-    label; ``scores``: the decision values, one row per test row, where the model gives them.
-    """
+    """One model's predictions on every row of a test file: ``predicted`` class indices into the
+    training classes, ``scores`` decision values where the model gives them."""
 
     predicted: np.ndarray
     scores: np.ndarray | None
 
 
-#: What scores a block of scaled rows: labels coded as the training labels, and decision
-#: values or None.
+#: What scores a block of scaled rows: labels coded as training's, and decision values or None.
 BlockPredictor = Callable[[sp.csr_matrix], tuple[np.ndarray, np.ndarray | None]]
 
 
 class TestFile:
     """A test file, checked whole before any training, then scored block by block.
 
-    Opening it reads the file once: every line is parsed (a bad one stops the check with
-    its file and line), the labels are checked against training's and kept as class
-    indices, and the content is hashed. The rows themselves are kept only while they are
-    small (TEST_KEEP_BYTES); a larger file is read again, block by block, when the models
-    are scored on it. Memory is then one block plus a few small arrays a row.
-    """
+    Opening reads it once: every line parsed (a bad one stops the check with file and line), labels
+    checked and kept as class indices, content hashed. Rows are kept only while small
+    (TEST_KEEP_BYTES); a larger file is reread when scoring, holding one block plus a few small
+    arrays a row."""
 
     __test__ = False  # not a pytest class
 
@@ -312,8 +289,8 @@ class TestFile:
         return int(self.y.size)
 
     def class_index(self, labels: np.ndarray, coded: bool = False) -> np.ndarray:
-        """Each label's index in the training classes, -1 where it has none: of the file's
-        labels, or of labels coded as the models predict them (``coded``)."""
+        """Each label's index in the training classes (-1: none), of the file's labels or of
+        ``coded`` ones."""
         classes = encode_labels(self.classes, self.classes) if coded else self.classes
         pos = np.searchsorted(classes, labels).clip(0, classes.size - 1)
         n = classes.size
@@ -321,8 +298,8 @@ class TestFile:
         return np.where(classes[pos] == labels, pos, -1).astype(dtype)
 
     def blocks(self, raw_labels: bool = False) -> Iterator[tuple[np.ndarray, sp.csr_matrix]]:
-        """The rows in file order, block by block, scaled as the training data, with their
-        labels: the file's own (``raw_labels``) or coded as the training labels."""
+        """The rows in file order, block by block, scaled as training, with labels raw
+        (``raw_labels``) or coded."""
         source: Iterable[tuple[np.ndarray, sp.csr_matrix]] = (
             self.reader if self.kept is None else self.kept
         )
@@ -339,10 +316,7 @@ class TestFile:
             )
 
     def predict(self, models: dict[str, BlockPredictor | None]) -> dict[str, Predictions | None]:
-        """Every model's predictions on every row, in one pass over the blocks.
-
-        A model given as None (it cannot predict) gets None.
-        """
+        """Every model's predictions on every row in one pass; a model given as None gets None."""
         out: dict[str, Predictions | None] = {name: None for name in models}
         active = {name: fn for name, fn in models.items() if fn is not None}
         if not active:
@@ -376,8 +350,7 @@ class TestFile:
 
 @dataclass
 class Tested:
-    """What scoring models on a test file gave: per model, the predictions on every row
-    (None for a model that cannot predict), and the seconds it took."""
+    """Per model, predictions on every row (None: cannot predict), and the seconds scoring took."""
 
     test: TestFile
     predictions: dict[str, Predictions | None]
@@ -400,11 +373,8 @@ class Tested:
 def open_test(
     path: str, prepared: Prepared, *, memory_limit: int | None, zero_based: bool = False
 ) -> TestFile:
-    """Check a test file against the training data now, to score models on it later.
-
-    A test file with no label in common with training can tell nothing about any model: it is
-    refused here, before any training when the caller opens it first.
-    """
+    """Check a test file against the training data now, to score models later. One with no label in
+    common with training is refused here, before any training."""
     return TestFile(path, prepared, memory_limit=memory_limit, zero_based=zero_based)
 
 
@@ -422,8 +392,8 @@ def sampling_json(sample: Sample, max_rows: int | str) -> dict[str, Any]:
 
 
 def parse_max_rows(value: int | str | None) -> int | str | None:
-    """``--max-rows``: a number of rows (MIN_ROWS to MAX_ROWS) or ``"auto"``; None is no
-    limit. A number of 400 digits is refused, not an OverflowError in the sampler."""
+    """``--max-rows``: rows (MIN_ROWS to MAX_ROWS) or ``"auto"``; None: no limit. Huge numbers are
+    refused."""
     if value is None:
         return None
     if isinstance(value, str):
@@ -466,12 +436,9 @@ def _validate(path: str, rows: int, classes: np.ndarray) -> None:
 
 
 def encode_labels(y: np.ndarray, classes: np.ndarray) -> np.ndarray:
-    """Labels the bindings hold exactly: LIBLINEAR and LIBSVM store them as C ints.
-
-    Integral labels are kept (saved models then carry the user's labels). Otherwise every
-    label becomes its class code 0..k-1, so 2.5 and 2.7 cannot merge; a label not in
-    ``classes`` (in a test file) becomes -1, a code no model predicts.
-    """
+    """Labels the bindings hold exactly (C ints): integral labels are kept (saved models then carry
+    them); otherwise each label becomes its class code 0..k-1 so 2.5 and 2.7 cannot merge. A label
+    not in ``classes`` becomes -1, which no model predicts."""
     if np.all(np.floor(classes) == classes) and np.all(np.abs(classes) < 2**31):
         return y
     pos = np.searchsorted(classes, y).clip(0, classes.size - 1)
@@ -479,11 +446,8 @@ def encode_labels(y: np.ndarray, classes: np.ndarray) -> np.ndarray:
 
 
 def require_integer_labels(y: np.ndarray) -> None:
-    """Model files store labels as C ints; refuse labels they would silently change.
-
-    Mapping 2.5 and 3.5 to codes would make ``svm-predict`` and ``liblinear-predict`` print the
-    codes instead of the user's labels, so a saved model must carry the real ones.
-    """
+    """Refuse labels a model file (C ints) would silently change: codes for 2.5 and 3.5 would make
+    ``svm-predict`` print codes, not the user's labels."""
     y = np.asarray(y, dtype=np.float64)
     bad = ~np.isfinite(y) | (np.floor(y) != y) | (np.abs(y) >= 2**31)
     if bad.any():
@@ -497,11 +461,8 @@ def require_integer_labels(y: np.ndarray) -> None:
 def data_summary(
     path: str, X: sp.csr_matrix, classes: np.ndarray, sha256: str | None = None
 ) -> dict[str, Any]:
-    """The JSON ``data`` block: what was read, before any scaling or sampling.
-
-    ``sha256`` is the hash of the file's decompressed content: it ties a verdict to its data
-    (``verify --check-json``, ``batch --resume``).
-    """
+    """The JSON ``data`` block, before any scaling or sampling; ``sha256`` of the decompressed
+    content ties a verdict to its data (``verify --check-json``, ``batch --resume``)."""
     n_rows, n_features = X.shape
     return {
         "path": path,

@@ -1,8 +1,6 @@
-"""The decision rule and its paired 95% intervals: the one rule that check and verify share.
-
-Scores are per point (1/0 correct, or a fraction of repeats), optionally weighted, so that a
-metric other than plain accuracy changes the weights, not the rule.
-"""
+"""The decision rule and its paired 95% intervals, shared by check and verify. Scores are per point
+(1/0, or a fraction of repeats), optionally weighted: another metric changes the weights, not the
+rule."""
 
 from __future__ import annotations
 
@@ -14,16 +12,15 @@ from typing import Any, Literal
 
 import numpy as np
 
-#: The JSON's schema (docs/json.md has the changelog). 2: six significant digits for every
-#: number except method parameters (C, gamma: exact), and the per-model test accuracies under
-#: ``test.accuracy``.
+#: The JSON's schema (changelog in docs/json.md). 2: six significant digits except method parameters
+#: (exact), per-model test accuracies under ``test.accuracy``.
 SCHEMA_VERSION = 3
 #: Check verdicts that ``verify --check-json`` reads: the fields it uses are the same in both.
 READABLE_CHECK_SCHEMAS = (1, 2, 3)
 Verdict = Literal["linear", "kernel"]
 Margin = Literal["clear", "borderline"]
-#: Gaps are compared with epsilon after rounding to this many decimals, so that a gap equal to
-#: epsilon in exact arithmetic (3 rows of 150 against 0.02) is not lost to binary rounding.
+#: Gaps are rounded to this many decimals before comparing with epsilon, so an exact tie (3 rows of
+#: 150 vs 0.02) survives binary rounding.
 TIE_DECIMALS = 12
 #: Two-sided 95% normal quantile.
 Z95 = 1.959963984540054
@@ -39,10 +36,8 @@ class Gap:
 
 
 def accuracy(correct: np.ndarray, weights: np.ndarray | None = None) -> float:
-    """The (weighted) mean of per-point results; NaN for no points.
-
-    Equal weights give plain accuracy; per-class weights would give balanced accuracy.
-    """
+    """The (weighted) mean of per-point results; NaN for no points. Equal weights: plain
+    accuracy."""
     c = np.asarray(correct, dtype=np.float64)
     if c.size == 0:
         return float("nan")
@@ -55,12 +50,9 @@ def accuracy(correct: np.ndarray, weights: np.ndarray | None = None) -> float:
 def paired_gap(
     checker_correct: np.ndarray, linear_correct: np.ndarray, weights: np.ndarray | None = None
 ) -> Gap:
-    """Mean and normal 95% interval of d_i = correct_checker(i) - correct_linear(i) on V.
-
-    Pairing on the same V points removes the variance both methods share, so the interval is
-    much tighter than comparing two independent accuracies. With ``weights``, the weighted
-    mean and the variance of a weighted mean (equal weights give the unweighted formula).
-    """
+    """Mean and normal 95% interval of d_i = correct_checker(i) - correct_linear(i) on V. Pairing
+    removes the variance both share, so it is much tighter than two independent accuracies.
+    ``weights``: the weighted mean and its variance."""
     a = np.asarray(checker_correct, dtype=np.float64)
     b = np.asarray(linear_correct, dtype=np.float64)
     if a.shape != b.shape or a.size == 0:
@@ -84,20 +76,16 @@ def paired_gap(
 
 
 def interval_floor(points: float) -> float:
-    """The least half-width of a gap's 95% interval on ``points`` scored points: Z95 / (n + 1).
-
-    Where two models are right or wrong alike on every point, the sample variance of their
-    differences is 0 and the normal interval collapses to the gap itself: 10, 12 and 30 rows
-    were called ``linear (clear)`` on +0.0 [+0.0, +0.0]. Not seeing a discordant pair among n
-    leaves a discordance rate of about 1 / (n + 1) (one pseudo-pair, as an add-one estimate
-    takes), whose standard error is the floor's. It binds only where no pair, or one, differs:
-    one discordant pair already gives a standard error of about 1 / n."""
+    """The least half-width of a gap's 95% interval on ``points`` points: Z95 / (n + 1). With no
+    discordant pair the sample variance is 0 and the interval collapses (10 rows called ``linear
+    (clear)`` on +0.0 [+0.0, +0.0]); no discordance among n leaves a rate of about 1 / (n + 1)
+    (add-one). Binds only with at most one discordant pair."""
     return Z95 / (points + 1.0)
 
 
 def reaches(x: float, epsilon: float) -> bool:
-    """Whether a gain (or an end of its interval) reaches epsilon: the rule's one comparison,
-    rounded so that a gap equal to epsilon in exact arithmetic is not lost to float noise."""
+    """Whether a gain (or interval end) reaches epsilon: the rule's one comparison, rounded
+    (:data:`EPSILON_DECIMALS`)."""
     return round(x, TIE_DECIMALS) >= epsilon
 
 
@@ -107,13 +95,9 @@ def straddles(gap: Gap, epsilon: float) -> bool:
 
 
 def mean_gap(first: Gap, second: Gap) -> Gap:
-    """The mean of two gaps measured on disjoint points (two folds), with its interval.
-
-    Each interval's half-width is Z95 standard errors; the mean of two independent estimates
-    has the standard error sqrt(se1^2 + se2^2) / 2, so with folds of equal size the interval
-    narrows by about sqrt(2). Averaging the folds' gaps, rather than pooling their points, is
-    the same for accuracy and also right for AUC, whose scores two models do not share.
-    """
+    """The mean of two gaps on disjoint points (two folds), with its interval: standard error
+    sqrt(se1^2 + se2^2) / 2, about sqrt(2) narrower for equal folds. Averaging gaps, not pooling
+    points, is also right for AUC."""
     se1 = (first.high - first.low) / (2 * Z95)
     se2 = (second.high - second.low) / (2 * Z95)
     mean = (first.value + second.value) / 2
@@ -121,10 +105,9 @@ def mean_gap(first: Gap, second: Gap) -> Gap:
     return Gap(mean, mean - Z95 * se, mean + Z95 * se)
 
 
-#: What an outcome is to the rule. ``deciding``: exact mode, which decides where it ran;
-#: ``proxy``: a checker the method relies on (degree-2, MultiLinear, rff); ``stand-in``: a
-#: checker that stands in for exact mode only where it is cheap (rbfsvm), so that its skip for
-#: cost is the normal case on large data, not a gap in the evidence.
+#: An outcome's role in the rule: ``deciding`` (exact mode, decides where it ran); ``proxy``
+#: (degree-2, MultiLinear, rff); ``stand-in`` (rbfsvm, only where cheap, so its skip for cost on
+#: large data is normal, not missing evidence).
 Role = Literal["deciding", "proxy", "stand-in"]
 #: Why a margin is what it is.
 MarginReason = Literal[
@@ -136,8 +119,8 @@ MarginReason = Literal[
 
 @dataclass(frozen=True)
 class Outcome:
-    """What the rule needs of one method: its role, whether it ran to the end, what limited it
-    (``cost``, ``time`` or ``memory``), its reason, and its gap (None: no gap to decide on)."""
+    """What the rule needs of one method: role, whether it finished, what limited it (``cost``,
+    ``time``, ``memory``), reason, and gap (None: none)."""
 
     name: str
     role: Role
@@ -149,8 +132,7 @@ class Outcome:
 
 @dataclass(frozen=True)
 class CutShort:
-    """A checker that did not run (``skipped``) or was cut short by the time or memory limit,
-    so that it cannot confirm a linear verdict."""
+    """A checker skipped or cut short by time or memory, so it cannot confirm a linear verdict."""
 
     name: str
     what: Literal["did not run", "was cut short"]
@@ -171,8 +153,8 @@ class Decision:
     verdict: Verdict
     margin: Margin
     deciding: str | None  # checker whose gap decided a kernel verdict
-    #: ``proxies``: the checkers' gaps decided; ``exact``: exact mode's; ``overrule``: a proxy
-    #: whose whole interval reaches epsilon over exact mode's linear verdict.
+    #: ``proxies``: checkers' gaps decided; ``exact``: exact mode's; ``overrule``: a proxy's whole
+    #: interval reached epsilon over exact mode's linear verdict.
     by: Literal["proxies", "exact", "overrule"] = "proxies"
     margin_reason: MarginReason = "interval"
     #: The outcomes whose interval contains epsilon (the margin's uncertainty, where any).
@@ -184,8 +166,8 @@ class Decision:
     overruled: Gap | None = None
 
     def notes(self, words: Callable[[str], str] = str) -> list[str]:
-        """The warnings the rule gives: checkers cut short, then a proxy's overrule; methods
-        named by ``words`` (the rule knows keys, the registry knows how sentences say them)."""
+        """The rule's warnings: checkers cut short, then a proxy's overrule; methods named by
+        ``words``."""
         out = [c.note(words) for c in self.cut_short]
         if self.overruled is not None and self.deciding_gap is not None:
             out.append(_overrule_note(self.overruled, words(str(self.deciding)), self.deciding_gap))
@@ -204,12 +186,9 @@ class Decision:
 
 
 def decide(gaps: dict[str, Gap], epsilon: float) -> Decision:
-    """``kernel`` if any checker's gap reaches epsilon, else ``linear``.
-
-    The margin is ``clear`` when the deciding interval lies on one side of epsilon: for a
-    kernel verdict, the interval of the largest qualifying gap lies at or above epsilon; for a
-    linear verdict, every checker's interval lies below epsilon.
-    """
+    """``kernel`` if any checker's gap reaches epsilon, else ``linear``. ``clear`` when the deciding
+    interval lies on one side of epsilon: for kernel the largest qualifying gap's at or above; for
+    linear every checker's below."""
     if not gaps:
         raise ValueError("no checker finished, so there is nothing to decide on")
 
@@ -245,15 +224,10 @@ def _overrule_note(exact: Gap, name: str, g: Gap) -> str:
 
 
 def _exact_first(exact: Outcome, proxies: dict[str, Gap], epsilon: float) -> Decision:
-    """Where exact mode ran, its gap decides, unless it says ``linear`` while a proxy's whole
-    interval reaches epsilon: then ``kernel``, decided by that proxy.
-
-    Exact mode's RBF is tuned on a sample within a budget, and a gain that needs a large C is
-    lost there: a large C overfits the sample, so the sample ranks it lowest. A proxy's clear
-    gap is measured on V against the tuned linear model, so a nonlinear model does beat it
-    there. Only a clear interval overrides: a point estimate of a proxy is a coin toss on the
-    hundred points of small data's V, which is why exact mode decides there.
-    """
+    """Where exact mode ran its gap decides, unless it says ``linear`` while a proxy's whole
+    interval reaches epsilon: then ``kernel`` by that proxy. Exact mode tunes on a sample, which
+    ranks a needed large C lowest (it overfits the sample); a proxy's clear gap on V is real. Only a
+    clear interval overrides: a point estimate on small data's V is a coin toss."""
     assert exact.gap is not None
     decision = dataclasses.replace(decide({exact.name: exact.gap}, epsilon), by="exact")
     sure = {n: g for n, g in proxies.items() if reaches(g.low, epsilon)}
@@ -263,10 +237,9 @@ def _exact_first(exact: Outcome, proxies: dict[str, Gap], epsilon: float) -> Dec
 
 
 def _cut_short(outcomes: Sequence[Outcome]) -> tuple[CutShort, ...]:
-    """The checkers that might have overturned a linear verdict but did not finish: skipped
-    (budget, memory, time limit) or stopped by the time or memory limit. A stand-in skipped
-    for its cost is not one (its absence is the normal case on large data), and a degree-2
-    subsample under its budget is not one either: its interval already reflects the sample."""
+    """Checkers that might have overturned a linear verdict but did not finish (skipped for budget,
+    memory, time, or stopped). Not a stand-in skipped for cost (normal on large data), nor a
+    degree-2 subsample under its budget (its interval reflects the sample)."""
     out = []
     for o in outcomes:
         if o.role == "deciding":
@@ -281,18 +254,17 @@ def _cut_short(outcomes: Sequence[Outcome]) -> tuple[CutShort, ...]:
 
 
 def rule(outcomes: Sequence[Outcome], epsilon: float) -> Decision:
-    """The whole verdict rule, from what each method did, in the order the user listed them.
+    """The whole verdict rule, from what each method did, in the user's order.
 
-    1. Where exact mode ran (a ``deciding`` outcome is present) and has a gap, it decides,
-       unless a proxy's whole interval reaches epsilon over its linear verdict (``overrule``).
-    2. Otherwise ``kernel`` when any gap reaches epsilon (the largest decides), else
-       ``linear``; the margin comes from the intervals (:func:`decide`).
-    3. Where exact mode did not run, a linear verdict is not ``clear`` while a checker that
-       might have overturned it was cut short (:func:`_cut_short`).
+    1. Where exact mode ran and has a gap, it decides, unless a proxy overrules it
+       (:func:`_exact_first`).
+    2. Otherwise ``kernel`` when any gap reaches epsilon (the largest decides), else ``linear``;
+       the margin from the intervals (:func:`decide`).
+    3. Without exact mode, a linear verdict is not ``clear`` while a checker that might have
+       overturned it was cut short (:func:`_cut_short`).
 
-    A second fold's gaps come in as the mean of both folds (:func:`mean_gap`); which checkers
-    it re-measures is :func:`remeasure`. Raises ValueError when no outcome has a gap.
-    """
+    A second fold's gaps come in as the mean of both (:func:`mean_gap`; which: :func:`remeasure`).
+    ValueError when no outcome has a gap."""
     gaps = {o.name: o.gap for o in outcomes if o.gap is not None}
     if not gaps:
         raise ValueError("no checker finished, so there is nothing to decide on")
@@ -316,18 +288,11 @@ def rule(outcomes: Sequence[Outcome], epsilon: float) -> Decision:
 def remeasure(
     decision: Decision, outcomes: Sequence[Outcome], epsilon: float, *, affordable: bool
 ) -> tuple[str, ...]:
-    """The checkers a second fold re-measures: without exact mode, where the first
-    measurement left the check's budget enough for one (``affordable``:
-    kcheck.plan.Plan.affords_second_fold, which small data does), those whose interval
-    contains epsilon while the verdict is borderline. From counts and gaps only, so the same
-    data always gets it.
-
-    One V of a small data set is a few hundred to 2,500 points, and a gap 1.4 points above
-    epsilon with an interval of +-1.2 came out below epsilon at one seed in five (a 10,000-row
-    set whose RBF gain is +3.4 [2.5, 4.2] on 5,000 held-out points). A second fold halves
-    the variance of the gap where, and only where, the verdict hangs on it. Where the exact
-    comparison ran it decides, from repeated cross-validation on all rows.
-    """
+    """The checkers a second fold re-measures: without exact mode, where the first measurement left
+    budget for one (``affordable``: kcheck.plan.Plan.affords_second_fold), those whose interval
+    contains epsilon while the verdict is borderline. From counts and gaps only. A small V is noisy
+    (a gap 1.4 points above epsilon, +-1.2, fell below at one seed in five); a second fold halves
+    the variance only where the verdict hangs on it."""
     if decision.margin != "borderline" or not affordable:
         return ()
     if any(o.role == "deciding" for o in outcomes):
@@ -339,17 +304,15 @@ def remeasure(
     )
 
 
-#: After one repeat of a cross-validation its gap carries the variance of that one fold
-#: assignment, which its interval (over rows) leaves out: 0.14-0.88 of the interval's standard
-#: error on eight measured sets (scripts/results/exact.md). Widened by this factor, the
-#: interval holds a fold variance up to 1.1 of its error (sqrt(1 + 1.1^2) = 1.49).
+#: After one CV repeat the gap carries its fold assignment's variance, which the interval omits:
+#: 0.14-0.88 of its standard error on eight sets (scripts/results/exact.md). Widened by this, it
+#: covers up to 1.1 (sqrt(1 + 1.1^2) = 1.49).
 ONE_REPEAT_WIDEN = 1.5
 
 
 def settled(gap: Gap, epsilon: float, repeats: int = 2) -> bool:
-    """Whether more repeats of a cross-validation could not move the verdict (exact mode's early
-    stop): the interval lies wholly on one side of epsilon. After ``repeats`` = 1, the interval
-    widened by ONE_REPEAT_WIDEN must: one fold assignment's own variance could move the gap."""
+    """Whether more CV repeats could not move the verdict (exact mode's early stop): the interval
+    lies on one side of epsilon, widened by ONE_REPEAT_WIDEN after a single repeat."""
     if repeats <= 0:
         return False
     if repeats == 1:
@@ -361,10 +324,8 @@ def settled(gap: Gap, epsilon: float, repeats: int = 2) -> bool:
 
 
 def without_timing(obj: Any) -> Any:
-    """The JSON without its wall-clock fields (every key ending in ``seconds``).
-
-    The same input and seed give the same JSON apart from these; tests compare through this.
-    """
+    """The JSON without its wall-clock fields (keys ending in ``seconds``): the same input and seed
+    give the same JSON apart from these; tests compare through this."""
     if isinstance(obj, dict):
         return {k: without_timing(v) for k, v in obj.items() if not k.endswith("seconds")}
     if isinstance(obj, list):
@@ -373,16 +334,16 @@ def without_timing(obj: Any) -> Any:
 
 
 def json_number(x: float | None, digits: int = 6) -> float | None:
-    """``digits`` significant digits, for stable, readable JSON; NaN and inf become null (JSON
-    has neither). Significant digits, not decimals: a gap of 0.000123 keeps its 3 digits."""
+    """``digits`` significant digits (not decimals: 0.000123 keeps 3) for stable JSON; NaN and inf
+    become null."""
     if x is None or not math.isfinite(x):
         return None
     return float(f"{float(x):.{digits}g}")
 
 
 def json_parameter(x: float | None) -> float | None:
-    """A method parameter (C, gamma) exactly as used, so that it can be passed on to
-    ``svm-train -c/-g`` or ``liblinear-train -c`` and give the same model."""
+    """A method parameter (C, gamma) exactly, to pass to ``svm-train -c/-g`` or ``liblinear-train
+    -c`` for the same model."""
     if x is None or not math.isfinite(x):
         return None
     return float(x)

@@ -1,10 +1,6 @@
-"""The checkers' contract: what a checker is given (:class:`Context`) and what it returns.
-
-A checker is a function ``run(T, V, ctx) -> CheckerResult``: it trains on T only and scores on
-V only. Everything it may need from the run (seed, jobs, memory, deadline, progress, the
-linear baseline's facts) is in ``ctx``, so adding a checker never means threading a new
-parameter through the pipeline.
-"""
+"""The checkers' contract: a checker is ``run(T, V, ctx) -> CheckerResult``, training on T only and
+scoring on V only. Everything else it needs (seed, jobs, memory, deadline, progress, the baseline's
+facts) is in ``ctx``, so a new checker threads no parameter through the pipeline."""
 
 from __future__ import annotations
 
@@ -25,8 +21,8 @@ from kcheck.split import stratified_subsample
 from kcheck.tuning import linear_c
 from kcheck.verdict import accuracy
 
-#: ``ok``: trained on all of T; ``subsampled``: on part of T; ``skipped``: did not finish;
-#: ``exact``: the exact RBF comparison (cross-validated on all rows, not scored on V).
+#: ``ok``: all of T; ``subsampled``: part of T; ``skipped``: did not finish; ``exact``: the exact
+#: RBF comparison (CV on all rows, not V).
 Status = Literal["ok", "subsampled", "skipped", "exact"]
 
 
@@ -44,8 +40,8 @@ class Dataset:
 
 @dataclass(frozen=True)
 class Counts:
-    """What a plan is decided from: numbers of T and V, never a clock or a trained model, so
-    that the same data and options plan the same work on every machine (kcheck.plan)."""
+    """What a plan is decided from: counts of T and V, never a clock or model, so plans are the same
+    everywhere."""
 
     rows: int
     val_rows: int
@@ -88,11 +84,10 @@ class Counts:
 
 @dataclass(frozen=True)
 class Allowance:
-    """What the plan gives one method to size itself within: the memory it may allocate
-    beyond the data and what the methods before it left of its measurement's counted budget
-    (kcheck.costs.budget; None: it has none). Under ``--time-limit``, where the plan sizes a
-    step again just before it runs (kcheck.plan.resized), the seconds left and what the linear
-    baseline took here: the one clock reading a size may read."""
+    """What the plan gives one method to size itself within: memory beyond the data, and what
+    earlier methods left of its counted budget (None: none). Under ``--time-limit``
+    (kcheck.plan.resized), also the seconds left and the baseline's time here: the one clock reading
+    a size may read."""
 
     memory_limit: int
     budget_seconds: float | None = None
@@ -100,8 +95,8 @@ class Allowance:
     linear_seconds: float | None = None
 
     def bound(self) -> tuple[float, str]:
-        """The counted budget, or the time left where ``--time-limit`` leaves less, and which
-        of the two it is (a reason names it)."""
+        """The counted budget, or the time left where ``--time-limit`` leaves less, and which one
+        (for reasons)."""
         budget = self.budget_seconds or 0.0
         if self.seconds_left is not None and self.seconds_left < budget:
             return max(self.seconds_left, 0.0), "the time left before the time limit"
@@ -110,12 +105,10 @@ class Allowance:
 
 @dataclass(frozen=True)
 class Sized:
-    """What a method will do with what the plan allows it, from counts: the rows of T it
-    trains on (0: it will report itself skipped, with ``reason``), what cut them
-    (``limited_by``: memory, cost or time), the bytes it allocates beyond the data (None: it
-    does not say, so it never runs beside the baseline), its counted seconds, and ``sizing``:
-    the method's own record of what it decided, which its ``run`` obeys without sizing again
-    (None: it trains on all of T as it is)."""
+    """What a method will do with its allowance, from counts: rows of T (0: skipped, with
+    ``reason``), what cut them (``limited_by``: memory, cost or time), bytes it allocates beyond the
+    data (None: unknown, so never beside the baseline), counted seconds, and ``sizing``, its own
+    record that ``run`` obeys without re-sizing (None: all of T as it is)."""
 
     rows: int
     reason: str | None = None
@@ -132,8 +125,8 @@ S = TypeVar("S")
 
 
 def sizing_of(sized: Sized, kind: type[S]) -> S:
-    """The method's own record in ``sized``: what its ``run`` obeys. A plan that hands a
-    method another's record (or none) is a bug in the plan, not something to size around."""
+    """The method's own record in ``sized``. Another's record (or none) is a plan bug, not something
+    to size around."""
     if not isinstance(sized.sizing, kind):
         raise TypeError(f"expected a {kind.__name__} from the plan, got {sized.sizing!r}")
     return sized.sizing
@@ -149,21 +142,17 @@ class Predicts(Protocol):
 
 
 class Pieces(Predicts, Protocol):
-    """A model of linear pieces (MultiLinear's clusters, mixlinear's experts): labels, and
-    each row's probability of the larger label where its pieces were calibrated."""
+    """A model of linear pieces (MultiLinear, mixlinear): labels, and calibrated larger-label
+    probabilities."""
 
     def predict_scored(self, X: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray | None]: ...
 
 
 @dataclass
 class CheckerResult:
-    """What a method achieved on V, plus a predictor to score other data (e.g. ``--test``).
-
-    Per point of V: ``predicted`` labels, ``correct`` (1/0, or for the exact comparison the
-    fraction of repeats right), and for two classes ``scores``, each point's score for the
-    larger label where the model has comparable ones (None otherwise). ``info`` holds
-    method-specific JSON fields (C, K, ...).
-    """
+    """What a method achieved on V, plus a predictor for other data (``--test``). Per V point:
+    ``predicted``, ``correct`` (1/0, or exact's fraction of repeats), and for two classes ``scores``
+    for the larger label where comparable (else None). ``info``: method-specific JSON fields."""
 
     name: str
     status: Status
@@ -174,18 +163,16 @@ class CheckerResult:
     info: dict[str, Any] = field(default_factory=dict)
     predict: Predictor | None = None
     cv_accuracy: float | None = None
-    #: Per-point correctness on V of the linear model the gap is measured against, when it
-    #: is not the baseline (e.g. a linear model trained on the same subsample).
+    #: Per-point correctness on V of the linear reference, when not the baseline (e.g. same
+    #: subsample).
     reference_correct: np.ndarray | None = None
     #: That reference's per-point scores (``--metric auc``).
     reference_scores: np.ndarray | None = None
-    #: The labels of the points ``correct`` is about, when they are not V's (the exact
-    #: comparison scores every row by cross-validation).
+    #: Labels of the points ``correct`` is about, when not V's (exact scores every row by CV).
     truth: np.ndarray | None = None
     predicted: np.ndarray | None = None
     scores: np.ndarray | None = None
-    #: The trained model itself, where a consumer reads more than predictions from it
-    #: (``--explain`` reads the degree-2 weights).
+    #: The trained model itself, where a consumer reads more than predictions (``--explain``).
     model: Any = None
     #: Counted seconds (kcheck.costs.budget) it spent. Not in the JSON (the plan holds them).
     counted_seconds: float = 0.0
@@ -200,8 +187,8 @@ class CheckerResult:
     def scored(
         cls, name: str, s: Scored, started: float, predict: Predictor, **fields: Any
     ) -> CheckerResult:
-        """A method that trained: its scores on V, its predictor, and the seconds since
-        ``started`` (a ``time.perf_counter()`` value); ``status`` is ``ok`` unless given."""
+        """A method that trained: V scores, predictor, and seconds since ``started``
+        (``time.perf_counter()``)."""
         fields.setdefault("status", "ok")
         return cls(
             name=name,
@@ -218,8 +205,8 @@ class CheckerResult:
     def of_pieces(
         cls, name: str, pieces: Pieces, V: Dataset, started: float, **fields: Any
     ) -> CheckerResult:
-        """:meth:`scored` for a model of linear pieces: their raw decision values are not on
-        one scale, so its scores are the calibrated probabilities, or none."""
+        """:meth:`scored` for linear pieces: raw decision values are not on one scale, so calibrated
+        probabilities, or none."""
         predicted, probs = pieces.predict_scored(V.X)
         correct = predicted == V.y
         s = Scored(accuracy(correct), correct, predicted, probs)
@@ -244,14 +231,10 @@ class CheckerResult:
 class Context:
     """What the run gives every checker: settings, limits, and the linear baseline's facts.
 
-    ``memory_limit`` is what a checker may allocate on top of the data already in memory.
-    ``deadline`` is a ``time.perf_counter()`` value (``--time-limit``), or None.
-    What a checker trains on, and how, is not here: the plan decided it once from counts
-    (kcheck.plan) and hands it to the checker's ``run`` as its :class:`Sized`. ``baseline`` is
-    None while the
-    linear baseline still runs beside the checkers the plan lets start first
-    (:func:`kcheck.plan.early`); :meth:`linear` is how a checker reads it, waiting for it there.
-    """
+    ``memory_limit``: what it may allocate beyond the data in memory. ``deadline``: a
+    ``time.perf_counter()`` value (``--time-limit``) or None. What it trains on comes from the plan
+    as its :class:`Sized`. ``baseline`` is None while the baseline still runs beside early checkers
+    (:func:`kcheck.plan.early`); read it through :meth:`linear`, which waits."""
 
     seed: int
     jobs: int
@@ -296,8 +279,8 @@ class Scored:
 
 
 def score(model: Predicts | Predictor, V: Dataset) -> Scored:
-    """Predict V once: labels, correctness, and (for two classes) each point's decision value
-    for the larger label, where the model gives decision values (it then has ``labels``)."""
+    """Predict V once: labels, correctness, and for two classes each point's larger-label decision
+    value where the model has them."""
     scored = getattr(model, "predict_scored", None)
     scores = None
     if scored is not None:
@@ -313,25 +296,23 @@ def score(model: Predicts | Predictor, V: Dataset) -> Scored:
 
 
 def past(deadline: float | None) -> bool:
-    """Whether ``deadline`` (a ``time.perf_counter()`` value, None: no limit) has passed: the
-    one clock read that may stop a checker, between its steps."""
+    """Whether ``deadline`` (``time.perf_counter()``; None: no limit) has passed: the one clock read
+    that may stop a checker."""
     return deadline is not None and time.perf_counter() >= deadline
 
 
 def stop_if_past(deadline: float | None, what: str) -> None:
-    """Raise TimeLimitReached(``what``) once ``deadline`` has passed; :func:`guarded` turns it
-    into a checker skipped for the time limit."""
+    """Raise TimeLimitReached(``what``) once ``deadline`` passed (:func:`guarded` makes it a
+    skip)."""
     if past(deadline):
         raise TimeLimitReached(what)
 
 
 @dataclass
 class SearchThenStage:
-    """Progress over an RBF grid search's points, then over what follows it as a stage of its
-    own, announced with its predicted seconds (exact mode's repeats, rbfsvm's trainings on T:
-    at a large C that stage can take many times the search), and the time limit between steps
-    (as the pipeline's ``--time-limit`` expects of a checker). Steps count on from the search
-    into the stage; each stage shows its own count."""
+    """Progress over an RBF grid search's points, then over the stage after it (exact's repeats,
+    rbfsvm's trainings), announced with its predicted seconds, and the time limit between steps.
+    Steps count on from the search; each stage shows its own count."""
 
     report: Progress
     deadline: float | None
@@ -340,8 +321,7 @@ class SearchThenStage:
     stage: str
     #: The steps of the search and the stage together.
     total: int
-    #: The search's own total where the stage after it is a stage of its own (None: the run
-    #: is one stage of ``total`` steps, as exact mode's nested comparison is).
+    #: The search's own total where the next stage is separate (None: one stage of ``total`` steps).
     search_points: int | None = None
     #: What the search (or the whole run, where it is one stage) counts ...
     unit: str = "grid points"
@@ -349,8 +329,8 @@ class SearchThenStage:
     predicted: float | None = None
 
     def tick(self, done: int, note: str | None = None) -> None:
-        """``done`` steps in; ``note``: how the stage finished, where it did less than it
-        announced by design (a log adds it to the stage's "done" line)."""
+        """``done`` steps in; ``note``: why the stage did less than announced, by design (added to
+        its "done" line)."""
         searching = self.offset == 0
         total = self.search_points if searching and self.search_points is not None else self.total
         self.report(
@@ -365,8 +345,8 @@ class SearchThenStage:
         )
 
     def then(self, stage: str, done: int, predicted_seconds: float, unit: str) -> None:
-        """From the search, ``done`` steps in, to ``stage`` (which counts ``unit``), announced
-        with its prediction."""
+        """From the search, ``done`` steps in, to ``stage`` (counting ``unit``), with its
+        prediction."""
         self.stage, self.offset, self.unit = stage, done, unit
         self.predicted = round(predicted_seconds, 3)
         self.tick(done)
@@ -376,8 +356,8 @@ class SearchThenStage:
 
 
 def guarded(name: str, deadline: float | None, fn: Callable[[], CheckerResult]) -> CheckerResult:
-    """Run a checker; an engine failure, MemoryError or the time limit skips it, not the check.
-    Its CPU seconds (:func:`cpu_seconds`, workers included) go into the result."""
+    """Run a checker; an engine failure, MemoryError or the time limit skips it, not the check. Its
+    CPU seconds (workers included) go into the result."""
     t0, c0 = time.perf_counter(), cpu_seconds()
     if past(deadline):
         return CheckerResult.skipped(name, "time limit", 0.0)
@@ -394,18 +374,16 @@ def guarded(name: str, deadline: float | None, fn: Callable[[], CheckerResult]) 
 
 
 def cpu_seconds() -> float:
-    """CPU seconds of this process, of its children that have ended, and of the work it ran in
-    pools and stoppable workers (:func:`kcheck.parallel.workers.process_cpu_seconds`): what a stage
-    cost, beside its wall time."""
+    """CPU seconds of this process, its ended children, and its pool and stoppable workers
+    (:func:`kcheck.parallel.workers.process_cpu_seconds`)."""
     return process_cpu_seconds()
 
 
 @dataclass
 class SampleReference:
     """A stratified sample of T and a linear model tuned and trained on it, scored on V: the
-    reference of a checker's gap where the checker trains on the sample. A nonlinear model on a
-    tenth of T against a linear one on all of it would measure the rows it lacks (degree-2's
-    subsample and rbfsvm's share this)."""
+    reference where a checker trains on the sample (against all of T it would measure the missing
+    rows)."""
 
     data: Dataset
     correct: np.ndarray
