@@ -1,19 +1,12 @@
-"""Read and write LIBSVM-format data files.
+"""Read and write LIBSVM-format data files: opening (plain, gzip, bzip2, xz, stdin), the reader,
+content hashing and the writer.
 
-This module holds how files are opened (plain, gzip, bzip2, xz, standard input), the reader
-that ties them to the parsers, content hashing and the writer. The file is cut into chunks of
-whole lines and each chunk first goes to the vectorised fast path in :mod:`kcheck.io._parse`,
-which only accepts input it can prove well formed; a chunk it cannot prove (odd bytes, a
-malformed token, an index with leading zeros beyond 16 digits...) is re-read line by line by
-:mod:`kcheck.io.reference_parser`, which holds the format's rules. That parser is the reference:
-it either gives the same result or raises :class:`DataFormatError` with the exact line, so error
-messages never depend on which path ran, and the fast path's bit tricks stay out of the way of
-anyone reading the rules.
-
-Numbers are parsed to exactly the value Python's ``float()`` gives, on both paths. Explicit zero
-values (including ``-0.0``) are kept as stored entries, as LIBSVM and scikit-learn keep them;
-the writer omits zeros, so a written file reads back with no explicit zeros.
-"""
+The file is cut into chunks of whole lines; each goes first to the vectorised fast path
+(:mod:`kcheck.io._parse`), which accepts only input it can prove well formed. Any other chunk is
+re-read line by line by :mod:`kcheck.io.reference_parser`, the reference for the format's rules, so
+results and error messages never depend on the path. Numbers parse to exactly Python's ``float()``.
+Explicit zeros (``-0.0`` too) are kept as stored entries, as LIBSVM and scikit-learn do; the writer
+omits them."""
 
 from __future__ import annotations
 
@@ -114,11 +107,8 @@ def _read_stdin(name: str, max_line: int) -> bytes:
 def _open(
     path: PathArg, name: str, stack: contextlib.ExitStack, max_line: int
 ) -> tuple[BinaryIO, int]:
-    """A binary stream of the decompressed bytes and a size hint for the output arrays.
-
-    Compression is recognised by magic bytes, so a misnamed file still reads. Standard input
-    is read whole first, as it cannot be peeked at. Opened files are closed by ``stack``.
-    """
+    """A binary stream of the decompressed bytes and a size hint. Compression is recognised by magic
+    bytes; stdin is read whole first (it cannot be peeked). ``stack`` closes what is opened."""
     raw: BinaryIO
     try:
         if _is_stdin(path):
@@ -159,8 +149,8 @@ class _LineTooLong(Exception):
     """A line outgrew the cap; the caller knows its number."""
 
 
-#: The time.perf_counter() value after which a read stops with TimeLimitReached: a check's
-#: --time-limit covers its read (a 5 MB gzip that expands to 2 GB took 44 s of a 5 s limit).
+#: time.perf_counter() after which a read raises TimeLimitReached: --time-limit covers the read (a 2
+#: GB-expanding gzip took 44 s of 5).
 _DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar(
     "kcheck_read_deadline", default=None
 )
@@ -177,13 +167,10 @@ def read_until(deadline: float | None) -> Iterator[None]:
 
 
 def _line_chunks(f: BinaryIO, name: str, max_line: int, digest: Any = None) -> Iterator[bytes]:
-    """Successive pieces of about _CHUNK bytes, each ending at a line end (except the last).
-
-    Streaming keeps memory at the size of the result, not of the file. A UTF-8 BOM is
-    dropped; a file whose first block has lone CR line ends (classic Mac OS) gets LF ones.
-    A line longer than ``max_line`` raises _LineTooLong (``/dev/zero`` has no line end).
-    ``digest`` (a hashlib object) is fed every block as read, before any of that.
-    """
+    """Pieces of about _CHUNK bytes, each ending at a line end (except the last), so memory follows
+    the result, not the file. A UTF-8 BOM is dropped; lone CR line ends in the first block become
+    LF. A line over ``max_line`` raises _LineTooLong (``/dev/zero``). ``digest`` is fed every block
+    as read."""
     pending: list[bytes] = []
     pending_bytes = 0
     first = True
@@ -230,11 +217,9 @@ def _line_chunks(f: BinaryIO, name: str, max_line: int, digest: Any = None) -> I
 
 
 def _check_stream(f: BinaryIO, name: str) -> None:
-    """Read a compressed stream to its end; a codec failure becomes DataFormatError.
-
-    A damaged archive can decode to plausible text before its checksum fails, so when the
-    text is rejected the rest is checked first: "corrupt" is the better message then.
-    """
+    """Read a compressed stream to its end; a codec failure becomes DataFormatError. A damaged
+    archive can decode to plausible text before its checksum fails, so where the text is rejected
+    the rest is checked first ("corrupt" is the better message)."""
     if not isinstance(f, (gzip.GzipFile, lzma.LZMAFile, bz2.BZ2File)):
         return
     try:
@@ -261,22 +246,15 @@ def read_libsvm(
 ) -> tuple[np.ndarray, sp.csr_matrix]:
     """Read a LIBSVM/svmlight file into (y, X).
 
-    ``path`` may be plain text, gzip, bzip2 or xz (recognised by their magic bytes), or ``"-"``
-    for standard input. Indices are 1-based as in LIBSVM; ``zero_based=True`` reads 0-based
-    files (index i goes to column i). ``n_features`` fixes the number of columns: larger indices
-    are dropped with a :class:`KcheckWarning`. X is a ``csr_matrix`` (the LIBLINEAR binding
-    rejects ``csr_array``) with sorted indices, int32 index arrays when they fit, and float64
-    values; y is float64. Any problem with the input raises :class:`DataFormatError`, also a
-    line longer than ``memory_limit`` allows (:func:`kcheck.memory.max_line_bytes`).
+    ``path``: plain, gzip, bzip2 or xz (by magic bytes), or ``"-"`` for stdin. Indices are 1-based;
+    ``zero_based=True`` reads 0-based ones. ``n_features`` fixes the width (larger indices dropped
+    with a :class:`KcheckWarning`). X is a ``csr_matrix`` (LIBLINEAR's binding rejects
+    ``csr_array``) with sorted indices, int32 indices where they fit, float64 values; y float64. Bad
+    input, including a line longer than ``memory_limit`` allows, raises :class:`DataFormatError`.
 
-    ``digest``, a hashlib object such as ``hashlib.sha256()``, is fed the decompressed content
-    as it is read, so the content hash costs no second pass over the file (see
-    :func:`content_sha256`).
-
-    ``max_csr_bytes`` stops the read with a :class:`KcheckError` as soon as the values read
-    need more than that many bytes of CSR, so a file that cannot fit the memory limit is
-    refused before it is in memory, not after.
-    """
+    ``digest`` (e.g. ``hashlib.sha256()``) is fed the decompressed content as read
+    (:func:`content_sha256` without a second pass). ``max_csr_bytes`` stops with a
+    :class:`KcheckError` as soon as the CSR would exceed it, before the file is in memory."""
     if n_features is not None and (
         isinstance(n_features, bool)
         or not isinstance(n_features, (int, np.integer))
@@ -319,10 +297,8 @@ def _stream(
     max_csr_bytes: int | None,
     sample_rows: int | None,
 ) -> None:
-    """Parse the file chunk by chunk into the sink ``make_sink(size_hint)`` returns.
-
-    ``sample_rows`` only words the message when the sink outgrows ``max_csr_bytes``.
-    """
+    """Parse the file chunk by chunk into ``make_sink(size_hint)``; ``sample_rows`` only words the
+    message when the sink outgrows ``max_csr_bytes``."""
     keep_scratch_memory()
     max_line = max_line_bytes(memory_limit)
     with contextlib.ExitStack() as stack:
@@ -373,15 +349,11 @@ def _parts(f: BinaryIO, name: str, zero_based: bool, max_line: int, digest: Any)
 
 
 class LibsvmBlocks:
-    """A LIBSVM file read as successive blocks of whole rows, each ``(y, X)`` in file order.
-
-    A file too big for memory can still be scored: a block holds about ``block_bytes`` of CSR
-    values (one parsed chunk more at most) and at most ``block_rows`` rows, and X is always
-    ``n_features`` wide (larger indices are dropped and counted in ``dropped``). Every
-    iteration reads the file anew; once one has ended, ``rows``, ``dropped`` and ``sha256``
-    (of the decompressed content, as :func:`content_sha256`) describe the file it read.
-    Standard input can be read only once.
-    """
+    """A LIBSVM file read as successive blocks of whole rows, each ``(y, X)`` in file order, so a
+    file too big for memory can be scored. A block holds about ``block_bytes`` of CSR (one chunk
+    more at most) and at most ``block_rows`` rows; X is ``n_features`` wide (larger indices dropped
+    and counted in ``dropped``). Each iteration rereads the file; after one, ``rows``, ``dropped``
+    and ``sha256`` describe it. Stdin can be read once."""
 
     def __init__(
         self,
@@ -437,10 +409,8 @@ class LibsvmBlocks:
 
 @dataclass
 class Sample:
-    """A stratified sample read by :func:`sample_libsvm`: its rows, and what it was drawn from.
-
-    ``max_rows`` is the sample size asked for, or for "auto" the one the budget gave.
-    """
+    """A stratified sample read by :func:`sample_libsvm` and what it was drawn from; ``max_rows``:
+    the size asked for, or for "auto" the one the budget gave."""
 
     y: np.ndarray
     X: sp.csr_matrix
@@ -463,13 +433,10 @@ def sample_libsvm(
     digest: Any = None,
     max_csr_bytes: int | None = None,
 ) -> Sample:
-    """Read a stratified uniform sample of ``max_rows`` rows while the file streams, in one pass.
-
-    Memory is about the sample plus one chunk, never the file (:mod:`kcheck.io.reservoir`). The
-    same file and seed give the same sample. ``max_rows=None`` ("auto") takes as many rows as
-    ``max_csr_bytes`` holds, and the whole file where it fits. ``digest`` still sees every
-    byte, so the content hash is the whole file's. The matrix has the whole file's width.
-    """
+    """Read a stratified uniform sample of ``max_rows`` rows in one streaming pass: memory about the
+    sample plus one chunk (:mod:`kcheck.io.reservoir`); the same file and seed give the same sample.
+    ``max_rows=None`` ("auto"): as many as ``max_csr_bytes`` holds (the whole file where it fits).
+    ``digest`` sees every byte; the matrix has the whole file's width."""
     name = _display_name(path)
     if max_rows is None and max_csr_bytes is None:
         raise ValueError("max_rows=None (auto) needs max_csr_bytes")
@@ -497,13 +464,9 @@ def sample_libsvm(
 
 
 def content_sha256(path: PathArg) -> str:
-    """SHA-256 of a file's decompressed content: ``a9a`` and ``a9a.xz`` give the same hash.
-
-    It names the data a verdict was made on (``data.sha256``), whatever the file is called or
-    how it is compressed. :func:`read_libsvm` computes the same hash while it reads; this
-    reads the file for the hash alone (e.g. to tell whether a saved result is still valid).
-    Standard input cannot be read twice, so ``"-"`` is refused.
-    """
+    """SHA-256 of a file's decompressed content (``a9a`` and ``a9a.xz`` hash alike): it names the
+    data a verdict was made on (``data.sha256``). :func:`read_libsvm` computes it while reading;
+    this reads for the hash alone. ``"-"`` is refused (stdin cannot be read twice)."""
     if _is_stdin(path):
         raise ValueError("the content hash of standard input is known only after reading it")
     name = _display_name(path)
@@ -528,8 +491,8 @@ def content_sha256(path: PathArg) -> str:
 
 
 def label_repr(v: float) -> str:
-    """The text of a label: integral values without '.0' (as LIBSVM tools print them), others
-    with 17 significant digits so that they read back exactly."""
+    """A label's text: integral values without '.0' (as LIBSVM tools print), others with 17
+    significant digits to read back exactly."""
     f = float(v)
     if f.is_integer() and abs(f) < 1e16:
         return str(int(f))
@@ -547,9 +510,9 @@ def _text_blocks(
     pair: str = " %d:%.17g",
     end: str = "\n",
 ) -> Iterator[str]:
-    """The text of labels and canonical CSR rows in blocks of rows, formatted by one %-operation
-    per block for speed: a line is its ``label``, ``pair`` for each stored value and ``end``
-    (write_libsvm's by default; svm-scale's layout is kcheck.scaling.fitting.scaled_text's)."""
+    """The text of labels and canonical CSR rows in blocks, one %-operation per block for speed: a
+    line is ``label``, ``pair`` per value and ``end`` (svm-scale's layout:
+    kcheck.scaling.fitting.scaled_text)."""
     indptr, indices, data = X.indptr, X.indices, X.data
     formats: dict[int, str] = {}
     for r0 in range(0, X.shape[0], _ROWS_PER_BLOCK):
@@ -589,14 +552,9 @@ def _as_csr(X: Any) -> sp.csr_matrix:
 
 
 def write_libsvm(path: PathArg, y: np.ndarray, X: Any) -> None:
-    """Write (y, X) as a LIBSVM file: 1-based sorted indices, zeros omitted, values with %.17g.
-
-    ``"-"`` writes to standard output. A file is written to a temporary name in the same
-    directory and renamed over the target, so readers never see a partial file and a failed
-    write leaves any existing file untouched. Raises ValueError for mismatched shapes or
-    non-finite values (they could not be read back) and DataFormatError if the file cannot be
-    written.
-    """
+    """Write (y, X) as a LIBSVM file: 1-based sorted indices, zeros omitted, values with %.17g;
+    ``"-"``: stdout. Atomic (temporary file renamed over the target). ValueError for mismatched
+    shapes or non-finite values (unreadable back); DataFormatError if it cannot be written."""
     yv = np.asarray(y, dtype=np.float64).reshape(-1)
     M = _as_csr(X)
     if M.shape[0] != len(yv):

@@ -1,26 +1,17 @@
-"""Tasks on a Dask cluster (``--scheduler``): the one module that imports Dask.
+"""Tasks on a Dask cluster (``--scheduler``): the one module that imports Dask (an optional extra,
+imported only when a session opens). ``batch`` sends one task per data set and ``verify`` one per
+grid point through a :class:`Session`.
 
-``distributed`` is an optional extra (``pip install 'kcheck[dask]'``), so it is imported only
-when a session opens; the core installs and imports without it. ``batch`` sends one task per
-data set and ``verify`` one per grid point through a :class:`Session`; what a task computes
-stays in those modules.
+Determinism: LIBLINEAR and LIBSVM draw folds from the process-wide ``rand()``, so workers must have
+one thread each (a session refuses others), and every task also holds a process-wide lock. Dask's
+daemonic workers cannot start kcheck's pools, so tasks run with one job.
 
-Determinism: LIBLINEAR and LIBSVM draw their folds from the process-wide ``rand()``, so two
-tasks must never run at once in one worker process. Workers must have one thread each
-(``dask worker --nthreads 1``; a session refuses others), and every task also holds a
-process-wide lock while it runs, should a worker with more threads join later. Dask's worker
-processes are daemonic and may not start kcheck's own worker pools, so tasks run with one job.
+Faults: each start of a task is counted on the scheduler; one started :data:`MAX_TRIES` times fails
+with :class:`WorkerDied` (as does Dask's ``KilledWorker``).
 
-Faults: Dask runs a task again elsewhere when its worker dies. Each start of a task is counted
-on the scheduler; a task that has already been started :data:`MAX_TRIES` times (its workers
-died each time) is not run again but fails with :class:`WorkerDied`, whatever the scheduler's
-own ``allowed-failures`` (Dask's ``KilledWorker``, when that comes first, becomes the same).
-
-Addresses: a ``tcp://`` address is checked before Dask's client connects (:func:`_greeted`):
-a scheduler greets a connection with its handshake at once, and anything else there (silence,
-an HTTP server) is named in one line within :data:`CONNECT_SECONDS`. ``local:N`` is bounded
-by the cores and the memory limit (:func:`check_local`).
-"""
+Addresses: a ``tcp://`` address is checked first (:func:`_greeted`): a scheduler greets at once,
+anything else is named in one line within :data:`CONNECT_SECONDS`. ``local:N`` is bounded by cores
+and memory (:func:`check_local`)."""
 
 from __future__ import annotations
 
@@ -60,8 +51,8 @@ CONNECT_SECONDS = 10.0
 WORKER_WAIT_SECONDS = 60.0
 #: Starts of one task (each ended by its worker dying) before it fails with WorkerDied.
 MAX_TRIES = 3
-#: What one worker of ``local:N`` needs at least: a Python process with Dask, NumPy, SciPy
-#: and kcheck imported (80 MB resident, measured), and room for a small data set's check.
+#: Least memory per ``local:N`` worker: Python with Dask, NumPy, SciPy and kcheck (80 MB measured),
+#: plus a small check.
 LOCAL_WORKER_BYTES = 256 * 2**20
 
 _ADDRESS = re.compile(
@@ -81,10 +72,6 @@ class Scheduler:
     text: str
     address: str | None = None
     local_workers: int | None = None
-
-    @property
-    def is_local(self) -> bool:
-        return self.local_workers is not None
 
 
 def parse_scheduler(text: str) -> Scheduler:
@@ -106,9 +93,9 @@ def parse_scheduler(text: str) -> Scheduler:
 
 
 def require(text: str, memory_limit: int | None = None) -> Scheduler:
-    """The parsed ``--scheduler``, once Dask's distributed is known to be installed and
-    ``local:N`` to fit this machine (:func:`check_local`); for the command line to refuse a
-    bad address, a missing extra or too many workers before any work starts."""
+    """The parsed ``--scheduler``, once the extra is installed and ``local:N`` fits
+    (:func:`check_local`), so a bad address, missing extra or too many workers fail before any
+    work."""
     scheduler = parse_scheduler(text)
     check_local(scheduler, memory_limit)
     if importlib.util.find_spec("distributed") is None:  # found, not imported: see Session
@@ -117,10 +104,9 @@ def require(text: str, memory_limit: int | None = None) -> Scheduler:
 
 
 def check_local(scheduler: Scheduler, memory_limit: int | None = None) -> None:
-    """Refuse ``local:N`` beyond this machine: more workers than cores (each runs one task at
-    a time, so more only share the cores), or than ``memory_limit`` (default: half of
-    physical memory) holds at :data:`LOCAL_WORKER_BYTES` each. Dask set up every worker it
-    was asked for: ``local:99999999`` took 13 GB before it failed."""
+    """Refuse ``local:N`` beyond this machine: more workers than cores, or than ``memory_limit``
+    (default: half of physical memory) holds at :data:`LOCAL_WORKER_BYTES` each (Dask starts every
+    one asked for: ``local:99999999`` took 13 GB)."""
     n = scheduler.local_workers
     if n is None:
         return
@@ -152,30 +138,22 @@ def _import_distributed() -> Any:
 
 
 def _started_apart(build: Callable[[], T], undo: Callable[[T], object]) -> T:
-    """``build()`` in a thread of its own that blocks SIGINT, while this thread waits for it
-    and stays interruptible.
+    """``build()`` in a thread of its own that blocks SIGINT, while this thread waits and stays
+    interruptible.
 
-    Threads inherit the signal mask of the thread that starts them, and processes that of the
-    thread that starts them, across ``exec`` too. So Dask's event loop, started in that thread,
-    starts worker processes that cannot receive SIGINT from their first instruction: a Ctrl-C
-    in the terminal reaches the whole process group, it is the client's to handle (it ends the
-    local cluster itself), and a worker that got it while importing printed a traceback.
-    (SIGINT was once ignored in the whole process instead, while the workers started: a
-    Ctrl-C then was lost, and the batch ran to its end.)
-
-    On an interrupt here the start is let finish, since a worker cut off while it receives its
-    start-up data prints a traceback, and what it built is handed to ``undo``; then the
-    interrupt goes on. An interrupt of that wait goes on at once.
-    """
+    Threads and processes inherit the starting thread's signal mask, so Dask's workers cannot get
+    SIGINT from their first instruction: a terminal's Ctrl-C reaches the process group, is the
+    client's to handle, and made a worker print a traceback while importing. On an interrupt here
+    the start finishes (a worker cut off during start-up prints a traceback), ``undo`` gets what it
+    built, and the interrupt goes on; an interrupt of that wait goes on at once."""
     box: dict[str, Any] = {}
     done = threading.Event()
 
     def target() -> None:
         try:
             if hasattr(signal, "pthread_sigmask"):
-                # multiprocessing starts its resource tracker before the first process it
-                # spawns, and unblocks SIGINT in that thread afterwards: started here first,
-                # so that it does not do that in a thread of Dask's just before a worker starts.
+                # multiprocessing's resource tracker unblocks SIGINT in the thread that starts it:
+                # start it here, not in a Dask thread just before a worker.
                 multiprocessing.resource_tracker.ensure_running()
                 signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
             box["value"] = build()
@@ -184,8 +162,8 @@ def _started_apart(build: Callable[[], T], undo: Callable[[T], object]) -> T:
         finally:
             done.set()
 
-    # Waits on an event, not on Thread.join: a KeyboardInterrupt inside join() marks a thread
-    # that still runs as ended (Python 3.11), and the join after it returned at once.
+    # Wait on an event, not Thread.join: an interrupted join() marks a running thread ended (Python
+    # 3.11).
     thread = threading.Thread(target=target, name="kcheck-cluster-start", daemon=True)
     try:
         thread.start()
@@ -208,21 +186,18 @@ _SILENT = logging.CRITICAL + 10
 
 
 def dask_setup(worker: Any) -> None:
-    """Run by each worker process of ``local:N`` as it starts (a Dask preload): ignore Ctrl-C
-    for good (it starts with SIGINT blocked, see :func:`_started_apart`, and a process it
-    started would otherwise have it back); and keep the user's terminal, which these
-    processes share, free of a closed client's traceback."""
+    """Run by each ``local:N`` worker as it starts (a Dask preload): ignore Ctrl-C for good (see
+    :func:`_started_apart`), and keep the shared terminal free of a closed client's traceback."""
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, signal.SIG_IGN)
     sys.unraisablehook = _without_closed_client_errors(sys.unraisablehook)
 
 
 def _without_closed_client_errors(hook: Callable[[Any], object]) -> Callable[[Any], None]:
-    """Wrap a worker's ``sys.unraisablehook`` to drop one message: a task that asks for its
-    worker's client (:func:`run_task`) while the cluster is being closed, after a Ctrl-C, gets
-    a client that the closing worker never closes; when it is freed its ``__del__`` meets the
-    closed event loop and printed "Exception ignored in: <function Client.__del__ ...>
-    RuntimeError: IOLoop is closed" under "kcheck: interrupted". Anything else still prints."""
+    """Wrap a worker's ``sys.unraisablehook`` to drop one message: a client asked for by a task
+    (:func:`run_task`) while the cluster closes after a Ctrl-C is never closed, and its ``__del__``
+    printed "RuntimeError: IOLoop is closed" under "kcheck: interrupted". Anything else still
+    prints."""
 
     def quiet(args: Any) -> None:
         if getattr(args.object, "__qualname__", "") == "Client.__del__" and isinstance(
@@ -246,16 +221,13 @@ def _not_dask(s: Scheduler, where: str, found: str) -> KcheckError:
 
 
 def _greeted(s: Scheduler, deadline: float) -> None:
-    """Connect to a ``tcp://`` address and read the handshake a Dask scheduler sends as soon
-    as it accepts a connection, by ``deadline`` (``time.monotonic()``); a KcheckError that says
-    what is there otherwise. Other schemes are Dask's to reach.
+    """Connect to a ``tcp://`` address and read the handshake a Dask scheduler sends at once, by
+    ``deadline`` (``time.monotonic()``); else a KcheckError saying what is there. Other schemes are
+    Dask's.
 
-    Dask's own client waited for that handshake without a timeout (a listener that says
-    nothing, or an HTTP server waiting for a request, hung it for good), and took the first
-    eight bytes of any reply for a length to allocate ("HTTP/1.0" asked for 3 EiB: "out of
-    memory"). Here at most :data:`_GREETING_BYTES` are read; the handshake read is sent back
-    as this side's, so that the scheduler sees a whole one before the connection closes.
-    """
+    Dask's client waits for it without a timeout and takes any reply's first eight bytes as a length
+    ("HTTP/1.0": 3 EiB). Here at most :data:`_GREETING_BYTES` are read, and the handshake is echoed
+    so the scheduler sees a whole one."""
     m = _ADDRESS.match(s.text)
     if m is None or m.group("scheme") != "tcp":
         return
@@ -328,8 +300,8 @@ def _answer(data: bytes) -> str:
 
 
 def _is_handshake(body: bytes) -> bool:
-    """Whether ``body`` (one message's frames) is a Dask handshake: a mapping with the
-    peer's Python version and pickle protocol."""
+    """Whether ``body`` (one message's frames) is a Dask handshake: a mapping with Python version
+    and pickle protocol."""
     try:
         from distributed.protocol.core import loads
         from distributed.protocol.utils import unpack_frames
@@ -342,10 +314,8 @@ def _is_handshake(body: bytes) -> bool:
 
 class Session:
     """A client of a running cluster, or of a LocalCluster of N worker processes started here.
-
-    Checked when it opens: the scheduler answers, a worker has joined, every worker has one
-    thread and runs this kcheck version. Any failure is a KcheckError (one line, exit 2).
-    """
+    Checked on open: the scheduler answers, a worker joined, every worker has one thread and this
+    kcheck version; else a KcheckError (exit 2)."""
 
     def __init__(self, scheduler: Scheduler | str, memory_limit: int | None = None) -> None:
         self.scheduler = parse_scheduler(scheduler) if isinstance(scheduler, str) else scheduler
@@ -376,9 +346,8 @@ class Session:
                     threads_per_worker=1,
                     processes=True,
                     dashboard_address=None,
-                    # No dashboard, and the scheduler's HTTP server (which runs without one) on
-                    # a free port of this host only: by default it took Dask's well-known 8787
-                    # and, where another cluster held that, warned on stderr.
+                    # No dashboard, and the scheduler's HTTP server on a free local port (Dask's
+                    # default 8787 warned where taken).
                     scheduler_kwargs={"dashboard": False, "dashboard_address": "127.0.0.1:0"},
                     silence_logs=_SILENT,
                     preload=["kcheck.parallel.cluster"],
@@ -471,8 +440,8 @@ class Session:
     def finished(
         self, futures: dict[Any, int], timeout: float
     ) -> list[tuple[int, Any, BaseException | None]]:
-        """Wait up to ``timeout`` seconds; ``(index, result, error)`` of the futures done, which
-        are removed from ``futures``. A worker that died every time is a WorkerDied error."""
+        """Wait up to ``timeout`` seconds; ``(index, result, error)`` of futures done, removed from
+        ``futures``. A worker that died every time is a WorkerDied error."""
         self._done.clear()
         done = [f for f in futures if f.done()]
         if not done and futures:
@@ -496,8 +465,8 @@ class Session:
         return sorted(out, key=lambda x: x[0])
 
     def cancel(self, futures: Any) -> None:
-        """Cancel queued tasks; a task already running in C finishes and its result is
-        dropped (on a shared cluster), or its worker is ended with the local cluster."""
+        """Cancel queued tasks; one running in C finishes and is dropped (shared cluster), or ends
+        with the local cluster."""
         if self._client is None or not futures:
             return
         with contextlib.suppress(Exception):
@@ -550,8 +519,8 @@ _ONE_AT_A_TIME = threading.Lock()
 
 
 def run_task(run_id: str, key: str, fn: Callable[..., Any], *args: Any) -> Any:
-    """On a worker: count this start of the task, refuse a task that has killed its worker
-    :data:`MAX_TRIES` times, then run ``fn(*args)`` alone in this process."""
+    """On a worker: count this start, refuse a task that killed its worker :data:`MAX_TRIES` times,
+    then run ``fn(*args)`` alone here."""
     distributed = _import_distributed()
     client = distributed.get_client()
     path = ["kcheck", run_id, key]
@@ -564,8 +533,8 @@ def run_task(run_id: str, key: str, fn: Callable[..., Any], *args: Any) -> Any:
 
 
 def shared_path(path: str) -> tuple[str, int, int] | None:
-    """What a worker must see at ``path`` for the file to be the same one: its absolute path,
-    size and modification time (whole seconds); None if this process cannot read it."""
+    """What a worker must see at ``path`` for the same file: absolute path, size, mtime (whole
+    seconds); None if unreadable."""
     try:
         st = os.stat(path)
     except OSError:
