@@ -1,32 +1,23 @@
 """Mixlinear checker: a mixture of linear SVMs fitted by hard (classification) EM.
 
-MultiLinear's k-means clusters ignore the labels, so where the nonlinearity does not follow the
-density of the features its gain is diluted. A mixture of linear experts ("Mixing Linear SVMs
-for Nonlinear Classification", IEEE TNN 21(12), 2010) fits the partition and the experts
-together. The model here:
+MultiLinear's k-means ignores labels, diluting gains where the nonlinearity does not follow the
+features' density; a mixture of linear experts (IEEE TNN 21(12), 2010) fits partition and experts
+together:
 
-* gate: an isotropic Gaussian per expert with a shared variance, p(k | x) proportional to
-  pi_k exp(-|x - mu_k|^2 / (2 s^2)), s^2 its maximum-likelihood value (:func:`_scale`);
-* expert k's fit of a row: the pseudo-likelihood exp(-loss), loss being the squared hinge
-  loss of LIBLINEAR's one-vs-rest decision values for the row's label (4 for a wrong
-  constant expert);
-* E-step: each row goes to argmax_k log pi_k - |x - mu_k|^2 / (2 s^2) - loss_k (hard EM: the
-  LIBLINEAR binding takes no instance weights; soft EM with a weighted squared-hinge solver in
-  scipy scored better on 2 of 7 sets, worse on 4, and took 7-20x longer,
-  scripts/results/mixlinear.md);
-* pruning: after an E-step, experts whose share pi_k is below ``max(MIN_EXPERT_ROWS / l,
-  PRUNE_FRACTION / K0)`` go, and their rows are assigned again among the others; the largest
-  expert always stays;
-* M-step: each expert a plain LIBLINEAR model on its rows (its C found by a 5-fold search in
-  the first M-step, MultiLinear's models, and fixed after), the centers the means of their rows,
-  pi_k the shares;
-* a fixed number of rounds (:func:`n_rounds`, from counts), ending early at a fixed point
-  (no row changed expert);
-* after the rounds, each row goes to the gate's expert (the label unknown, as at prediction)
-  and the experts whose rows changed train again on those rows;
-* prediction: the gate alone, argmax_k log pi_k - |x - mu_k|^2 / (2 s^2), then that expert's
-  label: as cheap as MultiLinear's.
-"""
+* gate: an isotropic Gaussian per expert with shared variance, p(k | x) proportional to
+  pi_k exp(-|x - mu_k|^2 / (2 s^2)), s^2 its ML value (:func:`_scale`);
+* expert fit of a row: exp(-loss), the squared hinge loss of LIBLINEAR's one-vs-rest decision
+  values for the row's label (4 for a wrong constant expert);
+* E-step: argmax_k log pi_k - |x - mu_k|^2 / (2 s^2) - loss_k (hard: the binding takes no
+  instance weights; soft EM in scipy was not better and 7-20x slower, scripts/results/mixlinear.md);
+* pruning: experts below ``max(MIN_EXPERT_ROWS / l, PRUNE_FRACTION / K0)`` go, their rows
+  reassigned; the largest stays;
+* M-step: a LIBLINEAR model per expert (C from a 5-fold search in the first M-step, then
+  fixed), centers the rows' means, pi_k the shares;
+* :func:`n_rounds` rounds (from counts), ending early at a fixed point;
+* then each row goes to the gate's expert (label unknown, as at prediction) and changed experts
+  retrain;
+* prediction: the gate's argmax, then that expert's label, as cheap as MultiLinear's."""
 
 from __future__ import annotations
 
@@ -56,22 +47,20 @@ from kcheck.metrics import platt_fit
 from kcheck.tuning import linear_c
 
 NAME = "mixlinear"
-#: EM rounds after MultiLinear's partition, on T of at most ROUNDS_MAX_NNZ stored values. On
-#: the judged sets the rows changing expert fell 3-10x over 6 rounds; the small 2-D ones and
-#: german.numer reached a fixed point in 3-4, most others still moved under 1% of T at the end.
+#: EM rounds after MultiLinear's partition, on T of at most ROUNDS_MAX_NNZ values: rows changing
+#: expert fell 3-10x over 6 rounds; small sets reached a fixed point in 3-4.
 N_ROUNDS = 6
 #: Above this many stored values in T, fewer rounds (each costs about one linear training).
 ROUNDS_MAX_NNZ = 2_000_000
 N_ROUNDS_LARGE = 3
-#: An expert holding fewer rows than this (or than PRUNE_FRACTION / K0 of T) is pruned: such
-#: small clusters scored 5-10 points below linear in MultiLinear before its 50-row cap.
+#: Experts below this many rows (or PRUNE_FRACTION / K0 of T) are pruned: such clusters scored 5-10
+#: points below linear.
 MIN_EXPERT_ROWS = km.MIN_CLUSTER_ROWS // 2
 PRUNE_FRACTION = 0.2
 #: Squared hinge loss of a wrong constant expert (a decision value of -1 on the row's label).
 WRONG_LOSS = 4.0
-#: A fixed-C training costs about this share of a C search and training (counted cost, an
-#: estimate: the whole checker took a median 3.1x the linear baseline's time on the judged
-#: sets, most of them small, and 0.3-0.8x on those whose baseline took 5 s or more).
+#: A fixed-C training's share of a C search and training (counted; the checker took a median 3.1x
+#: the baseline's time on small judged sets, 0.3-0.8x where the baseline took 5 s or more).
 TRAIN_SHARE = 0.2
 
 
@@ -375,10 +364,8 @@ def _route_by_gate(
     class_weight: engines.ClassWeight | None,
 ) -> np.ndarray:
     """A last M-step on the gate's own routing, which prediction follows: each row's expert."""
-    # Prediction sends a row to the gate's expert, whatever its label. Without this step,
-    # rows that the labels had pulled to an expert the gate does not route them to left
-    # experts trained on rows they never see: blobs3_d8_n9000 scored -11.7 points against
-    # linear (MultiLinear -2.4), -2.3 with it.
+    # Prediction routes by the gate alone, so experts retrain on the rows the gate sends them
+    # (without this, blobs3_d8_n9000 scored -11.7 points against linear; with it -2.3).
     alive = np.unique(assign)
     sub = MixLinearModel(model.centers[alive], model.log_share[alive], model.scale, [], None)
     routed: np.ndarray = alive[sub.gate(Xg)]
@@ -429,11 +416,9 @@ def _nnz(X: sp.csr_matrix | np.ndarray) -> int:
 
 
 def _scale(Xg: sp.csr_matrix, centers: np.ndarray, assign: np.ndarray) -> float:
-    """2 s^2 of the isotropic Gaussian's maximum-likelihood fit: twice the mean squared distance
-    of the rows to their own center over the gate's width (1 where it is 0). With the mean
-    distance itself (no division by the width), the labels outweighed the gate on 10-feature
-    sets, which the gate alone cannot reproduce at prediction: 7 of 12 small judged sets fell
-    to 2-3 experts and spheres_d10 scored -5.2 points against linear (+14.0 this way)."""
+    """2 s^2 of the isotropic Gaussian's ML fit: twice the mean squared distance of rows to their
+    center over the gate's width (1 where 0). Without dividing by the width, labels outweighed the
+    gate on 10-feature sets (spheres_d10: -5.2 points vs +14.0)."""
     total = 0.0
     for s in range(0, Xg.shape[0], km.BLOCK_ROWS):
         e = min(s + km.BLOCK_ROWS, Xg.shape[0])
@@ -474,8 +459,8 @@ ROUNDS = "EM rounds"
 
 
 def check(T: Dataset, V: Dataset, ctx: Context, sized: Sized) -> CheckerResult:
-    """The checker as the pipeline runs it: MultiLinear's K and fallback C, then EM rounds.
-    ``sized`` is all of T: its :func:`size` cuts no rows."""
+    """The checker as the pipeline runs it: MultiLinear's K and fallback C, then EM rounds (all of
+    T)."""
     rounds = n_rounds(_nnz(T.X))
     stage = "mixture-of-linear-SVMs checker"
     ctx.progress(Event(stage, 0, rounds, ROUNDS))
@@ -484,10 +469,9 @@ def check(T: Dataset, V: Dataset, ctx: Context, sized: Sized) -> CheckerResult:
 
 
 def size(counts: Counts, allowed: Allowance) -> Sized:
-    """All of T; MultiLinear's memory plus the gate's copy of T (wide data) and its rows x K
-    blocks; counted seconds: MultiLinear's (about one linear baseline) and one fixed-C
-    training on T per round. Charged nothing of the check's budget: it is opt-in and plans
-    last, so nothing after it would be left less."""
+    """All of T; memory: MultiLinear's plus the gate's copy of T and its rows x K blocks; counted
+    seconds: MultiLinear's and one fixed-C training per round. Opt-in and planned last, so charged
+    nothing."""
     base = ml.size(counts, allowed)
     k = km.n_clusters(counts.rows)
     extra = counts.data_bytes + 3 * 8 * k * min(counts.rows, km.BLOCK_ROWS)

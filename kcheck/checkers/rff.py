@@ -1,32 +1,17 @@
 """RFF checker: a linear model on random Fourier features of the Gaussian kernel.
 
-Rahimi & Recht (2007): for W with columns drawn from N(0, 2*gamma*I) and b uniform in
-[0, 2*pi), z(x) = sqrt(2/D) cos(W'x + b) satisfies E[z(x).z(x')] = exp(-gamma |x - x'|^2).
-LIBLINEAR on z(T) is then a cheap stand-in for an RBF SVM. Degree-2 and MultiLinear miss
-smooth boundaries with short waves in a few dimensions (see ``scripts/hard_cases.py``);
-random features see them.
+Rahimi & Recht (2007): with W's columns from N(0, 2*gamma*I) and b uniform in [0, 2*pi), z(x) =
+sqrt(2/D) cos(W'x + b) has E[z(x).z(x')] = exp(-gamma |x - x'|^2), so LIBLINEAR on z(T) stands in
+cheaply for an RBF SVM; it sees short-wave boundaries that degree-2 and MultiLinear miss
+(``scripts/hard_cases.py``). Directions are orthogonal random features (Yu et al. 2016) where QR is
+cheap: same marginals, lower variance (RMS kernel error 0.050 to 0.047 on wavy5d, 0.040 to 0.031 on
+ijcnn1).
 
-The directions are orthogonal random features (Yu et al. 2016) where the thin QR is cheap:
-each column keeps exactly the N(0, 2*gamma*I) marginal, so the kernel estimate stays
-unbiased, but its variance drops. With D = 400 on 300 rows of T, the RMS error of z.z' against
-the kernel fell from 0.050 to 0.047 (wavy5d, 5 features), 0.040 to 0.031 (ijcnn1, 22) and
-0.045 to 0.038 (german.numer, 24).
-
-Cost is budgeted in entries of the dense matrix z(T) (rows x D), the unit in which the C
-search's time grows, and not in seconds: a plan read from a clock would make D and the rows
-used, which the JSON reports, change from run to run. One entry of z(T) cost 0.6-2x as much as
-one stored value of T in the linear baseline's C search on small sets (a9a 0.6, ijcnn1 0.6,
-wavy5d 0.6, dna 0.8, german 1.1, xor10d 2.1) and about 0.25x on sets of 200,000-1,200,000
-rows, so ``0.5 * nnz(T)`` entries over all gamma candidates cost at most about one linear
-baseline. The floor, 4,000 rows x 400 features per candidate (2-7 s per candidate on a
-shared 2-core machine), is what the generated ``wavy5d`` set needs: over 3-8 draws of the
-map and subsample, its mean gap over linear was +1.1 points at 2,000 x 300, +2.2 at
-3,000 x 300 (worst +1.1), +3.2 at 4,000 x 400 (worst +1.9), +4.5 at 4,500 x 600 and +5.9 at
-9,000 x 600 (an RBF SVM: +7.2).
-Data sets with fewer than about 6.4M stored values get the floor, so there the checker costs
-4-14 s: 6-12x the linear model on a9a and ijcnn1, 20-200x on sets whose linear model takes
-0.2 s or less. (At 3,000 x 300 it cost 2-4 s, but missed wavy5d on some seeds.)
-"""
+Cost is budgeted in entries of z(T) (rows x D), never seconds, so D and rows in the JSON are
+reproducible. An entry costs 0.6-2x a stored value in the baseline's C search on small sets, 0.25x
+on large ones, so ``0.5 * nnz(T)`` entries over all candidates cost at most about one baseline. The
+floor, 4,000 rows x 400 features per candidate, is what wavy5d needs (mean gap +3.2, worst +1.9;
++2.2 at 3,000 x 300; an RBF SVM: +7.2); below about 6.4M stored values the checker costs 4-14 s."""
 
 from __future__ import annotations
 
@@ -57,34 +42,29 @@ from kcheck.tuning import linear_c, rbf_sample
 
 #: Rows of T whose pairwise squared distances give the median heuristic.
 MEDIAN_SAMPLE = 1000
-#: Candidate gammas, as multiples of 1 / (median squared distance), chosen by CV accuracy.
-#: 4 wins on low-dimensional data (wavy5d, fourclass), 1 on ijcnn1. 1/4 wins CV on the
-#: higher-dimensional sets (a9a, cod-rna, dna, german, spheres20d, xor10d) but changed no
-#: verdict there and made german's false kernels more frequent (3 of 10 split seeds, against
-#: 1), so it is left out, which saves a third of the cost.
+#: Candidate gammas as multiples of 1 / (median squared distance), chosen by CV: 4 wins on
+#: low-dimensional data, 1 on ijcnn1. 1/4 changed no verdict and tripled german's false kernels, so
+#: it is left out (a third of the cost).
 GAMMA_MULTIPLES: tuple[float, ...] = (1.0, 4.0)
-#: Random features per candidate: at least this many (wavy5d at 3,000 rows: mean gap +1.2
-#: points with D = 200, +2.2 with 300) and at most this many (9,000 rows: +5.9 with 600,
-#: +4.7 with 1,000).
+#: Random features per candidate, at least (wavy5d, 3,000 rows: +1.2 at D = 200, +2.2 at 300) and at
+#: most (9,000 rows: +5.9 at 600, +4.7 at 1,000).
 MIN_FEATURES = 400
 MAX_FEATURES = 1000
 #: Rows of T used at least (all of T when smaller); see the module docstring.
 MIN_ROWS = 4000
-#: When the budget allows more than the floor, rows grow this many times faster than D
-#: (wavy5d: 4,500 x 600 gave +4.5 points, 9,000 x 300 +3.5 for the same work).
+#: Beyond the floor rows grow this many times faster than D (wavy5d: 4,500 x 600 +4.5, 9,000 x 300
+#: +3.5).
 ROWS_PER_FEATURE = 10
 #: Entries of z(T), summed over candidates, per stored value of T: at most one linear baseline.
 COST_RATIO = 0.5
 #: Fewer rows than this (memory permitting no more) make the checker skip.
 MIN_ROWS_MEMORY = 1000
-#: Bytes per entry of z(T): the CSR copy handed to LIBLINEAR (8 value + 4 index), LIBLINEAR's
-#: node copy (16) and the binding wrapper's sortedness check (about 17, before the nodes are
-#: built). Measured peak for 20,000 x 1,000 entries with training: 29.1 bytes per entry.
+#: Bytes per entry of z(T): LIBLINEAR's CSR (8 + 4), its node copy (16), the binding's sortedness
+#: check (~17, before nodes); measured peak 29.1.
 BYTES_PER_ENTRY = 32
 #: Share of the memory budget that the random directions (and their QR) may take.
 DIRECTIONS_SHARE = 0.25
-#: Largest n * D * min(n, D) for which the orthogonal directions' QR is computed; above it
-#: (very wide data) the directions are i.i.d. Gaussian.
+#: Largest n * D * min(n, D) for the orthogonal directions' QR; above, i.i.d. Gaussian.
 MAX_QR_FLOPS = 4e9
 #: Bytes of the dense block of z(.) computed at once when mapping or predicting.
 BLOCK_BYTES = 32 * 2**20
@@ -92,8 +72,8 @@ BLOCK_BYTES = 32 * 2**20
 
 @dataclass(frozen=True)
 class RffOptions:
-    """Options of the rff checker. Its work budget, ``cost_ratio * nnz(T)``, is counted (a
-    plan taken from a clock would not be reproducible: see the module docstring)."""
+    """Options of the rff checker; its work budget, ``cost_ratio * nnz(T)``, is counted, not
+    timed."""
 
     seed: int = 0
     memory_limit: int = 8 * 2**30
@@ -107,8 +87,8 @@ class RffOptions:
 
 @dataclass(frozen=True)
 class RffSizing:
-    """What it runs, as the plan decided it (:func:`size`): rows of T and random features per
-    gamma candidate, or the reason to skip."""
+    """What it runs, as the plan decided (:func:`size`): rows of T and features per candidate, or
+    the skip reason."""
 
     rows: int
     features: int
@@ -122,14 +102,11 @@ def direction_bytes(n: int, D: int) -> int:
 
 
 def plan_counts(rows: int, n: int, nnz: int, options: RffOptions) -> RffSizing:
-    """Choose the rows of T and D for each gamma candidate from the data's shape.
-
-    Work per candidate is ``max(floor, cost_ratio * nnz / candidates)`` entries of z(T), the
-    floor being ``min_rows x min_features``. Beyond the floor, D grows as the square root of
-    the work (rows = ROWS_PER_FEATURE x D) up to ``max_features``; when T has fewer rows than
-    that, all of T is used and D takes the rest, up to ``max_features``. Memory then caps D
-    (the n x D directions) and the rows (rows x D x BYTES_PER_ENTRY).
-    """
+    """Choose the rows of T and D per gamma candidate from the data's shape. Work per candidate is
+    ``max(floor, cost_ratio * nnz / candidates)`` entries (floor ``min_rows x min_features``);
+    beyond it D grows as the work's square root (rows = ROWS_PER_FEATURE x D) up to
+    ``max_features``, and where T has fewer rows all of T is used and D takes the rest. Memory then
+    caps D (n x D directions) and rows (rows x D x BYTES_PER_ENTRY)."""
     if rows <= 0:
         return RffSizing(0, 0, "no training rows")
     k = max(1, len(options.gamma_multiples))
@@ -178,12 +155,9 @@ def plan_counts(rows: int, n: int, nnz: int, options: RffOptions) -> RffSizing:
 
 
 def median_sq_distance(X: sp.csr_matrix, *, seed: int, sample: int = MEDIAN_SAMPLE) -> float:
-    """Median squared distance between distinct rows of a seeded sample of X.
-
-    Distances come from |x|^2 + |x'|^2 - 2 x.x' on the sample alone, so a large sparse X is
-    never densified. Zero distances (duplicate rows) are ignored if they are the majority; if
-    all rows coincide the result is 1.
-    """
+    """Median squared distance between distinct rows of a seeded sample of X, from |x|^2 + |x'|^2 -
+    2 x.x' (never densifying X). Zero distances are ignored where the majority; all rows equal gives
+    1."""
     rows = X.shape[0]
     if rows > sample:
         X = X[np.sort(seeds.rng(seed, seeds.RFF_SAMPLE).choice(rows, size=sample, replace=False))]
@@ -194,12 +168,10 @@ def median_sq_distance(X: sp.csr_matrix, *, seed: int, sample: int = MEDIAN_SAMP
 
 
 def draw_directions(n: int, D: int, *, seed: int) -> tuple[np.ndarray, np.ndarray, str]:
-    """Standard-normal-marginal directions G (n x D), phases b (D,) and their kind.
-
-    ``orthogonal``: blocks of min(n, D) orthonormal columns (Haar, from a sign-fixed QR),
-    each scaled by an independent chi(n) length, so every column is exactly N(0, I).
-    ``iid``: plain Gaussian columns, used when the QR would cost more than MAX_QR_FLOPS.
-    """
+    """Directions G (n x D) with standard-normal marginals, phases b (D,), and their kind.
+    ``orthogonal``: blocks of min(n, D) Haar orthonormal columns (sign-fixed QR), each scaled by an
+    independent chi(n) length, so every column is exactly N(0, I). ``iid``: Gaussian columns, where
+    QR would exceed MAX_QR_FLOPS."""
     rng = seeds.rng(seed, seeds.RFF_MAP)
     b = rng.uniform(0.0, 2.0 * math.pi, size=D)
     if n == 0:
@@ -306,8 +278,8 @@ def plan_rows(T: Dataset, options: RffOptions) -> RffSizing:
 
 
 def run(T: Dataset, V: Dataset, options: RffOptions, sizing: RffSizing) -> CheckerResult:
-    """Tune gamma (by CV) and C on z(T) or the subsample ``sizing`` says, train, and score on
-    z(V); the sizing is obeyed, never made again here."""
+    """Tune gamma (CV) and C on z(T) or the subsample ``sizing`` gives, train, score on z(V); never
+    re-sized here."""
     t0 = time.perf_counter()
     n = T.X.shape[1]
     p = sizing
@@ -360,9 +332,8 @@ def run(T: Dataset, V: Dataset, options: RffOptions, sizing: RffSizing) -> Check
 
 
 def size(counts: Counts, allowed: Allowance) -> Sized:
-    """What :func:`check` will do within the memory limit, from counts: its rows of T and D
-    (:func:`plan_counts`). No word on its bytes (it never runs beside the baseline) and no
-    counted seconds: it is opt-in, and charged nothing of the check's budget."""
+    """What :func:`check` will do within the memory limit, from counts (:func:`plan_counts`). No
+    bytes (never beside the baseline) and no counted seconds: opt-in, charged nothing."""
     p = plan_counts(
         counts.rows, counts.features, counts.nnz, RffOptions(memory_limit=allowed.memory_limit)
     )
@@ -370,8 +341,8 @@ def size(counts: Counts, allowed: Allowance) -> Sized:
 
 
 def check(T: Dataset, V: Dataset, ctx: Context, sized: Sized) -> CheckerResult:
-    """The checker as the pipeline runs it, on what the plan sized (:func:`size`), in a
-    worker process the deadline can stop."""
+    """The checker as the pipeline runs it, on what the plan sized, in a worker the deadline can
+    stop."""
     ctx.progress(Event("random-Fourier-features checker"))
     options = RffOptions(
         seed=ctx.seed, memory_limit=ctx.memory_limit, class_weight=ctx.class_weight

@@ -1,18 +1,12 @@
-"""The RBF SVM's (C, gamma) search on a sample: shared by exact mode and the rbfsvm checker.
+"""The RBF SVM's (C, gamma) search on a sample, shared by exact mode and the rbfsvm checker.
 
-Both tune on a stratified sample of 600 to 2,000 rows (:data:`TUNE_LADDER`, the most their
-counted budget affords) with one matrix of squared distances between its rows (a BLAS
-product). Every RBF kernel of the search is exp(-gamma D) of it, handed to LIBSVM as a
-precomputed kernel: LIBSVM's own kernel recomputes each dot product from its node lists at
-every training, which made wide or dense data (1,000 digits of 776 features: an estimated
-153 s) too slow for the check.
-
-The grid (:func:`grid_for`) is placed by the data: gamma at 2^-3, 2^-1, 2 and 8 times
-1 / (median squared distance), C from 2^-1 to 2^11 in steps of 4x. Every point gets LIBSVM's
-``folds``-fold CV, apart from those a bounded search passes over (:func:`search_grid`); the
-highest score wins, ties to the smaller C, then the smaller gamma
-(:func:`kcheck.tuning.rbf_grid.best_point`).
-"""
+Both tune on a stratified sample of 600 to 2,000 rows (:data:`TUNE_LADDER`, the most the budget
+affords) with one matrix of squared distances (a BLAS product); every kernel is exp(-gamma D) of it,
+given to LIBSVM precomputed (LIBSVM's own kernel: an estimated 153 s on 1,000 digits of 776
+features). The grid (:func:`grid_for`): gamma at 2^-3, 2^-1, 2 and 8 times 1 / (median squared
+distance), C from 2^-1 to 2^11 in steps of 4x; ``folds``-fold CV at every point a bounded search
+does not pass over (:func:`search_grid`); ties to the smaller C, then gamma
+(:func:`kcheck.tuning.rbf_grid.best_point`)."""
 
 from __future__ import annotations
 
@@ -30,25 +24,21 @@ from kcheck.scoring import ACCURACY, Scoring
 from kcheck.split import stratified_subsample
 from kcheck.tuning.rbf_grid import best_point
 
-#: log2 C of the search: 2^-1 .. 2^11 in steps of 4x. Smaller C only ever tied a larger one
-#: on the measured sets; larger C trains slowly and rarely wins by more than a row.
+#: log2 C of the search, 2^-1 .. 2^11 by 4x: smaller C only tied larger ones; larger trains slowly
+#: and rarely wins.
 LOG2_C = (-1.0, 1.0, 3.0, 5.0, 7.0, 9.0, 11.0)
 #: log2 of gamma x (median squared distance): the kernel's width around the data's own scale.
 LOG2_GAMMA_FACTOR = (-3.0, -1.0, 1.0, 3.0)
-#: The search runs on a stratified sample of this many rows, or of the most rows in
-#: TUNE_LADDER that the budget affords (a grid point costs about rows^2). On 600 rows the chosen
-#: point varied with the seed: on two 1,500-row sets it fell to C = 0.5 or a 16x smaller gamma
-#: at one seed of five, and the verdict flipped to linear; madelon's best gamma needs 2,000.
+#: Tuning sample sizes, the most the budget affords (a point costs about rows^2): 600 rows let the
+#: choice flip the verdict at one seed of five; madelon's best gamma needs 2,000.
 TUNE_ROWS = 600
 TUNE_LADDER = (600, 1_000, 1_500, 2_000)
-#: The search may spend this many times its counted seconds (kcheck.costs.budget.rbf_tuning_seconds,
-#: the band a prediction is held to). At a large C, LIBSVM's iterations, not the kernel entries
-#: the count reads, set a point's cost: on parity3_d10_n2000's 1,500 sampled rows, C = 2^11 took
-#: 1.2 million iterations and 6 s where C = 2^5 took 63,000 and 0.5 s, and the search 22 s of a
-#: 6 s count. See :func:`search_grid`.
+#: The search may spend this many times its count (kcheck.costs.budget.rbf_tuning_seconds), the band
+#: predictions are held to: at a large C iterations, not kernel entries, set the cost (C = 2^11: 6 s
+#: vs 0.5 s at 2^5). See :func:`search_grid`.
 SEARCH_ALLOWANCE = 2.0
-#: Bytes per entry of a rows x rows matrix while the comparison runs: the distances (8), the
-#: kernel of one gamma (8) and LIBSVM's precomputed problem (28), with a fold's share.
+#: Bytes per entry of a rows x rows matrix: distances (8), one gamma's kernel (8), LIBSVM's
+#: precomputed problem (28), with a fold's share.
 BYTES_PER_ENTRY = 56
 
 
@@ -79,14 +69,11 @@ class GridOptions(Protocol):
 
 @dataclass(frozen=True)
 class Tuning:
-    """The search's settings where no other options carry them (the rbfsvm checker).
-
-    ``log2_C`` / ``log2_gamma_factor`` None: the default grid. ``deadline``: a
-    ``time.perf_counter()`` value past which the caller stops between steps. ``scoring``: its
-    class weights train every model, and it scores the CV (balanced accuracy also for AUC:
-    LIBSVM's CV gives labels, not decision values). ``jobs``: threads that train a CV's folds
-    side by side (engines.cv_kernel); the folds and every prediction are the same at any value.
-    """
+    """The search's settings where no other options carry them (the rbfsvm checker). ``log2_C`` /
+    ``log2_gamma_factor`` None: the default grid. ``deadline``: ``time.perf_counter()`` past which
+    the caller stops between steps. ``scoring``: class weights for training and the CV score
+    (balanced accuracy also for AUC: LIBSVM's CV gives labels only). ``jobs``: threads for a CV's
+    folds; results are the same at any value."""
 
     seed: int = 0
     folds: int = 5
@@ -107,8 +94,7 @@ class Tuning:
 
 
 def tuning_sample(y: np.ndarray, tune_rows: int, seed: int) -> np.ndarray | None:
-    """Sorted indices of a stratified sample of ``tune_rows`` rows; None where all rows fit,
-    so that the caller tunes on all of them without a copy."""
+    """Sorted indices of a stratified sample of ``tune_rows`` rows; None where all fit (no copy)."""
     if y.size <= tune_rows:
         return None
     return np.sort(stratified_subsample(y, tune_rows, seed=seed))
@@ -145,8 +131,8 @@ def kernel(D: np.ndarray, gamma: float) -> np.ndarray:
 def _tuning_score(
     problem: engines.KernelProblem, C: float, options: GridOptions
 ) -> tuple[float, int]:
-    """One grid point's CV score (rows right, an exact count, or the balanced accuracy) and
-    its count of rows right."""
+    """One grid point's CV score (rows right, exact, or balanced accuracy) and its count of rows
+    right."""
     folds, seed, workers = options.folds, options.seed, options.jobs
     if options.scoring.metric == "accuracy":
         right = engines.cv_kernel(problem, C, folds=folds, seed=seed, workers=workers)
@@ -156,9 +142,8 @@ def _tuning_score(
 
 
 def prediction_score(y: np.ndarray, predicted: np.ndarray, scoring: Scoring) -> tuple[float, int]:
-    """The score of predicted labels as the grid search ranks them (rows right, an exact count,
-    or the balanced accuracy: labels carry no decision values to rank for AUC), and the count
-    of rows right."""
+    """Predicted labels' score as the search ranks them (rows right, or balanced accuracy: no
+    decision values for AUC), and the count of rows right."""
     right = int(np.count_nonzero(predicted == y))
     if scoring.metric == "accuracy":
         return right, right
@@ -173,24 +158,22 @@ class Search:
     right: dict[tuple[float, float], int]
     log2_C: float
     log2_gamma: float
-    #: LIBSVM's iterations at each point, over its folds (engines.svm_iterations): how the
-    #: solver's work grows with C on these rows, for a training on more of them
-    #: (kcheck.costs.solvers).
+    #: LIBSVM's iterations at each point over its folds: how the solver's work grows with C, to
+    #: predict larger trainings (kcheck.costs.solvers).
     iterations: dict[tuple[float, float], int] = field(default_factory=dict)
-    #: Points not scored, as their predicted CV would have taken the search past its allowance:
-    #: ``log2_C``, ``log2_gamma`` and ``predicted_seconds`` (counted).
+    #: Points passed over as their predicted CV exceeded the allowance: ``log2_C``, ``log2_gamma``,
+    #: ``predicted_seconds``.
     passed_over: tuple[dict[str, float], ...] = ()
-    #: Their predicted iterations over the folds (:func:`_next_iterations` carried on), so that
-    #: a training at such a point on more rows is predicted too, never taken as free.
+    #: Their predicted iterations (:func:`_next_iterations` carried on), so such a point is never
+    #: taken as free.
     passed_iterations: dict[tuple[float, float], float] = field(default_factory=dict)
-    #: LIBSVM's support vectors at each scored point, over its folds
-    #: (engines.svm_support_vectors): with the iterations, what the search cost
-    #: (kcheck.costs.budget.svm_trained_seconds).
+    #: LIBSVM's support vectors at each scored point over its folds: with the iterations, what the
+    #: search cost (kcheck.costs.budget.svm_trained_seconds).
     support_vectors: dict[tuple[float, float], int] = field(default_factory=dict)
 
     def predicted_iterations(self) -> dict[tuple[float, float], float]:
-        """Every grid point's iterations over the folds: counted where it was scored,
-        predicted where it was passed over."""
+        """Every point's iterations over the folds: counted where scored, predicted where passed
+        over."""
         return {**self.passed_iterations, **{p: float(i) for p, i in self.iterations.items()}}
 
 
@@ -206,13 +189,10 @@ def search_seconds(rows: int, n_classes: int, options: GridOptions) -> float:
 
 
 def beyond_count(search: Search, rows: int, n_classes: int, options: GridOptions) -> float:
-    """What ``search`` on ``rows`` rows took beyond :func:`search_seconds`, in counted
-    seconds, once it has run: the trainings at the points it scored, from LIBSVM's support
-    vectors and iterations there (kcheck.costs.budget.svm_trained_seconds, fitted to whole
-    searches, their kernels included), less the count's kernels and entries at every point.
-    Clean data keeps few support vectors and noisy data many: on exact mode's searches the
-    count gave 0.41-1.86 of their seconds, this 0.67-1.23. For a revised count, which nothing
-    decides on; 0 for a search that recorded no support vectors."""
+    """What ``search`` on ``rows`` rows took beyond :func:`search_seconds`, in counted seconds: its
+    trainings from support vectors and iterations (kcheck.costs.budget.svm_trained_seconds) less the
+    count's kernels. The count gave 0.41-1.86 of exact searches' seconds, this 0.67-1.23. For a
+    revised count only; 0 without support vectors."""
     if not search.support_vectors:
         return 0.0
     fold_rows = rows * (options.folds - 1) / options.folds
@@ -223,36 +203,30 @@ def beyond_count(search: Search, rows: int, n_classes: int, options: GridOptions
 
 
 def side_by_side_share(folds: int, workers: int) -> float:
-    """The share of their one-core time that ``folds`` folds take on ``workers`` threads: the
-    most folds one thread trains (3 of 5 on two). For the time shown to the user only; the
-    plan's counts stay one core's, the same at any ``--jobs``."""
+    """Share of their one-core time that ``folds`` folds take on ``workers`` threads (most folds per
+    thread: 3 of 5 on two). For display only; counts stay one core's."""
     return math.ceil(folds / max(1, workers)) / folds
 
 
 def search_share(rows: int, options: GridOptions) -> float:
-    """About the share of its one-core time that a search's CVs on ``rows`` rows take, their
-    folds side by side on ``options.jobs`` threads from engines.SIDE_BY_SIDE_MIN_ROWS rows.
-    For the time announced only."""
+    """About the share of its one-core time that a search's CVs on ``rows`` rows take on
+    ``options.jobs`` threads (from engines.SIDE_BY_SIDE_MIN_ROWS rows). For display only."""
     workers = options.jobs if rows >= engines.SIDE_BY_SIDE_MIN_ROWS else 1
     return side_by_side_share(options.folds, workers)
 
 
 def search_allowance(y: np.ndarray, options: GridOptions) -> float:
-    """What a search on the rows of ``y`` may spend (:func:`search_grid`'s ``allowance``):
-    SEARCH_ALLOWANCE times its counted seconds. Exact mode, its nested folds and rbfsvm
-    bound their searches so."""
+    """What a search on ``y``'s rows may spend (:func:`search_grid`'s ``allowance``):
+    SEARCH_ALLOWANCE times its count."""
     return SEARCH_ALLOWANCE * search_seconds(int(y.size), int(np.unique(y).size), options)
 
 
 @dataclass
 class _Allowance:
-    """What the search may still spend, in counted seconds, and each point's prediction.
-
-    A point costs its kernel entries (kcheck.costs.budget's count) and LIBSVM's iterations, which
-    grow with C: the next C's are predicted as the last C's times their growth from the C
-    before (parity3: 60,000, 250,000 and 1.06 million at C = 2^7, 2^9, 2^11, where 1.04
-    million was predicted). The gammas share what is left evenly, the narrowest first (their
-    iterations stay few), so that what they leave goes to the wider ones."""
+    """What the search may still spend (counted seconds), and each point's prediction. A point costs
+    its kernel entries and LIBSVM's iterations; the next C's iterations are predicted as the last
+    C's times their growth from the one before (parity3: 1.04 million predicted, 1.06 measured).
+    Gammas share what is left evenly, narrowest first, so what they leave goes to wider ones."""
 
     left: float
     rows: int
@@ -292,8 +266,8 @@ def _passed_over(
     g: float,
     iterations: dict[tuple[float, float], float],
 ) -> list[dict[str, float]]:
-    """The points of ``Cs`` at gamma ``g`` passed over, each with its predicted seconds (the
-    iterations' growth carried on); their predicted iterations go into ``iterations``."""
+    """The points of ``Cs`` at gamma ``g`` passed over with their predicted seconds; their predicted
+    iterations go into ``iterations``."""
     grown = [float(v) for v in at_gamma]
     out = []
     for c in Cs:
@@ -318,13 +292,11 @@ def search_grid(
     check_time: Callable[[], None],
     allowance: float | None = None,
 ) -> Search:
-    """(C, gamma) by LIBSVM's CV at every grid point, on the rows whose squared distances ``D``
-    holds: one precomputed problem per gamma. ``done(points so far)`` reports progress;
-    ``check_time`` raises TimeLimitReached between points.
-
-    With an ``allowance`` (counted seconds), a point whose predicted CV would take its gamma
-    past its share of what is left is passed over, and so are the larger C at its gamma: a
-    count, so the same on every machine. The smallest C of each gamma always runs."""
+    """(C, gamma) by LIBSVM's CV at every grid point on the rows ``D`` holds distances of, one
+    precomputed problem per gamma. ``done`` reports progress; ``check_time`` raises
+    TimeLimitReached between points. With an ``allowance`` (counted seconds), a point predicted
+    past its gamma's share is passed over with the larger C at that gamma; the smallest C of each
+    gamma always runs."""
     points = grid_for(median, options)
     scores: dict[tuple[float, float], float] = {}
     right: dict[tuple[float, float], int] = {}
