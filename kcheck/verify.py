@@ -1,10 +1,7 @@
-"""The expensive reference a verdict can be confirmed with: an RBF grid search next to the
-tuned linear model, cross-validated on the same rows.
-
-It starts from the same :func:`kcheck.prepare.prepare` as the check, and decides with the same
-rule (:func:`kcheck.verdict.paired_gap` and :func:`kcheck.verdict.decide`), so a check and its
-reference can differ only in what they measure, never in how they read data or decide.
-"""
+"""The expensive reference: an RBF grid search next to the tuned linear model, cross-validated on
+the same rows. It starts from :func:`kcheck.prepare.prepare` and decides with the check's rule
+(:func:`kcheck.verdict.paired_gap`, :func:`kcheck.verdict.decide`), so the two differ only in what
+they measure."""
 
 from __future__ import annotations
 
@@ -76,12 +73,9 @@ from kcheck.verdict import READABLE_CHECK_SCHEMAS, decide
 
 @dataclass(frozen=True)
 class VerifyConfig:
-    """What ``kcheck verify`` needs.
-
-    ``scaling``, ``seed`` and ``epsilon`` None mean: the check JSON's, else maxabs, 0 and 0.02.
-    With a check JSON, an explicit value that differs from the check's is refused, since the
-    reference would then not be about the same comparison.
-    """
+    """What ``kcheck verify`` needs. ``scaling``, ``seed``, ``epsilon`` None: the check JSON's, else
+    maxabs, 0, 0.02. With a check JSON, a differing explicit value is refused (it would not be the
+    same comparison)."""
 
     train: str
     test: str | None = None
@@ -123,14 +117,11 @@ class VerifyConfig:
 
 
 def run(config: VerifyConfig, progress: Progress | None = None) -> VerifyResult:
-    """The RBF reference next to the tuned linear model, as JSON (``kind: verify``).
-
-    Both are cross-validated (5 folds) on the same rows: the training file, or a stratified
-    sample of ``max_rows`` of it kept while the file streams, as ``check --max-rows`` keeps.
-    ``gap`` is the RBF's CV accuracy minus the linear model's, with the paired 95% interval
-    over the rows; the verdict is :func:`kcheck.verdict.decide`'s. With a test file, both are
-    retrained on all those rows and scored on it.
-    """
+    """The RBF reference next to the tuned linear model, as JSON (``kind: verify``). Both are 5-fold
+    cross-validated on the same rows (the file, or a stratified streaming sample of ``max_rows``, as
+    ``check --max-rows``). ``gap``: RBF CV accuracy minus linear's, with the paired 95% interval;
+    the verdict is :func:`kcheck.verdict.decide`'s. A test file: both retrained on all rows and
+    scored on it."""
     config = config.validated()
     report = progress or no_progress
     t_start = time.perf_counter()
@@ -204,8 +195,8 @@ def run(config: VerifyConfig, progress: Progress | None = None) -> VerifyResult:
 
 
 def _search_memory(config: VerifyConfig, X: Any) -> SearchMemory:
-    """:func:`kcheck.tuning.rbf_grid.search_memory` beside the rows as read and as scaled and the
-    run's fixed share, which this process holds."""
+    """:func:`kcheck.tuning.rbf_grid.search_memory` beside the rows (read and scaled) and the run's
+    fixed share."""
     return search_memory(
         config.train,
         X,
@@ -216,9 +207,9 @@ def _search_memory(config: VerifyConfig, X: Any) -> SearchMemory:
 
 
 def _rows_the_search_holds(config: VerifyConfig, X: Any, y: np.ndarray) -> tuple[Any, np.ndarray]:
-    """``--max-rows auto``: the rows read, or where LIBSVM's copy of them would not fit beside
-    them (rows of few values cost it more than their CSR bytes: fourclass's 5x), the most of
-    a stratified sample of them that does, with a warning."""
+    """``--max-rows auto``: the rows read, or where LIBSVM's copy would not fit beside them (few
+    values a row cost it more than CSR: fourclass 5x), the largest stratified sample that does, with
+    a warning."""
     try:
         _search_memory(config, X)
         return X, y
@@ -262,11 +253,10 @@ def predicted_seconds(
     linear: bool = True,
     features: int = 0,
 ) -> float:
-    """Predicted seconds of a verify on ``rows`` rows of ``nnz`` stored values, counted on the
-    reference machine (kcheck.costs.budget): the linear model's C search and its CV (unless
-    ``linear`` is False: done already), the grid (:func:`kcheck.tuning.rbf_grid.search_seconds`),
-    the chosen point's CV again (and once more for AUC's decision values), and with a test
-    file the RBF model trained on all rows and scored."""
+    """Counted seconds of a verify on ``rows`` rows of ``nnz`` values (kcheck.costs.budget): the
+    linear C search and CV (unless ``linear`` is False), the grid
+    (:func:`kcheck.tuning.rbf_grid.search_seconds`), the chosen point's CV again (twice for AUC),
+    and with a test file the RBF trained on all rows and scored."""
     seconds = 2 * budget.linear_seconds(nnz, n_classes) if linear else 0.0
     seconds += search_seconds(
         grid, rows=rows, nnz=nnz, n_classes=n_classes, jobs=jobs, features=features
@@ -287,8 +277,8 @@ GRID_STAGE = "RBF grid search"
 def announcement(
     config: VerifyConfig, n_classes: int, scoring: Scoring, test: TestFile | None, X: Any
 ) -> Event:
-    """The grid, rows and folds of the search about to start and the predicted time of the
-    rest of the run (:func:`predicted_seconds`), said before the first grid point."""
+    """The search's grid, rows and folds and the rest's predicted time, said before the first
+    point."""
     rows = int(X.shape[0])
     seconds = predicted_seconds(
         config.grid,
@@ -319,8 +309,8 @@ def announcement(
     )
 
 
-#: The time a suggested ``kcheck verify`` command should take: where the full grid on all
-#: rows is predicted to take longer, the suggestion samples rows (``--max-rows``).
+#: A suggested ``kcheck verify`` should take about this long; longer, and it suggests
+#: ``--max-rows``.
 SUGGESTED_SECONDS = 600.0
 
 
@@ -334,8 +324,8 @@ def sample_seconds(
     grid: Grid = GRID,
     features: int = 0,
 ) -> float:
-    """Predicted seconds of a verify on ``n`` of a file's ``rows`` rows (``--max-rows n``),
-    ``nnz`` the stored values of all of them: a sample keeps the file's values per row."""
+    """Predicted seconds of a verify on ``n`` of ``rows`` rows (``nnz``: all rows' values; a sample
+    keeps values per row)."""
     return predicted_seconds(
         grid,
         rows=n,
@@ -356,8 +346,8 @@ def rows_within(
     grid: Grid = GRID,
     features: int = 0,
 ) -> int | None:
-    """The most rows (a ``--max-rows``) whose verify is predicted within ``seconds``; None
-    where all ``rows`` are. The stored values per row stay the file's."""
+    """The most rows (a ``--max-rows``) whose verify is predicted within ``seconds``; None where all
+    fit."""
 
     def cost(n: int) -> float:
         return sample_seconds(
@@ -376,8 +366,8 @@ def rows_within(
 def _read_inputs(
     config: VerifyConfig, check: dict[str, Any] | None, report: Progress
 ) -> tuple[Prepared, TestFile | None]:
-    """The training rows and the test file, read before any training: data that is not the
-    check's, or a test file that cannot be scored, fails at once rather than after the grid."""
+    """Training rows and test file read before any training, so wrong data fails at once, not after
+    the grid."""
     assert config.seed is not None and config.scaling is not None
     memory_limit = config.memory_bytes
     report(Event("reading " + config.train))
@@ -406,13 +396,9 @@ def _read_inputs(
 
 @dataclass
 class _Side:
-    """One model of the comparison, linear or RBF: what its JSON block reports of it.
-
-    ``correct`` is its per-row CV correctness (the ``cv_accuracy``); ``points`` are the
-    per-row results the metric scores, which AUC replaces with ones that carry decision
-    values. ``seconds`` counts its search, cross-validation and test scoring (the RBF's also
-    the decision values that AUC needs).
-    """
+    """One model of the comparison, linear or RBF, as its JSON block reports it. ``correct``:
+    per-row CV correctness; ``points``: what the metric scores (AUC's carry decision values);
+    ``seconds``: its search, CV and test scoring."""
 
     correct: np.ndarray
     points: PointResults
@@ -428,8 +414,8 @@ class _Side:
         train: Callable[[], engines.LinearModel | engines.RbfModel],
         report: Progress,
     ) -> None:
-        """Train the model on all rows (``train``) and score it on the test file; the time
-        counts as the model's."""
+        """Train on all rows (``train``) and score on the test file; the time counts as the
+        model's."""
         report(Event(f"{name}: training on all rows"))
         t0 = time.perf_counter()
         self.test_accuracy, self.test_score = _test_scores(train(), test, scoring)
@@ -468,8 +454,8 @@ def _rbf_cv(
     report: Progress,
     memory: SearchMemory,
 ) -> tuple[GridResult, _Side]:
-    """The RBF model's (C, gamma) from the grid search and its CV results per row, on the
-    same rows and folds' seed as the linear model's."""
+    """The RBF's (C, gamma) from the grid and per-row CV results, on the linear model's rows and
+    fold seed."""
     assert config.seed is not None
     t0 = time.perf_counter()
     found = rbf_grid_search(
@@ -522,14 +508,10 @@ def _settings(config: VerifyConfig, check: dict[str, Any] | None) -> tuple[Verif
 
 
 def _read_check_json(path: str, memory_limit: int | None = None) -> dict[str, Any]:
-    """A saved ``kcheck check`` verdict: a readable schema, a linear/kernel verdict and the
-    data's hash, with every setting it records of its type and within the options' own rules
-    (an epsilon as ``--epsilon`` takes it, a seed as ``--seed``).
-
-    Read within :func:`kcheck.io.ownformat.byte_cap` (a verdict is kilobytes) and bounded in
-    nesting and digits. Without ``data.sha256`` (a verdict from a kcheck before the hash
-    existed) nothing ties the verdict to the data being verified, so it is refused.
-    """
+    """A saved ``kcheck check`` verdict: readable schema, a linear/kernel verdict and the data's
+    hash, every recorded setting typed and within its option's rules. Read within
+    :func:`kcheck.io.ownformat.byte_cap`, bounded in nesting and digits. Without ``data.sha256``
+    nothing ties it to the data, so it is refused."""
     what = "a kcheck check verdict (JSON)"
     data = read_json(path, cap=byte_cap(CHECK_JSON_BYTES, memory_limit), what=what)
     version = data.get("schema_version") if isinstance(data, dict) else None
@@ -595,8 +577,8 @@ def _from_check(option: str, explicit: Any, recorded: Any, default: Any, path: s
 def _test_scores(
     model: engines.LinearModel | engines.RbfModel, test: TestFile, scoring: Scoring
 ) -> tuple[float | None, float | None]:
-    """Accuracy and the metric's score of a model trained on all rows, on the test file,
-    predicted block by block (it need not fit in memory)."""
+    """Accuracy and metric score of a model trained on all rows, on the test file, block by
+    block."""
     predictions = test.predict({"model": oriented(model)})["model"]
     if predictions is None:
         return None, None
@@ -625,9 +607,8 @@ def _cv_scores(
     weight: engines.ClassWeight | None,
     cache_mb: float = engines.SVM_CACHE_MB,
 ) -> tuple[PointResults, PointResults]:
-    """Per-row results with decision values, for AUC: both models at their chosen parameters,
-    trained without each row's fold (stratified, seeded) and scored on it; LIBSVM's and
-    LIBLINEAR's own CV return labels only."""
+    """Per-row results with decision values for AUC: both models at their chosen parameters, trained
+    without each row's (stratified, seeded) fold; LIBSVM's and LIBLINEAR's CV return labels only."""
     fold = stratified_folds(y, FOLDS, seed, 0)
     results = {k: (np.zeros(y.size, dtype=bool), np.zeros(y.size)) for k in ("lin", "rbf")}
     for k in range(FOLDS):

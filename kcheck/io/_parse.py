@@ -1,19 +1,12 @@
-"""The vectorised fast path of the LIBSVM reader, kept apart from :mod:`kcheck.io.data`.
+"""The vectorised fast path of the LIBSVM reader: numpy over raw bytes (SWAR on eight bytes per
+word, exact float arithmetic), kept apart from the format's rules and messages in
+:mod:`kcheck.io.data`.
 
-Data sets reach hundreds of megabytes, so the reader parses whole chunks of lines with numpy
-operations over the raw bytes instead of a loop per token. That code is dense (SWAR tricks on
-eight bytes per word, exact float arithmetic) and has one job, speed, so it lives here; the
-rules of the format, its error messages and the per-line reference parser stay in
-:mod:`kcheck.io.data`, which reads in a sitting.
-
-:func:`fast_chunk` only accepts input it can prove well formed and returns None for anything
-else, so the reference parser decides every doubtful chunk and names the bad line. Numbers come
-out exactly as Python's ``float()`` gives them: tokens whose decimal mantissa fits in 15 digits
-with a decimal exponent of at most 22 take one correctly rounded multiplication or division;
-everything else goes through CPython's own correctly rounded ``strtod`` (via ``np.fromstring``).
-
-:class:`CsrBuilder` gathers the chunks' rows into CSR arrays without holding two copies.
-"""
+:func:`fast_chunk` accepts only input it can prove well formed and returns None otherwise, so the
+reference parser decides every doubtful chunk. Numbers equal Python's ``float()``: a decimal
+mantissa of at most 15 digits with exponent |k| <= 22 takes one correctly rounded multiplication or
+division; anything else goes through CPython's ``strtod`` (``np.fromstring``). :class:`CsrBuilder`
+gathers rows into CSR without two copies."""
 
 from __future__ import annotations
 
@@ -103,10 +96,8 @@ def _swar8(x: Array) -> Array:
 
 
 def _pos1(mask: Array) -> Array:
-    """1-based byte position of the only marked byte of each word, 0 if none.
-
-    A mark in byte k times 0x0102030405060708 puts k + 1 into the top byte.
-    """
+    """1-based position of the only marked byte of each word, 0 if none (mark x 0x0102030405060708
+    puts k + 1 in the top byte)."""
     out: Array = (((mask >> _S7) * _POSMUL) >> _S56).astype(np.intp)
     return out
 
@@ -117,11 +108,8 @@ def _at_most_one(a: Array) -> Array:
 
 
 def _window(v16: Array, s: Array, n: Array) -> tuple[Array, Array, Array, Array, Array, Array]:
-    """Load 16 bytes per token and classify them (the chunk holds only LIBSVM characters).
-
-    Returns the low and high words as digit values (0 outside digits), the masks of in-token
-    non-digit bytes, and the token bytes XOR '0' (whose bits tell the non-digits apart).
-    """
+    """Load 16 bytes per token and classify them (only LIBSVM characters): low and high words as
+    digit values (0 outside digits), in-token non-digit masks, and token bytes XOR '0'."""
     nn = np.minimum(n, 16)
     w = v16[s].view("<u8")
     kl = _KL[nn]
@@ -135,19 +123,14 @@ def _window(v16: Array, s: Array, n: Array) -> tuple[Array, Array, Array, Array,
     return dvl, dvh, ndl & kl, ndh & kh, tl, th
 
 
-# In a token XOR '0', the non-digits differ in three bits: '.' 0x1E has bit 0 clear; '+' 0x1B
-# and '-' 0x1D have bit 0 set and bit 6 clear, and differ in bit 1; 'e' 0x55 and 'E' 0x75 have
-# bits 0 and 6 set. Shifting the bit to position 7 and masking with the non-digit marks picks
-# each class out of eight bytes at once.
+# Token XOR '0': '.' 0x1E has bit 0 clear; '+' 0x1B and '-' 0x1D have bit 0 set, bit 6 clear, and
+# differ in bit 1; 'e' 0x55 and 'E' 0x75 have bits 0 and 6 set. Shifting a bit to position 7 and
+# masking picks each class out of eight bytes.
 
 
 def _mantissa(dvl: Array, dvh: Array, dpe: Array) -> Array:
-    """The digits of a window read as one number after closing the gap of the decimal point.
-
-    The digits before byte dpe move up one byte, so with the point (or nothing) at dpe the
-    digits stand in consecutive places; the window's 16 places hold at most 15 digits, so the
-    value is below 10**15 and exact in a float.
-    """
+    """A window's digits as one number with the decimal point's gap closed (digits before byte dpe
+    move up one); at most 15 digits, so below 10**15 and exact in a float."""
     il = dvl & _KL[dpe]
     ih = dvh & _KH[dpe]
     ml = (dvl ^ il) | (il << _S8)
@@ -166,11 +149,8 @@ def _dot_position(dotl: Array, doth: Array, default: Array) -> tuple[Array, Arra
 
 
 def _numbers_plain(v16: Array, s: Array, n: Array) -> tuple[Array, Array]:
-    """Parse ``[+-]digits[.digits]`` tokens (up to 16 bytes, 15 digits) exactly.
-
-    Returns (values, ok); ok is False where the token is not of that form. The value is the
-    mantissa integer divided by one exact power of ten: a single rounding, as float() does.
-    """
+    """Parse ``[+-]digits[.digits]`` tokens (up to 16 bytes, 15 digits) exactly: (values, ok).
+    Mantissa divided by one exact power of ten: a single rounding, as float()."""
     dvl, dvh, ndl, ndh, tl, th = _window(v16, s, n)
     odd_l = tl << _S7
     sg0 = ndl & odd_l & ~(tl << _S1) & _B0  # a sign (not a point or an 'e') in byte 0
@@ -188,10 +168,8 @@ def _numbers_plain(v16: Array, s: Array, n: Array) -> tuple[Array, Array]:
 
 
 def _numbers_exp(v16: Array, s: Array, n: Array) -> tuple[Array, Array]:
-    """Like _numbers_plain, also accepting an exponent ``[eE][+-]digits``.
-
-    The value is the mantissa integer times or divided by one exact power of ten (|k| <= 22).
-    """
+    """As _numbers_plain, also with ``[eE][+-]digits``: mantissa times or over one exact power of
+    ten (|k| <= 22)."""
     nn = np.minimum(n, 16)
     dvl, dvh, ndl, ndh, tl, th = _window(v16, s, n)
     odd_l = tl << _S7
@@ -267,11 +245,8 @@ def _numbers_text(c: Array, s: Array, e: Array) -> Array | None:
 
 
 def _numbers(c: Array, v16: Array, s: Array, e: Array, n_e: int) -> Array | None:
-    """Parse tokens c[s:e] exactly, or None if one is not a finite number.
-
-    n_e, the chunk's count of 'e'/'E', picks the cheaper fast path; tokens it cannot take go to
-    the next path and finally to strtod.
-    """
+    """Parse tokens c[s:e] exactly, or None if one is not a finite number; n_e (the chunk's 'e'/'E'
+    count) picks the cheaper path, and leftovers go to strtod."""
     if n_e * 4 > len(s):
         vals, ok = _numbers_exp(v16, s, e - s)
     else:
@@ -346,8 +321,8 @@ def _only_libsvm_bytes(c: Array) -> bool:
 
 
 def _drop_qids(c: Array, nl: Array, starts: Array, ends: Array) -> bool:
-    """Blank out 'qid:N' tokens in place; False if a token starting with 'q' is not one, or
-    stands where the label should be."""
+    """Blank out 'qid:N' tokens in place; False if a 'q' token is not one, or stands for the
+    label."""
     q = np.flatnonzero(c[starts] == ord("q"))
     if len(q) == 0:
         return True
@@ -464,13 +439,10 @@ _allocator_ready = False
 
 
 def keep_scratch_memory() -> None:
-    """Stop glibc from handing chunk scratch memory back to the OS after every chunk.
-
-    Each chunk allocates and frees a few MB of numpy temporaries. glibc trims free memory at
-    the top of the heap beyond M_TRIM_THRESHOLD, so every chunk faulted its pages in again,
-    which cost a third of the read time. Freeing one large mmap-ed block raises glibc's
-    dynamic mmap and trim thresholds (see mallopt(3)); other allocators ignore this.
-    """
+    """Stop glibc from returning chunk scratch memory to the OS after every chunk: each chunk's
+    numpy temporaries were faulted in again, a third of the read time. Freeing one large mmap-ed
+    block raises glibc's dynamic mmap and trim thresholds (mallopt(3)); other allocators ignore
+    it."""
     global _allocator_ready
     if not _allocator_ready:
         _allocator_ready = True
@@ -478,14 +450,10 @@ def keep_scratch_memory() -> None:
 
 
 class CsrBuilder:
-    """Collects the chunks' rows into the CSR arrays, growing them by realloc.
-
-    Values past ``n_features`` are dropped and counted in ``dropped``; going past ``max_bytes``
-    of CSR raises :class:`TooLarge`. The caller words the messages.
-
-    Pages that are never written cost no memory, so the first capacity is generous; the arrays
-    are trimmed in place at the end, so the peak is about the result plus one chunk.
-    """
+    """Collects the chunks' rows into CSR arrays grown by realloc. Values past ``n_features`` are
+    dropped and counted in ``dropped``; past ``max_bytes`` raises :class:`TooLarge` (the caller
+    words messages). Unwritten pages cost nothing, so the first capacity is generous; trimmed in
+    place at the end (peak: result plus one chunk)."""
 
     def __init__(
         self, size_hint: int, n_features: int | None, max_bytes: int | None = None

@@ -1,25 +1,17 @@
-"""Feature-wise scaling, compatible with LIBSVM's ``svm-scale``.
+"""Feature-wise scaling compatible with LIBSVM's ``svm-scale``, stored as svm-scale range files so
+``svm-scale -r`` reproduces it:
 
-Two schemes, both stored as svm-scale range files so that ``svm-scale -r`` reproduces them:
+* ``minmax`` (svm-scale's default) maps each feature's [min, max], implicit zeros included, to
+  [lower, upper], evaluated in svm-scale's order with its shortcuts so values agree to the bit
+  (apart from a clamp keeping training values inside [lower, upper]);
+* ``maxabs`` divides by the largest absolute value, keeping sparse data sparse (range file
+  ``-1 1`` with ``-m m`` per feature).
 
-* ``minmax`` (svm-scale's default) maps each feature's [min, max] to [lower, upper]. As in
-  svm-scale, min and max include the implicit zeros of rows that do not store the feature, and
-  the formula, including its ``value == min -> lower`` and ``value == max -> upper`` shortcuts,
-  is evaluated in the same order, so values agree with svm-scale's to the last bit (apart from
-  a clamp that keeps training values inside [lower, upper] where rounding would overshoot).
-* ``maxabs`` divides each feature by its largest absolute value, so zeros stay zeros and
-  sparse data stays sparse. Its range file is ``-1 1`` with ``-m m`` per feature.
-
-A constant feature (min == max, implicit zeros included) or an absent one maps to 0 and is
-dropped, as svm-scale does. Such features are stored as ``min == max == 0``, which is how a
-range file that omits them reads back. Scaling is fitted on training data only, on a matrix
-(:func:`fit_scaler`) or block by block as a file streams (:class:`ColumnRanges`, to the same
-bits); the fitted :class:`Scaler` and its arithmetic are in :mod:`kcheck.scaling.scaler`.
-
-Labels can be scaled too (svm-scale's ``-y``, a :class:`LabelScaling`), stored in the range
-file's ``y`` section. :func:`scaled_text` prints scaled data the way svm-scale does, so that
-the two outputs can be compared byte for byte.
-"""
+Constant or absent features map to 0 and are dropped, stored as ``min == max == 0`` (as an omitting
+range file reads back). Fitted on training data only, on a matrix (:func:`fit_scaler`) or streaming
+(:class:`ColumnRanges`, to the same bits); the :class:`Scaler` is in :mod:`kcheck.scaling.scaler`.
+Labels scale too (``-y``, :class:`LabelScaling`). :func:`scaled_text` prints as svm-scale does, byte
+for byte."""
 
 from __future__ import annotations
 
@@ -90,13 +82,9 @@ def densify_warning(nnz_before: int, nnz_after: int) -> str | None:
 
 
 def scaled_text(y: Any, X: Any, *, full_precision: bool = False) -> Iterator[str]:
-    """Scaled data as svm-scale prints it, in blocks of rows: byte for byte the same text.
-
-    svm-scale (LIBSVM 3.24) prints each label with ``%.17g`` and a space, each non-zero value
-    as ``index:%g`` and a space, then a newline; ``%g`` keeps 6 significant digits.
-    ``full_precision`` prints values with ``%.17g`` instead, which reads back exactly (the
-    layout stays svm-scale's). ``X`` is the output of :meth:`Scaler.transform`.
-    """
+    """Scaled data as svm-scale (LIBSVM 3.24) prints it, in blocks of rows: label ``%.17g`` and a
+    space, each non-zero ``index:%g`` and a space, a newline. ``full_precision``: values with
+    ``%.17g`` (reads back exactly). ``X`` is :meth:`Scaler.transform`'s output."""
     yv = np.asarray(y, dtype=np.float64).reshape(-1)
     A = canonical_csr(X)
     A = select_entries(A, A.data != 0) if (A.data == 0).any() else A
@@ -140,13 +128,9 @@ def fit_scaler(
     source: str | None = None,
     memory_limit: int | None = None,
 ) -> Scaler:
-    """Fit a scaling on training data ``X`` (sparse or dense, rows x features).
-
-    Min and max include implicit zeros, so on sparse data the fitted range matches what
-    svm-scale computes from the same file. Constant and absent features get min == max == 0.
-    ``source`` (the file X came from) prefixes the message of a data problem. The width is
-    checked against ``memory_limit`` (the default limit when None) first.
-    """
+    """Fit a scaling on training data ``X`` (sparse or dense). Min and max include implicit zeros,
+    matching svm-scale on sparse data; constant and absent features get min == max == 0. ``source``
+    prefixes data-problem messages; the width is checked against ``memory_limit`` first."""
     check_options(method, lower, upper)
     check_width(source or "the data", int(X.shape[1]), memory_limit)
     try:
@@ -165,13 +149,9 @@ def _fit(X: Any, method: str, lower: float, upper: float) -> Scaler:
 def _scaler_of(
     fmin: np.ndarray, fmax: np.ndarray, method: str, lower: float, upper: float
 ) -> Scaler:
-    """The fitted scaling of columns with these min and max (implicit zeros included).
-
-    A min or max of zero is +0.0 whatever the sign of the zeros it came from: numpy's
-    reductions pick among tied zeros in an order of their own, so the sign would depend on
-    how the rows were cut into blocks (svm-scale keeps the last one's; the range file's text
-    is all it changes).
-    """
+    """The fitted scaling of columns with these min and max (implicit zeros included). A zero min or
+    max is +0.0 whatever its sign: numpy picks among tied zeros in its own order, so the sign would
+    depend on block cuts (only the range file's text would change)."""
     fmin += 0.0  # -0.0 + 0.0 is +0.0
     fmax += 0.0
     const = fmin == fmax
@@ -185,15 +165,11 @@ def _scaler_of(
 
 
 class ColumnRanges:
-    """svm-scale's first pass: each column's min and max, fed block by block, so that a file
-    is fitted while it streams (memory: the width, never the file).
-
-    Blocks of rows come in file order (:meth:`add`); :meth:`scaler` then equals
-    :func:`fit_scaler` on all the rows at once, to the bit, wherever the blocks are cut.
-    The arrays grow with the largest index seen, each growth checked against ``memory_limit``
-    (:func:`kcheck.memory.check_width`, naming ``source``) before it is allocated. The labels'
-    min and max are kept too, for ``-y``.
-    """
+    """svm-scale's first pass, fed block by block in file order (:meth:`add`) so a file is fitted
+    while it streams (memory: the width). :meth:`scaler` equals :func:`fit_scaler` on all rows to
+    the bit, wherever blocks are cut. Each growth to a larger index is checked against
+    ``memory_limit`` first (:func:`kcheck.memory.check_width`, naming ``source``). Label min and max
+    are kept for ``-y``."""
 
     def __init__(self, source: str, memory_limit: int | None = None) -> None:
         self.source = source
@@ -223,8 +199,7 @@ class ColumnRanges:
         check_finite(data)
         self.nnz += int(cols.size)
         self._grow(int(cols.max()) + 1)
-        # The block's columns in order, each column's values in row order: the fold of
-        # _column_min_max over CSC, one block at a time.
+        # Columns in order, values in row order: _column_min_max folded over CSC, block by block.
         order = np.argsort(cols, kind="stable")
         c = cols[order]
         starts = np.flatnonzero(np.concatenate(([True], c[1:] != c[:-1])))
@@ -247,10 +222,8 @@ class ColumnRanges:
         self.width = width
 
     def scaler(self, method: str = "minmax", lower: float = -1.0, upper: float = 1.0) -> Scaler:
-        """The fitted scaling, as :func:`fit_scaler` fits it on the rows added.
-
-        This ends the accumulation: its arrays become the result's (no copy of the width).
-        """
+        """The fitted scaling, as :func:`fit_scaler` would give; ends the accumulation (its arrays
+        are reused)."""
         check_options(method, lower, upper)
         n = self.width
         fmin, fmax, counts = self._min[:n], self._max[:n], self._count[:n]
@@ -287,12 +260,8 @@ def _g17(value: float) -> str:
 
 
 def write_range_file(path: str | os.PathLike[str], scaler: Scaler) -> None:
-    """Write ``scaler`` in svm-scale's range-file format, atomically.
-
-    Dropped features are omitted, as svm-scale does; a label scaling comes first as the ``y``
-    section, as ``svm-scale -y ... -s`` writes it. A temporary file in the target's directory
-    is renamed over the target, so readers never see a half-written file.
-    """
+    """Write ``scaler`` as an svm-scale range file, atomically: dropped features omitted, a label
+    scaling first as the ``y`` section (as ``svm-scale -y ... -s``)."""
     target = os.fspath(path)
     parts = []
     ys = scaler.y_scaling
@@ -347,19 +316,14 @@ def read_range_file(
     memory_limit: int | None = None,
     max_features: int | None = None,
 ) -> Scaler:
-    """Read an svm-scale range file (ours or ``svm-scale -s``'s, with or without a ``y`` section).
+    """Read an svm-scale range file (ours or ``svm-scale -s``'s, with or without ``y``).
 
-    Features not listed map to 0. The width is the largest listed index or ``n_features``,
-    whichever is larger. By default the method is inferred: ``maxabs`` when lower/upper are
-    -1/1 and every listed feature has min == -max, otherwise ``minmax``. Both describe the
-    same mapping then and differ only in rounding, so ``method="minmax"`` can force
-    svm-scale's own arithmetic (data already scaled to [-1, 1] reads as maxabs otherwise).
-
-    A range file may come from anywhere: its indices get the same width guard as a data
-    file's (:func:`kcheck.memory.check_width`, against ``memory_limit``), and its lines the
-    same length cap, before anything is allocated for them. With ``max_features`` (the
-    width of the model the file belongs to), a larger index is refused at its line.
-    """
+    Unlisted features map to 0; the width is the larger of the largest index and ``n_features``. The
+    method is inferred: ``maxabs`` where lower/upper are -1/1 and every feature has min == -max,
+    else ``minmax`` (the same mapping then, differing only in rounding; ``method="minmax"`` forces
+    svm-scale's arithmetic). Indices get the data file's width guard
+    (:func:`kcheck.memory.check_width`) and lines its length cap before allocation; with
+    ``max_features`` (the model's width) a larger index is refused at its line."""
     if n_features is not None:
         n_features = operator.index(n_features)
         if n_features < 0:
