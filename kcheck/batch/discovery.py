@@ -1,8 +1,6 @@
-"""Which files under the named paths are data sets, and which test file goes with which.
-
-A CI gate must never pass because a file was quietly left out, so only files that are plainly
-not data are skipped, and every skip is reported with its reason (see :func:`discover`).
-"""
+"""Which files under the named paths are data sets, and which test file goes with which. A CI gate
+must never pass because a file was quietly left out: only plainly non-data files are skipped, each
+with its reason (:func:`discover`)."""
 
 from __future__ import annotations
 
@@ -25,11 +23,10 @@ from kcheck.io.ownformat import PATH_LIST_BYTES, byte_cap, iter_lines, open_inpu
 COMPRESSION_SUFFIXES = (".gz", ".bz2", ".xz")
 #: ``name`` + one of these is the test file of ``name``; the first found in this order wins.
 TEST_SUFFIXES = (".t", ".test")
-#: LIBSVM's own naming puts the test mark before ``.scale``: ``sector.t.scale`` is the test
-#: file of ``sector.scale``.
+#: LIBSVM's naming puts the test mark before ``.scale``: ``sector.t.scale`` tests ``sector.scale``.
 SCALE_SUFFIX = ".scale"
-#: Extensions (after any compression suffix is removed) of data files: a file under a directory
-#: with one of these, or with none, is always checked, so that a broken one is an error line.
+#: Data-file extensions (after compression suffixes): such files, or extensionless ones, are always
+#: checked, so a broken one is an error line.
 DATA_EXTENSIONS = frozenset(".svm .libsvm .svmlight .txt .t .test .tr .train .val .scale".split())
 #: Extensions (after any compression suffix is removed) that are never LIBSVM data.
 SKIP_EXTENSIONS = frozenset(
@@ -88,10 +85,8 @@ def strip_compression(name: str) -> str:
 
 
 def name_skip_reason(filename: str, *, explicit: bool = False) -> str | None:
-    """Why a file is plainly not data, judged by its name alone; None if it may be data.
-
-    A hidden file found by walking a directory is skipped; one named explicitly is not.
-    """
+    """Why a file is plainly not data by its name; None if it may be. Hidden files are skipped only
+    when walked."""
     if filename.startswith(".") and not explicit:
         return "hidden file"
     base = strip_compression(filename)
@@ -112,13 +107,9 @@ def has_data_name(filename: str) -> bool:
 
 
 def skip_reason(path: str, *, explicit: bool) -> str | None:
-    """Why ``path`` is not checked, or None if it is.
-
-    A file named explicitly, or one with a data-file name (:func:`has_data_name`), is always
-    checked unless its name marks it plainly as not data: a broken data file must become an
-    error line, not a skip. Files under a directory with other extensions (``german.numer``)
-    are checked if their first data line looks like LIBSVM data.
-    """
+    """Why ``path`` is not checked, or None. Named files and data-file names (:func:`has_data_name`)
+    are checked unless plainly not data (a broken data file must be an error line); other extensions
+    under a directory are checked if their first data line looks like LIBSVM."""
     filename = os.path.basename(path)
     reason = name_skip_reason(filename, explicit=explicit)
     if reason is not None or explicit or has_data_name(filename):
@@ -141,11 +132,8 @@ def _read_head(path: str, size: int) -> tuple[bytes, bool]:
 
 
 def sniff(path: str) -> str | None:
-    """None if the first data line looks like ``label index:value ...``; else the reason not.
-
-    Only the first few KB are read (after decompression). A file that cannot be read or
-    decompressed is kept, so that the check records the real error on its line.
-    """
+    """None if the first data line looks like ``label index:value ...``; else why not. Reads the
+    first few KB (decompressed); an unreadable file is kept, so the check records the real error."""
     try:
         head, complete = _read_head(path, SNIFF_BYTES)
     except (OSError, EOFError, ValueError, lzma.LZMAError, zlib.error):
@@ -164,8 +152,8 @@ def sniff(path: str) -> str | None:
         if not tokens:
             continue
         if "\x00" in line:
-            # NUL before any data: a binary file. NUL after a data line is corruption in a
-            # data file, which the check should report with its line number, not skip.
+            # NUL before any data: binary. NUL after a data line: corruption, reported by the check
+            # with its line.
             return "binary file"
         if not _LABEL_RE.match(tokens[0]):
             return f"not LIBSVM data (line {number} starts {tokens[0][:20]!r})"
@@ -177,13 +165,10 @@ def sniff(path: str) -> str | None:
 
 
 def read_path_list(source: str, memory_limit: int | None = None) -> list[str]:
-    """``--files-from``: one path a line (``-``: standard input); blank lines are ignored.
-
-    A line is a path as the file system has it: any bytes but NUL (an undecodable one kept as
-    Python keeps it in a file name), at most MAX_PATH_BYTES. The list is read in chunks up to
-    :func:`kcheck.io.ownformat.byte_cap` of PATH_LIST_BYTES, so ``/dev/zero`` is refused at its
-    first line and an endless stream at the cap.
-    """
+    """``--files-from``: one path a line (``-``: stdin), blanks ignored. Any bytes but NUL
+    (undecodable ones as Python keeps file names), at most MAX_PATH_BYTES; read in chunks within
+    :func:`kcheck.io.ownformat.byte_cap` of PATH_LIST_BYTES, so ``/dev/zero`` fails at line one and
+    an endless stream at the cap."""
     what = "a --files-from list of paths"
     shown = "<stdin>" if source == STDIN else source
     f = _stdin_bytes() if source == STDIN else open_input(source, what)
@@ -228,11 +213,8 @@ def _walk(top: str) -> Iterator[str]:
 
 
 def paired_test_names(base: str) -> list[str]:
-    """Names (compression stripped) of the possible test files of ``base``, first choice first.
-
-    ``a9a`` -> ``a9a.t``, ``a9a.test``; ``sector.scale`` also -> ``sector.t.scale``,
-    ``sector.test.scale`` (LIBSVM's naming).
-    """
+    """Possible test file names of ``base`` (compression stripped), best first: ``a9a`` ->
+    ``a9a.t``, ``a9a.test``; ``sector.scale`` also -> ``sector.t.scale``, ``sector.test.scale``."""
     names = [base + suffix for suffix in TEST_SUFFIXES]
     if base.endswith(SCALE_SUFFIX) and len(base) > len(SCALE_SUFFIX):
         stem = base[: -len(SCALE_SUFFIX)]
@@ -264,20 +246,16 @@ def _test_on_disk(path: str, excluded: set[str]) -> str | None:
 
 
 def discover(paths: Iterable[str], *, exclude: Iterable[str] = ()) -> Discovery:
-    """Find the data sets in ``paths``: directories are walked, files taken as named.
+    """Find the data sets in ``paths``: directories walked, files taken as named.
 
-    Which files are checked (:func:`skip_reason`): a file named explicitly, or one under a
-    directory with a data-file extension (``.svm``, ``.t``, ``.scale``...) or none, is always
-    checked unless its name marks it plainly as not data (``README.md``, ``.json``, images),
-    so that ``data/*`` still skips ``data/README.md``. Other files under a directory are
-    checked if their first data line is LIBSVM data. Every file left out is in ``skipped``
-    with the reason. ``-`` is standard input, checked as a data set of its own.
+    Checked (:func:`skip_reason`): named files, and under directories files with a data-file
+    extension (``.svm``, ``.t``, ``.scale``...) or none, unless plainly not data (``README.md``,
+    ``.json``, images); other files if their first line is LIBSVM data. Every file left out is in
+    ``skipped`` with its reason. ``-`` is stdin, a data set of its own.
 
-    Pairing: ``name.t`` or ``name.test`` (``name.t.scale`` for ``name.scale``) in the directory
-    of ``name`` becomes its test file and is not checked on its own, also when only ``name``
-    was named; a test file with no training file beside it is checked on its own. Raises
-    KcheckError for a path that does not exist.
-    """
+    Pairing: ``name.t`` or ``name.test`` (``name.t.scale`` for ``name.scale``) beside ``name`` is
+    its test file, not checked alone (also when only ``name`` was named); one without a training
+    file is checked alone. KcheckError for a missing path."""
     excluded = {os.path.realpath(p) for p in exclude}
     candidates, stdin = _candidates(paths, excluded)
     found, skipped = _sort_out(candidates)
@@ -295,8 +273,8 @@ def discover(paths: Iterable[str], *, exclude: Iterable[str] = ()) -> Discovery:
 def _candidates(
     paths: Iterable[str], excluded: set[str]
 ) -> tuple[dict[str, tuple[str, bool]], bool]:
-    """Every file once (by real path, in the order met), as the user spelled it and whether it
-    was named explicitly anywhere (which wins); and whether ``-`` (standard input) was named."""
+    """Every file once (by real path, as met) as spelled, and whether named explicitly anywhere
+    (wins); and whether ``-`` was named."""
     candidates: dict[str, tuple[str, bool]] = {}
     stdin = False
     for top in paths:
@@ -345,8 +323,8 @@ def _sort_out(
 
 
 def _tests_beside(found: Sequence[_Found]) -> tuple[dict[int, list[tuple[int, int]]], set[int]]:
-    """For each training file (by index) its test files found beside it, as (rank in
-    :func:`paired_test_names`, index); and the indices of every file that is a test file."""
+    """Per training file (index) its test files beside it, as (rank in :func:`paired_test_names`,
+    index); and every test file's index."""
     # (directory, base name without compression) -> indices.
     by_dir: dict[tuple[str, str], list[int]] = {}
     for i, (_, real, _) in enumerate(found):

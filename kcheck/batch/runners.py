@@ -1,11 +1,8 @@
 """Checking the data sets: in this process, in a pool of worker processes, or on a Dask cluster.
-
-:func:`run_batch` checks every data set and writes each line as soon as that data set is done
-(:class:`~kcheck.batch.writer.LineWriter`). ``resume`` reuses a saved line only while its
-data, its test file, its options and the kcheck version are the same
-(:func:`~kcheck.batch.resume.resume_key`). Nothing here prints; progress goes through
-callbacks, so the CLI alone decides what to show.
-"""
+:func:`run_batch` writes each line as soon as its data set is done
+(:class:`~kcheck.batch.writer.LineWriter`); ``resume`` reuses a saved line only while data, test
+file, options and kcheck version are the same (:func:`~kcheck.batch.resume.resume_key`). Nothing
+prints; progress goes through callbacks."""
 
 from __future__ import annotations
 
@@ -49,8 +46,7 @@ class CheckCancelled(BaseException):
 
 @dataclass
 class BatchResult:
-    """Every line of the batch: the skipped files' first, then each data set's in discovery
-    order (including lines reused by resume)."""
+    """Every line of the batch: skipped files' first, then each data set's in discovery order."""
 
     lines: list[dict[str, Any]]
     #: Names whose line was taken from the existing output (``resume``), not checked now.
@@ -73,13 +69,9 @@ class BatchResult:
 
 
 def plan(template: CheckConfig, jobs: int, n_datasets: int) -> tuple[int, CheckConfig]:
-    """Worker processes to start and the config each check gets.
-
-    ``jobs`` is the CPU budget. With one worker the check keeps ``template.jobs`` (the CLI
-    passes the CPU count, as ``kcheck check`` does). With several, the memory budget
-    (``template.memory_limit``, or half of the available memory) is divided between them and
-    each check gets an equal share of the ``jobs`` CPUs: one when there are enough data sets.
-    """
+    """Worker processes to start and each check's config. ``jobs`` is the CPU budget: one worker
+    keeps ``template.jobs``; several divide the memory budget (``template.memory_limit`` or half of
+    available memory) and the CPUs equally (one each with enough data sets)."""
     workers = max(1, min(jobs, n_datasets))
     if jobs <= 1:
         return 1, template
@@ -107,22 +99,17 @@ def run_batch(
 ) -> BatchResult:
     """Check ``datasets``; write one JSON line per data set and per skipped file to ``output``.
 
-    ``output`` is a file (see :class:`LineWriter`), ``"-"`` for stdout, or None to write
-    nothing. The skipped files' lines come first, then each data set's as soon as it is done.
-    With ``resume`` (a file output only), a data set whose latest line in ``FILE`` or
-    ``FILE.partial`` is ok and has the resume key it would have now is not checked again; its
-    line is carried over. ``strict`` turns skipped files into error lines. ``on_progress`` gets
-    each report as a :class:`~kcheck.batch.progress.BatchProgress`, ``progress(stage, done,
-    total)`` the same as one line of text; the counts are of data sets. ``on_line`` sees each
-    new line after it is written. On KeyboardInterrupt (or any BaseException) pending work is
-    cancelled, worker processes are ended and the exception propagates; every line already
-    written is whole.
+    ``output``: a file (:class:`LineWriter`), ``"-"`` for stdout, or None. Skipped files' lines come
+    first, then each data set's when done. ``resume`` (file output only) carries over a data set's
+    latest ok line in ``FILE`` or ``FILE.partial`` with a matching resume key. ``strict`` makes
+    skipped files error lines. ``on_progress`` gets :class:`~kcheck.batch.progress.BatchProgress`
+    reports, ``progress(stage, done, total)`` the same as text (counts of data sets); ``on_line``
+    each new line after writing. On any BaseException pending work is cancelled, workers ended, and
+    it propagates; written lines are whole.
 
-    ``scheduler`` (``tcp://host:port`` or ``local:N``, instead of ``jobs``) checks one data set
-    per task on a Dask cluster (:func:`_run_cluster`); the lines are those of a local run.
-    ``shared_fs`` says whether workers read the files at their paths (True) or are sent their
-    bytes (False); None decides per data set by looking on a worker.
-    """
+    ``scheduler`` (``tcp://host:port`` or ``local:N``) runs one task per data set on Dask
+    (:func:`_run_cluster`), same lines. ``shared_fs``: workers read files at their paths (True) or
+    get bytes (False); None: decided per data set."""
     t0 = time.perf_counter()
     template = template.validated()
     _refuse(datasets, template, jobs=jobs, output=output, resume=resume, scheduler=scheduler)
@@ -239,8 +226,8 @@ def _written(
 def _run(
     todo: Sequence[DataSet], template: CheckConfig, jobs: int, report: BatchReport
 ) -> Generator[dict[str, Any], None, None]:
-    """Every data set's line, in completion order. Standard input can be read only here, so
-    a data set on it is checked first, in this process."""
+    """Every data set's line in completion order; one on stdin is checked first, here (readable only
+    here)."""
     here = [ds for ds in todo if ds.train == STDIN]
     rest = [ds for ds in todo if ds.train != STDIN]
     if here:
@@ -262,11 +249,9 @@ def _run(
 def _run_serial(
     todo: Sequence[DataSet], config: CheckConfig, report: BatchReport
 ) -> Generator[dict[str, Any], None, None]:
-    """One data set at a time, each in a worker thread so that Ctrl-C is seen at once.
-
-    (A SIGINT that arrives while LIBLINEAR runs in the main thread is swallowed by ctypes; see
-    DESIGN.md.) On interrupt the thread is told to stop at its next progress report.
-    """
+    """One data set at a time, each in a worker thread so Ctrl-C is seen at once (ctypes swallows a
+    SIGINT during LIBLINEAR in the main thread; see DESIGN.md); on interrupt the thread stops at its
+    next progress report."""
     cancelled = threading.Event()
     n = len(todo)
     for i, ds in enumerate(todo):
@@ -327,12 +312,9 @@ def _run_parallel(
     report: BatchReport,
     task: Callable[[DataSet, CheckConfig], dict[str, Any]] = check_one,
 ) -> Generator[dict[str, Any], None, None]:
-    """At most ``workers`` data sets in flight, so every submitted one is running.
-
-    If a worker dies (the OOM killer, a crash), the pool breaks and every data set in flight
-    fails with it. Those are run again afterwards one at a time, so that only the one that
-    kills its worker on its own gets the error line.
-    """
+    """At most ``workers`` data sets in flight, so every submitted one is running. A dead worker
+    (OOM killer, crash) breaks the pool and fails all in flight; those are rerun one at a time so
+    only the one that kills its worker alone gets the error line."""
     flight = _Flight(todo, config, workers, report, task)
     try:
         while flight.pending or flight.running:
@@ -344,8 +326,8 @@ def _run_parallel(
 
 
 class _Flight:
-    """The state of :func:`_run_parallel`: the data sets waiting, in flight, suspected of
-    killing their worker and finished, and the pool (a new one once a worker's death breaks it)."""
+    """:func:`_run_parallel`'s state: data sets waiting, in flight, suspected and finished, and the
+    pool."""
 
     def __init__(
         self,
@@ -393,15 +375,14 @@ class _Flight:
             try:
                 self.running[self.pool.submit(self.task, self.todo[i], self.config)] = i
             except BrokenProcessPool:
-                # A worker died since the last wait, before its future said so: the
-                # futures in flight tell which data sets were in it; this one waits.
+                # A worker died before its future said so: the futures in flight tell which; this
+                # one waits.
                 self.pending.appendleft(i)
                 return True
         return False
 
     def _after_break(self) -> Generator[dict[str, Any], None, None]:
-        """The lines of the data sets that finished in a broken pool, the others suspected,
-        and a new pool for the rest."""
+        """Lines of data sets finished in a broken pool, the others suspected, and a new pool."""
         wait(list(self.running))
         for f, i in sorted(self.running.items(), key=lambda kv: kv[1]):
             if f.exception() is None:
@@ -414,8 +395,8 @@ class _Flight:
         self.pool = _new_pool(self.workers)
 
     def suspects_alone(self) -> Generator[dict[str, Any], None, None]:
-        """The suspects again, one at a time in a pool of one worker, so that only a data set
-        that kills its worker on its own gets the error line."""
+        """The suspects again one at a time in a one-worker pool: only a self-killing data set gets
+        the error line."""
         if self.suspects:
             _end_pool(self.pool)
             self.pool = _new_pool(1)
@@ -447,10 +428,9 @@ class _Flight:
 
 
 def cluster_config(template: CheckConfig, scheduler: Scheduler) -> CheckConfig:
-    """What each check on a cluster gets: one job (a Dask worker is a daemonic process and
-    may not start kcheck's worker pools) and this machine's memory budget, never a worker's
-    own: ``--memory-limit``, or half this machine's memory, divided between the N workers of
-    ``local:N`` as ``-j N`` divides it."""
+    """Each cluster check's config: one job (Dask workers are daemonic, no pools) and this machine's
+    memory budget (``--memory-limit`` or half of memory), divided among ``local:N``'s workers as
+    ``-j N`` divides it."""
     memory = template.memory_bytes
     if scheduler.local_workers is not None:
         memory = max(1, memory // scheduler.local_workers)
@@ -464,8 +444,7 @@ def _run_on(
     report: BatchReport,
     shared_fs: bool | None,
 ) -> Generator[dict[str, Any], None, None]:
-    """Standard input in this process (as :func:`_run` does), every other data set on the
-    cluster."""
+    """Standard input here (as :func:`_run` does), every other data set on the cluster."""
     here = [ds for ds in todo if ds.train == STDIN]
     rest = [ds for ds in todo if ds.train != STDIN]
     if here:
@@ -482,10 +461,9 @@ def _files(ds: DataSet) -> list[str]:
 
 
 def _by_path(todo: Sequence[DataSet], session: Session, shared_fs: bool | None) -> list[bool]:
-    """For each data set, whether workers read its files at their paths (else they get the
-    bytes). ``shared_fs`` None: when one worker sees every file of it with this machine's
-    absolute path, size and modification time. A file this machine cannot read goes by path,
-    so that the worker's check reports it as a local check would."""
+    """Per data set, whether workers read its files at their paths (else get the bytes).
+    ``shared_fs`` None: when one worker sees every file with this machine's path, size and mtime.
+    Unreadable files here go by path, so the worker reports them as a local check would."""
     facts = [[shared_path(f) for f in _files(ds)] for ds in todo]
     if shared_fs is not None:
         return [shared_fs or any(x is None for x in fs) for fs in facts]
@@ -514,13 +492,9 @@ def check_remote(
     paths: list[str],
     contents: list[bytes] | None,
 ) -> dict[str, Any]:
-    """On a worker: check ``ds`` and return its line as a local check would write it.
-
-    The files are read at ``paths``, their absolute paths on the client (a shared
-    filesystem), or, given their ``contents``, from copies in a temporary directory under
-    their own names. Either way the paths in the line (``data.path``, messages) are turned
-    back into the user's.
-    """
+    """On a worker: check ``ds`` and return its line as a local check would write it. Files are read
+    at ``paths`` (shared filesystem) or from ``contents`` copied under their own names into a
+    temporary directory; paths in the line are turned back into the user's."""
     files = _files(ds)
     with tempfile.TemporaryDirectory(prefix="kcheck-") as tmp:
         if contents is None:
@@ -547,14 +521,10 @@ def _run_cluster(
     shared_fs: bool | None,
     task: Callable[[DataSet, CheckConfig], dict[str, Any]] = check_one,
 ) -> Generator[dict[str, Any], None, None]:
-    """One task per data set, as many in flight as the cluster has worker threads (so that a
-    file's bytes are read and sent only when a worker is ready for it).
-
-    A worker that dies loses nothing: Dask runs its task again on another worker. A data set
-    whose task has killed its worker three times gets an error line
-    (:mod:`kcheck.parallel.cluster`);
-    the batch goes on. On an interrupt the tasks are cancelled (see :meth:`Session.cancel`).
-    """
+    """One task per data set, as many in flight as the cluster has worker threads (bytes are read
+    and sent only when a worker is ready). Dask reruns a dead worker's task; one that killed its
+    worker three times gets an error line and the batch goes on. On an interrupt tasks are cancelled
+    (:meth:`Session.cancel`)."""
     n = len(todo)
     report(step(f"looking for {n} data sets' files on the workers", 0, n, "files"))
     by_path = _by_path(todo, session, shared_fs)

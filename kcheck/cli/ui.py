@@ -23,15 +23,13 @@ from kcheck.defaults import Progress as Report
 
 T = TypeVar("T")
 
-#: Off a terminal (a log, CI) without COLUMNS, text is laid out for this width: the tables fit
-#: it in full, and no line is padded.
+#: Off a terminal without COLUMNS, layout width: the tables fit it and no line is padded.
 LOG_WIDTH = 100
 
 
 #: What the core's progress counts, by stage: a count is never shown without its unit.
 def count_text(done: int | None, total: int | None, unit: str | None) -> str:
-    """'3/12 clusters', in the unit the stage names (``Event.unit``); nothing where the core
-    gives no total."""
+    """'3/12 clusters', in the stage's unit (``Event.unit``); nothing without a total."""
     if total is None:
         return ""
     return f"{done or 0}/{total} {unit or 'steps'}"
@@ -55,9 +53,8 @@ class TimeColumn(ProgressColumn):
 
 
 def eta(task: Task) -> float | None:
-    """Seconds left, from the rate of the counts so far, counted down from the last count: a
-    count that is late stops the ETA at 0 and then drops it (elapsed time alone), rather than
-    showing the same "ETA 0:35" for minutes."""
+    """Seconds left from the counts' rate, counted down from the last count: a late count stops the
+    ETA at 0 and then drops it, rather than showing "ETA 0:35" for minutes."""
     if task.total is None or not task.completed or task.time_remaining is None:
         return None
     samples = getattr(task, "_progress", None)
@@ -66,15 +63,13 @@ def eta(task: Task) -> float | None:
     return left if left > 0 else None
 
 
-#: Cells of a progress line besides the name, the count and the time: the spinner, the
-#: spaces between the five columns, and a bar of at least a few cells.
+#: Cells of a progress line besides name, count and time: spinner, column gaps, a minimal bar.
 PROGRESS_RESERVED = 11
 
 
 class DescriptionColumn(ProgressColumn):
-    """The stage's name, cut with an ellipsis where the line would not fit the terminal: the
-    count and the times are never cut, and the line never wraps (a wrapped live line leaves
-    its pieces behind on the screen)."""
+    """The stage's name, cut with an ellipsis to fit the terminal: count and times are never cut,
+    and the line never wraps (a wrapped live line leaves pieces behind)."""
 
     def __init__(self, console: Console) -> None:
         super().__init__(table_column=Column(no_wrap=True))
@@ -114,8 +109,7 @@ class Ui:
         self.quiet = quiet
         self.console = Console(stderr=True, highlight=False)
         self.interactive = self.console.is_terminal and not quiet
-        #: When a log line was last written (time.perf_counter()): a long stage's progress
-        #: line (StageLog) is written once the log has been silent for PULSE_SECONDS.
+        #: When a log line was last written (time.perf_counter()), for StageLog's PULSE_SECONDS.
         self.logged_at = time.perf_counter()
 
     @property
@@ -144,8 +138,7 @@ class Ui:
         self.logged_at = time.perf_counter()
 
     def note(self, message: str, style: str | None = None) -> None:
-        """One line in a log (greppable); wrapped at word boundaries on a terminal, where the
-        terminal's own wrapping would cut words."""
+        """One line in a log (greppable); on a terminal wrapped at word boundaries."""
         if not self.quiet:
             self.console.print(
                 message, markup=False, style=style, soft_wrap=not self.console.is_terminal
@@ -153,8 +146,8 @@ class Ui:
             self.logged_at = time.perf_counter()
 
     def log_line(self, message: str) -> None:
-        """A progress line in a log, laid out for the log's width (a path longer than it is
-        folded, as the tables fold one)."""
+        """A progress line in a log, laid out for the log's width (long paths folded, as the tables
+        do)."""
         if not self.quiet:
             text = textwrap.fill(
                 message,
@@ -167,9 +160,8 @@ class Ui:
             self.logged_at = time.perf_counter()
 
     def batch_log(self) -> contextlib.AbstractContextManager[Report | None]:
-        """A batch's progress in a log (:class:`BatchLog`): a line as each data set starts, and
-        one at least every PULSE_SECONDS while one runs; None with -q. The ``with`` block is
-        the batch: its ticks end with it."""
+        """A batch's progress in a log (:class:`BatchLog`): a line as each data set starts and one
+        every PULSE_SECONDS while it runs; None with -q. The ``with`` block is the batch."""
         if self.quiet:
             return contextlib.nullcontext(None)
         return _logging_batch(BatchLog(self.log_line, last_line=lambda: self.logged_at))
@@ -178,28 +170,24 @@ class Ui:
         self.note(message)
 
     def warn(self, message: str) -> None:
-        """On a terminal, wrapped at word boundaries; in a log, laid out for the log's width
-        like a stage line (a warning ran to 150-190 characters where the table wraps at 100)."""
+        """On a terminal wrapped at word boundaries; in a log laid out for the log's width like a
+        stage line."""
         if self.console.is_terminal:
             self.note(f"warning: {message}", style="yellow")
         else:
             self.log_line(f"warning: {message}")
 
     def run(self, fn: Callable[[Report], T]) -> T:
-        """Run ``fn(progress)`` in a worker thread, so Ctrl-C is seen at once.
-
-        A SIGINT that arrives while LIBLINEAR runs in the main thread is raised inside the
-        binding's print callback, where ctypes swallows it. With the solver in a worker, the
-        main thread only waits, and the signal interrupts the wait.
-        """
+        """Run ``fn(progress)`` in a worker thread so Ctrl-C is seen at once: a SIGINT during
+        LIBLINEAR in the main thread is raised in the binding's print callback, where ctypes
+        swallows it."""
         box: dict[str, Any] = {}
         if self.quiet:
             return in_worker(lambda: fn(no_progress), box)
         if not self.interactive:
-            # Off a terminal (logs, CI): a line when each stage starts and when it ends, and
-            # one at least every PULSE_SECONDS of a long stage, so a long run is never silent;
-            # no bar, no carriage return, no colour.
-            # A stage that an error or Ctrl-C ends gets no "done" line: the error says it.
+            # Off a terminal: a line as each stage starts and ends, and one every PULSE_SECONDS of a
+            # long stage; no bar, carriage return or colour. A stage an error or Ctrl-C ends gets no
+            # "done" line.
             log = StageLog(self.log_line, last_line=lambda: self.logged_at)
             with ticking(log.tick):
                 result = in_worker(lambda: fn(log.report), box)
@@ -227,20 +215,18 @@ class Ui:
             return in_worker(lambda: fn(report), box)
 
 
-#: In a log, a stage that runs on writes a line once the log has been silent this long (a
-#: grid search between its estimates was silent for minutes): at least one line a minute,
-#: whatever the stage counts.
+#: In a log, a running stage writes a line once the log has been silent this long: at least one a
+#: minute.
 PULSE_SECONDS = 30.0
 
-#: How often the log looks at the clock between progress events (a stage with no events, such
-#: as one long LIBLINEAR training, still gets its lines).
+#: How often the log checks the clock between events (a single long LIBLINEAR call still gets
+#: lines).
 TICK_SECONDS = 1.0
 
 
 def running_text(count: str, elapsed: float, done: int | None, total: int | None) -> str:
-    """What a log says of a stage that runs on, as the terminal's bar shows it: ``still
-    running, 40/110 grid points, elapsed 4:00, ETA 7:00`` (the ETA from the rate of the counts
-    so far, where there are counts)."""
+    """What a log says of a running stage: ``still running, 40/110 grid points, elapsed 4:00, ETA
+    7:00`` (ETA where there are counts)."""
     parts = ["still running"] + ([count] if count else []) + [f"elapsed {_clock(elapsed)}"]
     if done and total and total > done and elapsed > 0:
         parts.append(f"ETA {_clock(elapsed / done * (total - done))}")
@@ -248,18 +234,14 @@ def running_text(count: str, elapsed: float, done: int | None, total: int | None
 
 
 class StageLog:
-    """Progress as log lines: ``kcheck: STAGE`` (with its predicted seconds where the plan has
-    them) when a stage starts, ``kcheck: STAGE: done in N.Ns`` when the next one starts or the
-    run ends (with the stage's ``note`` where an event gave one: ``done in 4.6s (settled
-    after 1 of 2 repeats)``), or ``kcheck: STAGE: skipped (REASON) after N.Ns`` where it ended
-    without doing its work (an event's ``ended``). Counts within a stage are left to the
-    terminal's bar, except that a stage that runs on writes ``kcheck: STAGE: still running,
-    40/110 grid points, elapsed 4:00, ETA 7:00`` once the log has been silent for
-    :data:`PULSE_SECONDS` (checked at each event and at each :meth:`tick`).
+    """Progress as log lines: ``kcheck: STAGE`` (with predicted seconds where planned) as a stage
+    starts; ``kcheck: STAGE: done in N.Ns`` (plus an event's ``note``) when the next starts or the
+    run ends; ``kcheck: STAGE: skipped (REASON) after N.Ns`` where an event says it ``ended``.
+    Counts are the terminal's, except a ``still running`` line after :data:`PULSE_SECONDS` of
+    silence (checked at each event and :meth:`tick`).
 
-    ``last_line`` gives when any line was last written to the log (lines written beside this
-    one, such as a search's estimates, count); by default the lines this one wrote. The events
-    and the ticks may come from different threads."""
+    ``last_line``: when any line was last written to the log (default: this one's lines). Events and
+    ticks may come from different threads."""
 
     def __init__(
         self, write: Callable[[str], None], last_line: Callable[[], float] | None = None
@@ -294,8 +276,8 @@ class StageLog:
             self.note = event.note or self.note
             self.done, self.total, self.unit = event.done, event.total, event.unit
             if event.line is None:
-                # An event with a line of its own (a search's estimate) may be written beside
-                # this log: the next event or tick says the stage if it is still due.
+                # An event's own line (a search's estimate) may be written beside this log; the next
+                # event or tick says the stage if still due.
                 self._pulse()
             return
         self._close()
@@ -335,22 +317,18 @@ class StageLog:
 
 
 class BatchLog:
-    """A batch's progress as log lines: ``kcheck: [2/5] heart_scale: checking`` as a data set
-    starts (one at a time), ``kcheck: 1/5 done; checking a, b`` as the data sets in flight
-    change (several at once), a line when the batch itself starts a step (``kcheck:
-    connecting to tcp://...``), and where the log has been silent for :data:`PULSE_SECONDS`,
-    what runs now: ``kcheck: [2/5] heart_scale: RBF grid search: still running, 40/110 grid
-    points, elapsed 4:00`` (the time since the data set started). A check's own stages are not
-    written one by one: each data set's verdict has its line when it is done. ``last_line`` is
-    as for :class:`StageLog`."""
+    """A batch's progress as log lines: ``kcheck: [2/5] heart_scale: checking`` as a data set starts
+    (one at a time), ``kcheck: 1/5 done; checking a, b`` as those in flight change, a line per batch
+    step (``connecting to tcp://...``), and after :data:`PULSE_SECONDS` of silence what runs now
+    with its time since the data set started. A check's own stages are not written. ``last_line``:
+    as :class:`StageLog`."""
 
     def __init__(
         self, write: Callable[[str], None], last_line: Callable[[], float] | None = None
     ) -> None:
         self.log = StageLog(write, last_line)
         self.lock = self.log.lock
-        #: The last line this log said of the batch, and the data set being checked (one at a
-        #: time), whose stages are its own events.
+        #: The last line said of the batch, and the data set being checked (one at a time).
         self.said: str | None = None
         self.checking: str | None = None
 
@@ -389,8 +367,8 @@ class BatchLog:
                 event.unit,
             )
         else:
-            # A step of the batch's own: "comparing saved results with the data: NAME" for
-            # each data set is one line.
+            # A batch step of its own: "comparing saved results with the data: NAME" is one line per
+            # data set.
             self._say(event.stage.split(": ", 1)[0], event.stage)
             log.stage, log.done, log.total, log.unit = (
                 event.stage,
@@ -436,11 +414,8 @@ def _logging_batch(log: BatchLog) -> Iterator[Report]:
 
 
 def in_worker(fn: Callable[[], T], box: dict[str, Any]) -> T:
-    """Run ``fn`` in a daemon thread while the main thread waits in short, interruptible waits.
-
-    It waits on an event the thread sets, not in ``Thread.join``: a KeyboardInterrupt inside
-    join() marks a thread that still runs as ended (Python 3.11).
-    """
+    """Run ``fn`` in a daemon thread while the main thread waits on an event in short, interruptible
+    waits (not ``Thread.join``: an interrupted join marks a running thread ended, Python 3.11)."""
     done = threading.Event()
 
     def target() -> None:
