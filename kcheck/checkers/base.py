@@ -21,8 +21,7 @@ from kcheck.split import stratified_subsample
 from kcheck.tuning import linear_c
 from kcheck.verdict import accuracy
 
-#: ``ok``: all of T; ``subsampled``: part of T; ``skipped``: did not finish; ``exact``: the exact
-#: RBF comparison (CV on all rows, not V).
+#: ``ok``: all of T; ``subsampled``: part; ``skipped``: unfinished; ``exact``: CV on all rows.
 Status = Literal["ok", "subsampled", "skipped", "exact"]
 
 
@@ -40,8 +39,7 @@ class Dataset:
 
 @dataclass(frozen=True)
 class Counts:
-    """What a plan is decided from: counts of T and V, never a clock or model, so plans are the same
-    everywhere."""
+    """What a plan is decided from: counts of T and V, never a clock or model."""
 
     rows: int
     val_rows: int
@@ -95,8 +93,7 @@ class Allowance:
     linear_seconds: float | None = None
 
     def bound(self) -> tuple[float, str]:
-        """The counted budget, or the time left where ``--time-limit`` leaves less, and which one
-        (for reasons)."""
+        """The counted budget, or the time left where ``--time-limit`` leaves less, and which."""
         budget = self.budget_seconds or 0.0
         if self.seconds_left is not None and self.seconds_left < budget:
             return max(self.seconds_left, 0.0), "the time left before the time limit"
@@ -125,8 +122,7 @@ S = TypeVar("S")
 
 
 def sizing_of(sized: Sized, kind: type[S]) -> S:
-    """The method's own record in ``sized``. Another's record (or none) is a plan bug, not something
-    to size around."""
+    """The method's own record in ``sized``; another's (or none) is a plan bug."""
     if not isinstance(sized.sizing, kind):
         raise TypeError(f"expected a {kind.__name__} from the plan, got {sized.sizing!r}")
     return sized.sizing
@@ -142,8 +138,7 @@ class Predicts(Protocol):
 
 
 class Pieces(Predicts, Protocol):
-    """A model of linear pieces (MultiLinear, mixlinear): labels, and calibrated larger-label
-    probabilities."""
+    """A model of linear pieces (MultiLinear, mixlinear): labels, calibrated probabilities."""
 
     def predict_scored(self, X: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray | None]: ...
 
@@ -163,8 +158,7 @@ class CheckerResult:
     info: dict[str, Any] = field(default_factory=dict)
     predict: Predictor | None = None
     cv_accuracy: float | None = None
-    #: Per-point correctness on V of the linear reference, when not the baseline (e.g. same
-    #: subsample).
+    #: Per-point correctness on V of the linear reference, when not the baseline (a subsample's).
     reference_correct: np.ndarray | None = None
     #: That reference's per-point scores (``--metric auc``).
     reference_scores: np.ndarray | None = None
@@ -187,8 +181,7 @@ class CheckerResult:
     def scored(
         cls, name: str, s: Scored, started: float, predict: Predictor, **fields: Any
     ) -> CheckerResult:
-        """A method that trained: V scores, predictor, and seconds since ``started``
-        (``time.perf_counter()``)."""
+        """A method that trained: V scores, predictor, seconds since ``started`` (perf_counter)."""
         fields.setdefault("status", "ok")
         return cls(
             name=name,
@@ -205,8 +198,7 @@ class CheckerResult:
     def of_pieces(
         cls, name: str, pieces: Pieces, V: Dataset, started: float, **fields: Any
     ) -> CheckerResult:
-        """:meth:`scored` for linear pieces: raw decision values are not on one scale, so calibrated
-        probabilities, or none."""
+        """:meth:`scored` for linear pieces: calibrated probabilities or none (scales differ)."""
         predicted, probs = pieces.predict_scored(V.X)
         correct = predicted == V.y
         s = Scored(accuracy(correct), correct, predicted, probs)
@@ -279,8 +271,7 @@ class Scored:
 
 
 def score(model: Predicts | Predictor, V: Dataset) -> Scored:
-    """Predict V once: labels, correctness, and for two classes each point's larger-label decision
-    value where the model has them."""
+    """Predict V once: labels, correctness, and for two classes larger-label decision values."""
     scored = getattr(model, "predict_scored", None)
     scores = None
     if scored is not None:
@@ -296,14 +287,12 @@ def score(model: Predicts | Predictor, V: Dataset) -> Scored:
 
 
 def past(deadline: float | None) -> bool:
-    """Whether ``deadline`` (``time.perf_counter()``; None: no limit) has passed: the one clock read
-    that may stop a checker."""
+    """Whether ``deadline`` (perf_counter; None: none) passed: the one clock read of a checker."""
     return deadline is not None and time.perf_counter() >= deadline
 
 
 def stop_if_past(deadline: float | None, what: str) -> None:
-    """Raise TimeLimitReached(``what``) once ``deadline`` passed (:func:`guarded` makes it a
-    skip)."""
+    """Raise TimeLimitReached(``what``) once ``deadline`` passed (:func:`guarded` skips it)."""
     if past(deadline):
         raise TimeLimitReached(what)
 
@@ -329,8 +318,7 @@ class SearchThenStage:
     predicted: float | None = None
 
     def tick(self, done: int, note: str | None = None) -> None:
-        """``done`` steps in; ``note``: why the stage did less than announced, by design (added to
-        its "done" line)."""
+        """``done`` steps in; ``note``: why the stage did less than announced (its "done" line)."""
         searching = self.offset == 0
         total = self.search_points if searching and self.search_points is not None else self.total
         self.report(
@@ -345,8 +333,7 @@ class SearchThenStage:
         )
 
     def then(self, stage: str, done: int, predicted_seconds: float, unit: str) -> None:
-        """From the search, ``done`` steps in, to ``stage`` (counting ``unit``), with its
-        prediction."""
+        """From the search, ``done`` steps in, to ``stage`` (counting ``unit``), predicted."""
         self.stage, self.offset, self.unit = stage, done, unit
         self.predicted = round(predicted_seconds, 3)
         self.tick(done)
@@ -374,16 +361,15 @@ def guarded(name: str, deadline: float | None, fn: Callable[[], CheckerResult]) 
 
 
 def cpu_seconds() -> float:
-    """CPU seconds of this process, its ended children, and its pool and stoppable workers
-    (:func:`kcheck.parallel.workers.process_cpu_seconds`)."""
+    """CPU seconds of this process, ended children, pools and stoppable workers
+    (process_cpu_seconds)."""
     return process_cpu_seconds()
 
 
 @dataclass
 class SampleReference:
     """A stratified sample of T and a linear model tuned and trained on it, scored on V: the
-    reference where a checker trains on the sample (against all of T it would measure the missing
-    rows)."""
+    reference for a checker trained on that sample, not on all of T."""
 
     data: Dataset
     correct: np.ndarray

@@ -72,8 +72,7 @@ from kcheck.tuning.rbf_sample import grid_for as grid_for
 from kcheck.verdict import settled
 
 NAME = "rbf"
-#: Repeats may stop after this many (:func:`kcheck.verdict.settled`); a second repeat on 5,000 rows
-#: cost 4.7 s of a 13 s check.
+#: Repeats may stop after this many (:func:`kcheck.verdict.settled`); a 2nd cost 4.7 s of 13.
 MIN_REPEATS = 1
 #: Folds of the nested search: 3, as the judged reference's, at under half the cost of 5.
 INNER_FOLDS = 3
@@ -90,9 +89,8 @@ REPEAT_TRAINING_BYTES_PER_ENTRY = 20
 
 
 def wall_share(rows: int, jobs: int, memory_limit: int) -> float:
-    """About the share of its one-core time the comparison on ``rows`` rows takes at ``jobs`` (folds
-    side by side from engines.SIDE_BY_SIDE_MIN_ROWS rows). For display and pacing only; no result
-    reads it."""
+    """About the share of its one-core time the comparison takes at ``jobs`` (folds side by side
+    from engines.SIDE_BY_SIDE_MIN_ROWS rows); display and pacing only."""
     return side_by_side_share(Tuning().folds, repeat_workers(rows, jobs, memory_limit))
 
 
@@ -104,9 +102,8 @@ def repeat_bytes(rows: int, workers: int) -> int:
 
 
 def repeat_workers(rows: int, jobs: int, memory_limit: int | None) -> int:
-    """Folds of a repeat to train side by side: up to ``jobs`` and REPEAT_WORKERS, within the memory
-    limit, one below engines.SIDE_BY_SIDE_MIN_ROWS. Affects speed and memory only, never a result.
-    """
+    """Folds of a repeat side by side: up to ``jobs`` and REPEAT_WORKERS within the memory limit,
+    one below engines.SIDE_BY_SIDE_MIN_ROWS. Never changes a result."""
     if rows < engines.SIDE_BY_SIDE_MIN_ROWS:
         return 1
     workers = max(1, min(jobs, REPEAT_WORKERS))
@@ -136,19 +133,16 @@ class ExactOptions(Tuning):
     repeats: int | None = None
     epsilon: float = 0.02
     tune_rows: int = TUNE_ROWS
-    #: Nested where the search's sample is all the rows: (C, gamma) and the linear C are chosen
-    #: again inside each training fold.
+    #: Nested where the search's sample is all rows: (C, gamma) and linear C retuned per fold.
     nest: bool = False
     #: Folds of the search inside each training fold, where the comparison is nested.
     inner_folds: int = INNER_FOLDS
     #: Bytes the repeats' folds side by side may hold (:func:`repeat_workers`); None: no bound.
     memory_limit: int | None = None
-    #: The plan's counted budget (``auto``), which bounds the repeats
-    #: (:func:`repeats_within_budget`); None: the adaptive maximum.
+    #: The plan's counted budget (``auto``) bounding the repeats; None: the adaptive maximum.
     budget_seconds: float | None = None
-    #: True: the linear C is the baseline's, handed to :func:`run`, which neither searches nor
-    #: counts one (a search of its own on 2,000 rows cost 6.6 s). False (a direct call): :func:`run`
-    #: searches C on all rows and counts it.
+    #: True: the linear C is the baseline's, handed to :func:`run`, which searches and counts none.
+    #: False (a direct call): :func:`run` searches C on all rows and counts it.
     baseline_C: bool = False
 
     def max_repeats(self, rows: int) -> int:
@@ -187,9 +181,8 @@ def counted_seconds(rows: int, nnz: int, n_classes: int, options: ExactOptions) 
 
 @dataclass(frozen=True)
 class ExactSizing:
-    """What exact mode does, as the plan decided it (:func:`size`): whether it runs and why, the
-    counted estimate and budget (reference seconds), the search's rows, nesting, and what its
-    repeats may spend."""
+    """What exact mode does as the plan decided (:func:`size`): whether and why, counted estimate
+    and budget, the search's rows, nesting, and its repeats' budget."""
 
     run: bool
     reason: str
@@ -299,9 +292,8 @@ class _Fold:
 
 @dataclass(frozen=True)
 class _Inner:
-    """The nested search: (C, gamma) on a training fold's squared distances, by
-    ``options.inner_folds``-fold CV over the same grid (gamma relative to all rows' median
-    distance, which reads no label)."""
+    """The nested search: (C, gamma) on a training fold's distances by ``options.inner_folds``-fold
+    CV over the same grid (gamma from all rows' median, label-free)."""
 
     median: float
     options: ExactOptions
@@ -427,8 +419,7 @@ def run(
         "CV runs",
     )
     if not options.nested(rows):
-        # The search is a stage of its own with its own count: its folds run side by side at two
-        # jobs or more.
+        # The search is a stage with its own count (folds side by side at two jobs or more).
         classes = int(np.unique(yb).size)
         search = dataclasses.replace(options, repeats=0)
         share = rbf_sample.search_share(min(rows, options.tune_rows), options)
@@ -475,18 +466,15 @@ class _Tuned:
     linear_cv: float | None
     #: Points the search scored higher whose repeats were predicted past their allowance.
     passed_over: tuple[dict[str, float], ...] = ()
-    #: The most repeats that may run (:func:`repeats_within_budget`; None: the adaptive
-    #: maximum, as where the comparison is nested).
+    #: The most repeats that may run (:func:`repeats_within_budget`; None: adaptive maximum).
     most_repeats: int | None = None
 
 
 def _affordable(
     search: Search, tune_rows: int, rows: int, nnz: int, classes: int, options: ExactOptions
 ) -> tuple[Search, tuple[dict[str, float], ...]]:
-    """The search with the point the repeats compare: the best one whose repeats are predicted
-    within SEARCH_ALLOWANCE times their counted seconds (at a large C one repeat can take 5x its
-    count), and the better ones passed over with their predictions. Where none fits, the cheapest.
-    Counts only."""
+    """The search with the point the repeats compare: the best whose repeats are predicted within
+    SEARCH_ALLOWANCE times their count (else the cheapest), and those passed over."""
     ranked = sorted(search.scores, key=lambda p: (-search.scores[p], p[0], p[1]))
     repeats = options.max_repeats(rows)
     counted = _repeat_count(tune_rows, rows, nnz, classes, options)
@@ -517,9 +505,8 @@ def repeats_within_budget(
     search: Search, tune_rows: int, rows: int, nnz: int, classes: int, options: ExactOptions
 ) -> int:
     """The most repeats (1 to the adaptive maximum) whose prediction at the compared point fits the
-    budget left after the rest of the comparison; the maximum where no budget is given. The point is
-    not changed to fit more repeats: on 5,000 rows that moved the gap from +9.7 to +0.7 points.
-    Counts only: the same on every machine."""
+    budget left (the maximum without one). The point never changes to fit more repeats (that moved a
+    gap from +9.7 to +0.7)."""
     most = options.max_repeats(rows)
     if options.budget_seconds is None or options.repeats is not None:
         return most
@@ -536,9 +523,8 @@ def _tune(
     steps: SearchThenStage,
     linear: Linear | None,
 ) -> tuple[_Tuned, np.ndarray]:
-    """The linear C (the baseline's where given), then (C, gamma) of the RBF on the tuning rows,
-    with the RBF kernel of all rows at that gamma so the distances are freed before the repeats
-    (kept where nested)."""
+    """The linear C (the baseline's where given), then the RBF's (C, gamma) on the tuning rows, with
+    all rows' kernel at that gamma (the distances freed, unless nested)."""
     if linear is None:
         weight = options.scoring.class_weight
         model, cv = linear_c.fit_linear(X, y, seed=options.seed, class_weight=weight)
@@ -562,8 +548,7 @@ def _tune(
 def _search_sample(
     D: np.ndarray, y: np.ndarray, median: float, options: ExactOptions, steps: SearchThenStage
 ) -> tuple[Search, int]:
-    """The grid search on ``options.tune_rows`` rows (its distances a copy, freed on return) and the
-    count of rows it ran on."""
+    """The grid search on ``options.tune_rows`` rows (distances freed on return), and its rows."""
     sample = tuning_sample(y, options.tune_rows, options.seed)
     if sample is not None:
         D, y = D[np.ix_(sample, sample)], y[sample]
@@ -639,8 +624,7 @@ def _repeat_count(
 def repeat_seconds(
     tuned: _Tuned, rows: int, nnz: int, classes: int, options: ExactOptions
 ) -> float:
-    """Predicted seconds of one repeat, not nested, at the chosen point (see
-    :func:`_iteration_seconds`)."""
+    """Predicted seconds of one non-nested repeat at the chosen point (_iteration_seconds)."""
     return _searched_repeat_seconds(tuned.search, tuned.tune_rows, rows, nnz, classes, options)
 
 
@@ -656,8 +640,7 @@ def _searched_repeat_seconds(
 def _rest_seconds(
     tune_rows: int, rows: int, nnz: int, classes: int, options: ExactOptions
 ) -> float:
-    """Counted seconds of the comparison but its repeats: the search on ``tune_rows`` rows,
-    the linear model's C, the distances."""
+    """Counted seconds of the comparison but its repeats: search, linear C, distances."""
     return counted_seconds(
         rows, nnz, classes, dataclasses.replace(options, tune_rows=tune_rows, repeats=0)
     )
@@ -686,8 +669,7 @@ def _iteration_seconds(
     classes: int,
     options: ExactOptions,
 ) -> float:
-    """A repeat's LIBSVM iterations at ``point`` in counted seconds: the search's ``folds``-fold CV
-    there, scaled to all ``rows``."""
+    """A repeat's LIBSVM iterations at ``point`` in counted seconds: the search's, scaled."""
     fold_rows = int(rows * (options.folds - 1) / options.folds)
     sample = search.iterations.get(point, 0)
     per_fold = budget.svm_iterations_on(sample, tune_rows, options.folds, fold_rows)
@@ -763,9 +745,8 @@ def _result(
 
 
 class _OnFirstUse:
-    """The RBF model on all rows with the chosen (C, gamma), trained on first use (a ``--test``
-    file). Answers like :class:`kcheck.bindings.engines.RbfModel`, with ``labels`` and decision
-    values, so AUC can score a test file."""
+    """The RBF model on all rows at the chosen (C, gamma), trained on first use (``--test``);
+    answers as :class:`kcheck.bindings.engines.RbfModel`, with decision values for AUC."""
 
     def __init__(
         self,
@@ -837,8 +818,8 @@ def size(counts: Counts, allowed: Allowance, mode: str) -> Sized:
 def check_all(
     T: Dataset, V: Dataset, ctx: Context, sized: Sized
 ) -> tuple[dict[str, Any], CheckerResult | None]:
-    """Run the exact comparison where the plan sized it to (:func:`size`). Returns the JSON
-    ``exact`` block and the result (None where it did not run)."""
+    """Run the exact comparison as the plan sized it: the JSON ``exact`` block and the result (or
+    None)."""
     d = sizing_of(sized, ExactSizing)
     out: dict[str, Any] = {
         "mode": d.mode,

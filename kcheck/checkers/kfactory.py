@@ -1,21 +1,15 @@
-"""Kernel Factory: an ensemble of kernel machines on row partitions (opt-in).
+"""Kernel Factory (opt-in): an ensemble of kernel machines on row partitions (Ballings and Van den
+Poel, Expert Systems with Applications 40(8), 2013; R ``kernelFactory``).
 
-Ballings and Van den Poel, "Kernel Factory: An Ensemble of Kernel Machines", Expert Systems
-with Applications 40(8):2904-2913, 2013 (the R package ``kernelFactory``): kernel power on data
-too large for one kernel machine. The rows of T (a stratified sample of them where the plan's
-budget does not hold all) are split into ``rp = round(log10(n))`` disjoint stratified
-partitions; each partition's rows are an input space transformed by a kernel (its empirical
-kernel map: a row's features are its kernel values against the partition's rows), on which a
-base learner trains. The paper's base learner is a random forest, which kcheck's dependencies
-do not have: here it is LIBLINEAR with its ``-C`` search, the direction the paper names as
-future work. Its kernel (linear, degree-2 polynomial or RBF at 1 / the median squared distance)
-is chosen once by burn-in on the first partition, scored on a held-out third of it, ties to the
-simpler. The members' decision values, each divided by its spread on its own rows, are
-averaged with equal weights (kcheck's V is the verdict's, so no weights are fitted on it).
-
-One column partition, as the paper recommends. Its gap is measured against a linear model on
-the same rows where it trains on a sample, as degree-2's is.
-"""
+T's rows (a stratified sample where the budget cannot hold all) are split into ``rp =
+round(log10(n))`` disjoint stratified partitions; each partition's empirical kernel map (a row's
+kernel values against its rows) feeds a base learner. The paper's random forest is not among
+kcheck's dependencies: here LIBLINEAR with its ``-C`` search (the paper's future work). The kernel
+(linear, degree-2 polynomial, or RBF at 1 / median squared distance) is chosen by burn-in on a
+held-out third of the first partition, ties to the simpler. Members' decision values, each over its
+spread on its own rows, are averaged with equal weights (V is the verdict's; no weights fitted on
+it). One column partition, as the paper recommends; on a sample, the gap is against a linear model
+on the same rows."""
 
 from __future__ import annotations
 
@@ -50,8 +44,8 @@ from kcheck.tuning import linear_c, rbf_sample
 NAME = "kfactory"
 #: The kernels burn-in tries, the simplest first: a tie goes to the earlier.
 KERNELS = ("linear", "poly2", "rbf")
-#: Rows of a partition: fewer learn nothing a kernel shows; more make its m x m matrix and
-#: LIBLINEAR's dense copy of it (24 bytes a value) the check's largest allocation.
+#: Rows of a partition: fewer learn nothing a kernel shows; more make the m x m matrix and
+#: LIBLINEAR's copy (24 bytes a value) the largest allocation.
 MIN_PARTITION_ROWS = 50
 MAX_PARTITION_ROWS = 2_000
 #: Rows of V (and of held-out rows) whose kernel values against a partition are built at once.
@@ -60,8 +54,7 @@ BLOCK_ROWS = 4_096
 
 @dataclass(frozen=True)
 class KFactorySizing:
-    """What it trains, as the plan decided it (:func:`size`): ``partitions`` of ``rows`` rows
-    each (0: skipped, with the reason)."""
+    """What it trains, as the plan decided: ``partitions`` of ``rows`` rows (0: skipped)."""
 
     partitions: int
     rows: int
@@ -69,8 +62,7 @@ class KFactorySizing:
     limited_by: str | None = None
 
     def sampled(self, rows: int) -> int:
-        """The rows of T's ``rows`` it trains on: all of them where nothing cut the
-        partitions (their sizes then differ by one), else ``partitions x rows``."""
+        """Rows of T used: all where nothing cut the partitions, else ``partitions x rows``."""
         return rows if self.limited_by is None else self.partitions * self.rows
 
 
@@ -82,9 +74,8 @@ def n_partitions(rows: int) -> int:
 def counted_seconds(
     partitions: int, rows: int, val_rows: int, n_classes: int, values_per_row: float
 ) -> float:
-    """Counted seconds of ``partitions`` members of ``rows`` rows (kcheck.costs.budget): each
-    member's kernel values against its rows and V's, a LIBLINEAR ``-C`` search on its dense
-    ``rows x rows`` features, and burn-in's three trainings on two thirds of the first."""
+    """Counted seconds of ``partitions`` members of ``rows`` rows: kernel values (its rows and V's),
+    a ``-C`` search on dense features, burn-in's three trainings."""
     kernel = budget.DISTANCE_SECONDS_PER_WORK * (values_per_row + 1.0)
     member = kernel * rows * (rows + val_rows) + budget.linear_seconds(rows * rows, n_classes, rows)
     burn = len(KERNELS) * budget.linear_seconds((2 * rows // 3) ** 2, n_classes, 2 * rows // 3)
@@ -92,16 +83,14 @@ def counted_seconds(
 
 
 def memory_bytes(rows: int, val_rows: int) -> int:
-    """One member at a time: its kernel matrix (8 bytes a value), the CSR the binding takes
-    (12) and LIBLINEAR's nodes (16), and a block of V's kernel values; the members' weights
-    are small beside them."""
+    """One member at a time: kernel matrix (8 bytes a value), the binding's CSR (12), LIBLINEAR's
+    nodes (16), and a block of V's kernel values."""
     return 36 * rows * rows + 8 * min(val_rows, BLOCK_ROWS) * rows
 
 
 def plan_counts(c: Counts, budget_seconds: float | None, memory_limit: int) -> KFactorySizing:
-    """``round(log10(n))`` partitions of T's rows, each shrunk (by bisection on counts) until
-    its members' counted cost fits ``budget_seconds`` and one member's matrices fit
-    ``memory_limit``; skipped where fewer than MIN_PARTITION_ROWS would."""
+    """``round(log10(n))`` partitions, shrunk (bisection on counts) until the count fits
+    ``budget_seconds`` and a member ``memory_limit``; skipped below MIN_PARTITION_ROWS."""
     parts = max(1, min(n_partitions(c.rows), c.rows // MIN_PARTITION_ROWS))
     per_row = c.nnz / max(c.rows, 1)
     most = min(c.rows // parts, MAX_PARTITION_ROWS)
@@ -137,8 +126,7 @@ def plan_counts(c: Counts, budget_seconds: float | None, memory_limit: int) -> K
 
 
 def size(counts: Counts, allowed: Allowance) -> Sized:
-    """What :func:`check` will do within what the plan allows it (:func:`plan_counts`), its
-    bytes beyond the data and its counted seconds, which the check's budget pays."""
+    """What :func:`check` will do within its allowance, its bytes and counted seconds."""
     budget_seconds, _ = allowed.bound()
     p = plan_counts(counts, budget_seconds, allowed.memory_limit)
     if p.partitions == 0:
@@ -150,9 +138,8 @@ def size(counts: Counts, allowed: Allowance) -> Sized:
 
 
 def _canonical(model: engines.LinearModel, dec: np.ndarray) -> np.ndarray:
-    """A member's decision values in one order for all members: for two classes, one column,
-    the larger label's score; else a column per class in sorted order. LIBLINEAR orders its
-    labels as it first met them, which differs from partition to partition."""
+    """A member's decision values in one order for all: two classes, one larger-label column; else a
+    column per class, sorted (LIBLINEAR orders labels as met, differing per partition)."""
     labels = model.labels
     if labels.size == 2:
         return dec[:, :1] if labels[0] > labels[1] else -dec[:, :1]
@@ -161,8 +148,7 @@ def _canonical(model: engines.LinearModel, dec: np.ndarray) -> np.ndarray:
 
 @dataclass
 class Member:
-    """One partition's kernel machine: its rows, its kernel and the linear model on its
-    kernel features, and the spread of its decision values on its own rows."""
+    """One partition's kernel machine: rows, kernel, linear model, and its values' spread."""
 
     rows: sp.csr_matrix
     kernel: str
@@ -188,9 +174,8 @@ class Member:
 
 @dataclass
 class Ensemble:
-    """The members' standardised decision values averaged with equal weights. ``labels``
-    and the scores follow LIBLINEAR's convention (two classes: a positive score is
-    ``labels[0]``, the larger), so kcheck.checkers.base.score reads them as a model's."""
+    """The members' standardised decision values averaged equally, in LIBLINEAR's convention (two
+    classes: positive is ``labels[0]``), so base.score reads it as a model."""
 
     members: list[Member]
     classes: np.ndarray
@@ -244,8 +229,7 @@ def _member(
 def burn_in(
     P: sp.csr_matrix, y: np.ndarray, gamma: float, *, seed: int, class_weight: Any = None
 ) -> tuple[str, dict[str, float]]:
-    """The kernel of the first partition's best held-out accuracy: each kernel trains on two
-    thirds of it and is scored on the rest; a tie goes to the simpler (KERNELS' order)."""
+    """The kernel best on the first partition's held-out third; ties to the simpler (KERNELS)."""
     fold = stratified_folds(y, 3, seed, 0)
     train, held = fold != 0, fold == 0
     accuracy: dict[str, float] = {}
@@ -271,9 +255,8 @@ def run(
     class_weight: Any = None,
     deadline: float | None = None,
 ) -> CheckerResult:
-    """The ensemble on what ``sizing`` says: burn-in on the first partition, a member per
-    partition, scored on V; against a linear model on the same rows where they are a sample
-    of T. The sizing is obeyed, never made again here."""
+    """The ensemble on what ``sizing`` says: burn-in, a member per partition, scored on V; against a
+    linear model on the same rows where sampled. Never re-sized here."""
     t0 = time.perf_counter()
     if sizing.partitions == 0:
         return CheckerResult.skipped(NAME, sizing.reason or "", time.perf_counter() - t0)

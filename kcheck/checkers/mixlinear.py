@@ -53,8 +53,7 @@ N_ROUNDS = 6
 #: Above this many stored values in T, fewer rounds (each costs about one linear training).
 ROUNDS_MAX_NNZ = 2_000_000
 N_ROUNDS_LARGE = 3
-#: Experts below this many rows (or PRUNE_FRACTION / K0 of T) are pruned: such clusters scored 5-10
-#: points below linear.
+#: Experts below this many rows (or PRUNE_FRACTION / K0 of T) go: they scored 5-10 below linear.
 MIN_EXPERT_ROWS = km.MIN_CLUSTER_ROWS // 2
 PRUNE_FRACTION = 0.2
 #: Squared hinge loss of a wrong constant expert (a decision value of -1 on the row's label).
@@ -459,8 +458,7 @@ ROUNDS = "EM rounds"
 
 
 def check(T: Dataset, V: Dataset, ctx: Context, sized: Sized) -> CheckerResult:
-    """The checker as the pipeline runs it: MultiLinear's K and fallback C, then EM rounds (all of
-    T)."""
+    """The checker as the pipeline runs it: MultiLinear's K and fallback C, then EM rounds."""
     rounds = n_rounds(_nnz(T.X))
     stage = "mixture-of-linear-SVMs checker"
     ctx.progress(Event(stage, 0, rounds, ROUNDS))
@@ -469,9 +467,8 @@ def check(T: Dataset, V: Dataset, ctx: Context, sized: Sized) -> CheckerResult:
 
 
 def size(counts: Counts, allowed: Allowance) -> Sized:
-    """All of T; memory: MultiLinear's plus the gate's copy of T and its rows x K blocks; counted
-    seconds: MultiLinear's and one fixed-C training per round. Opt-in and planned last, so charged
-    nothing."""
+    """All of T; memory: MultiLinear's plus the gate's T copy and rows x K blocks; counted:
+    MultiLinear's plus a fixed-C training a round. Opt-in, planned last: charged nothing."""
     base = ml.size(counts, allowed)
     k = km.n_clusters(counts.rows)
     extra = counts.data_bytes + 3 * 8 * k * min(counts.rows, km.BLOCK_ROWS)

@@ -1,8 +1,6 @@
 """MultiLinear checker: k-means on T, one LIBLINEAR model per cluster, nearest-center prediction.
-
-A piecewise-linear model approximates a Gaussian-kernel boundary where the data are locally
-linear; Huang & Lin found it right on all 15 of their data sets, at about the linear model's cost.
-"""
+Piecewise-linear approximates a Gaussian-kernel boundary where data are locally linear (Huang & Lin:
+right on 15 of 15 sets, at about linear cost)."""
 
 from __future__ import annotations
 
@@ -31,9 +29,7 @@ from kcheck.tuning import linear_c
 
 #: A cluster with fewer rows than this is not worth a 5-fold C search; it uses the baseline's C.
 MIN_CV_ROWS = 2 * engines.N_FOLDS
-#: Below this many stored values in T, worker processes cost more than they save: starting a
-#: pool (fork server, imports) takes about 0.4 s, and on a9a (340k values in T) all 50 clusters
-#: train in 0.6 s in one process.
+#: Below this many stored values in T a pool (0.4 s to start) costs more than it saves.
 MIN_PARALLEL_NNZ = 1_000_000
 
 
@@ -47,15 +43,13 @@ class ClusterOptions:
     seed: int = 0
     jobs: int = 1
     fallback_C: float = 1.0
-    #: Where given, asked for the fallback C when the first cluster too small to tune comes
-    #: (the largest go first): the linear baseline may still be training beside MultiLinear.
+    #: Asked for the fallback C at the first too-small cluster: the baseline may still run beside.
     fallback: Callable[[], float] | None = None
     #: time.perf_counter() value after which training stops (TimeLimitReached).
     deadline: float | None = None
     #: Class weights of the metric, the same in every cluster (from T's class frequencies).
     class_weight: engines.ClassWeight | None = None
-    #: Give each point a probability of the larger label (``--metric auc``): every cluster's
-    #: decision values are Platt-scaled, fitted on its own cross-validated values.
+    #: Larger-label probabilities (``--metric auc``): each cluster Platt-scaled on its CV values.
     calibrate: bool = False
 
     @classmethod
@@ -135,16 +129,13 @@ def _fit_cluster(
     class_weight: engines.ClassWeight | None = None,
     positive: float | None = None,
 ) -> ClusterModel:
-    """Train one cluster's model; seeded per cluster so results do not depend on scheduling.
-
-    With ``positive`` (AUC's positive label, the larger one of the whole data), also fit
-    Platt's sigmoid for the cluster's decision values."""
+    """Train one cluster's model, seeded per cluster (scheduling-independent). ``positive``: AUC's
+    positive label (the data's larger), also fit Platt's sigmoid."""
     classes = np.unique(y)
     if classes.size == 1:
         out = ClusterModel(rows=int(y.size), constant=float(classes[0]))
         if positive is not None:
-            # No decision values: Platt's fit on constant values is the cluster's own
-            # (Laplace-corrected) share of the larger label.
+            # No decision values: Platt on constants gives the cluster's Laplace-corrected share.
             out.platt = platt_fit(np.zeros(y.size), y == positive)
         return out
     tune = y.size >= MIN_CV_ROWS
@@ -155,10 +146,8 @@ def _fit_cluster(
         dec = _cv_decision_values(X, y, seed, model.C, class_weight)
         out.platt = platt_fit(dec, y == positive)
         if out.platt[0] >= 0:
-            # Held-out decision values that rank the larger label *lower* (A >= 0) carry no
-            # usable order: an inverted sigmoid fitted on them put a 96-row cluster with 11%
-            # positives above the positives of other clusters. The cluster's (Laplace-
-            # corrected) share of the larger label is then its score, as for one class.
+            # Held-out values ranking the larger label lower (A >= 0) carry no usable order: score
+            # the cluster by its Laplace-corrected share, as for one class.
             out.platt = platt_fit(np.zeros(y.size), y == positive)
     return out
 
@@ -170,9 +159,8 @@ def _cv_decision_values(
     C: float,
     class_weight: engines.ClassWeight | None,
 ) -> np.ndarray:
-    """Each row's decision value (for the larger label) from a model trained without it, at
-    the cluster's C: Platt's fit on the training fit's own values would be overconfident.
-    A fold whose training rows hold one class gives its rows 0 (no information)."""
+    """Each row's decision value from a model trained without it at the cluster's C (Platt on
+    training values would be overconfident); a one-class training fold gives its rows 0."""
     folds = min(engines.N_FOLDS, int(y.size))
     fold = stratified_folds(y, folds, seed, 0)
     out = np.zeros(y.size)
@@ -194,8 +182,8 @@ def _fit_all(
     options: ClusterOptions,
     on_done: Callable[[], None] | None,
 ) -> list[ClusterModel]:
-    """Fit every cluster's model. A cluster's rows are copied out of T only when its turn
-    comes (at most ``2 x jobs`` at a time in flight), so the copies never add up to T."""
+    """Fit every cluster's model, copying a cluster's rows out of T only on its turn (at most ``2 x
+    jobs`` in flight), so copies never add up to T."""
 
     positive = float(np.max(T.y)) if options.calibrate else None
 
@@ -217,8 +205,7 @@ def _fit_all(
 
     results: list[ClusterModel | None] = [None] * len(members)
     if options.jobs > 1 and T.X.nnz >= MIN_PARALLEL_NNZ and len(members) > 1:
-        # Processes, not threads: LIBLINEAR draws CV folds from the process-wide rand(), so
-        # threads would make the chosen C depend on timing. Largest clusters first.
+        # Processes, not threads: LIBLINEAR's CV draws from process-wide rand(). Largest first.
         order = sorted(range(len(members)), key=lambda c: -members[c].size)
         try:
             with process_pool(options.jobs, ["kcheck.bindings.engines"]) as pool:
@@ -237,9 +224,7 @@ def _fit_all(
                         end_pool(pool)
                         raise TimeLimitReached()
         except BrokenProcessPool:
-            # Workers could not start (e.g. a __main__ read from stdin cannot be re-imported)
-            # or died; every cluster is seeded on its own, so finishing here gives the same
-            # models.
+            # Workers failed; each cluster is seeded alone, so finishing here gives the same models.
             pass
     for c in range(len(members)):
         if results[c] is None:
@@ -253,9 +238,8 @@ def _fit_all(
 
 @dataclass
 class MultiLinearModel:
-    """Centers over ``columns`` of X (all columns when None): a column where every center is
-    0 adds the same to a row's distance to each center, so leaving it out changes no
-    nearest center, and K dense centers need not span a stray huge index."""
+    """Centers over ``columns`` (None: all): a column where every center is 0 changes no nearest
+    center, and K dense centers need not span a stray huge index."""
 
     centers: np.ndarray
     clusters: list[ClusterModel]
@@ -265,8 +249,7 @@ class MultiLinearModel:
         return self.predict_scored(X)[0]
 
     def predict_scored(self, X: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray | None]:
-        """Nearest-center labels, and (when calibrated) Platt probabilities of the larger
-        label, which are comparable across clusters where raw decision values are not."""
+        """Nearest-center labels and, when calibrated, Platt probabilities (comparable)."""
         Xc = X
         if self.columns is not None:
             Xc = X[:, self.columns[: int(np.searchsorted(self.columns, X.shape[1]))]]
@@ -308,9 +291,8 @@ def run(
     on_cluster_done: Callable[[], None] | None = None,
     on_clustered: Callable[[int, float], None] | None = None,
 ) -> CheckerResult:
-    """Cluster T, fit one model per cluster (its own C), score nearest-center predictions on V.
-    ``on_clustered``: told the clusters k-means made and the trainings' prediction, before
-    they train."""
+    """Cluster T, fit a model per cluster (own C), score nearest-center predictions on V.
+    ``on_clustered``: told the clusters and the trainings' prediction before they train."""
     t0 = time.perf_counter()
     k = options.n_clusters or km.n_clusters(T.rows)
     columns = None
@@ -356,8 +338,7 @@ def run(
     )
 
 
-#: Its stages: k-means, then the clusters' trainings, announced with their prediction from the
-#: clusters k-means made (kcheck.costs.solvers.clusters_seconds): on sector 3.5x the plan's.
+#: Its stages: k-means, then trainings predicted from the clusters (clusters_seconds).
 KMEANS_STAGE = "MultiLinear checker: k-means"
 #: What its trainings' progress counts.
 CLUSTERS = "clusters"
@@ -368,8 +349,7 @@ def training_stage(clusters: int) -> str:
 
 
 def check(T: Dataset, V: Dataset, ctx: Context, sized: Sized) -> CheckerResult:
-    """The checker as the pipeline runs it: K from T's size, the baseline's C as fallback.
-    ``sized`` is all of T: its :func:`size` cuts no rows, only says what it allocates."""
+    """The checker as the pipeline runs it: K from T's size, the baseline's C as fallback."""
     k = km.n_clusters(T.rows)
     nnz = int(_row_values(T.X).sum())
     # Each stage's events carry its own prediction, not the plan's for the whole checker.
@@ -390,13 +370,10 @@ def check(T: Dataset, V: Dataset, ctx: Context, sized: Sized) -> CheckerResult:
 
 
 def size(counts: Counts, allowed: Allowance) -> Sized:
-    """All of T, and a bound on what :func:`check` allocates beyond the data: k-means' dense
-    centers (the old and the new, K x width doubles) and each row's distances to them in a
-    block, and the clusters' rows in flight, copied here, to the workers and into LIBLINEAR's
-    nodes (within 3x T's CSR bytes, as at most 2 x jobs clusters are in flight). The plan
-    asks before it lets the linear baseline train beside MultiLinear. Its counted seconds
-    (kcheck.costs.solvers.multilinear_seconds) are charged to the check's budget whatever is
-    left of it: it runs on all of T."""
+    """All of T, and a bound on what :func:`check` allocates: k-means' dense centers (old and new, K
+    x width doubles), a block of row distances, and clusters in flight (within 3x T's CSR bytes at 2
+    x jobs). The plan reads it before letting the baseline run beside. Its counted seconds
+    (kcheck.costs.solvers.multilinear_seconds) are charged whatever is left: it runs on all of T."""
     k = km.n_clusters(counts.rows)
     rows = counts.rows
     counted = solvers.multilinear_seconds(

@@ -55,21 +55,18 @@ TRAINING_STAGE = "RBF SVM: training on T"
 
 
 def training_stage(rows: int, of: int | None) -> str:
-    """The trainings' stage: on T, or on the stratified sample of ``rows`` of T's ``of`` rows the
-    budget affords."""
+    """The trainings' stage: on T, or on a stratified ``rows`` of T's ``of`` rows."""
     if of is None or rows >= of:
         return TRAINING_STAGE
     return f"RBF SVM: training on a sample of {rows:,} of T's {of:,} rows"
 
 
-#: Fewest rows of T it trains on where T does not fit (degree-2's subsample's least): below, one
-#: split's V says too little.
+#: Fewest rows of T it trains on (degree-2's least): below, one split's V says too little.
 MIN_SAMPLE_ROWS = 1_000
 #: The share of T held out to choose gamma (the rest trains each candidate).
 SELECT_FRACTION = 1.0 / 3.0
 #: How far past the plan's count for one training a candidate's prediction may go before it is
-#: passed over: the 2x band (kcheck.plan.OFF_HIGH) on a count up to 2x low (at C = 2^11, 17x and
-#: 27x).
+#: passed over: the 2x band (kcheck.plan.OFF_HIGH) on a count up to 2x low.
 PASS_OVER_FACTOR = 4.0
 #: Bytes of LIBSVM's copy of one stored value of T (index and double) and of each row's terminator.
 NODE_BYTES = engines.SVM_NODE_BYTES
@@ -77,15 +74,13 @@ NODE_BYTES = engines.SVM_NODE_BYTES
 
 @dataclass(frozen=True)
 class RbfSvmSizing:
-    """What it runs, as the plan decided (:func:`size`): tuning rows (None: does not run), counted
-    estimate and budget."""
+    """What it runs, as the plan decided: tuning rows (None: not run), estimate and budget."""
 
     tune_rows: int | None
     estimated_seconds: float
     budget_seconds: float
     reason: str | None = None
-    #: Rows of T it trains on: None, all; fewer, a stratified sample compared with a linear model
-    #: trained on the same sample.
+    #: Rows of T: None, all; fewer, a stratified sample, compared with linear on the same sample.
     rows: int | None = None
 
 
@@ -149,9 +144,8 @@ def memory_bytes(c: Counts, tune_rows: int) -> int:
 
 
 def plan_counts(c: Counts, budget_seconds: float) -> RbfSvmSizing:
-    """The most tuning rows of exact mode's ladder that fit the budget with the RBF SVM on all of T;
-    else the most rows of a stratified sample (at least MIN_SAMPLE_ROWS) whose run and linear
-    reference fit."""
+    """The most ladder tuning rows that fit the budget with the RBF SVM on all of T; else the most
+    sampled rows (from MIN_SAMPLE_ROWS) whose run and linear reference fit."""
     chosen, estimate = _ladder(c, budget_seconds)
     if chosen is None and c.rows > MIN_SAMPLE_ROWS:
         rows = _sample_rows(c, budget_seconds)
@@ -173,8 +167,7 @@ def plan_counts(c: Counts, budget_seconds: float) -> RbfSvmSizing:
 
 
 def _ladder(c: Counts, budget_seconds: float) -> tuple[int | None, float]:
-    """The most tuning rows of the ladder whose counted run on ``c`` fits, and its estimate (the
-    first rung's where none fits)."""
+    """The most tuning rows whose counted run on ``c`` fits, and its estimate (else the first's)."""
     chosen = None
     estimate = counted_seconds(c, rbf_sample.TUNE_ROWS)
     for t in rbf_sample.TUNE_LADDER:
@@ -222,9 +215,8 @@ def _sample_rows(c: Counts, budget_seconds: float) -> int | None:
 
 
 def size(counts: Counts, allowed: Allowance) -> Sized:
-    """What :func:`check` will do within the plan's counted budget (or the time left under
-    ``--time-limit``, where less) and memory: all of T, a stratified sample, or nothing, with the
-    reason."""
+    """What :func:`check` will do within the plan's budget (or the time left, where less) and
+    memory: all of T, a stratified sample, or nothing, with the reason."""
     budget_seconds, _ = allowed.bound()
     return _sized(counts, budget_seconds, allowed.memory_limit)
 
@@ -354,9 +346,8 @@ def _announced_seconds(
     held: _Held,
     candidates: list[tuple[float, float]],
 ) -> float:
-    """The trainings' prediction, announced and checked by the warning line: candidates that will
-    train and the final training at the sample's best (the larger C's depends on scores, left
-    out)."""
+    """The trainings' prediction, announced and checked: candidates that will train and the final
+    training at the sample's best (the larger C's is left out)."""
     sample_best = (search.log2_C, search.log2_gamma)
     trained = held.will_train(candidates)
     return _trainings_predicted(
@@ -411,16 +402,14 @@ def _info(
 
 
 def _cv_accuracy(search: Search, point: tuple[float, float], tune_rows: int) -> float | None:
-    """The search's CV accuracy at ``point`` on its ``tune_rows`` rows; None where it did not score
-    it (the larger-C step may pick a point the search passed over, and no other CV would be this
-    model's)."""
+    """The search's CV accuracy at ``point`` on its ``tune_rows`` rows; None where unscored (a
+    passed-over point the larger-C step picked has no CV of its own)."""
     right = search.right.get(point)
     return None if right is None else right / tune_rows
 
 
 def _steps(ctx: Context, options: Tuning) -> SearchThenStage:
-    """Progress over the grid's points, then the trainings, a stage announced with their prediction
-    from the search's iterations."""
+    """Progress over the grid's points, then the trainings as a stage predicted from the search."""
     grid = options.grid_points()
     total = grid + len(options.resolved_gamma_factor()) + 2
     return SearchThenStage(ctx.progress, options.deadline, "RBF SVM", STAGE, total, grid)
@@ -470,8 +459,7 @@ class _Held:
         self._limit = float("inf")
 
     def predict_from(self, search: Search, tune_rows: int, c: Counts) -> None:
-        """Each grid point's predicted training on the two thirds (counted seconds), and the plan's
-        count for the candidates' trainings."""
+        """Each point's predicted training on two thirds, and the plan's count per training."""
         fit_rows = self.problem.n_rows
         nominal = budget.rbf_fit_seconds(
             rows=fit_rows,
@@ -480,8 +468,7 @@ class _Held:
             n_classes=c.n_classes,
             features=c.features,
         )
-        # A point the search passed over is predicted from its predicted iterations (taken as free,
-        # one trained 3.1 s where 0.5 s were counted).
+        # A passed-over point is predicted from its predicted iterations, never taken as free.
         for point, iterations in search.predicted_iterations().items():
             self._predicted[point] = nominal + _iteration_seconds(
                 iterations, tune_rows, self.options.folds, fit_rows, c.n_classes
@@ -491,8 +478,7 @@ class _Held:
         self._limit = PASS_OVER_FACTOR * nominal
 
     def will_train(self, candidates: list[tuple[float, float]]) -> list[tuple[float, float]]:
-        """The candidates that will train, as :meth:`choose` passes over: the first, then those that
-        fit."""
+        """The candidates that will train (:meth:`choose`): the first, then those that fit."""
         ordered = self._in_order(candidates)
         return [p for i, p in enumerate(ordered) if i == 0 or self._fits(p)]
 
@@ -500,8 +486,7 @@ class _Held:
         return self._predicted.get(point, 0.0) <= self._limit
 
     def _in_order(self, candidates: list[tuple[float, float]]) -> list[tuple[float, float]]:
-        """The search's best point first (its own tie rule), then by sample score (ties to smaller
-        gamma, C)."""
+        """The search's best point first, then by sample score (ties to smaller gamma, then C)."""
         return sorted(
             candidates,
             key=lambda k: (k == self._best, self._sample_scores.get(k, 0.0), -k[1], -k[0]),
@@ -555,10 +540,9 @@ def _trainings_predicted(
     held: _Held,
     final: tuple[float, float],
 ) -> float:
-    """Predicted seconds of the trainings at the ``trained`` points (on two thirds of T) and at
-    ``final`` (all of T; solvers.rbf_trained_seconds), from the search's support vectors and
-    iterations at each point, grown to its rows; a passed-over point keeps every row as a support
-    vector."""
+    """Predicted seconds of the trainings at ``trained`` points (two thirds of T) and ``final`` (all
+    of T), from the search's support vectors and iterations at each point grown to its rows
+    (passed-over points: all rows SVs)."""
     fold_rows = max(tune_rows * (folds - 1) / max(folds, 1), 1.0)
     iterations = search.predicted_iterations()
     values = c.nnz / max(c.rows, 1)
@@ -598,7 +582,6 @@ def _best_C_per_gamma(search: Search) -> list[tuple[float, float]]:
 
 
 def _larger_C(point: tuple[float, float], grid_C: tuple[float, ...]) -> tuple[float, float] | None:
-    """The grid's next larger C at the same gamma; None at the top (beyond it LIBSVM can run for
-    minutes)."""
+    """The grid's next larger C at that gamma; None at the top (past it LIBSVM may take minutes)."""
     above = [c for c in grid_C if c > point[0]]
     return (min(above), point[1]) if above else None

@@ -1,11 +1,7 @@
-"""Every checker there is, in one table: its name, how it runs, how it is shown.
-
-Adding a checker means one module with ``size(counts, allowance) -> Sized`` and
-``check(T, V, ctx, sized) -> CheckerResult``, which obeys what its size decided, one entry here
-and its name in kcheck.defaults; the pipeline, ``--checkers``, the JSON, the CLI's table and
-sentences, the HTML report and (through scripts/schema_checkers.py) the JSON schemas all follow
-from the entry.
-"""
+"""Every checker in one table: name, how it runs, how it is shown. A new checker is one module with
+``size(counts, allowance) -> Sized`` and ``check(T, V, ctx, sized) -> CheckerResult``, one entry
+here and its name in kcheck.defaults; pipeline, ``--checkers``, JSON, CLI, HTML report and schemas
+(scripts/schema_checkers.py) follow from the entry."""
 
 from __future__ import annotations
 
@@ -30,13 +26,9 @@ class Param(NamedTuple):
 
 @dataclass(frozen=True)
 class CheckerSpec:
-    """One checker.
-
-    ``table``: the parameters the CLI shows in the parameter column, from its JSON block.
-    ``default``: runs unless ``--checkers`` says otherwise. ``summary``: one line for
-    ``--help``. ``words``: how sentences name it. ``colour``: its marks in the HTML report.
-    Checkers run in registry order.
-    """
+    """One checker; checkers run in registry order. ``table``: parameters the CLI shows from its
+    JSON block. ``default``: runs unless ``--checkers`` says otherwise. ``summary``: its ``--help``
+    line. ``words``: how sentences name it. ``colour``: its HTML marks."""
 
     name: str
     run: Callable[[Dataset, Dataset, Context, Sized], CheckerResult]
@@ -47,33 +39,23 @@ class CheckerSpec:
     colour: str
     #: The parameter cell where its JSON block holds none of ``table`` (a skipped run).
     blank: str = "-"
-    #: Its role in the rule (kcheck.verdict.Role): a ``proxy`` the method relies on, whose
-    #: skip leaves a linear verdict short of ``clear``; or a ``stand-in`` for exact mode
-    #: (rbfsvm), which runs only where exact mode is ``auto`` and did not run (it trains the RBF
-    #: SVM itself, which exact mode does better where it runs, and ``--exact never`` turns off),
-    #: and whose skip for cost is the normal case on large data.
+    #: Its role in the rule (kcheck.verdict.Role): a ``proxy``, whose skip keeps a linear verdict
+    #: from ``clear``; or a ``stand-in`` for exact mode (rbfsvm: runs only where exact is ``auto``
+    #: and did not run; its skip for cost is normal on large data).
     role: Role = "proxy"
-    #: Whether it may run in a worker process of its own, beside the baseline's and beside the
-    #: checkers in this process (kcheck.plan's ``detached``): it never reads the baseline, and
-    #: its result, models included, pickles. MultiLinear reads the baseline's C for its
-    #: smallest clusters, so it stays here; rbfsvm's LIBSVM model holds C pointers that do
-    #: not pickle.
+    #: Whether it may run in its own worker (``detached``): it never reads the baseline and its
+    #: result pickles (not MultiLinear: reads C; not rbfsvm: C pointers).
     in_worker: bool = False
-    #: What it will do with what the plan allows it (kcheck.plan): its rows, what cut them,
-    #: the bytes it allocates beyond the data and its counted seconds, from counts only. None:
-    #: all of T, no counted cost, and no word on memory, so it never runs beside the
-    #: baseline, whose worker needs memory of its own.
+    #: What it will do with its allowance, from counts: rows, what cut them, bytes beyond the data,
+    #: counted seconds. None: all of T, no cost, no memory word, so never beside the baseline.
     size: Callable[[Counts, Allowance], Sized] | None = None
 
 
 @dataclass(frozen=True)
 class DecidingSpec:
-    """A comparison that, when it runs, decides (unless a proxy is clear of epsilon: see
-    :func:`kcheck.verdict.rule`): the exact RBF comparison.
-
-    It is no proxy: it trains on all rows (T and V) with repeated cross-validation, so it has
-    its own run signature, returning the JSON block that says whether and why it ran.
-    """
+    """The exact RBF comparison, which decides when it runs (unless a proxy is clear of epsilon:
+    :func:`kcheck.verdict.rule`). No proxy: it trains on all rows with repeated CV, so it has its
+    own signature, returning the JSON block saying whether and why it ran."""
 
     name: str
     run_all: Callable[
@@ -87,8 +69,7 @@ class DecidingSpec:
     colour: str
     blank: str = "-"
     role: Role = "deciding"
-    #: About the share of its one-core prediction that it takes on ``rows`` rows at ``jobs``
-    #: within a memory limit, for the time shown to the user only (exact.wall_share).
+    #: About its share of the one-core prediction at ``rows`` and ``jobs``; display only.
     wall_share: Callable[[int, int, int], float] = lambda rows, jobs, memory_limit: 1.0
 
 
@@ -118,9 +99,8 @@ CHECKERS: dict[str, CheckerSpec] = {
             in_worker=True,
             size=degree2.size,
         ),
-        # Where exact mode did not run and the real RBF SVM is cheap: mid-size data of few
-        # features, where the proxies miss smooth boundaries (wavy 5-D set of 12,000 rows:
-        # +0.2 and +1.7 points against a true +8.2).
+        # Where exact mode did not run and the real RBF SVM is cheap: mid-size, few features, where
+        # proxies miss smooth boundaries (+0.2 and +1.7 against a true +8.2).
         CheckerSpec(
             rbfsvm.NAME,
             rbfsvm.check,
@@ -132,9 +112,8 @@ CHECKERS: dict[str, CheckerSpec] = {
             role="stand-in",
             size=rbfsvm.size,
         ),
-        # Opt-in: it catches smooth low-dimensional boundaries the others miss (wavy 5-D set:
-        # +3.3 points where degree-2 and MultiLinear saw under 1), but costs 6-120x the linear
-        # model on data up to ijcnn1's size (scripts/results/rff_hard_cases.md).
+        # Opt-in: catches smooth low-dimensional boundaries (+3.3 where others saw under 1) at
+        # 6-120x linear's cost (scripts/results/rff_hard_cases.md).
         CheckerSpec(
             "rff",
             rff.check,
@@ -145,10 +124,8 @@ CHECKERS: dict[str, CheckerSpec] = {
             colour="#8c564b",
             size=rff.size,
         ),
-        # Opt-in: a mixture of linear SVMs fitted by hard EM from MultiLinear's partition. On
-        # the judged corpus it beat MultiLinear's gap on 26 cases and trailed on 19, made one
-        # borderline kernel margin clear (parity3) and, like MultiLinear, reached epsilon on
-        # the clear-linear iris3 under --exact never (scripts/results/mixlinear.md).
+        # Opt-in: a mixture of linear SVMs by hard EM from MultiLinear's partition; beat
+        # MultiLinear's gap on 26 judged cases, trailed on 19 (scripts/results/mixlinear.md).
         CheckerSpec(
             mixlinear.NAME,
             mixlinear.check,
@@ -160,9 +137,8 @@ CHECKERS: dict[str, CheckerSpec] = {
             blank="K=-",
             size=mixlinear.size,
         ),
-        # Opt-in: Kernel Factory (Ballings and Van den Poel 2013), an ensemble of kernel
-        # machines on round(log10(n)) row partitions, LIBLINEAR on each partition's empirical
-        # kernel map; planned last, within what the others left.
+        # Opt-in: Kernel Factory (Ballings and Van den Poel 2013), LIBLINEAR on each of
+        # round(log10(n)) row partitions' empirical kernel map; planned last.
         CheckerSpec(
             kfactory.NAME,
             kfactory.check,
@@ -186,8 +162,7 @@ EXACT = DecidingSpec(
     colour="#d62728",
     wall_share=exact.wall_share,
 )
-#: Names ``--checkers`` accepts, in the order the help lists them (kcheck.defaults keeps them
-#: for the command line; tests/test_registry.py checks that the two agree).
+#: ``--checkers`` names in help order (as in kcheck.defaults; tests/test_registry.py).
 NAMES: tuple[str, ...] = CHECKER_NAMES
 DEFAULT_NAMES: tuple[str, ...] = tuple(n for n in NAMES if CHECKERS[n].default)
 
@@ -202,9 +177,8 @@ def spec(name: str) -> CheckerSpec | DecidingSpec | None:
 
 
 def methods() -> tuple[str, ...]:
-    """Every name a check's ``checkers`` block may hold, in the order the help lists them:
-    the ``--checkers`` choices, then the exact comparison. Read at call time, so that a
-    table patched in a test is seen."""
+    """Every name a check's ``checkers`` block may hold, in help order: the ``--checkers`` choices,
+    then exact. Read at call time, so a table patched in a test is seen."""
     return (*NAMES, EXACT.name)
 
 

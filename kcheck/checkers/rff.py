@@ -42,9 +42,8 @@ from kcheck.tuning import linear_c, rbf_sample
 
 #: Rows of T whose pairwise squared distances give the median heuristic.
 MEDIAN_SAMPLE = 1000
-#: Candidate gammas as multiples of 1 / (median squared distance), chosen by CV: 4 wins on
-#: low-dimensional data, 1 on ijcnn1. 1/4 changed no verdict and tripled german's false kernels, so
-#: it is left out (a third of the cost).
+#: Candidate gammas x 1 / (median squared distance), chosen by CV: 4 wins low-dimensional, 1 on
+#: ijcnn1; 1/4 changed no verdict and added false kernels.
 GAMMA_MULTIPLES: tuple[float, ...] = (1.0, 4.0)
 #: Random features per candidate, at least (wavy5d, 3,000 rows: +1.2 at D = 200, +2.2 at 300) and at
 #: most (9,000 rows: +5.9 at 600, +4.7 at 1,000).
@@ -52,15 +51,13 @@ MIN_FEATURES = 400
 MAX_FEATURES = 1000
 #: Rows of T used at least (all of T when smaller); see the module docstring.
 MIN_ROWS = 4000
-#: Beyond the floor rows grow this many times faster than D (wavy5d: 4,500 x 600 +4.5, 9,000 x 300
-#: +3.5).
+#: Beyond the floor rows grow this much faster than D (4,500 x 600: +4.5; 9,000 x 300: +3.5).
 ROWS_PER_FEATURE = 10
 #: Entries of z(T), summed over candidates, per stored value of T: at most one linear baseline.
 COST_RATIO = 0.5
 #: Fewer rows than this (memory permitting no more) make the checker skip.
 MIN_ROWS_MEMORY = 1000
-#: Bytes per entry of z(T): LIBLINEAR's CSR (8 + 4), its node copy (16), the binding's sortedness
-#: check (~17, before nodes); measured peak 29.1.
+#: Bytes per z(T) entry: CSR (12), LIBLINEAR's nodes (16), sortedness check (~17); peak 29.1.
 BYTES_PER_ENTRY = 32
 #: Share of the memory budget that the random directions (and their QR) may take.
 DIRECTIONS_SHARE = 0.25
@@ -72,8 +69,7 @@ BLOCK_BYTES = 32 * 2**20
 
 @dataclass(frozen=True)
 class RffOptions:
-    """Options of the rff checker; its work budget, ``cost_ratio * nnz(T)``, is counted, not
-    timed."""
+    """Options of the rff checker; its budget, ``cost_ratio * nnz(T)``, is counted, not timed."""
 
     seed: int = 0
     memory_limit: int = 8 * 2**30
@@ -87,8 +83,7 @@ class RffOptions:
 
 @dataclass(frozen=True)
 class RffSizing:
-    """What it runs, as the plan decided (:func:`size`): rows of T and features per candidate, or
-    the skip reason."""
+    """What it runs, as the plan decided: rows and features per candidate, or the skip reason."""
 
     rows: int
     features: int
@@ -155,9 +150,8 @@ def plan_counts(rows: int, n: int, nnz: int, options: RffOptions) -> RffSizing:
 
 
 def median_sq_distance(X: sp.csr_matrix, *, seed: int, sample: int = MEDIAN_SAMPLE) -> float:
-    """Median squared distance between distinct rows of a seeded sample of X, from |x|^2 + |x'|^2 -
-    2 x.x' (never densifying X). Zero distances are ignored where the majority; all rows equal gives
-    1."""
+    """Median squared distance between distinct rows of a seeded sample, from |x|^2 + |x'|^2 - 2
+    x.x' (X never densified); zeros ignored where most; all equal: 1."""
     rows = X.shape[0]
     if rows > sample:
         X = X[np.sort(seeds.rng(seed, seeds.RFF_SAMPLE).choice(rows, size=sample, replace=False))]
@@ -168,10 +162,8 @@ def median_sq_distance(X: sp.csr_matrix, *, seed: int, sample: int = MEDIAN_SAMP
 
 
 def draw_directions(n: int, D: int, *, seed: int) -> tuple[np.ndarray, np.ndarray, str]:
-    """Directions G (n x D) with standard-normal marginals, phases b (D,), and their kind.
-    ``orthogonal``: blocks of min(n, D) Haar orthonormal columns (sign-fixed QR), each scaled by an
-    independent chi(n) length, so every column is exactly N(0, I). ``iid``: Gaussian columns, where
-    QR would exceed MAX_QR_FLOPS."""
+    """Directions G (n x D) with N(0, 1) marginals, phases b (D,), and their kind: ``orthogonal``
+    (chi(n)-scaled Haar blocks from QR) or ``iid`` (past MAX_QR_FLOPS)."""
     rng = seeds.rng(seed, seeds.RFF_MAP)
     b = rng.uniform(0.0, 2.0 * math.pi, size=D)
     if n == 0:
@@ -278,8 +270,7 @@ def plan_rows(T: Dataset, options: RffOptions) -> RffSizing:
 
 
 def run(T: Dataset, V: Dataset, options: RffOptions, sizing: RffSizing) -> CheckerResult:
-    """Tune gamma (CV) and C on z(T) or the subsample ``sizing`` gives, train, score on z(V); never
-    re-sized here."""
+    """Tune gamma and C on z(T) (or ``sizing``'s subsample), train, score on z(V)."""
     t0 = time.perf_counter()
     n = T.X.shape[1]
     p = sizing
@@ -341,8 +332,7 @@ def size(counts: Counts, allowed: Allowance) -> Sized:
 
 
 def check(T: Dataset, V: Dataset, ctx: Context, sized: Sized) -> CheckerResult:
-    """The checker as the pipeline runs it, on what the plan sized, in a worker the deadline can
-    stop."""
+    """The checker as the pipeline runs it, in a worker the deadline can stop."""
     ctx.progress(Event("random-Fourier-features checker"))
     options = RffOptions(
         seed=ctx.seed, memory_limit=ctx.memory_limit, class_weight=ctx.class_weight
