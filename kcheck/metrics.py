@@ -1,11 +1,7 @@
-"""Metrics other than accuracy: class weights, balanced accuracy, AUC with DeLong's paired
-interval, and Platt scaling of decision values.
-
-Balanced accuracy keeps the one decision rule of ``verdict.py``: it is a weighted mean of
-per-point correctness with the weights of :func:`point_weights`, so ``verdict.paired_gap``
-gives its paired interval. AUC is not a mean of per-point results, so its paired interval
-(:func:`auc_gap`) is DeLong's. Pure numpy/scipy: no model is trained here.
-"""
+"""Metrics other than accuracy: class weights, balanced accuracy, AUC with DeLong's paired interval,
+and Platt scaling. Balanced accuracy is a weighted mean of per-point correctness
+(:func:`point_weights`), so ``verdict.paired_gap`` gives its interval; AUC is no per-point mean, so
+:func:`auc_gap` uses DeLong's. Pure numpy/scipy: no training here."""
 
 from __future__ import annotations
 
@@ -15,15 +11,13 @@ import numpy as np
 
 from kcheck.errors import KcheckError
 
-#: Two-sided 95% normal quantile (the same as ``verdict.Z95``; not imported, so that
-#: ``verdict`` may import this module).
+#: Two-sided 95% normal quantile (``verdict.Z95``, not imported: verdict imports us).
 _Z95 = 1.959963984540054
 
 
 def rankdata(a: np.ndarray) -> np.ndarray:
-    """Ranks 1..n, ties given their mean rank (``scipy.stats.rankdata(method="average")``;
-    scipy.stats is not imported: it adds about 160 MB of address space, which a check run
-    under a tight ``ulimit -v`` cannot spare)."""
+    """Ranks 1..n, ties at their mean rank (as scipy.stats.rankdata "average"; scipy.stats costs
+    ~160 MB of address space under ``ulimit -v``)."""
     a = np.asarray(a, dtype=np.float64).ravel()
     order = np.argsort(a, kind="mergesort")
     sorted_a = a[order]
@@ -45,8 +39,7 @@ def expit(x: np.ndarray) -> np.ndarray:
     return np.asarray(np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e)), dtype=np.float64)
 
 
-#: LIBSVM's ``sigmoid_train`` constants: iterations, smallest line-search step, the ridge that
-#: keeps the Hessian positive definite, and the gradient tolerance.
+#: LIBSVM's ``sigmoid_train`` constants: iterations, min step, Hessian ridge, tolerance.
 _PLATT_MAX_ITER = 100
 _PLATT_MIN_STEP = 1e-10
 _PLATT_SIGMA = 1e-12
@@ -65,13 +58,8 @@ def _class_counts(y: np.ndarray, n_classes: int) -> np.ndarray:
 
 
 def class_weights(y: np.ndarray, n_classes: int) -> np.ndarray:
-    """Per-class weight n / (k * n_c) for class codes 0..n_classes-1 (k = classes present in y);
-    a class absent from y gets weight 0.0. These are the -wi multipliers of C.
-
-    With these weights every present class carries the same total weight n / k, so the
-    weighted training loss treats a rare class like a common one while C keeps its scale
-    (the weights average 1 over the points).
-    """
+    """Per-class weight n / (k * n_c) for codes 0..n_classes-1 (k present; absent ones 0.0): the -wi
+    multipliers of C. They average 1, so C keeps its scale."""
     counts = _class_counts(y, n_classes)
     present = counts > 0
     k = int(present.sum())
@@ -82,8 +70,7 @@ def class_weights(y: np.ndarray, n_classes: int) -> np.ndarray:
 
 
 def point_weights(y: np.ndarray, n_classes: int) -> np.ndarray:
-    """Per-point weight 1 / (k * n_c) of the point's class: they sum to 1, and the weighted
-    mean of correctness is balanced accuracy."""
+    """Per-point weight 1 / (k * n_c), summing to 1: weighted correctness is balanced accuracy."""
     codes = np.asarray(y)
     counts = _class_counts(codes, n_classes)
     k = int((counts > 0).sum())
@@ -95,11 +82,7 @@ def point_weights(y: np.ndarray, n_classes: int) -> np.ndarray:
 
 
 def balanced_accuracy(y: np.ndarray, predicted: np.ndarray) -> float:
-    """Mean over the classes present in y of the recall of that class.
-
-    NaN for no points, like ``verdict.accuracy``. A predicted label that no point has counts
-    as wrong and adds no class.
-    """
+    """Mean recall over the classes in y; NaN for no points. Unknown predictions count wrong."""
     truth = np.asarray(y)
     pred = np.asarray(predicted)
     if truth.shape != pred.shape or truth.ndim != 1:
@@ -133,8 +116,7 @@ def _check_scores(positive: np.ndarray, *scores: np.ndarray) -> tuple[np.ndarray
 
 
 def auc(positive: np.ndarray, scores: np.ndarray) -> float:
-    """Area under the ROC curve (Mann-Whitney, ties count 1/2); positive is a bool array.
-    Raises KcheckError if either class is absent."""
+    """ROC AUC (Mann-Whitney, ties 1/2); ``positive`` is bool. KcheckError if a class is absent."""
     pos, m, n = _check_scores(positive, scores)
     ranks = rankdata(np.asarray(scores, dtype=np.float64))
     return float((ranks[pos].sum() - m * (m + 1) / 2.0) / (m * n))
@@ -143,23 +125,17 @@ def auc(positive: np.ndarray, scores: np.ndarray) -> float:
 def auc_gap(
     positive: np.ndarray, scores_a: np.ndarray, scores_b: np.ndarray
 ) -> tuple[float, tuple[float, float]]:
-    """AUC(a) - AUC(b) and its 95% interval by DeLong's method for paired (correlated) ROC
-    curves (use the fast O(n log n) midrank algorithm of Sun & Xu 2014). A zero-variance
-    difference gives the interval (d, d).
-
-    Both curves are scored on the same points, so the covariance of the two AUCs is
-    subtracted, exactly as pairing does for accuracy. The variance is estimated from the
-    structural components of each class, which needs two points of each class.
-    """
+    """AUC(a) - AUC(b) and its 95% interval by DeLong's method for paired ROC curves (Sun & Xu
+    2014's O(n log n) midranks): the two AUCs' covariance is subtracted, as pairing does for
+    accuracy. Needs two points per class; a zero-variance difference gives (d, d)."""
     pos, m, n = _check_scores(positive, scores_a, scores_b)
     if m < 2 or n < 2:
         raise KcheckError(
             f"DeLong's interval for an AUC difference needs at least two points of each class "
             f"(have {m} positive, {n} negative)"
         )
-    # Sun & Xu: with midranks within the positives (tx), within the negatives (ty) and over
-    # all points (tz), the structural components are V10 = (tz - tx) / n for each positive
-    # and V01 = 1 - (tz - ty) / m for each negative.
+    # Sun & Xu: midranks within positives (tx), negatives (ty) and all (tz) give V10 = (tz - tx) / n
+    # per positive and V01 = 1 - (tz - ty) / m per negative.
     v10 = np.empty((2, m))
     v01 = np.empty((2, n))
     aucs = np.empty(2)
@@ -189,13 +165,10 @@ def _platt_objective(z: np.ndarray, t: np.ndarray) -> float:
 
 
 def platt_fit(decision: np.ndarray, positive: np.ndarray) -> tuple[float, float]:
-    """(A, B) of P(y=1|f) = 1 / (1 + exp(A f + B)), fitted as LIBSVM's sigmoid_train does
-    (Platt 2000 with Lin, Lin & Weng 2007's robust Newton method and the prior-corrected targets
-    (N+ + 1)/(N+ + 2) and 1/(N- + 2)). Works when one class is absent (then the constant fit).
-
-    The prior-corrected targets keep A and B finite even on separable decision values, so
-    clusters whose values are on different scales map to comparable probabilities.
-    """
+    """(A, B) of P(y=1|f) = 1 / (1 + exp(A f + B)), fitted as LIBSVM's sigmoid_train (Platt 2000
+    with Lin, Lin & Weng 2007's Newton method and targets (N+ + 1)/(N+ + 2), 1/(N- + 2)), which keep
+    A and B finite on separable values so clusters' probabilities compare. One class absent: the
+    constant fit."""
     f = np.asarray(decision, dtype=np.float64)
     pos = np.asarray(positive)
     if pos.dtype != np.bool_ or pos.shape != f.shape or f.ndim != 1:

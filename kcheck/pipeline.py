@@ -114,8 +114,7 @@ def run(
     )
     counts = Counts.of(T, V)
     planned = plan.make(counts, _plan_options(config, ctx))
-    # This machine's pace, for comparing stages with predictions (display only): read before the
-    # first stage and after each stage of note run here.
+    # This machine's pace (display only): read before the first stage and after each stage of note.
     probed = probe.Readings(probe.probe_seconds() if planned.worth_probing else None)
     pace = _Pace(machine=probe.pace(probed.seconds), readings=probed)
     exact_json, results = _methods(config, planned, counts, T, V, ctx, pace)
@@ -231,9 +230,8 @@ def _methods(
     ctx: Context,
     pace: _Pace | None = None,
 ) -> tuple[dict[str, Any], dict[str, CheckerResult]]:
-    """The baseline (beside the checkers where planned), exact mode, and the planned checkers:
-    exact's JSON block and every result, the baseline's first. ``pace``: this run's pace, which
-    shown predictions follow."""
+    """The baseline (beside the checkers where planned), exact mode and the checkers: exact's JSON
+    block and every result, the baseline's first; ``pace`` scales predictions."""
     beside = None
     pace = pace if pace is not None else _Pace()
     if planned.beside:
@@ -293,8 +291,7 @@ def _verdict(
     ctx: Context,
     pace: _Pace | None = None,
 ) -> tuple[Decision, dict[str, Gap], SecondFold | None]:
-    """The rule on V's gaps; where it asks for a second fold, that fold, and the rule on both folds'
-    mean."""
+    """The rule on V's gaps; where it asks, a second fold and the rule on both folds' mean."""
     decision, gaps = _decide(config, results, ctx.scoring, V)
     outcomes = _outcomes(config, results, gaps)
     again = remeasure(decision, outcomes, config.epsilon, affordable=planned.affords_second_fold)
@@ -320,9 +317,8 @@ BASELINE_STAGE = "linear baseline (C search)"
 def _baseline_stage(
     config: CheckConfig, predicted: float | None, pace: _Pace, left: float | None
 ) -> str:
-    """The baseline's stage name, saying at once where its paced prediction exceeds what
-    ``--time-limit`` leaves (every checker waits for it, so the run will likely end there); display
-    only."""
+    """The baseline's stage name, saying where its paced prediction exceeds what ``--time-limit``
+    leaves (all checkers wait for it); display only."""
     if left is None or predicted is None or pace.shown(predicted) <= left:
         return BASELINE_STAGE
     return f"{BASELINE_STAGE}, likely past --time-limit {config.time_limit:g}"
@@ -331,8 +327,7 @@ def _baseline_stage(
 def _baseline(
     config: CheckConfig, T: Dataset, V: Dataset, ctx: Context, report: Progress, stage: str
 ) -> CheckerResult:
-    """The first fold's baseline: everything is compared with it, so the time limit passing first
-    ends the check."""
+    """The first fold's baseline: all compare with it, so a time limit passing first ends it."""
     try:
         return _train_linear(config, T, V, ctx.deadline, report, ctx.scoring, stage=stage)
     except TimeLimitReached:
@@ -367,9 +362,8 @@ def _train_linear(
 
 @dataclass
 class _Pace:
-    """This run's seconds over the predictions of its stages so far, which scales predictions shown
-    (display only). Before a stage of note is done, the probe's pace (``machine``,
-    kcheck.costs.pace)."""
+    """This run's seconds over its finished stages' predictions, scaling the predictions shown
+    (display only); before a stage of note, the probe's pace (``machine``)."""
 
     predicted: float = 0.0
     took: float = 0.0
@@ -392,9 +386,8 @@ class _Pace:
 
 
 def _predicted(progress: Progress, seconds: float | None, pace: _Pace | None = None) -> Progress:
-    """``progress`` with events carrying the step's counted prediction scaled by ``pace`` (for log
-    lines and ETAs; nothing computed reads it), also for stages a checker announces with its own
-    prediction."""
+    """``progress`` with each event's counted prediction scaled by ``pace``, also for a checker's
+    own announced stages (log lines and ETAs; nothing computed reads it)."""
     if seconds is None and pace is None:
         return progress
     shown = None if seconds is None else seconds if pace is None else pace.shown(seconds)
@@ -413,8 +406,7 @@ def _predicted(progress: Progress, seconds: float | None, pace: _Pace | None = N
 
 
 def _revised(predicted: float | None, result: CheckerResult) -> float | None:
-    """A step's prediction as its checker revised it after its first part (kcheck.plan.done_share),
-    for pace."""
+    """A step's prediction as its checker revised it (kcheck.plan.done_share), for pace."""
     if predicted is None:
         return None
     return predicted * plan.done_share(result.info, None, predicted)[0]
@@ -481,8 +473,7 @@ def _run_checkers(
 
 
 class _LastStage:
-    """A checker's progress remembering its last stage, so a skip (time limit, memory, too few rows)
-    is logged of that stage, not as "done"."""
+    """A checker's progress remembering its last stage, so a skip is logged of that stage."""
 
     def __init__(self, progress: Progress) -> None:
         self.progress = progress
@@ -500,8 +491,7 @@ class _LastStage:
 
 
 def _start_detached(step: plan.Step, T: Dataset, V: Dataset, ctx: Context) -> Background:
-    """A checker in its own worker process (``detached``), with its allowance; progress stays there,
-    nothing in parallel."""
+    """A checker in its own worker (``detached``), with its allowance; progress stays there."""
     ctx.progress(Event(f"starting the {_stage(step.name)} in a worker process"))
     alone = dataclasses.replace(ctx, jobs=1, progress=no_progress, await_baseline=None)
     return Background(_guarded_run, step.name, T, V, alone, step.sized)
@@ -550,8 +540,7 @@ def _gaps(
 def _outcomes(
     config: CheckConfig, results: dict[str, CheckerResult], gaps: dict[str, Gap]
 ) -> list[Outcome]:
-    """What the rule reads of each method that ran or was skipped, in the user's order, with its
-    role."""
+    """What the rule reads of each method that ran or was skipped, in order, with its role."""
     return [
         Outcome(
             name,
@@ -577,10 +566,8 @@ def _second_fold(
     left_seconds: float,
     pace: _Pace | None = None,
 ) -> SecondFold:
-    """Train the baseline and ``names`` on T2, score on V2
-    (:func:`kcheck.second_fold.second_split`), within ``left_seconds``
-    (kcheck.plan.second_fold_steps). A checker that does not finish keeps its first fold's gap; if
-    the baseline does not finish or fit, the second fold does not count."""
+    """Train the baseline and ``names`` on T2, score on V2, within ``left_seconds``. An unfinished
+    checker keeps its first gap; an unfinished baseline voids the fold."""
     t0 = time.perf_counter()
     T2, V2 = second_split(T, V, split, config.seed)
     first = {n: first[n] for n in names}

@@ -36,9 +36,8 @@ __all__ = [
     "second_fold_steps",
 ]
 
-#: Counted seconds a worker-process baseline costs before it overlaps (worker start ~0.5 s, sending
-#: T and V); baseline and beside-checkers must each count this so the overlap pays (a9a: 2.1x to
-#: 1.45x linear).
+#: Counted seconds a worker-process baseline costs before it overlaps (start ~0.5 s, sending T and
+#: V); baseline and beside-checkers must each count this (a9a: 2.1x to 1.45x).
 BESIDE_MIN_SECONDS = 0.5
 
 
@@ -51,8 +50,7 @@ class Options:
     jobs: int = 1
     #: What the methods may allocate beyond the data in memory (kcheck.memory.checker_budget).
     memory_limit: int = 8 * 2**30
-    #: Whether a ``--time-limit`` applies: budgets would then depend on the overlap, so no
-    #: ``beside``.
+    #: Whether a ``--time-limit`` applies: budgets would depend on the overlap, so no ``beside``.
     time_limit: bool = False
 
 
@@ -69,8 +67,7 @@ class Step:
     limited_by: str | None = None
     estimated_seconds: float | None = None
     budget_seconds: float | None = None
-    #: Its measurement's budget (first_seconds, or what the first left); ``budget_seconds``: what
-    #: was left of it.
+    #: Its measurement's budget; ``budget_seconds``: what was left of it.
     floor_seconds: float = 0.0
     #: Bytes it allocates beyond the data (None: it does not say).
     bytes: int | None = None
@@ -81,8 +78,7 @@ class Step:
 
     @property
     def cost_seconds(self) -> float | None:
-        """Its counted cost (kcheck.costs.budget), what decides; times this machine's pace, what the
-        user sees. None: nothing to run."""
+        """Its counted cost (kcheck.costs.budget), what decides; times pace, what is shown."""
         return self.estimated_seconds if self.runs and self.rows > 0 else None
 
     def outcome(self, result: CheckerResult | None) -> str:
@@ -121,16 +117,13 @@ class Plan:
     steps: tuple[Step, ...]
     #: The linear baseline trains in a worker process beside the checkers that do not read it.
     beside: bool
-    #: The floor, not the linear model, set the first budget
-    #: (kcheck.costs.budget.floor_sets_budget).
+    #: The floor, not the linear model, set the first budget (budget.floor_sets_budget).
     small_data: bool
-    #: With the baseline beside them, checkers that run in a worker process of their own
-    #: (:func:`_detached`).
+    #: With the baseline beside, checkers in a worker process of their own (:func:`_detached`).
     detached: tuple[str, ...] = ()
     #: The one budget (kcheck.costs.budget.methods_seconds), counted.
     budget_seconds: float = 0.0
-    #: What the first measurement left: a second fold's checkers' budget, where it holds the
-    #: baseline's count.
+    #: What the first measurement left: a second fold's budget, where it holds the baseline.
     second_fold_seconds: float = 0.0
 
     def step(self, name: str) -> Step | None:
@@ -154,8 +147,7 @@ class Plan:
 
     @property
     def worth_probing(self) -> bool:
-        """Whether a stage counts OFF_MIN_SECONDS or more: only those are compared with their
-        count."""
+        """Whether a stage counts OFF_MIN_SECONDS or more: only such are held to their count."""
         return any((s.cost_seconds or 0.0) >= OFF_MIN_SECONDS for s in self.steps)
 
     def to_json(
@@ -163,9 +155,8 @@ class Plan:
         results: Mapping[str, CheckerResult] | None = None,
         probe_cpu_seconds: float | None = None,
     ) -> dict[str, Any]:
-        """The plan with each step's run-time ``outcome`` and, from ``results``, wall and CPU
-        seconds here (``estimated_seconds`` are the reference's), and the pace probe's CPU seconds
-        (None if not run)."""
+        """The plan with each step's ``outcome`` and, from ``results``, wall and CPU seconds here
+        (not reference seconds) and the pace probe's CPU seconds (None if not run)."""
         steps = []
         for s in self.steps:
             r = (results or {}).get(s.name)
@@ -173,8 +164,7 @@ class Plan:
             cpu = None if r is None or r.cpu_seconds is None else round(r.cpu_seconds, 3)
             outcome = s.outcome(r)
             steps.append({**s.to_json(), "outcome": outcome, "seconds": took, "cpu_seconds": cpu})
-        # Not ``beside``: it changes when things run, never results; the JSON is the same at any
-        # --jobs.
+        # Not ``beside``: it changes when things run, never results (the same JSON at any --jobs).
         probed = None if probe_cpu_seconds is None else round(probe_cpu_seconds, 5)
         return {
             "small_data": self.small_data,
@@ -186,8 +176,8 @@ class Plan:
 
 
 def make(counts: Counts, options: Options) -> Plan:
-    """The plan of a check of T and V: baseline, exact mode, then checkers within the first
-    measurement's budget; and what they leave a second fold."""
+    """The plan of a check: baseline, exact mode, checkers within the first budget, and what is
+    left."""
     linear = Step(
         "linear",
         "baseline",
@@ -258,8 +248,7 @@ def checker_steps(
 
 
 def _step(name: str, role: str, sized: Sized, left: float, whole: float) -> Step:
-    """The step of a method as ``sized`` says, within ``left`` of its budget ``whole``, charged its
-    count."""
+    """A method's step as ``sized`` says, within ``left`` of ``whole``, charged its count."""
     return Step(
         name,
         role,
@@ -297,8 +286,7 @@ def resized(
 
 
 def _exact(counts: Counts, options: Options, whole: float) -> Step:
-    """Exact mode's step: its ``size`` on all rows, within the first measurement's whole budget (it
-    runs first)."""
+    """Exact mode's step: its ``size`` on all rows, within the first measurement's budget."""
     sized = registry.EXACT.size(counts, Allowance(options.memory_limit, whole), options.exact)
     return Step(
         registry.EXACT.name,
@@ -384,8 +372,8 @@ def _beside_bytes(counts: Counts) -> int:
     return 2 * data + 16 * (counts.nnz + 2 * counts.rows) + FIXED_BYTES
 
 
-#: CPU seconds outside these multiples of the prediction are named in a warning line (not the JSON);
-#: only stages predicted at OFF_MIN_SECONDS or more.
+#: CPU seconds outside these multiples of a prediction of OFF_MIN_SECONDS or more get a warning
+#: line.
 OFF_LOW, OFF_HIGH, OFF_MIN_SECONDS = 0.5, 2.0, 0.5
 
 
@@ -440,10 +428,8 @@ def off_prediction(
     checkers: Mapping[str, Any] | None = None,
     data: Mapping[str, Any] | None = None,
 ) -> list[str]:
-    """Each step of a finished check's ``plan`` block whose CPU seconds were outside [OFF_LOW,
-    OFF_HIGH] times its count at the block's pace (``probe_cpu_seconds``; schema 2:
-    ``predicted_seconds``), as a user line. ``checkers`` and ``data``: JSON blocks for stages that
-    stop early by design (:func:`done_share`)."""
+    """Lines for a finished check's steps whose CPU seconds fell outside [OFF_LOW, OFF_HIGH] times
+    their paced count; ``checkers`` and ``data`` serve :func:`done_share`."""
     lines = []
     machine = probe.pace(plan_json.get("probe_cpu_seconds"))
     at_pace = "" if machine == 1.0 else f", at this machine's pace of {machine:.2f}"
@@ -473,8 +459,7 @@ def off_prediction(
 
 
 def _times(ratio: float) -> str:
-    """``ratio`` to one decimal, or more where rounding would put it inside [OFF_LOW, OFF_HIGH]
-    (0.46 is not "0.5x")."""
+    """``ratio`` to one decimal, or more where rounding would land inside the band (0.46)."""
     for places in (1, 2, 3):
         shown = f"{ratio:.{places}f}"
         if not OFF_LOW <= float(shown) <= OFF_HIGH:

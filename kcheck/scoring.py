@@ -1,10 +1,7 @@
-"""What a method's score is: plain accuracy, balanced accuracy or AUC (``--metric``).
-
-One :class:`Scoring` per run, made from T's labels, tells every model how to train (class
-weights, LIBLINEAR's and LIBSVM's ``-wi``) and turns per-point results into a score and a paired
-gap with its 95% interval. The rule (:func:`kcheck.verdict.decide`) never sees the metric:
-epsilon is read in the metric's own units.
-"""
+"""What a method's score is: accuracy, balanced accuracy or AUC (``--metric``). One :class:`Scoring`
+per run, made from T's labels, sets every model's class weights (``-wi``) and turns per-point
+results into a score and a paired gap with its 95% interval. The rule never sees the metric: epsilon
+is in the metric's units."""
 
 from __future__ import annotations
 
@@ -25,8 +22,8 @@ ClassWeight = tuple[tuple[float, float], ...]
 
 @dataclass(frozen=True)
 class PointResults:
-    """One model on a set of points: 1/0 (or a fraction of repeats) right, and for two classes
-    each point's score for the larger label (decision value or probability), where it has one."""
+    """One model on a set of points: 1/0 (or a fraction of repeats) right, and for two classes each
+    point's larger-label score where it has one."""
 
     correct: np.ndarray
     scores: np.ndarray | None = None
@@ -34,11 +31,8 @@ class PointResults:
 
 @dataclass(frozen=True)
 class Scoring:
-    """The metric of a run and the class weights its models train with.
-
-    ``classes`` are the label values as the models see them (sorted); ``class_weight`` is None
-    under ``accuracy``: the models are trained exactly as before.
-    """
+    """The run's metric and the class weights its models train with. ``classes``: label values as
+    models see them (sorted); ``class_weight`` None under ``accuracy`` (unweighted training)."""
 
     metric: str = DEFAULT_METRIC
     classes: tuple[float, ...] = ()
@@ -46,8 +40,7 @@ class Scoring:
 
     @classmethod
     def for_training(cls, metric: str, y: np.ndarray, classes: np.ndarray) -> Scoring:
-        """Weights n / (k n_c) from the training labels ``y`` (global: every cluster, fold
-        and subsample of this run uses the same ones)."""
+        """Weights n / (k n_c) from training labels ``y``, shared by all the run's models."""
         validate_metric(metric, int(np.asarray(classes).size))
         values = tuple(float(c) for c in np.sort(np.asarray(classes, dtype=np.float64)))
         if metric == "accuracy":
@@ -68,8 +61,7 @@ class Scoring:
 
     @property
     def positive(self) -> float:
-        """The label AUC calls positive: the larger one (AUC is symmetric, so only the
-        direction of the scores depends on it)."""
+        """The label AUC calls positive: the larger (only the scores' direction depends on it)."""
         return self.classes[-1] if self.classes else 1.0
 
     def value(self, y: np.ndarray, r: PointResults) -> float:
@@ -83,9 +75,8 @@ class Scoring:
         return float(c.mean()) if c.size else float("nan")
 
     def gap(self, y: np.ndarray, checker: PointResults, linear: PointResults) -> Gap:
-        """Metric(checker) - metric(linear) on the same points, with its paired 95% interval:
-        per-point differences (weighted 1/(k n_c) for balanced accuracy), or DeLong's
-        interval for the difference of two correlated AUCs."""
+        """Metric(checker) - metric(linear) on the same points with its paired 95% interval
+        (weighted per point for balanced accuracy; DeLong's for AUC)."""
         if self.metric == "auc":
             d, (low, high) = metrics.auc_gap(
                 self._positive_mask(y), self._scores(checker), self._scores(linear)
@@ -98,12 +89,9 @@ class Scoring:
     def value_on_file(
         self, y: np.ndarray, predicted: np.ndarray, scores: np.ndarray | None
     ) -> float | None:
-        """The metric on a test file, from class indices (-1: a label training never saw).
-
-        Under accuracy such rows count as wrong, as every model gets them wrong; balanced
-        accuracy and AUC are over the classes training had. None where it is undefined (no
-        rows, or AUC on a file with one class).
-        """
+        """The metric on a test file from class indices (-1: unseen in training). Under accuracy
+        such rows are wrong (for every model); balanced accuracy and AUC cover training's classes.
+        None where undefined (no rows, or AUC with one class)."""
         y = np.asarray(y)
         if y.size == 0:
             return None
@@ -148,10 +136,9 @@ def validate_metric(metric: str, n_classes: int | None = None) -> None:
 def oriented(
     model: Any,
 ) -> Callable[[Any], tuple[np.ndarray, np.ndarray | None]]:
-    """A model's block predictor: labels, and for two classes each row's score for the larger
-    label. Decision values come from ``predict_scored`` and are turned by the model's
-    ``labels``; a model that already gives one score a row (MultiLinear's probabilities) keeps
-    them; a model without ``predict_scored`` gives labels only."""
+    """A model's block predictor: labels and, for two classes, each row's larger-label score:
+    decision values from ``predict_scored`` oriented by ``labels``, or the model's own one score a
+    row (MultiLinear's probabilities); without ``predict_scored``, labels only."""
     scored = getattr(model, "predict_scored", None)
     labels = getattr(model, "labels", None)
 
@@ -170,12 +157,8 @@ def oriented(
 
 
 def positive_scores(labels: np.ndarray, dec: np.ndarray | None) -> np.ndarray | None:
-    """Decision values for the larger of two labels, whatever order the library kept them in.
-
-    LIBLINEAR's (and LIBSVM's) single decision value for two classes means ``labels[0]``, the
-    label met first in training; AUC needs one direction for every model. None for more than
-    two classes or no decision values.
-    """
+    """Decision values for the larger of two labels (the library's single value means ``labels[0]``,
+    first met in training); None beyond two classes or without values."""
     if dec is None:
         return None
     labels = np.asarray(labels)

@@ -1,7 +1,6 @@
-"""The second fold: where a borderline verdict on small data hangs on one split, the checkers
-whose interval contains epsilon are measured again on another (kcheck.verdict.remeasure says
-which). This module holds the split and the record; kcheck.pipeline trains on it.
-"""
+"""The second fold: where a borderline small-data verdict hangs on one split, checkers whose
+interval contains epsilon are measured again on another (kcheck.verdict.remeasure). The split and
+the record; kcheck.pipeline trains."""
 
 from __future__ import annotations
 
@@ -19,8 +18,7 @@ from kcheck.verdict import Gap, mean_gap
 
 @dataclass
 class SecondFold:
-    """The second fold: the linear baseline and the re-measured checkers trained on T2 (T
-    less a stratified part the size of V, plus V) and scored on that part, V2."""
+    """The second fold: the baseline and re-measured checkers trained on T2 and scored on V2."""
 
     train: int
     validation: int
@@ -76,13 +74,9 @@ class SecondFold:
 def second_split(
     T: Dataset, V: Dataset, split: tuple[np.ndarray, np.ndarray], seed: int
 ) -> tuple[Dataset, Dataset]:
-    """T2 and V2: a stratified part of T the size of V becomes V2, and V joins the rest of T.
-
-    T2's rows keep the file's order, as T's do (LIBLINEAR's results depend on it). Copies
-    T's rows once more: only where what the first measurement left of the check's budget
-    holds the linear baseline on T's counts (kcheck.plan.Plan.affords_second_fold: at most
-    about 4M stored values in T) does a check get here.
-    """
+    """T2 and V2: a stratified part of T the size of V becomes V2; V joins the rest of T. T2 keeps
+    the file's row order (LIBLINEAR depends on it). Copies T's rows once more, so only where the
+    budget affords it (kcheck.plan.Plan.affords_second_fold)."""
     train_idx, val_idx = split
     keep, part = stratified_split(
         T.y,

@@ -14,20 +14,14 @@ def stratified_split(
     stream: int | None = None,
     validation_fraction: float = 0.25,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Return sorted index arrays (train, validation) with each class split about 3:1.
-
-    Each class contributes ``round(count * fraction)`` rows to V, so class ratios match in T
-    and V. A class of one row stays in T: it cannot be both learned and scored. Indices are
-    returned sorted so that slicing keeps the file's row order, which keeps LIBLINEAR's
-    results independent of the split's internal shuffling. The rows are drawn from ``stream``
-    of the seed (:func:`kcheck.seeds.rng`): another stream gives a split independent of it.
-    """
+    """Sorted index arrays (train, validation), each class split about 3:1 (``round(count *
+    fraction)`` to V); a one-row class stays in T. Sorted, so slicing keeps the file's row order
+    (LIBLINEAR depends on it). Drawn from ``stream`` of the seed (:func:`kcheck.seeds.rng`)."""
     y = np.asarray(y)
     if y.ndim != 1:
         raise ValueError("y must be one-dimensional")
     if not 0.0 < validation_fraction <= 1.0:
-        # 1 is allowed: every class still keeps a row in T (the second fold of a set whose
-        # classes have two rows each asks for a V2 the size of V, which T then equals).
+        # 1 is allowed: every class keeps a row in T (a second fold of two-row classes asks for it).
         raise ValueError("validation_fraction must lie in (0, 1]")
     rng = seeds.rng(seed, stream)
     classes, inverse = np.unique(y, return_inverse=True)
@@ -63,12 +57,8 @@ def stratified_subsample(y: np.ndarray, n: int, *, seed: int) -> np.ndarray:
 
 
 def stratified_folds(y: np.ndarray, folds: int, seed: int, repeat: int) -> np.ndarray:
-    """Fold number (0..folds-1) of every row; each class is spread over the folds evenly.
-
-    Rows are shuffled within each class, the classes are laid end to end, and folds are dealt
-    round-robin along that order: fold sizes differ by at most one, and so do a class's counts
-    in different folds. Repeat r draws stream r of the seed (:func:`kcheck.seeds.rng`).
-    """
+    """Fold number (0..folds-1) of every row: shuffled within class, classes end to end, dealt
+    round-robin, so sizes and class counts differ by at most one. Repeat r: stream r."""
     rng = seeds.rng(seed, repeat)
     _, inverse = np.unique(np.asarray(y), return_inverse=True)
     order = np.concatenate(

@@ -1,6 +1,5 @@
-"""The decision rule and its paired 95% intervals, shared by check and verify. Scores are per point
-(1/0, or a fraction of repeats), optionally weighted: another metric changes the weights, not the
-rule."""
+"""The decision rule and its paired 95% intervals, shared by check and verify. Scores are per point,
+optionally weighted: a metric changes weights, not the rule."""
 
 from __future__ import annotations
 
@@ -19,8 +18,7 @@ SCHEMA_VERSION = 3
 READABLE_CHECK_SCHEMAS = (1, 2, 3)
 Verdict = Literal["linear", "kernel"]
 Margin = Literal["clear", "borderline"]
-#: Gaps are rounded to this many decimals before comparing with epsilon, so an exact tie (3 rows of
-#: 150 vs 0.02) survives binary rounding.
+#: Gaps are rounded to this many decimals before comparing, so exact ties survive.
 TIE_DECIMALS = 12
 #: Two-sided 95% normal quantile.
 Z95 = 1.959963984540054
@@ -36,8 +34,7 @@ class Gap:
 
 
 def accuracy(correct: np.ndarray, weights: np.ndarray | None = None) -> float:
-    """The (weighted) mean of per-point results; NaN for no points. Equal weights: plain
-    accuracy."""
+    """The (weighted) mean of per-point results; NaN for no points."""
     c = np.asarray(correct, dtype=np.float64)
     if c.size == 0:
         return float("nan")
@@ -50,9 +47,8 @@ def accuracy(correct: np.ndarray, weights: np.ndarray | None = None) -> float:
 def paired_gap(
     checker_correct: np.ndarray, linear_correct: np.ndarray, weights: np.ndarray | None = None
 ) -> Gap:
-    """Mean and normal 95% interval of d_i = correct_checker(i) - correct_linear(i) on V. Pairing
-    removes the variance both share, so it is much tighter than two independent accuracies.
-    ``weights``: the weighted mean and its variance."""
+    """Mean and normal 95% interval of d_i = correct_checker(i) - correct_linear(i) on V: pairing
+    removes shared variance. ``weights``: weighted mean and variance."""
     a = np.asarray(checker_correct, dtype=np.float64)
     b = np.asarray(linear_correct, dtype=np.float64)
     if a.shape != b.shape or a.size == 0:
@@ -84,8 +80,7 @@ def interval_floor(points: float) -> float:
 
 
 def reaches(x: float, epsilon: float) -> bool:
-    """Whether a gain (or interval end) reaches epsilon: the rule's one comparison, rounded
-    (:data:`EPSILON_DECIMALS`)."""
+    """Whether a gain (or interval end) reaches epsilon, rounded: the rule's one comparison."""
     return round(x, TIE_DECIMALS) >= epsilon
 
 
@@ -95,9 +90,8 @@ def straddles(gap: Gap, epsilon: float) -> bool:
 
 
 def mean_gap(first: Gap, second: Gap) -> Gap:
-    """The mean of two gaps on disjoint points (two folds), with its interval: standard error
-    sqrt(se1^2 + se2^2) / 2, about sqrt(2) narrower for equal folds. Averaging gaps, not pooling
-    points, is also right for AUC."""
+    """The mean of two gaps on disjoint points (two folds) with its interval, se = sqrt(se1^2 +
+    se2^2) / 2. Averaging gaps, not pooling points, also suits AUC."""
     se1 = (first.high - first.low) / (2 * Z95)
     se2 = (second.high - second.low) / (2 * Z95)
     mean = (first.value + second.value) / 2
@@ -105,9 +99,8 @@ def mean_gap(first: Gap, second: Gap) -> Gap:
     return Gap(mean, mean - Z95 * se, mean + Z95 * se)
 
 
-#: An outcome's role in the rule: ``deciding`` (exact mode, decides where it ran); ``proxy``
-#: (degree-2, MultiLinear, rff); ``stand-in`` (rbfsvm, only where cheap, so its skip for cost on
-#: large data is normal, not missing evidence).
+#: An outcome's role: ``deciding`` (exact mode, decides where run); ``proxy`` (degree-2,
+#: MultiLinear, rff); ``stand-in`` (rbfsvm: its skip for cost is normal).
 Role = Literal["deciding", "proxy", "stand-in"]
 #: Why a margin is what it is.
 MarginReason = Literal[
@@ -166,8 +159,7 @@ class Decision:
     overruled: Gap | None = None
 
     def notes(self, words: Callable[[str], str] = str) -> list[str]:
-        """The rule's warnings: checkers cut short, then a proxy's overrule; methods named by
-        ``words``."""
+        """The rule's warnings: cut-short checkers, then an overrule; methods named by ``words``."""
         out = [c.note(words) for c in self.cut_short]
         if self.overruled is not None and self.deciding_gap is not None:
             out.append(_overrule_note(self.overruled, words(str(self.deciding)), self.deciding_gap))
@@ -186,9 +178,8 @@ class Decision:
 
 
 def decide(gaps: dict[str, Gap], epsilon: float) -> Decision:
-    """``kernel`` if any checker's gap reaches epsilon, else ``linear``. ``clear`` when the deciding
-    interval lies on one side of epsilon: for kernel the largest qualifying gap's at or above; for
-    linear every checker's below."""
+    """``kernel`` if any gap reaches epsilon, else ``linear``; ``clear`` where the deciding interval
+    is on one side (kernel: the largest gap's; linear: every checker's)."""
     if not gaps:
         raise ValueError("no checker finished, so there is nothing to decide on")
 
@@ -304,9 +295,8 @@ def remeasure(
     )
 
 
-#: After one CV repeat the gap carries its fold assignment's variance, which the interval omits:
-#: 0.14-0.88 of its standard error on eight sets (scripts/results/exact.md). Widened by this, it
-#: covers up to 1.1 (sqrt(1 + 1.1^2) = 1.49).
+#: After one CV repeat the interval omits the fold assignment's variance (0.14-0.88 of its error,
+#: scripts/results/exact.md); widened by this it covers up to 1.1.
 ONE_REPEAT_WIDEN = 1.5
 
 
@@ -334,16 +324,14 @@ def without_timing(obj: Any) -> Any:
 
 
 def json_number(x: float | None, digits: int = 6) -> float | None:
-    """``digits`` significant digits (not decimals: 0.000123 keeps 3) for stable JSON; NaN and inf
-    become null."""
+    """``digits`` significant digits (0.000123 keeps 3); NaN and inf become null."""
     if x is None or not math.isfinite(x):
         return None
     return float(f"{float(x):.{digits}g}")
 
 
 def json_parameter(x: float | None) -> float | None:
-    """A method parameter (C, gamma) exactly, to pass to ``svm-train -c/-g`` or ``liblinear-train
-    -c`` for the same model."""
+    """A method parameter exactly, for ``svm-train -c/-g`` or ``liblinear-train -c``."""
     if x is None or not math.isfinite(x):
         return None
     return float(x)
