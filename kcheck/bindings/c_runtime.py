@@ -1,10 +1,5 @@
-"""What the C libraries share with the whole process: ``rand()``, OpenMP threads, stderr, and
-the threads that run their calls side by side or apart from the main thread.
-
-LIBLINEAR and LIBSVM draw CV folds from the C library's ``rand()``, LIBSVM's PyPI build runs
-OpenMP loops, and both report some failures with ``fprintf(stderr)`` and others with a bare -1.
-:mod:`kcheck.bindings.engines` calls these around the binding calls that need them.
-"""
+"""What the C libraries share with the process: ``rand()`` (CV folds), OpenMP threads, stderr
+(``fprintf`` failures), and the threads running their calls side by side or off the main thread."""
 
 from __future__ import annotations
 
@@ -45,15 +40,13 @@ _libc.rand.restype = ctypes.c_int
 
 
 def seed_c_rand(seed: int) -> None:
-    """Seed the C ``rand()`` that LIBLINEAR/LIBSVM use for CV folds (process-wide state),
-    once no call an interrupt left running can draw from it (:func:`interruptible`)."""
+    """Seed the process-wide C ``rand()`` (CV folds), once no interrupted call can draw from it."""
     wait_for_left_calls()
     _libc.srand(ctypes.c_uint(c_seed(seed)))
 
 
 def c_rand() -> int:
-    """The next C ``rand()``, the very draw LIBSVM would make next: kcheck.bindings.engines draws a
-    CV's folds with it, in LIBSVM's order, to train the folds side by side."""
+    """The next C ``rand()``, LIBSVM's next draw: engines draws CV folds with it to split them."""
     return int(_libc.rand())
 
 
@@ -80,32 +73,25 @@ def one_omp_thread() -> None:
 
 # --- a binding call apart from the main thread, so that Ctrl-C is seen at once ---------------
 
-#: How often the main thread looks for a signal while a binding call runs apart from it (a
-#: signal delivered to the call's thread wakes no wait in the main thread).
+#: How often the main thread checks for signals while a call runs in another thread.
 _WAIT_SECONDS = 0.05
-#: The binding calls an interrupt left running (:func:`interruptible`): each one's event is
-#: set once its call has returned.
+#: Calls an interrupt left running (:func:`interruptible`); each event is set when its call returns.
 _left_running: set[threading.Event] = set()
 _left_lock = threading.Lock()
 
 
 def interruptible(call: Callable[[], R]) -> R:
-    """``call()``, one LIBLINEAR or LIBSVM call that runs to its end once begun, made
-    interruptible where a Ctrl-C is Python's to handle: in the main thread, with a Python
-    SIGINT handler (``kcheck.check`` in a script or a notebook).
+    """``call()``, one LIBLINEAR or LIBSVM call that runs to its end once begun, made interruptible
+    where Ctrl-C is Python's to handle (main thread, Python SIGINT handler: ``kcheck.check`` in a
+    script or notebook).
 
-    Python runs a signal handler in the main thread only, between two bytecodes, so a Ctrl-C
-    that came while the main thread was inside such a call took effect once the call
-    returned: a LIBLINEAR C search on 20,000 rows, up to 20 s later. So the call runs in a
-    thread of its own (the bindings release the GIL) while the main thread waits in short
-    waits, where the KeyboardInterrupt is raised at once. The call itself cannot be stopped:
-    it goes on to its end in its thread (``call`` holds what it reads), and every binding
-    call after it, and every seeding of ``rand()``, waits until it has returned
-    (:func:`wait_for_left_calls`), so that it never draws from ``rand()`` or adds to LIBSVM's
-    iteration count beside them. Elsewhere (the command line runs its pipeline in a thread of
-    its own; a worker process ignores SIGINT), ``call()`` runs in the calling thread. The
-    thread gets the caller's OpenMP thread count (a per-thread setting).
-    """
+    Python handles signals between bytecodes of the main thread, so a Ctrl-C inside a C call waited
+    for it (up to 20 s). So the call runs in its own thread (the GIL is released) while the main
+    thread waits in short waits. The call cannot be stopped: it runs to its end, and later binding
+    calls and ``rand()`` seedings wait for it (:func:`wait_for_left_calls`), so it never draws from
+    ``rand()`` or adds iterations beside them. Elsewhere (the CLI's pipeline thread, workers
+    ignoring SIGINT), ``call()`` runs in the calling thread. The thread gets the caller's OpenMP
+    thread count."""
     wait_for_left_calls()
     if threading.current_thread() is not threading.main_thread() or not callable(
         signal.getsignal(signal.SIGINT)
@@ -114,8 +100,7 @@ def interruptible(call: Callable[[], R]) -> R:
     threads = None if _gomp is None else int(_gomp.omp_get_max_threads())
     box: dict[str, Any] = {}
     done = threading.Event()
-    # Under _left_lock: whether the thread has begun the call, or the caller has left before
-    # it did (then it never will).
+    # Under _left_lock: whether the thread began the call, or the caller left first.
     begun, dropped = [False], [False]
 
     def run() -> None:
@@ -151,8 +136,7 @@ def interruptible(call: Callable[[], R]) -> R:
 
 
 def wait_for_left_calls() -> None:
-    """Wait until every binding call an interrupt left running has returned (at once where
-    none is): what comes next must not run beside it."""
+    """Wait until every call an interrupt left running has returned; nothing may run beside it."""
     while True:
         with _left_lock:
             pending = next(iter(_left_running), None)
@@ -169,11 +153,8 @@ _stderr_lock = threading.Lock()
 
 @contextlib.contextmanager
 def captured_stderr() -> Iterator[list[str]]:
-    """Send file descriptor 2 to a temporary file; the yielded list gets its text afterwards.
-
-    The model loaders report problems with C's ``fprintf(stderr, ...)``, below Python's
-    ``sys.stderr``, so only redirecting the descriptor keeps that text off the terminal.
-    """
+    """Send file descriptor 2 to a temporary file; the yielded list gets its text afterwards. The
+    loaders ``fprintf(stderr)`` below ``sys.stderr``, so only the descriptor can be redirected."""
     text: list[str] = []
     with _stderr_lock, tempfile.TemporaryFile() as tmp:
         try:
@@ -200,14 +181,12 @@ def library_reason(captured: list[str]) -> str:
 
 
 def weights_quiet(weights: str) -> contextlib.AbstractContextManager[Any]:
-    """With class weights, a CV fold (or a C search's fold) that lacks a weighted class makes
-    both libraries print a warning with ``fprintf(stderr)``: keep it off the user's terminal."""
+    """With class weights a fold lacking a weighted class warns on stderr: keep it off screen."""
     return captured_stderr() if weights else contextlib.nullcontext()
 
 
 def save_failed(path: str, library: str) -> OSError:
-    """The C libraries' save returns -1 without a reason; a full disk is the usual one, so
-    look for it. An OSError lets the caller name the real file, not a temporary one."""
+    """The save's bare -1 is usually a full disk: check; an OSError names the real file."""
     try:
         full = os.statvfs(os.path.dirname(os.path.abspath(path))).f_bavail == 0
     except OSError:
@@ -218,10 +197,9 @@ def save_failed(path: str, library: str) -> OSError:
 
 
 def side_by_side(fn: Callable[[int], None], count: int, workers: int) -> None:
-    """``fn(0)`` ... ``fn(count - 1)`` in ``workers`` threads of this process (in turn where
-    one): the folds of a CV, whose C calls release the GIL (kcheck.bindings.engines, exact mode's
-    repeats). The first exception is raised here. An interrupted caller does not wait for the
-    calls under way: each holds what it reads, and the CLI ends the process."""
+    """``fn(0)`` ... ``fn(count - 1)`` in ``workers`` threads (in turn where one): a CV's folds,
+    whose C calls release the GIL. The first exception is raised here; an interrupted caller does
+    not wait (each call holds what it reads; the CLI ends the process)."""
     if workers < 2:
         for i in range(count):
             fn(i)

@@ -60,10 +60,9 @@ def _load_own_library(package: str) -> None:
 
 
 def _import_binding(module: str) -> Any:
-    """The binding ``module``, imported with SIGINT and SIGTERM held until the import ends: its bare
-    ``except:`` around the library load takes a Ctrl-C for a failed load and may pick up a system
-    library of another version. Handlers are swapped in the main thread (where Python runs them); a
-    signal that came is raised again afterwards."""
+    """The binding ``module``, imported with SIGINT and SIGTERM held: its bare ``except:`` takes a
+    Ctrl-C for a failed load and may load another version. Handlers swap in the main thread; a held
+    signal is raised after."""
     came: list[int] = []
     swapped: dict[int, Any] = {}
     if threading.current_thread() is threading.main_thread():
@@ -147,8 +146,7 @@ class LinearModel(LinearWeights):
     """A trained LIBLINEAR model: numpy weights to predict with, and the C model, to save."""
 
     def save(self, path: str) -> None:
-        """Save in LIBLINEAR's text format at the data's full width
-        (:meth:`LinearWeights.full_width`)."""
+        """Save in LIBLINEAR's text format at full width (:meth:`LinearWeights.full_width`)."""
         if self._raw is None:
             raise EngineError("this model has no LIBLINEAR representation to save")
         raw = self._raw
@@ -186,8 +184,7 @@ class LinearModel(LinearWeights):
 
 @dataclass
 class Problem:
-    """A LIBLINEAR problem built once (16 bytes per nonzero plus 32 per row) and reused for the C
-    search and the final training."""
+    """A LIBLINEAR problem (16 bytes a nonzero, 32 a row) built once for C search and training."""
 
     _prob: _ll.problem
     y: np.ndarray
@@ -219,9 +216,8 @@ def _check_linear(problem: Problem, param: _ll.parameter) -> None:
 
 
 def search_C(problem: Problem, *, seed: int, eps: float | None = None) -> tuple[float, float]:
-    """LIBLINEAR's warm-start ``-C`` search: 5-fold CV over C; returns (best C, CV accuracy). Calls
-    ``find_parameters`` because ``train(..., '-C')`` prints even under ``-q``; ``rand()`` is seeded
-    here."""
+    """LIBLINEAR's warm-start ``-C`` search (5-fold CV): (best C, CV accuracy). ``find_parameters``
+    directly, as ``train(..., '-C')`` prints under ``-q``; ``rand()`` seeded here."""
     _enough_rows(problem.n_rows, N_FOLDS)
     param = _ll.parameter(
         f"-s {SOLVER} -B {BIAS:g} -C -q" + problem.weights + (f" -e {eps!r}" if eps else "")
@@ -245,9 +241,8 @@ def search_C(problem: Problem, *, seed: int, eps: float | None = None) -> tuple[
 
 
 def fold_problem(problem: Problem, rows: np.ndarray, class_weight: ClassWeight) -> Problem:
-    """The rows ``rows`` of ``problem`` as a LIBLINEAR problem pointing into its node arrays (16
-    bytes a row, no copy), as LIBLINEAR's own CV builds folds; it holds only its own classes'
-    weights, so nothing warns of a missing class."""
+    """Rows ``rows`` of ``problem`` as a LIBLINEAR problem pointing into its nodes (16 bytes a row,
+    as LIBLINEAR's CV does), with only its own classes' weights, so none warns."""
     full = problem._prob
     m = int(rows.size)
     sub = _ll.problem.__new__(_ll.problem)
@@ -290,8 +285,7 @@ def _from_raw(m: _ll.model, C: float) -> LinearModel:
 def train_linear(
     problem: Problem, C: float, *, eps: float | None = None, start: LinearModel | None = None
 ) -> LinearModel:
-    """Train ``-s 2 -B 1`` with a given C into numpy weights; ``start``: warm-start from its
-    solution."""
+    """Train ``-s 2 -B 1`` at C into numpy weights; ``start``: warm-start from its solution."""
     param = _parameter(C, eps, problem.weights)
     _check_linear(problem, param)
     if start is not None:
@@ -323,9 +317,8 @@ _KERNELS = ("linear", "polynomial", "rbf", "sigmoid", "precomputed")
 
 _svm.libsvm.svm_set_print_string_function(_svm.ctypes_print_null)
 
-#: LIBSVM's solver iterations in this process so far (all sub-problems), read from each "#iter = N"
-#: line while every other line is dropped: machine-independent work that follows a large C's slow
-#: convergence (kcheck.costs.solvers).
+#: LIBSVM's solver iterations here so far, read from each "#iter = N" line (all else dropped):
+#: machine-independent work that tracks a large C's slow convergence.
 _svm_iterations = [0]
 #: ... and support vectors, from "Total nSV = N": a precomputed kernel's training costs per support
 #: vector beside its iterations (scripts/results/calibrate_search.md).
@@ -336,8 +329,7 @@ _svm_iterations_lock = threading.Lock()
 
 
 def _count_svm_iterations(line: bytes | None) -> None:
-    # b"\noptimization finished, #iter = 6305\n"; side-by-side CV folds print from their own
-    # threads.
+    # b"\noptimization finished, #iter = 6305\n"; side-by-side folds print from their threads.
     if line and b"#iter = " in line:
         with _svm_iterations_lock:
             _svm_iterations[0] += int(line.split(b"#iter = ", 1)[1].split()[0])
@@ -518,8 +510,7 @@ def cv_rbf(problem: SvmProblem, C: float, gamma: float, *, folds: int, seed: int
 def cv_rbf_correct(
     problem: SvmProblem, C: float, gamma: float, *, folds: int, seed: int
 ) -> np.ndarray:
-    """Per-row correctness of :func:`cv_rbf`'s CV (same folds for the same seed), for paired
-    comparisons."""
+    """Per-row correctness of :func:`cv_rbf`'s CV (same seed, same folds), for paired gaps."""
     predicted = cv_rbf_predictions(problem, C, gamma, folds=folds, seed=seed)
     return np.asarray(predicted == problem.y)
 
@@ -565,8 +556,7 @@ class RbfModel:
         return self._each_row(lambda m, x, _: _svm.libsvm.svm_predict(m, x), 0, X)[0]
 
     def predict_scored(self, X: sp.spmatrix | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Labels and one-vs-one decision values, a column per class pair; two classes: positive is
-        ``labels[0]``."""
+        """Labels and one-vs-one decision values (a column a pair); two classes: + is labels[0]."""
         k = self.labels.size
         return self._each_row(_svm.libsvm.svm_predict_values, max(1, k * (k - 1) // 2), X)
 
@@ -585,9 +575,8 @@ class RbfModel:
         return self._raw is not None and bool(_svm.libsvm.svm_check_probability_model(self._raw))
 
     def predict_probability(self, X: sp.spmatrix | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Labels and class probabilities (``labels`` order) from ``svm_predict_probability``, as
-        ``svm-predict -b 1``; near the boundary the label may differ from :meth:`predict`'s vote, as
-        there."""
+        """Labels and class probabilities (``labels`` order) as ``svm-predict -b 1``; near the
+        boundary the label may differ from :meth:`predict`'s vote, as there."""
         if not self.has_probability:
             raise EngineError("the model has no probability information (svm-train -b 1)")
         return self._each_row(_svm.libsvm.svm_predict_probability, self.labels.size, X)
@@ -613,8 +602,7 @@ class RbfModel:
 def _predict_rows(
     model: Any, nodes: _svm.svm_problem | None, n: int, predict: Any, width: int
 ) -> tuple[np.ndarray, np.ndarray]:
-    """LIBSVM's ``predict(model, x, values)`` on the ``n`` rows of ``nodes``: labels and the first
-    ``width`` values written."""
+    """LIBSVM's ``predict`` on ``n`` rows of ``nodes``: labels and the first ``width`` values."""
     labels = np.empty(n, dtype=np.float64)
     values = np.zeros((n, width), dtype=np.float64)
     if n == 0:
@@ -665,8 +653,7 @@ def train_rbf(
 
 @dataclass
 class KernelProblem:
-    """A LIBSVM problem over a precomputed kernel of its own rows (``-t 4``): 28 bytes per entry,
-    which callers must bound."""
+    """A LIBSVM problem over a precomputed kernel (``-t 4``): 28 bytes an entry; bound it."""
 
     _prob: _svm.svm_problem
     y: np.ndarray
@@ -687,8 +674,7 @@ class KernelProblem:
 
 
 def cv_kernel(problem: KernelProblem, C: float, *, folds: int, seed: int, workers: int = 1) -> int:
-    """:func:`cv_rbf` on a precomputed kernel (same folds, same count); ``workers`` changes speed
-    only."""
+    """:func:`cv_rbf` on a precomputed kernel (same folds and count); ``workers``: speed only."""
     predicted = cv_kernel_predictions(problem, C, folds=folds, seed=seed, workers=workers)
     return int(np.count_nonzero(predicted == problem.y))
 
@@ -751,14 +737,12 @@ def _load(load: Any, copy: str, path: str, library: str) -> Any:
 
 
 def load_liblinear(copy: str, path: str) -> _ll.model:
-    """LIBLINEAR's ``load_model`` on ``copy``, printing nothing (checked by
-    kcheck.modelfiles.load)."""
+    """LIBLINEAR's ``load_model`` on ``copy``, silently (checked by kcheck.modelfiles.load)."""
     return _ll.toPyModel(_load(_ll.liblinear.load_model, copy, path, "LIBLINEAR"))
 
 
 def load_libsvm(copy: str, path: str) -> _svm.svm_model:
-    """LIBSVM's ``svm_load_model`` on ``copy``, printing nothing (checked by
-    kcheck.modelfiles.load)."""
+    """LIBSVM's ``svm_load_model`` on ``copy``, silently (checked by kcheck.modelfiles.load)."""
     return _svm.toPyModel(_load(_svm.libsvm.svm_load_model, copy, path, "LIBSVM"))
 
 

@@ -1,10 +1,6 @@
-"""A LIBLINEAR model's weights in numpy: prediction is one BLAS product, with no binding call.
-
-:class:`kcheck.bindings.engines.LinearModel` adds to this the C model behind the weights, for
-saving.
-The layout of LIBLINEAR's weight array (how many vectors, where the bias row is) is here too,
-so that training, saving and loading read it the same way.
-"""
+"""A LIBLINEAR model's weights in numpy: prediction is one BLAS product, no binding call
+(:class:`kcheck.bindings.engines.LinearModel` adds the C model, for saving). The weight array's
+layout (vectors, bias row) is here, so training, saving and loading read it alike."""
 
 from __future__ import annotations
 
@@ -39,11 +35,8 @@ def nr_weight_vectors(nr_class: int, solver_type: int) -> int:
 
 
 def split_bias(w: np.ndarray, nr_feature: int, bias: float) -> tuple[np.ndarray, np.ndarray]:
-    """LIBLINEAR's stored (w_size, nr_w) weights as the features' weights and the bias term's.
-
-    With a bias (``bias >= 0``) the last row belongs to the constant feature ``bias``, so its
-    weights times ``bias`` are what every decision value adds.
-    """
+    """LIBLINEAR's stored (w_size, nr_w) weights as the features' and the bias term's: with ``bias
+    >= 0`` the last row is the constant feature's, times ``bias`` added to every decision value."""
     if bias >= 0:
         return w[:nr_feature], w[nr_feature] * bias
     return w[:nr_feature], np.zeros(w.shape[1])
@@ -51,13 +44,10 @@ def split_bias(w: np.ndarray, nr_feature: int, bias: float) -> tuple[np.ndarray,
 
 @dataclass
 class LinearWeights:
-    """A trained LIBLINEAR model, kept as numpy weights so prediction is one BLAS product.
-
-    ``weights`` has shape (n_features, n_w); ``bias_weights`` shape (n_w,). For two classes
-    n_w == 1 and a positive decision value means ``labels[0]``; otherwise one-vs-rest argmax.
-    With ``columns`` (sorted), row i of ``weights`` belongs to column ``columns[i]`` of X and
-    every other column has weight 0: the model was trained on the columns its data used.
-    """
+    """A trained LIBLINEAR model as numpy weights. ``weights``: (n_features, n_w); ``bias_weights``:
+    (n_w,). Two classes: n_w == 1, positive means ``labels[0]``; else one-vs-rest argmax. With
+    sorted ``columns``, row i is column ``columns[i]`` of X and all others weigh 0 (trained on the
+    columns used)."""
 
     weights: np.ndarray
     bias_weights: np.ndarray
@@ -72,8 +62,7 @@ class LinearWeights:
     solver_type: int = SOLVER
 
     def __getstate__(self) -> dict[str, Any]:
-        """Pickle the numpy weights only (a worker process sends its model back this way); the
-        C model is left behind, so an unpickled model predicts but cannot be saved."""
+        """Pickle only the numpy weights: an unpickled model predicts but cannot save."""
         state = dict(self.__dict__)
         state["_raw"] = None
         return state
@@ -83,10 +72,8 @@ class LinearWeights:
         return int(self.weights.shape[0])
 
     def full_width(self, bias_row: np.ndarray | None) -> np.ndarray:
-        """The weights of a model trained on ``columns`` at the data's full width, laid out as
-        LIBLINEAR stores them (``bias_row`` last, if any). The other columns get weight 0,
-        which is what full-width training gives them (their gradient is 0, and the
-        regulariser pulls them to 0)."""
+        """A ``columns``-trained model's weights at full width in LIBLINEAR's layout (``bias_row``
+        last); other columns 0, as full-width training gives them."""
         assert self.columns is not None and self.width is not None
         rows = self.width + (0 if bias_row is None else 1)
         w = np.zeros((rows, self.weights.shape[1]), dtype=np.float64)
@@ -133,9 +120,8 @@ class LinearWeights:
         return self.solver_type in LOGISTIC_SOLVERS
 
     def predict_probability(self, X: sp.spmatrix | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Labels and class probabilities (columns in ``labels`` order), as LIBLINEAR's
-        ``predict_probability``: the logistic of each decision value, normalised over the
-        classes when there are more than two."""
+        """Labels and class probabilities (``labels`` order), as LIBLINEAR's
+        ``predict_probability``: each value's logistic, normalised over more than two classes."""
         if not self.has_probability:
             raise EngineError(
                 "only LIBLINEAR logistic regression models (-s 0, 6, 7) give probabilities"

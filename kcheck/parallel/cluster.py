@@ -51,8 +51,7 @@ CONNECT_SECONDS = 10.0
 WORKER_WAIT_SECONDS = 60.0
 #: Starts of one task (each ended by its worker dying) before it fails with WorkerDied.
 MAX_TRIES = 3
-#: Least memory per ``local:N`` worker: Python with Dask, NumPy, SciPy and kcheck (80 MB measured),
-#: plus a small check.
+#: Least memory per ``local:N`` worker: Python with Dask, NumPy, SciPy, kcheck (80 MB).
 LOCAL_WORKER_BYTES = 256 * 2**20
 
 _ADDRESS = re.compile(
@@ -93,9 +92,8 @@ def parse_scheduler(text: str) -> Scheduler:
 
 
 def require(text: str, memory_limit: int | None = None) -> Scheduler:
-    """The parsed ``--scheduler``, once the extra is installed and ``local:N`` fits
-    (:func:`check_local`), so a bad address, missing extra or too many workers fail before any
-    work."""
+    """The parsed ``--scheduler`` once the extra is installed and ``local:N`` fits, so a bad
+    address, missing extra or too many workers fail before any work."""
     scheduler = parse_scheduler(text)
     check_local(scheduler, memory_limit)
     if importlib.util.find_spec("distributed") is None:  # found, not imported: see Session
@@ -162,8 +160,7 @@ def _started_apart(build: Callable[[], T], undo: Callable[[T], object]) -> T:
         finally:
             done.set()
 
-    # Wait on an event, not Thread.join: an interrupted join() marks a running thread ended (Python
-    # 3.11).
+    # Wait on an event, not Thread.join: an interrupted join() marks a thread ended (3.11).
     thread = threading.Thread(target=target, name="kcheck-cluster-start", daemon=True)
     try:
         thread.start()
@@ -194,10 +191,8 @@ def dask_setup(worker: Any) -> None:
 
 
 def _without_closed_client_errors(hook: Callable[[Any], object]) -> Callable[[Any], None]:
-    """Wrap a worker's ``sys.unraisablehook`` to drop one message: a client asked for by a task
-    (:func:`run_task`) while the cluster closes after a Ctrl-C is never closed, and its ``__del__``
-    printed "RuntimeError: IOLoop is closed" under "kcheck: interrupted". Anything else still
-    prints."""
+    """Wrap a worker's ``sys.unraisablehook`` to drop the "IOLoop is closed" a task's client prints
+    from ``__del__`` as the cluster closes after Ctrl-C; all else prints."""
 
     def quiet(args: Any) -> None:
         if getattr(args.object, "__qualname__", "") == "Client.__del__" and isinstance(
@@ -300,8 +295,7 @@ def _answer(data: bytes) -> str:
 
 
 def _is_handshake(body: bytes) -> bool:
-    """Whether ``body`` (one message's frames) is a Dask handshake: a mapping with Python version
-    and pickle protocol."""
+    """Whether ``body`` (a message's frames) is a Dask handshake (Python, pickle versions)."""
     try:
         from distributed.protocol.core import loads
         from distributed.protocol.utils import unpack_frames
@@ -313,9 +307,8 @@ def _is_handshake(body: bytes) -> bool:
 
 
 class Session:
-    """A client of a running cluster, or of a LocalCluster of N worker processes started here.
-    Checked on open: the scheduler answers, a worker joined, every worker has one thread and this
-    kcheck version; else a KcheckError (exit 2)."""
+    """A client of a running cluster, or of a LocalCluster of N workers started here; on open the
+    scheduler must answer and workers have one thread and our version (else exit 2)."""
 
     def __init__(self, scheduler: Scheduler | str, memory_limit: int | None = None) -> None:
         self.scheduler = parse_scheduler(scheduler) if isinstance(scheduler, str) else scheduler
@@ -346,8 +339,8 @@ class Session:
                     threads_per_worker=1,
                     processes=True,
                     dashboard_address=None,
-                    # No dashboard, and the scheduler's HTTP server on a free local port (Dask's
-                    # default 8787 warned where taken).
+                    # No dashboard; the scheduler's HTTP server on a free local port (8787 may be
+                    # busy).
                     scheduler_kwargs={"dashboard": False, "dashboard_address": "127.0.0.1:0"},
                     silence_logs=_SILENT,
                     preload=["kcheck.parallel.cluster"],
@@ -465,8 +458,7 @@ class Session:
         return sorted(out, key=lambda x: x[0])
 
     def cancel(self, futures: Any) -> None:
-        """Cancel queued tasks; one running in C finishes and is dropped (shared cluster), or ends
-        with the local cluster."""
+        """Cancel queued tasks; one running in C finishes unused, or ends with the local cluster."""
         if self._client is None or not futures:
             return
         with contextlib.suppress(Exception):
@@ -519,8 +511,7 @@ _ONE_AT_A_TIME = threading.Lock()
 
 
 def run_task(run_id: str, key: str, fn: Callable[..., Any], *args: Any) -> Any:
-    """On a worker: count this start, refuse a task that killed its worker :data:`MAX_TRIES` times,
-    then run ``fn(*args)`` alone here."""
+    """On a worker: count this start, refuse after :data:`MAX_TRIES` deaths, run ``fn`` alone."""
     distributed = _import_distributed()
     client = distributed.get_client()
     path = ["kcheck", run_id, key]
@@ -533,8 +524,7 @@ def run_task(run_id: str, key: str, fn: Callable[..., Any], *args: Any) -> Any:
 
 
 def shared_path(path: str) -> tuple[str, int, int] | None:
-    """What a worker must see at ``path`` for the same file: absolute path, size, mtime (whole
-    seconds); None if unreadable."""
+    """What a worker must see at ``path`` for the same file (path, size, mtime), or None."""
     try:
         st = os.stat(path)
     except OSError:

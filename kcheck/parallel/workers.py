@@ -38,8 +38,7 @@ from kcheck.errors import TimeLimitReached
 
 R = TypeVar("R")
 
-#: Held while a task is submitted (when a pool starts workers) and while pools end, so no worker is
-#: half started at exit.
+#: Held while submitting (pools start workers then) and ending pools: none half started at exit.
 _LOCK = threading.Lock()
 _POOLS: weakref.WeakSet[ProcessPoolExecutor] = weakref.WeakSet()
 _closing = False
@@ -53,8 +52,7 @@ _CPU_LOCK = threading.Lock()
 
 def process_cpu_seconds() -> float:
     """CPU seconds of this process, its ended children, and its pool tasks and :func:`stoppable`
-    calls. A :class:`Background` call's are its own (:attr:`Background.cpu_seconds`): it runs beside
-    the stages."""
+    calls (not a :class:`Background`'s: it runs beside the stages)."""
     own = resource.getrusage(resource.RUSAGE_SELF)
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     with _CPU_LOCK:
@@ -69,16 +67,14 @@ def _add_worker_cpu(seconds: float) -> None:
 
 
 def _measured(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, float]:
-    """``fn``'s value and the CPU seconds it took in this (worker) process, its own workers
-    included."""
+    """``fn``'s value and the CPU seconds it took in this worker, its own workers included."""
     c0 = process_cpu_seconds()
     value = fn(*args, **kwargs)
     return value, process_cpu_seconds() - c0
 
 
 class _Measured(Future):  # type: ignore[type-arg]
-    """A pool task's future whose CPU seconds are added to :func:`process_cpu_seconds` on arrival.
-    Cancelling cancels the task."""
+    """A pool task's future, its CPU seconds added to :func:`process_cpu_seconds` on arrival."""
 
     def __init__(self, inner: Future) -> None:  # type: ignore[type-arg]
         super().__init__()
@@ -249,8 +245,7 @@ class Stopped(Exception):
 
 
 def _run_and_send(conn: Any, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
-    """``fn(*args)`` with the CPU seconds it took here: (True, value, cpu) or (False, exception,
-    cpu)."""
+    """``fn(*args)`` with its CPU seconds here: (True, value, cpu) or (False, exception, cpu)."""
     c0 = process_cpu_seconds()
     try:
         out: tuple[bool, Any, float] = (True, fn(*args), process_cpu_seconds() - c0)
@@ -378,8 +373,7 @@ def _background_main(conn: Any) -> None:
 
 
 def _send_out_of_band(conn: Any, obj: Any) -> None:
-    """Pickle ``obj`` with its arrays' memory sent as is (protocol 5 out-of-band), no pickled copy
-    here."""
+    """Pickle ``obj`` with arrays sent out-of-band (protocol 5): no pickled copy here."""
     buffers: list[pickle.PickleBuffer] = []
     head = pickle.dumps(obj, protocol=5, buffer_callback=buffers.append)
     views = [b.raw() for b in buffers]
@@ -414,9 +408,8 @@ def end_all_pools(wait_for_start: float = 10.0) -> None:
     locked = _LOCK.acquire(timeout=wait_for_start)
     try:
         _closing = True
-        # A just-forked worker may still be reading start-up data naming the pool's semaphores;
-        # unlinked under it, it prints a traceback (about 1 Ctrl-C in 30 under load). Stopped first,
-        # it prints nothing; end_pool then kills it.
+        # A just-forked worker reading start-up data names the pool's semaphores; unlinked under it,
+        # it prints a traceback. Stopped first it prints nothing; end_pool kills it.
         for pool in list(_POOLS):
             _stop_workers(pool)
         for job in list(_BACKGROUND):
@@ -468,8 +461,8 @@ def _close(fd: int | None) -> None:
 
 
 def _reap(pid: int, within: float | None) -> bool:
-    """Wait up to ``within`` seconds (None: forever) for child ``pid`` and reap it; whether it ended
-    (also where it is no longer our child)."""
+    """Wait up to ``within`` seconds (None: forever) for child ``pid``, reap it; whether it
+    ended."""
     deadline = None if within is None else time.monotonic() + within
     while True:
         try:
