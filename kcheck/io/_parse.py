@@ -96,8 +96,7 @@ def _swar8(x: Array) -> Array:
 
 
 def _pos1(mask: Array) -> Array:
-    """1-based position of the only marked byte of each word, 0 if none (mark x 0x0102030405060708
-    puts k + 1 in the top byte)."""
+    """1-based position of each word's only marked byte, 0 if none (x 0x0102030405060708)."""
     out: Array = (((mask >> _S7) * _POSMUL) >> _S56).astype(np.intp)
     return out
 
@@ -123,9 +122,8 @@ def _window(v16: Array, s: Array, n: Array) -> tuple[Array, Array, Array, Array,
     return dvl, dvh, ndl & kl, ndh & kh, tl, th
 
 
-# Token XOR '0': '.' 0x1E has bit 0 clear; '+' 0x1B and '-' 0x1D have bit 0 set, bit 6 clear, and
-# differ in bit 1; 'e' 0x55 and 'E' 0x75 have bits 0 and 6 set. Shifting a bit to position 7 and
-# masking picks each class out of eight bytes.
+# Token XOR '0': '.' (0x1E) has bit 0 clear; '+' (0x1B) and '-' (0x1D) bit 0 set, bit 6 clear,
+# differing in bit 1; 'e'/'E' (0x55/0x75) bits 0 and 6 set.
 
 
 def _mantissa(dvl: Array, dvh: Array, dpe: Array) -> Array:
@@ -168,8 +166,7 @@ def _numbers_plain(v16: Array, s: Array, n: Array) -> tuple[Array, Array]:
 
 
 def _numbers_exp(v16: Array, s: Array, n: Array) -> tuple[Array, Array]:
-    """As _numbers_plain, also with ``[eE][+-]digits``: mantissa times or over one exact power of
-    ten (|k| <= 22)."""
+    """As _numbers_plain, with ``[eE][+-]digits``: times or over one exact power of ten."""
     nn = np.minimum(n, 16)
     dvl, dvh, ndl, ndh, tl, th = _window(v16, s, n)
     odd_l = tl << _S7
@@ -286,10 +283,6 @@ def _indices(words: Array, col: Array, li: Array) -> Array | None:
     return val.astype(np.int64)
 
 
-# ----------------------------------------------------------------------------------------------
-# Fast path for one chunk
-
-
 def _blank_comments(c: Array, nl: Array) -> None:
     """Overwrite every '#' comment (up to its newline) with spaces, in place."""
     hp = np.flatnonzero(c == 0x23)
@@ -321,8 +314,7 @@ def _only_libsvm_bytes(c: Array) -> bool:
 
 
 def _drop_qids(c: Array, nl: Array, starts: Array, ends: Array) -> bool:
-    """Blank out 'qid:N' tokens in place; False if a 'q' token is not one, or stands for the
-    label."""
+    """Blank out 'qid:N' tokens in place; False if a 'q' token is not one or is the label."""
     q = np.flatnonzero(c[starts] == ord("q"))
     if len(q) == 0:
         return True
@@ -429,10 +421,6 @@ def fast_chunk(text: bytes, zero_based: bool) -> Part | None:  # noqa: C901 - ho
                 return None  # duplicate index: let the careful parser name the line
     nlines = len(nl) - (0 if ends_nl else 1)
     return Part(labels, counts.astype(np.int64), idx, vals, nlines)
-
-
-# ----------------------------------------------------------------------------------------------
-# Assembling the CSR arrays
 
 
 _allocator_ready = False

@@ -48,8 +48,7 @@ def _is_fifo(path: str) -> bool:
 
 
 def no_reader(path: str, e: OSError) -> bool:
-    """Whether ``e`` is what opening FIFO ``path`` without waiting gives when no process reads
-    it."""
+    """Whether ``e`` is what opening FIFO ``path`` without waiting gives when no one reads it."""
     return e.errno == errno.ENXIO and _is_fifo(path)
 
 
@@ -80,16 +79,14 @@ def open_special(path: str, *, wait: bool = False) -> int:
 
 
 class Abandoned(BaseException):
-    """Raised where a temporary is asked for after :func:`abandon`: nothing new may be left
-    behind."""
+    """Raised where a temporary is asked for after :func:`abandon`: nothing new may be left."""
 
 
 #: Private directories of temporaries in use. :func:`abandon` removes them before ``os._exit`` (no
 #: ``finally`` runs then) while a worker thread may still write into one.
 _live: set[str] = set()
 _live_lock = threading.Lock()
-#: Held while temporaries are renamed into place: an interrupt waits for a whole set (model and
-#: range file).
+#: Held while temporaries are renamed: an interrupt waits for a whole set (model, range).
 _commit_lock = threading.Lock()
 #: The commit lock :func:`abandon` took for good: from then on no temporary, no rename.
 _abandoned_with: list[object] = []
@@ -210,8 +207,7 @@ class _Temporary:
         self.given = os.fspath(path)
         self.what = what
         self.special = _special(self.given)
-        # Through the name given: /dev/stdout or /dev/fd/N may lead to a pipe, with no path to
-        # resolve.
+        # Through the name given: /dev/stdout or /dev/fd/N may be a pipe with no path to resolve.
         self.target = self.given if self.special else os.path.realpath(self.given)
         self.directory: str | None = None
         self.fd: int | None = None
@@ -220,9 +216,8 @@ class _Temporary:
         parent = tempfile.gettempdir() if self.special else os.path.dirname(self.target)
         try:
             if self.special:
-                # Opened now, before the work and never under the commit lock: the set's own
-                # descriptor, else one opened here (an unread FIFO is an error in a set; alone we
-                # wait for a reader, as a shell does).
+                # Opened now, never under the commit lock: the set's descriptor, else our own (an
+                # unread FIFO is an error in a set; alone we wait for a reader, as a shell does).
                 self.fd = group.reserved(self.given) if group is not None else None
                 if self.fd is None:
                     self.fd = open_special(self.given, wait=group is None)
@@ -382,8 +377,7 @@ class OutputSet:
         self._ended = False
 
     def reserve(self, path: str) -> None:
-        """Open device or pipe ``path`` now, for the commit (ENXIO for an unread FIFO, as
-        :func:`open_special`)."""
+        """Open device or pipe ``path`` now for the commit (ENXIO for an unread FIFO)."""
         fd = open_special(path)
         st = os.fstat(fd)
         key = (st.st_dev, st.st_ino)
@@ -455,8 +449,7 @@ class OutputSet:
             if exc_type is None:
                 self.commit()
         finally:
-            # Ended: a worker thread whose write began in this set drops it instead of committing it
-            # alone.
+            # Ended: a worker thread's write begun in this set is dropped, not committed alone.
             self.close()
             with _live_lock:
                 if _active is self:
@@ -557,8 +550,7 @@ def atomic_path(path: str | os.PathLike[str], what: str = "file") -> Iterator[st
 def atomic_open(
     path: str | os.PathLike[str], mode: str = "w", what: str = "file", **kwargs: Any
 ) -> Iterator[IO[Any]]:
-    """Open a temporary file for writing (``"w"`` or ``"wb"``; ``kwargs`` to :func:`open`); on
-    success it becomes ``path``."""
+    """Open a temporary file (``"w"``/``"wb"``, ``kwargs`` to :func:`open`); it becomes ``path``."""
     if mode not in ("w", "wb"):
         raise ValueError("atomic_open writes text ('w') or bytes ('wb') only")
     with atomic_path(path, what) as tmp:

@@ -72,10 +72,6 @@ NEEDS = (
 )
 
 
-# ----------------------------------------------------------------------------------------------
-# Input
-
-
 def _display_name(path: PathArg) -> str:
     return "<stdin>" if _is_stdin(path) else os.fspath(path)
 
@@ -149,8 +145,7 @@ class _LineTooLong(Exception):
     """A line outgrew the cap; the caller knows its number."""
 
 
-#: time.perf_counter() after which a read raises TimeLimitReached: --time-limit covers the read (a 2
-#: GB-expanding gzip took 44 s of 5).
+#: perf_counter() past which a read raises TimeLimitReached (--time-limit covers reading).
 _DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar(
     "kcheck_read_deadline", default=None
 )
@@ -167,10 +162,8 @@ def read_until(deadline: float | None) -> Iterator[None]:
 
 
 def _line_chunks(f: BinaryIO, name: str, max_line: int, digest: Any = None) -> Iterator[bytes]:
-    """Pieces of about _CHUNK bytes, each ending at a line end (except the last), so memory follows
-    the result, not the file. A UTF-8 BOM is dropped; lone CR line ends in the first block become
-    LF. A line over ``max_line`` raises _LineTooLong (``/dev/zero``). ``digest`` is fed every block
-    as read."""
+    """Pieces of about _CHUNK bytes ending at line ends. A BOM is dropped, lone CRs become LF, a
+    line over ``max_line`` raises _LineTooLong; ``digest`` sees every block."""
     pending: list[bytes] = []
     pending_bytes = 0
     first = True
@@ -229,10 +222,6 @@ def _check_stream(f: BinaryIO, name: str) -> None:
         raise DataFormatError(
             name, None, f"{_codec_name(f)} data is truncated or corrupt ({e})"
         ) from None
-
-
-# ----------------------------------------------------------------------------------------------
-# Public reader
 
 
 def read_libsvm(
@@ -486,13 +475,8 @@ def content_sha256(path: PathArg) -> str:
     return digest.hexdigest()
 
 
-# ----------------------------------------------------------------------------------------------
-# Writer
-
-
 def label_repr(v: float) -> str:
-    """A label's text: integral values without '.0' (as LIBSVM tools print), others with 17
-    significant digits to read back exactly."""
+    """A label's text: integers without '.0' (as LIBSVM prints), others with 17 digits (exact)."""
     f = float(v)
     if f.is_integer() and abs(f) < 1e16:
         return str(int(f))
@@ -510,9 +494,8 @@ def _text_blocks(
     pair: str = " %d:%.17g",
     end: str = "\n",
 ) -> Iterator[str]:
-    """The text of labels and canonical CSR rows in blocks, one %-operation per block for speed: a
-    line is ``label``, ``pair`` per value and ``end`` (svm-scale's layout:
-    kcheck.scaling.fitting.scaled_text)."""
+    """Labels and canonical CSR rows as text in blocks, one %-operation a block: ``label``, ``pair``
+    per value, ``end`` (svm-scale's: fitting.scaled_text)."""
     indptr, indices, data = X.indptr, X.indices, X.data
     formats: dict[int, str] = {}
     for r0 in range(0, X.shape[0], _ROWS_PER_BLOCK):

@@ -1,16 +1,9 @@
-"""kcheck's own formats read back: check JSON, batch lines, term specs and path lists.
-
-kcheck wrote them, but they come back from disk, where anything may stand in their place: a
-tampered file, a symlink to ``/dev/zero``, a line torn by a crash, a 100,000-deep ``[[[...]]]``.
-So every read here is bounded before Python's ``json`` sees the text: in bytes (read in
-chunks and stopped at a cap, so an endless stream costs one chunk of memory), in nesting
-depth (checked before parsing, which would otherwise recurse until RecursionError) and in the
-digits of an integer (Python refuses to convert more than 4,300). The readers of each format
-then check every field's type before they use it, with the helpers below.
-
-Anything that is not kcheck's format is a :class:`~kcheck.errors.DataFormatError` naming the
-file and line: one line on stderr and exit 2.
-"""
+"""kcheck's own formats read back (check JSON, batch lines, term specs, path lists), bounded because
+anything may stand in their place on disk (tampering, ``/dev/zero``, a torn line, 100,000-deep
+``[[[...]]]``). Before ``json`` sees the text: bytes are capped (read in chunks), nesting depth
+checked (else RecursionError), integer digits bounded (Python refuses over 4,300). Readers then
+type-check every field with the helpers below. Anything else is a
+:class:`~kcheck.errors.DataFormatError` naming file and line (exit 2)."""
 
 from __future__ import annotations
 
@@ -49,9 +42,7 @@ __all__ = [
 
 #: Bytes read at a time: what an endless stream costs before a cap stops it.
 CHUNK = 1 << 20
-#: Parsed JSON takes up to this many times its text's bytes as Python objects (an empty list
-#: or object per 3 bytes of ``[[],[],...]`` is about 21x); caps derived from a memory limit
-#: divide it by this.
+#: Parsed JSON takes up to this many times its text's bytes; memory-derived caps divide by it.
 PARSE_FACTOR = 32
 #: Nesting deeper than this is not kcheck's: its deepest (a batch line's explain terms) is 5.
 MAX_DEPTH = 32
@@ -67,8 +58,7 @@ RESULTS_LINE_BYTES = 64 << 20
 #: A ``--files-from`` list: a million paths of PATH_MAX bytes would be 4 GiB; this is ample.
 PATH_LIST_BYTES = 256 << 20
 
-#: A JSON string; one left open runs to the end of the text. The closing quote is optional so
-#: that the match never fails and backtracks: a text of many ``\"`` stays linear.
+#: A JSON string, maybe unclosed: never backtracks, so many ``\"`` stay linear.
 _STRING = re.compile(r'"(?:[^"\\]|\\.)*"?', re.DOTALL)
 #: Brackets as ( and ), every other byte deleted: a bytes.translate, at C speed.
 _PARENS = bytes.maketrans(b"[{]}", b"(())")
@@ -86,8 +76,7 @@ class _Refused(ValueError):
 
 
 def byte_cap(fixed: int, memory_limit: int | None = None) -> int:
-    """The cap of one read: ``fixed`` (the format's documented cap), and no more than a
-    ``memory_limit`` (None: the default, half of RAM) can hold once parsed."""
+    """A read's cap: ``fixed``, and no more than ``memory_limit`` (None: half RAM) holds parsed."""
     limit = memory_limit or default_memory_limit()
     return max(1 << 16, min(fixed, limit // PARSE_FACTOR))
 
@@ -105,8 +94,7 @@ def _too_large(path: str, cap: int, what: str) -> DataFormatError:
 
 
 def read_all(path: str, *, cap: int, what: str, stream: IO[bytes] | None = None) -> bytes:
-    """The whole of ``path`` (or ``stream``, named ``path``), read in chunks and refused
-    as soon as it passes ``cap`` bytes: ``/dev/zero`` costs one chunk, not all of memory."""
+    """All of ``path`` (or ``stream``) in chunks, refused once past ``cap`` (``/dev/zero``)."""
     f = stream if stream is not None else open_input(path, what)
     parts: list[bytes] = []
     n = 0
@@ -129,12 +117,8 @@ def read_all(path: str, *, cap: int, what: str, stream: IO[bytes] | None = None)
 def iter_lines(
     f: IO[bytes], path: str, *, line_cap: int, total_cap: int, what: str
 ) -> Iterator[tuple[int, bytes | None]]:
-    """Each line of ``f`` (without its end) with its 1-based number, read in chunks.
-
-    A line longer than ``line_cap`` is never held: it is reported as None as soon as it
-    passes the cap (a caller may stop there) and the rest of it is skipped. More than
-    ``total_cap`` bytes in all is an error naming the file.
-    """
+    """Each line of ``f`` (no line end) with its 1-based number, in chunks. Over ``line_cap``: None,
+    rest skipped; over ``total_cap`` in all: an error naming the file."""
     pending: list[bytes] = []
     held = 0
     lineno = 0
@@ -178,15 +162,10 @@ def iter_lines(
 
 
 def nesting_depth(text: str) -> int:
-    """How deep ``[`` and ``{`` nest outside strings, as far as parsing goes: at most
-    MAX_DEPTH where it is no deeper (0 where too few brackets could be), and more than
-    MAX_DEPTH where it is deeper.
-
-    Done in C-speed passes rather than a loop per bracket: each pass removes every innermost
-    pair, so a balanced text takes as many passes as it is deep. What is left after them has
-    no pair: a stray closing bracket (where a parser stops) or opening ones never closed (into
-    which a parser recurses, each a level deeper).
-    """
+    """How deep ``[`` and ``{`` nest outside strings as far as parsing goes: the depth up to
+    MAX_DEPTH (0 where too few brackets), more than MAX_DEPTH beyond. Each C-speed pass removes
+    every innermost pair, so passes equal the depth; the remainder has no pair (a stray closer stops
+    a parser, unclosed openers each recurse a level)."""
     if text.count("[") + text.count("{") <= MAX_DEPTH:
         return 0
     outside = _STRING.sub("", text).encode("utf-8", "surrogatepass")
@@ -211,8 +190,7 @@ def _constant(name: str) -> float:
 
 
 def loads(raw: bytes, path: str, line: int | None, what: str) -> Any:
-    """One JSON document of kcheck's, bounded in depth and digits; anything else is an error
-    naming ``path`` and ``line`` (for a whole file, the line where it breaks)."""
+    """One kcheck JSON document, bounded in depth and digits; else an error at ``path``:``line``."""
 
     def bad(why: str, at: int | None = line) -> DataFormatError:
         return DataFormatError(path, at, f"not {what}: {why}")
@@ -306,8 +284,7 @@ def _data_problem(data: Any) -> str | None:
 
 
 def ok_line_problem(line: dict[str, Any]) -> str | None:
-    """What keeps an ok batch line from being used as kcheck uses it (a summary row, the
-    HTML page, a reused result), or None: every field read is of its type."""
+    """What keeps an ok batch line from use, or None: every field read is of its type."""
     if not isinstance(line.get("name"), str) or line.get("status") != "ok":
         return '"name" and "status" must be a string and "ok"'
     version = line.get("schema_version")

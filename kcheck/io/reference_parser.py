@@ -1,9 +1,6 @@
-"""The per-line reference parser of LIBSVM text: the format's rules and every error message.
-
-:mod:`kcheck.io._parse` takes the chunks it can prove well formed; every other chunk is parsed
-here, line by line, which either gives the same result or raises :class:`DataFormatError` at
-the exact line. So messages never depend on which path ran.
-"""
+"""The per-line reference parser of LIBSVM text, with the format's rules and every error message:
+chunks :mod:`kcheck.io._parse` cannot prove well formed are parsed here, with the same result or a
+:class:`DataFormatError` at the exact line."""
 
 from __future__ import annotations
 

@@ -1,22 +1,15 @@
-"""A stratified uniform sample of a file's rows, kept while the file streams past, in one pass.
+"""A stratified uniform sample of a file's rows, kept in one pass while the file streams.
 
-Every row gets a random key from the seeded generator, drawn in file order, so the sample
-depends only on the file and the seed, never on chunk sizes or timing. Each class keeps the
-rows with its smallest keys (bottom-k sampling, a uniform sample of that class), in a
-reservoir sized in proportion to the class counts seen so far; at the end each class keeps
-exactly its share of ``max_rows`` (largest remainders, at least one row per class). Between
-"settles" a class admits only rows whose key beats its current k-th key, so after a short
-warm-up almost every row is parsed and dropped, and memory stays at about ``max_rows`` rows
-(a quarter more between settles) plus one chunk, whatever the file's size.
+Each row gets a key from the seeded generator in file order, so the sample depends only on file and
+seed. Each class keeps its smallest keys (bottom-k: uniform within the class) in a reservoir
+proportional to the class counts seen; at the end each class keeps exactly its share of ``max_rows``
+(largest remainders, at least one per class). Between settles a class admits only rows beating its
+k-th key, so memory stays at about ``max_rows`` rows (a quarter more between settles) plus one
+chunk. A class whose share grows after dropping rows (a label-sorted file) refills from later rows,
+so leans to them; with a steady class mix the sample is uniform.
 
-A class whose share grows after rows of it were dropped (a file sorted by label) refills from
-the rows that follow, so such a sample leans to later rows of that class; in a file whose
-class mix is steady the shares barely move and the sample is uniform within each class.
-
-With ``max_rows=None`` ("auto") the number of rows follows from ``max_bytes`` and the mean row
-size of the rows read so far, re-estimated at every settle, so a file whose dense rows come
-last still ends within the budget; a file whose rows all fit in ``max_bytes`` is kept whole.
-"""
+``max_rows=None`` ("auto"): rows follow from ``max_bytes`` and the mean row size so far,
+re-estimated at every settle; a file that fits is kept whole."""
 
 from __future__ import annotations
 
@@ -33,22 +26,17 @@ from kcheck.io._parse import _BYTES_PER_VALUE, _INT32_MAX, Part, TooLarge
 
 Array = npt.NDArray[Any]
 
-#: Bytes a kept row is counted beyond its values (a fixed --max-rows sample's bound): its
-#: indptr entry and label in the sample, its key, class code and count in the pool, and a margin.
+#: Bytes a kept row counts beyond its values: indptr, label, key, class code, count, margin.
 ROW_OVERHEAD = 40
 #: Pool growth, as a fraction of the target, before the pool is settled back to the target.
 SLACK = 0.25
-#: "auto" aims at this fraction of the byte budget, so that a sample denser than the mean row
-#: (chance) still fits.
+#: "auto" aims at this fraction of the byte budget, so a denser-than-mean sample still fits.
 AUTO_FILL = 0.9
 METHOD = "stratified-reservoir"
 #: Kept pieces are merged into one block beyond this many, so the list stays short.
 MAX_BLOCKS = 64
-#: The heap is trimmed after a settle only once settles have cut this many bytes of pool since
-#: the last trim: malloc_trim walks the whole heap (on a9a's 2 MB it made sampling 5,000 rows
-#: take 1.9x the plain read; 1.1x without), while a small pool frees too little to matter. A
-#: large pool cuts more than this at every settle (a quarter of a 149 MB budget), so it is
-#: trimmed as before.
+#: Trim the heap after a settle only once settles cut this many pool bytes since the last trim:
+#: malloc_trim walks the heap (1.9x the read on a9a).
 TRIM_BYTES = 16 << 20
 
 
@@ -63,22 +51,16 @@ _MALLOC_TRIM = _find_malloc_trim()
 
 
 def release_free_memory() -> None:
-    """Hand the heap's free pages back to the OS (glibc's malloc_trim; elsewhere nothing).
-
-    The pool is thousands of chunk-sized blocks, below glibc's mmap threshold once
-    :func:`kcheck.io._parse.keep_scratch_memory` has raised it, so blocks freed by a settle stay
-    in the process as holes in the heap: measured, 516 MB instead of 395 MB resident for a
-    149 MB budget. Freeing them keeps the read within the memory limit.
-    """
+    """Hand the heap's free pages back to the OS (glibc's malloc_trim; elsewhere nothing). Pool
+    blocks are below glibc's raised mmap threshold (:func:`kcheck.io._parse.keep_scratch_memory`),
+    so a settle's frees stay as heap holes (516 MB resident instead of 395 for a 149 MB budget)."""
     if _MALLOC_TRIM is not None:
         _MALLOC_TRIM(0)
 
 
 @dataclass
 class _Block:
-    """Rows in file order: class codes (int32; a row's label is its class's), keys, entries
-    per row (int32), and their entries. 16 bytes a row beside its values: a file of short rows
-    keeps about as many bytes of them in the pool as in its CSR."""
+    """Rows in file order: class codes, keys, entries per row, entries (16 bytes a row beside)."""
 
     codes: Array
     keys: Array
@@ -102,8 +84,7 @@ class _Block:
 
 
 def _merge(blocks: list[_Block]) -> _Block:
-    """One block of ``blocks``' rows, emptying the list as it copies, so that the peak is the
-    result plus one block, not twice the rows (pages of np.empty cost nothing until written)."""
+    """One block of ``blocks``' rows, emptying the list as it copies (peak: result plus a block)."""
     if len(blocks) == 1:
         return blocks.pop()
     rows = sum(b.rows for b in blocks)
@@ -134,8 +115,8 @@ _FIELDS = ("codes", "keys", "counts", "cols", "vals")
 
 
 def allocate(n: int, seen: Array) -> Array:
-    """Rows per class for a sample of ``n``: proportional to ``seen``, largest remainders,
-    at least one per class where ``n`` allows, never more than a class has."""
+    """Rows per class for a sample of ``n``: proportional to ``seen``, largest remainders, at least
+    one per class where ``n`` allows, at most what a class has."""
     seen = np.asarray(seen, dtype=np.int64)
     total = int(seen.sum())
     if n >= total:
@@ -160,11 +141,8 @@ def allocate(n: int, seen: Array) -> Array:
 
 
 class StratifiedReservoir:
-    """Collects a stratified sample of the parts it is fed (see the module's docstring).
-
-    ``max_rows`` None means "auto": as many rows as ``max_bytes`` of CSR holds. With a fixed
-    ``max_rows``, a sample that would need more than ``max_bytes`` raises :class:`TooLarge`.
-    """
+    """Collects a stratified sample of what it is fed (module docstring). ``max_rows`` None: "auto",
+    what ``max_bytes`` of CSR holds; fixed: :class:`TooLarge` past it."""
 
     def __init__(self, max_rows: int | None, seed: int, max_bytes: int | None = None) -> None:
         if max_rows is None and max_bytes is None:
@@ -201,13 +179,9 @@ class StratifiedReservoir:
         return _BYTES_PER_VALUE * self.pool_nnz + ROW_OVERHEAD * self.pool_rows
 
     def _over(self) -> bool:
-        """Whether the pool has grown SLACK past the sample and is to be settled.
-
-        "auto" counts rows against its target: the target is in the CSR's bytes, which hold
-        less per row than the pool's estimate (ROW_OVERHEAD), so a file of short rows (three
-        values a row) kept a pool always over the byte bound, settled it at every chunk (the
-        read took minutes) and held the settle's scratch for the whole pool each time: the
-        read alone went past the memory limit."""
+        """Whether the pool has grown SLACK past the sample and is to be settled. "auto" counts rows
+        against its target, not bytes: short rows hold less in CSR than ROW_OVERHEAD estimates, and
+        a byte bound settled at every chunk and broke the memory limit."""
         if self.max_rows is None:
             return self.pool_rows > self.target() * (1 + SLACK) + 64
         if self.max_bytes is not None and self._pool_bytes() > (1 + SLACK) * self.max_bytes:
@@ -263,8 +237,7 @@ class StratifiedReservoir:
         if not self.blocks:
             return
         before = self._pool_bytes()
-        # The choice needs only the keys and codes; the rows are cut block by block, so the
-        # pool is never copied whole (peak: the pool plus what it keeps).
+        # The choice needs only keys and codes; rows are cut block by block, never the whole pool.
         keys = np.concatenate([b.keys for b in self.blocks])
         codes = np.concatenate([b.codes for b in self.blocks])
         n = self.target()
@@ -320,8 +293,7 @@ class StratifiedReservoir:
         labels = np.array(list(self.codes), dtype=np.float64)  # in code order
         y = labels[pool.codes]
         del pool
-        # The pool's pieces, freed, are holes in the heap: handed back where they are many, so
-        # that the check does not carry them beside the sample.
+        # The pool's freed pieces are heap holes: handed back where many.
         if self.untrimmed >= TRIM_BYTES:
             release_free_memory()
             self.untrimmed = 0
@@ -329,22 +301,16 @@ class StratifiedReservoir:
 
 
 def _smallest_keys(keys: Array, codes: Array, caps: Array) -> tuple[Array, Array]:
-    """Which rows keep their place: in each class ``c``, the ``caps[c]`` rows with the
-    smallest keys (ties in file order); and each class's admission bound from now on, the
-    largest key it kept where it kept ``caps[c]`` rows (1.0, all, where it holds fewer).
-
-    The rows are sorted by class, then key, once; each class's kept rows are the head of its
-    run in that order. Scratch: the order and a byte a row, beside the keys and codes (a rank
-    per row, with its class's cap and start gathered beside it, took three times that).
-    """
+    """Which rows stay: in each class ``c`` the ``caps[c]`` smallest keys (ties in file order); and
+    each class's admission bound from now on, its largest kept key where it kept ``caps[c]`` rows
+    (else 1.0). One sort by class then key; scratch is the order and a byte a row."""
     classes = caps.size
     order = np.lexsort((keys, codes))
     held = np.bincount(codes, minlength=classes)
     first = np.zeros(classes, dtype=np.int64)
     np.cumsum(held[:-1], out=first[1:])
     take = np.minimum(caps, held)
-    # 1 from each class's first row in the order to the last it keeps, 0 elsewhere: +1 where
-    # a run starts and -1 where it stops, summed (the runs do not overlap).
+    # 1 from each class's first row in order to its last kept, else 0: +1/-1 at runs, summed.
     bounds = np.zeros(order.size + 1, dtype=np.int8)
     np.add.at(bounds, first[take > 0], 1)
     np.add.at(bounds, (first + take)[take > 0], -1)

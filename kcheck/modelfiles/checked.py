@@ -1,18 +1,12 @@
 """Model files checked in Python before a C loader sees them.
 
-LIBLINEAR's ``load_model`` and LIBSVM's ``svm_load_model`` trust their input: a regression
-model without a ``label`` line is dereferenced as if it had one, a header whose sizes overflow
-``w_size * nr_w`` makes the loader write past a small allocation, a missing ``rho`` or ``nr_sv``
-is a NULL pointer, and a truncated support-vector section is read as garbage that predicts one
-class for every row. Users run ``kcheck predict`` on files from colleagues and the internet, so
-the whole file is parsed here first, against what LIBLINEAR 2.3-2.50 and LIBSVM 3.24-3.37
-write: known header keys, each once, with values of the right type and range; counts that
-agree with the body; positive, strictly increasing feature indices; finite numbers; and sizes
-within the memory limit. Only a file that passes goes to the binding.
-
-Model kinds kcheck cannot use (regression, one-class, a precomputed kernel) are refused here,
-with the file and line. Pure Python and numpy: this module never imports a binding.
-"""
+LIBLINEAR's ``load_model`` and LIBSVM's ``svm_load_model`` trust their input: missing lines become
+NULL dereferences, overflowing ``w_size * nr_w`` writes past an allocation, a truncated SV section
+predicts one class everywhere. ``kcheck predict`` takes files from anywhere, so the whole file is
+parsed first against what LIBLINEAR 2.3-2.50 and LIBSVM 3.24-3.37 write: known header keys once
+each, typed and in range; counts agreeing with the body; positive, strictly increasing indices;
+finite numbers; sizes within the memory limit. Kinds kcheck cannot use (regression, one-class,
+precomputed kernel) are refused with file and line. Never imports a binding."""
 
 from __future__ import annotations
 
@@ -74,11 +68,9 @@ KERNELS = ("linear", "polynomial", "rbf", "sigmoid", "precomputed")
 
 #: Bytes the C loader, our parse and the numpy copy of a LIBLINEAR weight hold at once.
 LINEAR_BYTES_PER_WEIGHT = 3 * 8
-#: Per stored support-vector value: LIBSVM's 16-byte node, our int32 index and float64 value,
-#: and the node copy made to find the model's features.
+#: Per stored SV value: LIBSVM's 16-byte node, our index and value, and a node copy.
 SVM_BYTES_PER_VALUE = 16 + 12 + 16
-#: Per support vector: its node terminator, its SV pointer, and per coefficient 8 bytes in C
-#: and 8 in numpy.
+#: Per SV: its terminator node, SV pointer, and per coefficient 8 bytes in C and 8 in numpy.
 SVM_BYTES_PER_SV = 16 + 8
 
 _NUMBER_BYTES = np.zeros(256, dtype=bool)
@@ -156,11 +148,8 @@ def model_file_kind(path: str) -> str:
 def read_model_file(
     path: str, memory_limit: int | None = None, *, copy_to: str | None = None
 ) -> LinearFile | SvmFile:
-    """Parse and check a whole LIBLINEAR or LIBSVM model file; raise DataFormatError.
-
-    With ``copy_to``, every byte read is also written there, so the C loader can be given
-    exactly the bytes that were checked: the file itself could be replaced in between.
-    """
+    """Parse and check a whole LIBLINEAR or LIBSVM model file, else DataFormatError. ``copy_to``
+    gets every byte read, so the C loader loads exactly what was checked."""
     limit = memory_limit or default_memory_limit()
     kind = model_file_kind(path)
     try:
@@ -180,8 +169,7 @@ def read_model_file(
 def _classifier(
     r: Reader, value: bytes, tool: str, known: Collection[str], classifiers: Collection[str]
 ) -> str:
-    """The name of a model's type (LIBLINEAR's solver_type, LIBSVM's svm_type), refused unless
-    it is one of the tool's classifiers: a one-class or regression model predicts no class."""
+    """The model's type name (solver_type / svm_type), refused unless a classifier of that tool."""
     name = value.decode("ascii", "replace")
     linear = tool == "LIBLINEAR"
     if name not in known:

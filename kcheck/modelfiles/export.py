@@ -1,17 +1,11 @@
-"""Trained models: training and saving the model a check recommends (``--model-out``).
+"""Training and saving the model a check recommends (``--model-out``).
 
-* :func:`export` trains the chosen model on all training rows and saves it in LIBLINEAR's or
-  LIBSVM's own format, next to an svm-scale range file, so the official ``liblinear-predict`` /
-  ``svm-predict`` (after ``svm-scale -r``) can use it as well as ``kcheck predict``.
-* The kernel model's (C, gamma) search starts where the check already tuned an RBF SVM
-  (:func:`tuned_start`: exact mode's point, else rbfsvm's) and climbs from it on the model's
-  rows, larger C included (the check tunes on 600 to 2,000 rows, where a large C loses);
-  without one, it runs grid.py's grid and a refinement. Before training, :func:`export`
-  reports its predicted time (an event with ``predicted_seconds``).
-* Prediction with saved models is :mod:`kcheck.predict`.
-
-Nothing here prints; progress goes through a ``progress(event)`` callback (kcheck.defaults.Event).
-"""
+:func:`export` trains the chosen model on all rows and saves it in LIBLINEAR's or LIBSVM's format
+beside an svm-scale range file, so ``liblinear-predict`` / ``svm-predict`` (after ``svm-scale -r``)
+can use it as well as ``kcheck predict`` (:mod:`kcheck.predict`). The kernel model's search climbs
+from the check's tuned point where there is one (:func:`tuned_start`; the check's 600-2,000 rows
+undervalue a large C), else runs grid.py's grid and a refinement. Its predicted time is reported
+before training. Nothing prints; progress goes to ``progress(event)``."""
 
 from __future__ import annotations
 
@@ -50,8 +44,7 @@ from kcheck.tuning.rbf_grid import (
 )
 from kcheck.verdict import json_number, json_parameter
 
-#: The kernel model's (C, gamma) search runs on at most this many rows (stratified sample):
-#: each grid point costs about (rows)^2 kernel evaluations, and the optimum moves little.
+#: Max rows (stratified) of the kernel search: a point costs ~rows^2; the optimum moves little.
 MAX_SEARCH_ROWS = 10_000
 #: LIBSVM's ``-b 1`` adds a 5-fold CV to the training, for Platt's sigmoid.
 PROBABILITY_FACTOR = 6.0
@@ -62,8 +55,7 @@ PROBABILITY_FACTOR = 6.0
 
 @dataclass(frozen=True)
 class Start:
-    """Where the kernel model's (C, gamma) search starts: ``source`` ``exact`` or ``rbfsvm``
-    with the (log2 C, log2 gamma) that method tuned, or ``grid`` (grid.py's grid) without."""
+    """Where the kernel search starts: ``exact`` or ``rbfsvm`` with its point, or ``grid``."""
 
     source: str
     log2_C: float | None = None
@@ -96,9 +88,8 @@ def _log2(value: float) -> str:
 
 
 def tuned_start(checkers: Mapping[str, Any]) -> Start:
-    """The start of the kernel model's search, from a check's ``checkers`` JSON block: the
-    (log2 C, log2 gamma) of exact mode (``rbf``), else of the rbfsvm checker, where it ran to
-    the end; else :data:`GRID_START`."""
+    """The kernel search's start from a check's ``checkers`` block: exact mode's (``rbf``), else
+    rbfsvm's point where it finished; else :data:`GRID_START`."""
     for name, source in START_METHODS:
         block = checkers.get(name)
         if not isinstance(block, Mapping) or block.get("status") == "skipped":
@@ -193,21 +184,16 @@ def export(
     class_weight: engines.ClassWeight | None = None,
     start: Start | None = None,
 ) -> dict[str, Any]:
-    """Train a ``kind`` model on all rows of the scaled ``X``; save it and ``path``.range.
+    """Train a ``kind`` model on all rows of the scaled ``X``; save it and ``path``.range. Returns
+    the verdict JSON's ``model`` entry.
 
-    ``linear``: LIBLINEAR ``-s 2 -B 1`` with C from its ``-C`` search on all rows. ``kernel``:
-    LIBSVM C-SVC with the RBF kernel; C and gamma from ``grid`` with 5-fold CV on a stratified
-    sample of at most ``max_search_rows`` rows, climbing from ``start``'s point within the
-    grid's bounds where it has one (:meth:`Grid.starting_at`). Returns the verdict JSON's
-    ``model`` entry. Before training, ``progress`` gets the predicted time (:func:`predicted`).
-    With a ``deadline`` (``time.perf_counter()``), training runs where the deadline can stop
-    it, and nothing is written if it does. ``probability`` trains the kernel model with
-    ``-b 1``, so that ``svm-predict -b 1`` and ``kcheck predict -b 1`` can use it.
-    With ``terms``, X already has the products appended (``linear+K``): the linear model is
-    trained on it and the term spec is saved as ``path``.terms, with the other two files.
-    With ``class_weight`` (``--metric balanced`` or ``auc``), the model trains with those ``-wi``
-    weights, and the kernel model's grid ranks points by CV balanced accuracy.
-    """
+    ``linear``: LIBLINEAR ``-s 2 -B 1`` with C from its ``-C`` search. ``kernel``: LIBSVM C-SVC with
+    the RBF kernel, (C, gamma) from ``grid`` by 5-fold CV on at most ``max_search_rows`` stratified
+    rows, climbing from ``start`` where given. ``progress`` gets the predicted time first
+    (:func:`predicted`). ``deadline``: train where it can be stopped, writing nothing then.
+    ``probability``: ``-b 1``. ``terms``: X has the products appended (``linear+K``); the spec is
+    saved as ``path``.terms. ``class_weight``: ``-wi`` weights, and the grid ranks by balanced
+    accuracy."""
     report = progress or no_progress
     t0 = time.perf_counter()
     _check_kind(kind, terms, probability)
@@ -245,8 +231,7 @@ def export(
 
 
 def _search_start(kind: str, grid: Grid, start: Start | None) -> tuple[Start | None, Grid]:
-    """Where the kernel model's search starts (None for a linear model) and the grid it runs:
-    a climb from the start's point where it has one."""
+    """Where the kernel search starts (None for linear) and its grid (a climb from a start)."""
     start = (start or GRID_START) if kind == "kernel" else None
     if start is not None and start.point is not None:
         grid = grid.starting_at(start.point)
@@ -310,8 +295,7 @@ def seconds_of(
     jobs: int = 1,
     probability: bool = False,
 ) -> float:
-    """:func:`predicted`'s seconds from the data's counts alone, which a check's JSON holds: a
-    suggested ``--model-out`` says its cost before anyone runs it."""
+    """:func:`predicted`'s seconds from a check JSON's counts, for a suggested ``--model-out``."""
     if kind != "kernel":
         return budget.linear_seconds(nnz, n_classes)
     search_rows = min(rows, max_search_rows)
@@ -340,11 +324,8 @@ def predicted(
     probability: bool = False,
     start: Start | None = None,
 ) -> tuple[float, str]:
-    """The predicted seconds of training a ``kind`` model on ``X`` and the line that says so.
-
-    Counted on the reference machine (kcheck.costs.budget): the linear model's C search and
-    training; the kernel model's search (:func:`kcheck.tuning.rbf_grid.search_seconds`, its
-    expected points on the search rows) and its training on all rows."""
+    """Counted seconds of training a ``kind`` model on ``X``, and its line: linear's C search and
+    training; kernel's search (rbf_grid.search_seconds) and training."""
     rows, nnz, features = int(X.shape[0]), int(X.nnz), int(X.shape[1])
     classes = int(np.unique(y).size)
     seconds = seconds_of(
@@ -375,12 +356,8 @@ def predicted(
 def _files(
     path: str, range_path: str, terms: TermSpec | None
 ) -> list[tuple[str | os.PathLike[str], str]]:
-    """The files an export writes, in the order they are renamed into place.
-
-    All are written in full before any is renamed, so a failure leaves the old set (or
-    nothing) rather than a new model beside an old range file. The model is renamed first,
-    and an interrupt waits for every rename (kcheck.io.atomic).
-    """
+    """The files an export writes, in rename order: all written before any rename (a failure leaves
+    the old set), the model first, and an interrupt waits for every rename (kcheck.io.atomic)."""
     files: list[tuple[str | os.PathLike[str], str]] = [
         (path, "model file"),
         (range_path, "range file"),
@@ -391,8 +368,7 @@ def _files(
 
 
 def _check_kind(kind: str, terms: TermSpec | None, probability: bool) -> None:
-    """Refuse a model kind that does not exist, or that the terms or ``probability`` do not
-    fit, before any training."""
+    """Refuse a nonexistent kind, or one ``terms`` or ``probability`` cannot fit, pre-training."""
     if kind not in MODEL_KINDS and products_of(kind) is None:
         raise KcheckError(f"model kind must be linear, kernel or linear+K, got {kind!r}")
     if (terms is None) != (products_of(kind) is None):
@@ -421,9 +397,8 @@ def _train_before(
     kind: str,
     path: str,
 ) -> _Trained:
-    """``train`` here with progress, or, with a ``deadline``, in a worker process that the
-    deadline can end (and no progress). The worker writes only the model's temporary file,
-    which is this process's to remove if the worker is stopped."""
+    """``train`` here with progress, or with a ``deadline`` in a worker it can end (no progress),
+    which writes only the model's temporary (removed here if stopped)."""
     if deadline is None:
         return train(report)
     try:
@@ -448,15 +423,13 @@ def _train_and_save(
     class_weight: engines.ClassWeight | None,
     progress: Progress | None,
 ) -> _Trained:
-    """Train the model and save it to ``model_tmp``; (params, CV accuracy, search rows, grid
-    points)."""
+    """Train and save to ``model_tmp``; (params, CV accuracy, search rows, grid points)."""
     report = progress or no_progress
     params: dict[str, Any]
     model: engines.LinearModel | engines.RbfModel
     if kind == "linear":
         report(Event("training the linear model on all rows"))
-        # Trained on the columns in use, saved at full width: on 20 million mostly empty
-        # columns, full-width training took 370 s and 2.75 GB.
+        # Trained on the columns used, saved at full width (full-width training: 370 s, 2.75 GB).
         model, cv = linear_c.fit_linear(X, y, seed=seed, class_weight=class_weight)
         params = {"C": json_parameter(model.C)}
         search_rows, grid_points = int(y.size), None

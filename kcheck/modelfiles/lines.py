@@ -1,10 +1,6 @@
-"""The lines and tokens of a model file, checked, with the file and line in every error.
-
-LIBLINEAR and LIBSVM model files share this much: numbered lines under a length cap, a header
-of ``key value...`` lines with each key at most once, and integer and number tokens that must
-be in range and finite. :mod:`kcheck.modelfiles.checked` reads each format's keys and body with
-them.
-"""
+"""The lines and tokens of a model file, checked, with file and line in every error: numbered lines
+under a length cap, a ``key value...`` header with each key once, integer and number tokens in range
+and finite. :mod:`kcheck.modelfiles.checked` reads each format with them."""
 
 from __future__ import annotations
 
@@ -33,8 +29,7 @@ class Source(Protocol):
 
 
 class Reader:
-    """Numbered lines of a binary file, each at most ``max_line`` bytes (a line cap keeps a
-    file without newlines, such as /dev/zero, from being buffered without end)."""
+    """Numbered lines of a binary file, each at most ``max_line`` bytes (/dev/zero has none)."""
 
     def __init__(self, f: Source, path: str, max_line: int) -> None:
         self.f = f

@@ -1,13 +1,8 @@
-"""Model files in: checked in Python, loaded by the C library, and the two compared.
-
-The file is parsed and checked by :mod:`kcheck.modelfiles.checked` while being copied to a private
-temporary file; the C loader (:func:`kcheck.bindings.engines.load_liblinear`,
-:func:`~kcheck.bindings.engines.load_libsvm`) then reads that copy, so it sees exactly the bytes
-that
-passed. What it loaded is compared here with the Python parse before it is used: a library that
-read the file differently is an error, never a model that predicts something else. This module
-reads the loaded C model's fields but calls nothing in the bindings.
-"""
+"""Model files in: checked in Python (:mod:`kcheck.modelfiles.checked`) while copied to a private
+temporary file, which the C loader (:func:`kcheck.bindings.engines.load_liblinear`,
+:func:`~kcheck.bindings.engines.load_libsvm`) then reads, so it sees exactly the bytes that passed.
+The loaded C model is compared with the Python parse before use: a library that read the file
+differently is an error. Reads C model fields; calls no binding."""
 
 from __future__ import annotations
 

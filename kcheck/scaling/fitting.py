@@ -184,8 +184,7 @@ class ColumnRanges:
         self._count = np.empty(0, dtype=np.int64)
 
     def add(self, y: np.ndarray, X: sp.csr_matrix) -> None:
-        """Rows ``(y, X)``, a canonical CSR block (as :class:`kcheck.io.data.LibsvmBlocks`
-        yields)."""
+        """Rows ``(y, X)``, a canonical CSR block (as kcheck.io.data.LibsvmBlocks yields)."""
         rows = int(X.shape[0])
         if rows == 0:
             return
@@ -222,8 +221,7 @@ class ColumnRanges:
         self.width = width
 
     def scaler(self, method: str = "minmax", lower: float = -1.0, upper: float = 1.0) -> Scaler:
-        """The fitted scaling, as :func:`fit_scaler` would give; ends the accumulation (its arrays
-        are reused)."""
+        """The fitted scaling (as :func:`fit_scaler`); ends the accumulation, reusing its arrays."""
         check_options(method, lower, upper)
         n = self.width
         fmin, fmax, counts = self._min[:n], self._max[:n], self._count[:n]

@@ -1,9 +1,5 @@
-"""A fitted feature-wise scaling and its arithmetic, equal to svm-scale's to the last bit.
-
-:class:`Scaler` applies a fitted ``minmax`` or ``maxabs`` scaling to any data and
-:class:`LabelScaling` scales labels (svm-scale's ``-y``); :mod:`kcheck.scaling.fitting` fits them,
-reads and writes their range files and prints scaled data as svm-scale does.
-"""
+"""A fitted feature-wise scaling, bit-equal to svm-scale's: :class:`Scaler` (``minmax``, ``maxabs``)
+and :class:`LabelScaling` (``-y``); fitting is :mod:`kcheck.scaling.fitting`'s."""
 
 from __future__ import annotations
 
@@ -54,13 +50,9 @@ def _frozen_vector(values: Any, name: str) -> np.ndarray:
 
 @dataclass(frozen=True)
 class LabelScaling:
-    """svm-scale's ``-y y_lower y_upper``: labels mapped from [y_min, y_max] to [lower, upper].
-
-    Labels equal to ``y_min`` or ``y_max`` map to the bounds exactly and the others by
-    svm-scale's formula in its order of evaluation, so scaled labels agree to the last bit.
-    A label is scaled by the training file's y_min and y_max, so a test label outside them
-    maps outside [lower, upper], as svm-scale does.
-    """
+    """svm-scale's ``-y y_lower y_upper``: labels mapped from [y_min, y_max] to [lower, upper],
+    bounds exact and the rest in svm-scale's evaluation order (bit-equal). Test labels outside the
+    training range map outside [lower, upper], as in svm-scale."""
 
     lower: float
     upper: float
@@ -107,14 +99,10 @@ class LabelScaling:
 
 @dataclass(frozen=True, eq=False)
 class Scaler:
-    """A fitted feature-wise scaling, applied unchanged to any data.
-
-    ``feature_min``/``feature_max`` hold, per 0-based column, exactly what the range file
-    holds for the 1-based index; ``min == max`` means the feature is dropped (maps to 0).
-    For ``maxabs`` they are ``-m`` and ``m``. ``y_scaling`` is the range file's ``y`` section
-    (svm-scale ``-y``), if any; features are scaled the same with or without it. Equality
-    compares all fields exactly.
-    """
+    """A fitted feature-wise scaling, applied unchanged to any data. ``feature_min``/``feature_max``
+    per 0-based column hold exactly the range file's values for the 1-based index (``-m`` and ``m``
+    for ``maxabs``); ``min == max``: dropped (maps to 0). ``y_scaling``: the range file's ``y``
+    section, if any. Equality compares all fields exactly."""
 
     method: str
     lower: float
@@ -183,8 +171,7 @@ class Scaler:
 
     @cached_property
     def _zero_image(self) -> np.ndarray:
-        """What a zero (stored or implicit) becomes, per column; in chunks of columns, so that
-        the temporaries stay small on a wide range file."""
+        """What a zero becomes per column, in column chunks (small temporaries on wide data)."""
         n = self.n_features
         out = np.empty(n)
         for start in range(0, n, _CHUNK):
@@ -205,8 +192,7 @@ class Scaler:
         return mask
 
     def _scale_values(self, values: np.ndarray, cols: np.ndarray | slice) -> np.ndarray:
-        """Scale stored values of columns ``cols`` (all < n_features, or a slice of them);
-        returns a new array."""
+        """Scale stored values of columns ``cols`` (all < n_features, or a slice); a new array."""
         if self.method == "maxabs":
             out = values / self._divisor[cols]
         else:
@@ -243,11 +229,8 @@ class Scaler:
                 data[sl] = chunk
 
     def transform(self, X: Any) -> sp.csr_matrix:
-        """Return scaled ``X`` as a new float64 ``csr_matrix`` (sorted, no explicit zeros).
-
-        ``X`` (sparse or dense) is never modified. Columns beyond ``n_features`` are dropped
-        and missing ones padded, so test data of another width scales like svm-scale -r.
-        """
+        """Scaled ``X`` as a new float64 ``csr_matrix`` (sorted, no explicit zeros); ``X`` is not
+        modified. Columns past ``n_features`` dropped, missing ones padded (as svm-scale -r)."""
         A = _owned_csr(X, self.n_features)
         self._scale_data_inplace(A)
         dense = self._dense_columns
@@ -257,11 +240,8 @@ class Scaler:
         return self._fill_dense_columns(A, dense)
 
     def _fill_dense_columns(self, A: sp.csr_matrix, dense: np.ndarray) -> sp.csr_matrix:
-        """Add the non-zero images of the zeros in ``dense`` columns to scaled ``A``.
-
-        The dense columns are built as one (rows x len(dense)) block, the rest stays sparse,
-        and the two disjoint patterns are merged by a sparse addition (x + 0 is exact).
-        """
+        """Add the non-zero images of zeros in ``dense`` columns to scaled ``A``: one dense block,
+        merged with the disjoint sparse rest by addition (x + 0 is exact)."""
         rows, n = A.shape
         stored_dense = self._in_dense[A.indices]
         row_of = np.repeat(np.arange(rows), np.diff(A.indptr))
@@ -284,13 +264,9 @@ class Scaler:
         return out
 
     def transform_inplace(self, X: Any) -> Any:
-        """Scale a CSR matrix's stored values in place and return ``X`` itself.
-
-        Saves a copy of large data. Only possible when every zero maps to zero (always for
-        maxabs), otherwise ``ValueError``. ``X`` ends up float64, canonical (sorted, no
-        duplicates or explicit zeros) and ``n_features`` wide. If scaling fails part way
-        (``KcheckError`` on non-finite values), ``X``'s contents are unspecified.
-        """
+        """Scale a CSR matrix's stored values in place (saves a copy) and return ``X``. Only where
+        every zero maps to zero (always for maxabs), else ``ValueError``. ``X`` ends float64,
+        canonical and ``n_features`` wide; its contents are unspecified after a ``KcheckError``."""
         if not sp.issparse(X) or X.format != "csr":
             raise ValueError("transform_inplace needs a CSR matrix; use transform() otherwise")
         if self._dense_columns.size:
@@ -309,10 +285,7 @@ class Scaler:
         return X
 
     def nnz_after(self, X: Any) -> int:
-        """Number of stored entries :meth:`transform` would produce, without producing it.
-
-        Compare with ``X.nnz`` to warn, as svm-scale does, when scaling densifies the data.
-        """
+        """Stored entries :meth:`transform` would produce (for svm-scale's densify warning)."""
         A = canonical_csr(X)
         data, cols, rows = A.data, A.indices, A.shape[0]
         n = self.n_features
@@ -351,11 +324,8 @@ def _is_canonical(X: Any) -> bool:
 
 
 def canonical_csr(X: Any) -> sp.csr_matrix:
-    """X as a canonical float64 csr_matrix, sharing X's arrays when X already is one.
-
-    Callers only read the result, so X is never modified; a copy is made only when X has
-    another format or dtype, or unsorted or duplicate indices.
-    """
+    """X as a canonical float64 csr_matrix, sharing X's arrays where it already is one (callers only
+    read it); copied only for another format, dtype, or unsorted/duplicate indices."""
     if not sp.issparse(X):
         return sp.csr_matrix(dense_2d(X))
     A = X if X.format == "csr" else X.tocsr()

@@ -1,18 +1,11 @@
-"""``kcheck scale``: a LIBSVM file scaled as svm-scale scales it, to the byte, as it streams.
+"""``kcheck scale``: a LIBSVM file scaled as svm-scale does, to the byte, while it streams
+(arithmetic, range files and text from :mod:`kcheck.scaling.fitting`).
 
-The arithmetic, the range files and the text are :mod:`kcheck.scaling.fitting`'s. As svm-scale does,
-this reads a file twice: the first pass fits the scaling (each feature's min and max) or,
-with a range file, checks every line; the second scales the rows and yields their text, a
-chunk of rows at a time. Memory is then the per-feature arrays and one chunk, never the file
-nor its scaled text, which ``-l -1`` makes dense (sector.scale's 1M stored values become
-315M). Standard input and pipes can be read only once: their rows stay in memory between the
-two passes, within the memory limit.
-
-The memory limit is planned before the second pass (:func:`plan`): a run whose per-feature
-arrays and one row cannot fit is refused before it starts, with the figures. Nothing here
-prints: svm-scale's warning goes to a ``warn`` callback after the last row (where svm-scale
-prints it), the text to the caller.
-"""
+Two passes as svm-scale: fit (or, with a range file, check every line), then scale and yield text a
+chunk of rows at a time. Memory is the per-feature arrays and one chunk, never the file or its text
+(``-l -1`` densifies: 1M values become 315M). Stdin and pipes are kept in memory between passes,
+within the limit. :func:`plan` refuses a run that cannot fit before it starts. Nothing prints:
+svm-scale's warning goes to ``warn`` after the last row, text to the caller."""
 
 from __future__ import annotations
 
@@ -52,18 +45,14 @@ __all__ = [
     "scaled",
 ]
 
-#: What a run holds before any data: the interpreter with numpy and scipy (62 MiB measured
-#: for ``kcheck scale`` of a 2-row file) and the reader's scratch for one chunk of text.
+#: Held before data: interpreter, numpy, scipy (62 MiB measured), one chunk's scratch.
 PROGRAM_BYTES = 80 * 2**20
-#: Peak bytes per value of a chunk of output: the rows scaled (their dense block, its indices
-#: and the CSR) and printed (Python's numbers, the argument list and the strings of the text).
-#: Measured as peak RSS less the program's over the values of one chunk, on the wide file of
-#: tests/test_scale_memory.py: 164 for scale (%g), 187 for expand (%.17g, and its products).
+#: Peak bytes per value of an output chunk (scaled rows and printed text), measured over one chunk
+#: on tests/test_scale_memory.py's wide file: 164 for scale (%g), 187 for expand (%.17g).
 BYTES_PER_OUTPUT_VALUE = 256
 #: Output values in one chunk at most: larger chunks are no faster.
 MAX_CHUNK_VALUES = 1 << 20
-#: The reader's blocks of rows hold at most this many bytes of CSR (less under a small limit),
-#: and are never made smaller than the minimum.
+#: The reader's blocks hold at most this many CSR bytes (less under a small limit).
 MAX_BLOCK_BYTES = 16 * 2**20
 MIN_BLOCK_BYTES = 2**20
 #: The width a first pass reads at when the width is not known yet: every 1-based index.
@@ -72,8 +61,7 @@ _ANY_WIDTH = MAX_INDEX
 
 @dataclass(frozen=True)
 class ScaleConfig:
-    """svm-scale's options: ``-l``, ``-u`` (None: -1 and 1), ``-y``, ``-s`` and ``-r``, and
-    ``maxabs`` (divide by max |x| instead of min-max)."""
+    """svm-scale's options: ``-l``, ``-u`` (None: -1, 1), ``-y``, ``-s``, ``-r``, and ``maxabs``."""
 
     file: str
     lower: float | None = None
@@ -91,8 +79,7 @@ class ScaleConfig:
 
 @dataclass(frozen=True)
 class Scaled:
-    """The scaling and the scaled text, in blocks, before anything is written: a caller that
-    writes both the text and ``-s``'s range file to files commits them together."""
+    """The scaling and text, in blocks, before writing: text and ``-s`` file commit together."""
 
     scaler: Scaler
     blocks: Iterator[str]
@@ -100,8 +87,7 @@ class Scaled:
 
 @dataclass(frozen=True)
 class Budget:
-    """How a run spends its memory limit on the data: the reader's blocks (bytes of CSR) and
-    the chunks of output (values)."""
+    """How a run spends its memory limit: reader blocks (CSR bytes) and output chunks (values)."""
 
     block_bytes: int
     chunk_values: int
@@ -116,13 +102,9 @@ def plan(
     held: int = 0,
     what: str = "scaling",
 ) -> Budget:
-    """The blocks and chunks that keep a run within ``memory_limit``, or a KcheckError with
-    the figures when even one row cannot fit.
-
-    ``width`` features cost their per-feature arrays (:data:`kcheck.memory.BYTES_PER_COLUMN`
-    each), every output row holds at least ``per_row`` values, and ``held`` bytes are in use
-    already (the rows of a pipe, kept between the passes).
-    """
+    """The blocks and chunks keeping a run within ``memory_limit``, or a KcheckError with the
+    figures where one row cannot fit. ``width`` features cost :data:`kcheck.memory.BYTES_PER_COLUMN`
+    each, each row at least ``per_row`` values, ``held`` bytes already used (a pipe's rows)."""
     features = BYTES_PER_COLUMN * width
     row = BYTES_PER_OUTPUT_VALUE * (per_row + 1)
     need = PROGRAM_BYTES + held + features + MIN_BLOCK_BYTES + row
@@ -146,8 +128,7 @@ def plan(
 
 def row_chunks(X: sp.csr_matrix, per_row: int, max_values: int) -> Iterator[tuple[int, int]]:
     """Consecutive row ranges ``(start, stop)`` of X whose output holds at most ``max_values``
-    values, counting each row's stored values, ``per_row`` more and its label; a row larger
-    than that is a chunk of its own."""
+    values (stored values, ``per_row`` more and a label per row); a larger row is its own chunk."""
     rows = int(X.shape[0])
     if rows == 0:
         return
@@ -173,12 +154,9 @@ def rows_of(X: sp.csr_matrix, start: int, stop: int) -> sp.csr_matrix:
 
 
 def scaled(config: ScaleConfig, warn: Callable[[str], None] | None = None) -> Scaled:
-    """The scaling of ``config.file`` (its first pass is done here) and its scaled text, the
-    second pass, as it is read; ``config.save_range`` is not written here.
-
-    svm-scale's warning when scaling adds non-zeros goes to ``warn`` (if given) after the
-    last block, in its own wording, so scripts that look for it keep working.
-    """
+    """The scaling of ``config.file`` (first pass done here) and its scaled text as read;
+    ``config.save_range`` is not written here. svm-scale's warning on added non-zeros goes to
+    ``warn`` after the last block, in its wording (scripts grep for it)."""
     limit = config.memory_limit or default_memory_limit()
     plan(config.file, limit, 0, 0)  # a limit too small for any file: refused before reading
     first = _FirstPass(config.file, config.zero_based, limit)
@@ -203,8 +181,7 @@ def scaled(config: ScaleConfig, warn: Callable[[str], None] | None = None) -> Sc
 
 
 def scale(config: ScaleConfig, warn: Callable[[str], None] | None = None) -> Iterator[str]:
-    """The scaled text of ``config.file``, in blocks; the range file of ``-s`` is written
-    before the first block, as svm-scale writes it before printing."""
+    """The scaled text of ``config.file`` in blocks, ``-s``'s range file written first."""
     out = scaled(config, warn)
     if config.save_range:
         write_range_file(config.save_range, out.scaler)
@@ -220,8 +197,7 @@ def fit_file(
     zero_based: bool = False,
     memory_limit: int,
 ) -> Scaler:
-    """The scaling of the file at ``path``, fitted as :func:`kcheck.scaling.fitting.fit_scaler` fits
-    it, in one pass that holds the width's arrays and one block, never the file."""
+    """The scaling of ``path`` as :func:`kcheck.scaling.fitting.fit_scaler` fits it, streaming."""
     check_options(method, lower, upper)
     plan(path, memory_limit, 0, 0, what="fitting the scaling")
     first = _FirstPass(path, zero_based, memory_limit, keep=False)
@@ -235,8 +211,7 @@ def _text(
     full_precision: bool,
     warn: Callable[[str], None] | None,
 ) -> Iterator[str]:
-    """The second pass: each block's rows scaled and printed a chunk at a time, then
-    svm-scale's warning."""
+    """The second pass: blocks scaled and printed a chunk at a time, then svm-scale's warning."""
     nnz_before = nnz_after = 0
     per_row = scaler.n_dense
     for y, X in blocks:
@@ -254,8 +229,7 @@ def _text(
 
 
 def _is_regular(path: str) -> bool:
-    """Whether ``path`` can be read twice: a regular file (a missing one too: the reader says
-    what is wrong with it), not standard input, a pipe or a device."""
+    """Whether ``path`` can be read twice: a regular (or missing) file, not a stream or device."""
     if path == "-":
         return False
     try:
@@ -265,12 +239,8 @@ def _is_regular(path: str) -> bool:
 
 
 class _FirstPass:
-    """The first pass over a data file, and the blocks of the second.
-
-    A regular file is read again for the second pass, which must read the same bytes (its
-    SHA-256 is compared). Anything else (standard input, a pipe) is read once: its blocks are
-    kept in memory, within half of what the limit leaves for data.
-    """
+    """The first pass over a data file and the blocks of the second: a regular file is reread
+    (SHA-256 must match); a stream is kept, within half the data's limit."""
 
     def __init__(self, path: str, zero_based: bool, limit: int, *, keep: bool = True) -> None:
         self.path = path
@@ -324,9 +294,8 @@ class _FirstPass:
         return ranges
 
     def check(self, scaler: Scaler) -> None:
-        """The first pass with a range file: every line read and its values scaled (a value
-        far beyond the range overflows), so that no error comes half-way through the text.
-        Values beyond the range file's width are dropped, with read_libsvm's warning."""
+        """The first pass with a range file: every value scaled (far out of range overflows) so no
+        error comes mid-text; values past its width are dropped with read_libsvm's warning."""
         n = scaler.n_features
         for y, X in self._blocks(n):
             if scaler.y_scaling is not None:

@@ -1,16 +1,9 @@
-"""``kcheck expand`` and the term spec: product features appended to LIBSVM data.
-
-The products of :mod:`kcheck.terms.explain` (x_i*x_j, or x_i^2, of the scaled features) become
-columns after the *training* width, which comes from the range file, never from each file's
-own last index: a test file whose last feature is 5 of 8 gets its products at 9, 10, ...
-as the training file does. Any other tool (``liblinear-train``, ``liblinear-predict``) can
-then use them.
-
-A term spec (``MODEL.terms`` beside a ``linear+K`` model) records the width and the terms; it
-may come from anywhere, so :func:`read_spec` checks it in full, as model files are checked,
-and reads it (as a check's JSON for ``--from-check``) within the bounds of
-:mod:`kcheck.io.ownformat`.
-"""
+"""``kcheck expand`` and the term spec: products of :mod:`kcheck.terms.explain` (x_i*x_j or x_i^2 of
+scaled features) appended as columns after the *training* width from the range file (never a file's
+own last index), so test and training files agree and any tool (``liblinear-train``,
+``liblinear-predict``) can use them. A term spec (``MODEL.terms`` beside a ``linear+K`` model)
+records width and terms; it may come from anywhere, so :func:`read_spec` checks it in full within
+:mod:`kcheck.io.ownformat`'s bounds (as for ``--from-check``'s JSON)."""
 
 from __future__ import annotations
 
@@ -125,8 +118,7 @@ def parse_terms(text: str, width: int, *, zero_based: bool = False) -> tuple[tup
 def terms_from_check(
     path: str, top: int, width: int, *, zero_based: bool = False, memory_limit: int | None = None
 ) -> tuple[tuple[int, int], ...]:
-    """The top ``top`` terms of a check's ``explain`` block (``--from-check``), read within
-    :func:`kcheck.io.ownformat.byte_cap` of CHECK_JSON_BYTES."""
+    """The top ``top`` terms of a check's ``explain`` block, within CHECK_JSON_BYTES."""
     what = "a kcheck verdict (JSON)"
     v = read_json(path, cap=byte_cap(CHECK_JSON_BYTES, memory_limit), what=what)
 
@@ -167,9 +159,8 @@ def spec_text(spec: TermSpec, *, zero_based: bool = False) -> str:
 
 
 def read_spec(path: str, *, width: int | None = None) -> TermSpec:
-    """A term spec, checked in full: its format and version, a width that matches the range
-    file's (``width``), and every term inside it. Anything else is one error naming the file.
-    It is read within MAX_SPEC_BYTES (20 terms take a few hundred bytes)."""
+    """A term spec checked in full (format, version, width matching ``width``, every term within
+    it), read within MAX_SPEC_BYTES; else one error naming the file."""
     v = read_json(path, cap=MAX_SPEC_BYTES, what="a term spec (JSON)")
 
     def bad(why: str) -> DataFormatError:
@@ -207,8 +198,7 @@ def scaler_for(
     zero_based: bool = False,
     memory_limit: int,
 ) -> Scaler:
-    """The scaling of the training data: a range file (``-r``), or fitted on it (``--fit-scaling``)
-    as ``kcheck check`` fits it, in one pass that holds the width, not the file."""
+    """The training scaling: a range file (``-r``), or fitted (``--fit-scaling``) streaming."""
     if (range_path is None) == (fit_path is None):
         raise KcheckError(
             "give -r RANGE (the check's --model-out writes MODEL.range) or --fit-scaling TRAIN"
@@ -235,14 +225,8 @@ def expand_file(
     zero_based: bool = False,
     memory_limit: int,
 ) -> int:
-    """Scale ``path`` with ``scaler``, append the products and write LIBSVM data (1-based, as
-    LIBLINEAR reads it) to ``out`` (``-``: stdout), atomically. Returns the rows written.
-
-    The file streams: a chunk of rows is scaled, expanded and written at a time, so memory is
-    the per-feature arrays and one chunk (:func:`kcheck.scaling.stream.plan`), refused before the
-    file
-    is read when even one row cannot fit ``memory_limit``.
-    """
+    """Scale ``path``, append the products and write 1-based LIBSVM data to ``out`` (``-``: stdout)
+    atomically, a chunk at a time (:func:`kcheck.scaling.stream.plan`); returns the rows written."""
     width = max(scaler.n_features, spec.width)
     per_row = scaler.n_dense + len(spec.terms)
     budget = plan(path, memory_limit, width, per_row, what="expanding it")
