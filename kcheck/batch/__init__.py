@@ -1,22 +1,14 @@
 """Batch runs: find the LIBSVM files under directories, check each data set, write JSON lines.
+Nothing prints; progress goes through callbacks.
 
-The pieces, each usable on its own:
-
-* :mod:`~kcheck.batch.discovery`: :func:`discover` walks directories (sorted, so the order is
-  always the same), decides for every file whether it is data, and pairs ``name`` with
-  ``name.t`` (or ``name.test``; ``name.scale`` with ``name.t.scale``) as training and test
-  file. Only files that are plainly not data are skipped, and every skip is reported.
-* :mod:`~kcheck.batch.lines`: :func:`check_one` runs the check on one data set and returns its
-  JSON line; it never raises for a problem of that data set, it records it.
-* :mod:`~kcheck.batch.runners`: :func:`run_batch` checks every data set, serially in this
-  process, in worker processes or on a Dask cluster, and writes each line as soon as that
-  data set is done, through :class:`LineWriter` (:mod:`~kcheck.batch.writer`: a lock, a
-  ``FILE.partial`` synced line by line, renamed over ``FILE`` at the end). ``resume`` reuses
-  a saved line only while its key (:mod:`~kcheck.batch.resume`) is the same.
-* :mod:`~kcheck.batch.progress`: what a batch reports while it runs, as typed events.
-
-Nothing here prints; progress goes through callbacks, so the CLI alone decides what to show.
-"""
+* :mod:`~kcheck.batch.discovery`: :func:`discover` walks directories (sorted), decides which
+  files are data (every skip reported) and pairs ``name`` with ``name.t`` / ``name.test``.
+* :mod:`~kcheck.batch.lines`: :func:`check_one` checks one data set into its JSON line,
+  recording (never raising) that data set's problems.
+* :mod:`~kcheck.batch.runners`: :func:`run_batch` checks every data set (here, in workers or on
+  Dask) and writes each line when done through :class:`LineWriter` (:mod:`~kcheck.batch.writer`);
+  ``resume`` reuses a line while its key (:mod:`~kcheck.batch.resume`) holds.
+* :mod:`~kcheck.batch.progress`: what a batch reports while it runs, as typed events."""
 
 from __future__ import annotations
 
@@ -57,8 +49,7 @@ from kcheck.batch.runners import _run_cluster as _run_cluster
 from kcheck.batch.runners import _run_parallel as _run_parallel
 from kcheck.batch.writer import LineWriter, read_results
 
-# The runners' internals above, and this, stay importable from here: the tests drive the
-# runners directly, with tasks that kill their worker.
+# Runner internals stay importable here: tests drive the runners with tasks that kill their worker.
 _noop = no_report
 
 __all__ = [

@@ -1,6 +1,5 @@
 """Which files under the named paths are data sets, and which test file goes with which. A CI gate
-must never pass because a file was quietly left out: only plainly non-data files are skipped, each
-with its reason (:func:`discover`)."""
+must not pass by omission: only plainly non-data files are skipped, each with a reason."""
 
 from __future__ import annotations
 
@@ -25,8 +24,7 @@ COMPRESSION_SUFFIXES = (".gz", ".bz2", ".xz")
 TEST_SUFFIXES = (".t", ".test")
 #: LIBSVM's naming puts the test mark before ``.scale``: ``sector.t.scale`` tests ``sector.scale``.
 SCALE_SUFFIX = ".scale"
-#: Data-file extensions (after compression suffixes): such files, or extensionless ones, are always
-#: checked, so a broken one is an error line.
+#: Data-file extensions (after compression suffixes): always checked, as are extensionless files.
 DATA_EXTENSIONS = frozenset(".svm .libsvm .svmlight .txt .t .test .tr .train .val .scale".split())
 #: Extensions (after any compression suffix is removed) that are never LIBSVM data.
 SKIP_EXTENSIONS = frozenset(
@@ -85,8 +83,7 @@ def strip_compression(name: str) -> str:
 
 
 def name_skip_reason(filename: str, *, explicit: bool = False) -> str | None:
-    """Why a file is plainly not data by its name; None if it may be. Hidden files are skipped only
-    when walked."""
+    """Why a file is plainly not data by its name, else None; hidden ones skipped when walked."""
     if filename.startswith(".") and not explicit:
         return "hidden file"
     base = strip_compression(filename)
@@ -152,8 +149,7 @@ def sniff(path: str) -> str | None:
         if not tokens:
             continue
         if "\x00" in line:
-            # NUL before any data: binary. NUL after a data line: corruption, reported by the check
-            # with its line.
+            # NUL before any data: binary. After a data line: corruption, for the check to report.
             return "binary file"
         if not _LABEL_RE.match(tokens[0]):
             return f"not LIBSVM data (line {number} starts {tokens[0][:20]!r})"
@@ -273,8 +269,7 @@ def discover(paths: Iterable[str], *, exclude: Iterable[str] = ()) -> Discovery:
 def _candidates(
     paths: Iterable[str], excluded: set[str]
 ) -> tuple[dict[str, tuple[str, bool]], bool]:
-    """Every file once (by real path, as met) as spelled, and whether named explicitly anywhere
-    (wins); and whether ``-`` was named."""
+    """Every file once (by real path) as spelled, whether named explicitly; whether ``-`` was."""
     candidates: dict[str, tuple[str, bool]] = {}
     stdin = False
     for top in paths:
@@ -323,8 +318,7 @@ def _sort_out(
 
 
 def _tests_beside(found: Sequence[_Found]) -> tuple[dict[int, list[tuple[int, int]]], set[int]]:
-    """Per training file (index) its test files beside it, as (rank in :func:`paired_test_names`,
-    index); and every test file's index."""
+    """Per training file its test files as (rank in :func:`paired_test_names`, index); all tests."""
     # (directory, base name without compression) -> indices.
     by_dir: dict[tuple[str, str], list[int]] = {}
     for i, (_, real, _) in enumerate(found):

@@ -33,8 +33,7 @@ def _unchecked_line(
     seconds: float,
     **fields: Any,
 ) -> dict[str, Any]:
-    """A line without a verdict (an error or a skip), with the same leading keys as an ok
-    line, so that jq recipes read every line alike."""
+    """A line without a verdict (error or skip) with an ok line's leading keys (for jq recipes)."""
     return {
         "name": name,
         "status": status,
@@ -57,8 +56,7 @@ def error_line(ds: DataSet, config: CheckConfig, message: str, seconds: float) -
 
 
 def skip_line(path: str, reason: str, config: CheckConfig, *, strict: bool) -> dict[str, Any]:
-    """The line of a file left out: ``status: skipped`` with the reason, or under ``strict``
-    an error line (the batch then exits 3)."""
+    """A left-out file's line: ``status: skipped`` with the reason, or under ``strict`` an error."""
     return _unchecked_line(
         path,
         "error" if strict else "skipped",
@@ -72,10 +70,7 @@ def skip_line(path: str, reason: str, config: CheckConfig, *, strict: bool) -> d
 
 
 def check_one(ds: DataSet, config: CheckConfig, progress: Progress | None = None) -> dict[str, Any]:
-    """Check one data set; any Exception becomes an error line rather than propagating.
-
-    Warnings go into the line's ``warnings`` (a worker process has no terminal to show them).
-    """
+    """Check one data set; any Exception becomes an error line; warnings go in ``warnings``."""
     config = dataclasses.replace(config, train=ds.train, test=ds.test)
     t0 = time.perf_counter()
     try:

@@ -1,5 +1,4 @@
-"""What a batch reports while it runs, as typed events (kcheck.defaults.Event): a display
-reads their fields, and a log their ``text``."""
+"""What a batch reports while it runs, as typed events (kcheck.defaults.Event)."""
 
 from __future__ import annotations
 
@@ -13,11 +12,9 @@ DATA_SETS = "data sets"
 FINISHING = "finishing"
 
 
-#: A batch's report is the one progress event (kcheck.defaults.Event): ``stage`` as a display
-#: shows it (``[2/5] heart_scale: grid search``, ``checking a, b``, ``finishing``); ``unit`` is
-#: :data:`DATA_SETS` where ``done`` and ``total`` count data sets, None where they count the
-#: stage's own steps (a check's clusters or grid points); ``text`` is the one line a log shows
-#: (``2/5 done; checking a, b``, ``done``).
+#: A batch's report is the one progress event (kcheck.defaults.Event): ``stage`` as displayed
+#: (``[2/5] heart_scale: grid search``); ``unit``: :data:`DATA_SETS` where counts are data sets,
+#: None for the stage's own steps; ``text``: a log's line (``2/5 done; checking a, b``).
 BatchProgress = Event
 
 
@@ -33,8 +30,7 @@ def step(
 
 
 def starting(label: str, index: int, n: int) -> BatchProgress:
-    """The ``index``-th (from 0) of ``n`` data sets checked one at a time begins; ``label`` is
-    its ``[i/n] name``."""
+    """The ``index``-th (from 0) of ``n`` sequential data sets begins; ``label``: ``[i/n] name``."""
     return Event(label, index, n, DATA_SETS)
 
 

@@ -1,5 +1,4 @@
-"""When a saved line may be reused (``--resume``): its key, over data, options and version,
-and every field that kcheck reads of it of its type."""
+"""When a saved line may be reused (``--resume``): its key, and every field read typed."""
 
 from __future__ import annotations
 
@@ -17,14 +16,11 @@ from kcheck.errors import KcheckError
 from kcheck.io.data import content_sha256
 from kcheck.io.ownformat import ok_line_problem
 
-#: CheckConfig fields that cannot change a line apart from its timing: the files (their content
-#: hashes stand in for them), the CPUs used and the outputs. Every other field, including any
-#: added later, is part of the resume key.
+#: CheckConfig fields that change only a line's timing: files (hashes stand in), CPUs, outputs.
 NOT_KEYED = frozenset({"train", "test", "jobs", "model_out", "model_kind", "model_probability"})
 
 
-#: Fields keyed only when they differ from these values (their defaults), so that lines saved
-#: before the option existed keep their keys.
+#: Fields keyed only when not these defaults, so lines saved before the option keep their keys.
 KEYED_WHEN_SET: dict[str, Any] = {"max_rows": None, "metric": "accuracy"}
 
 
@@ -39,8 +35,7 @@ def keyed_options(config: CheckConfig) -> dict[str, Any]:
 
 
 def resume_key(config: CheckConfig, data_sha256: str, test_sha256: str | None) -> str:
-    """What a saved line must match to be reused: its data and test file's content, every
-    option that can change its JSON, and the kcheck version; as one SHA-256."""
+    """A saved line's reuse key: data and test content, JSON-changing options, kcheck version."""
     material = {
         "kcheck_version": __version__,
         "data_sha256": data_sha256,
@@ -89,10 +84,8 @@ def current_key(ds: DataSet, template: CheckConfig) -> str | None:
 
 
 def reusable(line: dict[str, Any], ds: DataSet, template: CheckConfig) -> bool:
-    """Whether a saved ok line stands for ``ds`` checked now: its fields are of their types
-    (:func:`kcheck.io.ownformat.ok_line_problem`; a line edited by hand whose ``resume_key``
-    survived is not shown or carried over, but checked again) and its key is the one ``ds``
-    would have now."""
+    """Whether a saved ok line stands for ``ds`` now: fields typed
+    (:func:`kcheck.io.ownformat.ok_line_problem`; else checked again) and the same key."""
     key = line.get("resume_key")
     if not isinstance(key, str) or ok_line_problem(line) is not None:
         return False

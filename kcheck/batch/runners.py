@@ -226,8 +226,7 @@ def _written(
 def _run(
     todo: Sequence[DataSet], template: CheckConfig, jobs: int, report: BatchReport
 ) -> Generator[dict[str, Any], None, None]:
-    """Every data set's line in completion order; one on stdin is checked first, here (readable only
-    here)."""
+    """Every data set's line in completion order; one on stdin is checked first, here."""
     here = [ds for ds in todo if ds.train == STDIN]
     rest = [ds for ds in todo if ds.train != STDIN]
     if here:
@@ -249,9 +248,8 @@ def _run(
 def _run_serial(
     todo: Sequence[DataSet], config: CheckConfig, report: BatchReport
 ) -> Generator[dict[str, Any], None, None]:
-    """One data set at a time, each in a worker thread so Ctrl-C is seen at once (ctypes swallows a
-    SIGINT during LIBLINEAR in the main thread; see DESIGN.md); on interrupt the thread stops at its
-    next progress report."""
+    """One data set at a time in a worker thread, so Ctrl-C is seen at once (ctypes swallows it
+    during LIBLINEAR in the main thread); the thread stops at its next progress report."""
     cancelled = threading.Event()
     n = len(todo)
     for i, ds in enumerate(todo):
@@ -326,8 +324,7 @@ def _run_parallel(
 
 
 class _Flight:
-    """:func:`_run_parallel`'s state: data sets waiting, in flight, suspected and finished, and the
-    pool."""
+    """:func:`_run_parallel`'s state: waiting, in flight, suspected, finished, and the pool."""
 
     def __init__(
         self,
@@ -375,8 +372,7 @@ class _Flight:
             try:
                 self.running[self.pool.submit(self.task, self.todo[i], self.config)] = i
             except BrokenProcessPool:
-                # A worker died before its future said so: the futures in flight tell which; this
-                # one waits.
+                # A worker died before its future said so: the futures in flight tell which; wait.
                 self.pending.appendleft(i)
                 return True
         return False
@@ -395,8 +391,7 @@ class _Flight:
         self.pool = _new_pool(self.workers)
 
     def suspects_alone(self) -> Generator[dict[str, Any], None, None]:
-        """The suspects again one at a time in a one-worker pool: only a self-killing data set gets
-        the error line."""
+        """The suspects again one at a time in a one-worker pool, to find the one that kills it."""
         if self.suspects:
             _end_pool(self.pool)
             self.pool = _new_pool(1)
@@ -428,9 +423,8 @@ class _Flight:
 
 
 def cluster_config(template: CheckConfig, scheduler: Scheduler) -> CheckConfig:
-    """Each cluster check's config: one job (Dask workers are daemonic, no pools) and this machine's
-    memory budget (``--memory-limit`` or half of memory), divided among ``local:N``'s workers as
-    ``-j N`` divides it."""
+    """Each cluster check's config: one job (daemonic Dask workers have no pools) and this machine's
+    memory budget, divided among ``local:N``'s workers as ``-j N`` divides it."""
     memory = template.memory_bytes
     if scheduler.local_workers is not None:
         memory = max(1, memory // scheduler.local_workers)

@@ -1,10 +1,6 @@
-"""The batch's output: whole JSON lines, written under a lock and renamed into place.
-
-A file output is written as ``FILE.partial`` (flushed and synced line by line, so a crash
-loses nothing done) under an exclusive lock on ``FILE.lock``, and renamed over ``FILE`` at the
-end: the old results stay whole until the new ones are complete, and two runs cannot
-interleave their lines.
-"""
+"""The batch's output: whole JSON lines written to ``FILE.partial`` (synced line by line, so a crash
+loses nothing done) under an exclusive lock on ``FILE.lock``, renamed over ``FILE`` at the end: old
+results stay whole until the new are complete, and two runs cannot interleave."""
 
 from __future__ import annotations
 
@@ -25,11 +21,8 @@ from kcheck.io.ownformat import RESULTS_BYTES, RESULTS_LINE_BYTES, byte_cap, ite
 
 
 def read_results(path: str, memory_limit: int | None = None) -> dict[str, dict[str, Any]]:
-    """For each name whose latest line in a JSON-lines file has status ok, that line.
-
-    A missing file has none. Lines that do not parse (for example one torn by a power cut)
-    are ignored, so their data sets run again; so do those whose latest line is an error.
-    """
+    """Each name's latest line in a JSON-lines file where its status is ok. Missing files have none;
+    unparsable lines (torn) and error lines leave their data sets to run again."""
     latest = _latest_lines([path], memory_limit)
     return {name: line for name, line in latest.items() if line.get("status") == "ok"}
 
@@ -37,13 +30,8 @@ def read_results(path: str, memory_limit: int | None = None) -> dict[str, dict[s
 def _latest_lines(
     paths: Sequence[str], memory_limit: int | None = None
 ) -> dict[str, dict[str, Any]]:
-    """Each name's last line over the files, read in order; unreadable lines are ignored.
-
-    Each file is read as a stream within :func:`kcheck.io.ownformat.byte_cap` of RESULTS_BYTES
-    (more is an error), and a line within that of RESULTS_LINE_BYTES (a longer one is
-    skipped unread, like a torn one): a symlink to ``/dev/zero`` is refused, not read until
-    memory runs out. A line is parsed within kcheck's bounds of nesting and digits.
-    """
+    """Each name's last line over the files in order, unreadable lines ignored; streamed within
+    byte_cap of RESULTS_BYTES, lines of RESULTS_LINE_BYTES (longer skipped unread)."""
     latest: dict[str, dict[str, Any]] = {}
     line_cap = byte_cap(RESULTS_LINE_BYTES, memory_limit)
     total_cap = byte_cap(RESULTS_BYTES, memory_limit)
@@ -71,15 +59,11 @@ def _latest_lines(
 
 
 class LineWriter:
-    """Writes whole lines: each in one go with SIGINT/SIGTERM held back, then synced.
-
-    The destination is standard output (``path`` ``"-"``), a device or pipe (written in place),
-    or a regular file. A regular ``FILE`` is never written directly. An exclusive lock on
-    ``FILE.lock`` is taken first (another run writing the same file is refused at once), lines
-    go to ``FILE.partial``, and :meth:`commit` renames that over ``FILE``. Until then the old
-    ``FILE`` is untouched; an interrupted run leaves ``FILE.partial`` for ``--resume``. A write
-    that fails is cut back off, so a line is whole or absent.
-    """
+    """Writes whole lines, each in one go with SIGINT/SIGTERM held, then synced. To stdout
+    (``"-"``), a device or pipe (in place), or a regular ``FILE`` via an exclusive ``FILE.lock``
+    (another writer is refused at once) and ``FILE.partial``, which :meth:`commit` renames over
+    ``FILE``; an interrupted run leaves ``FILE.partial`` for ``--resume``. A failed write is cut
+    back off: a line is whole or absent."""
 
     def __init__(self, path: str) -> None:
         self.path = path
@@ -98,8 +82,7 @@ class LineWriter:
             self._f = getattr(stream, "buffer", None) or _TextAdapter(stream)
             return
         self._target = os.path.realpath(path)
-        # Through the name given: /dev/stdout or /dev/fd/N may lead to a pipe, which has no
-        # path to resolve. Opened without waiting (the command's set may have opened it).
+        # Through the name given (/dev/fd/N may be a pipe), without waiting (the set may hold it).
         if _special(path):
             try:
                 self._f = open(special_target(path), "wb")  # noqa: SIM115 - closed by close()
@@ -117,15 +100,14 @@ class LineWriter:
         return self._partial
 
     def prior(self, memory_limit: int | None = None) -> dict[str, dict[str, Any]]:
-        """Each name's latest line in ``FILE`` and then ``FILE.partial`` (for ``--resume``),
-        read within caps that ``memory_limit`` (None: the default) sets."""
+        """Each name's latest line in ``FILE`` then ``FILE.partial`` (``--resume``), capped."""
         if self._partial is None:
             return {}
         return _latest_lines([self._target, self._partial], memory_limit)
 
     def start(self, lines: Sequence[dict[str, Any]] = ()) -> None:
-        """Begin ``FILE.partial`` afresh with ``lines``: a new file renamed into place, so an
-        interruption leaves the old partial file (with lines that may be its only copy)."""
+        """Restart ``FILE.partial`` with ``lines`` through a renamed new file, so an interruption
+        keeps the old one (its lines may be their only copy)."""
         if self._partial is None:
             for line in lines:
                 self.write(line)
@@ -170,17 +152,13 @@ class LineWriter:
                     with contextlib.suppress(OSError):
                         os.ftruncate(self._fd, self._size)  # no torn line left behind
                 raise self._failed(e) from None
-            # Counted while the signals are held in this thread. A Ctrl-C delivered to another
-            # thread (the Dask client's) can still raise here, so close() asks the file itself.
+            # Counted with signals held; a Ctrl-C to another thread may still raise: close() checks.
             self._size += len(data)
 
     def commit(self) -> None:
-        """All lines are written: ``FILE.partial`` becomes ``FILE`` (or the stream is flushed).
-
-        Within a command's set of outputs (:class:`kcheck.io.atomic.OutputSet`), the rename is
-        the set's, together with its other outputs, and the lock is held until then; until
-        then :meth:`close` does nothing, and a set that is dropped leaves ``FILE.partial``.
-        """
+        """All lines written: ``FILE.partial`` becomes ``FILE`` (or the stream is flushed). Within
+        an :class:`kcheck.io.atomic.OutputSet` the rename is the set's and the lock is held until
+        then; :meth:`close` does nothing meanwhile, and a dropped set leaves ``FILE.partial``."""
         if self._partial is None:
             try:
                 if self._f is not None and self.path != STDIN:
@@ -216,10 +194,8 @@ class LineWriter:
         self.close()
 
     def close(self) -> None:
-        """End without committing: ``FILE.partial`` stays if it holds a line, the lock goes.
-
-        Nothing here raises: it runs while an error or an interrupt is on its way out.
-        """
+        """End without committing: ``FILE.partial`` stays if it holds a line, the lock goes. Never
+        raises (runs while an error or interrupt is on its way out)."""
         if self._deferred:
             return
         f, self._f = self._f, None
@@ -255,8 +231,7 @@ def _encode(line: dict[str, Any]) -> bytes:
 
 
 def _special(path: str) -> bool:
-    """A device or pipe (``/dev/null``, ``/dev/stdout``, a FIFO): written in place (and a
-    directory refused as it is opened)."""
+    """A device or pipe (``/dev/null``, a FIFO), written in place; a directory refused on open."""
     try:
         return not stat.S_ISREG(os.stat(path).st_mode)
     except OSError:
@@ -264,11 +239,8 @@ def _special(path: str) -> bool:
 
 
 def _lock(path: str, lock_path: str) -> int:
-    """An exclusive lock on ``lock_path`` (created if need be), or KcheckError at once.
-
-    The holder removes the file when done, so a lock taken on a file that has meanwhile been
-    removed or replaced is worth nothing: then try again.
-    """
+    """An exclusive lock on ``lock_path`` (created if need be), or KcheckError at once. The holder
+    removes the file when done, so a lock on a since removed or replaced file is retried."""
     try:
         import fcntl
     except ImportError:  # no flock (Windows): run unlocked

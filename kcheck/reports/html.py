@@ -1,15 +1,11 @@
-"""``kcheck report``: one self-contained HTML page for a batch's JSON lines.
+"""``kcheck report``: one self-contained HTML page for a batch's JSON lines: a forest plot (inline
+SVG) of each data set's checker gaps with 95% intervals, the epsilon line, verdict and margin as
+colour and label; below, a table sortable by an inline script. Nothing loads from outside, so CI can
+attach it.
 
-A forest plot (inline SVG) with one row per data set: each checker's gap with its 95%
-interval, the epsilon line, and the verdict and margin as colour and label; error and skipped
-lines show as such. Below it a table, sortable by a small inline script. Nothing is loaded
-from outside the file, so CI can attach it as an artifact and it opens anywhere.
-
-The results file may come from anywhere: it is read line by line within a cap
-(:mod:`kcheck.io.ownformat`), every line is parsed and checked for the fields the page uses, and
-a bad one is an error naming its line. Every text the page shows is escaped for HTML, and any
-character a file name may hold (a newline, an undecodable byte) is shown escaped.
-"""
+The results file may come from anywhere: read line by line within a cap
+(:mod:`kcheck.io.ownformat`), every line checked for the fields used (a bad one is an error naming
+it), all text HTML-escaped and file-name characters (newlines, undecodable bytes) shown escaped."""
 
 from __future__ import annotations
 
@@ -38,8 +34,7 @@ VERDICT_COLOURS = {"kernel": "#c0392b", "linear": "#1e8449"}
 
 
 def colours() -> dict[str, str]:
-    """The methods the plot shows, in this order, and their colours: the registry's, read at
-    call time."""
+    """The plotted methods in order with their colours: the registry's, read at call time."""
     return {name: entry.colour for name in registry.methods() if (entry := registry.spec(name))}
 
 
@@ -89,8 +84,8 @@ def _row(line: Any, path: str, lineno: int) -> Row:
 
 
 def _ok_row(line: dict[str, Any], name: str, bad: Callable[[str], DataFormatError]) -> Row:
-    """A checked data set's line: the verdict, its epsilon and every shown checker's gap are
-    required; the row count, deciding checker and time are shown where they are usable."""
+    """A checked data set's line: verdict, epsilon and every shown checker's gap are required; rows,
+    deciding checker and time shown where usable."""
     verdict, margin = line.get("verdict"), line.get("margin")
     epsilon = _number(line.get("epsilon"))
     checkers = line.get("checkers")
@@ -128,8 +123,7 @@ def _ok_row(line: dict[str, Any], name: str, bad: Callable[[str], DataFormatErro
 def _gaps(
     checkers: dict[str, Any], bad: Callable[[str], DataFormatError]
 ) -> dict[str, tuple[float, float, float]]:
-    """(gap, low, high) of each plotted checker that has a gap; one that is not three finite
-    numbers is an error rather than a point drawn off the plot."""
+    """(gap, low, high) of each plotted checker; anything but three finite numbers is an error."""
     gaps = {}
     for c in colours():
         entry = checkers.get(c)
@@ -150,12 +144,8 @@ def _interval(ci: Any) -> tuple[float | None, float | None]:
 
 
 def read_lines(path: str) -> list[Row]:
-    """The latest line of each name in a batch's JSON lines (a resumed batch appends).
-
-    Read as a stream: at most MAX_BYTES in all, and a line at most RESULTS_LINE_BYTES (one
-    check's JSON), so ``/dev/zero`` or an endless pipe is refused at once; only the rows are
-    kept.
-    """
+    """The latest line of each name in a batch's JSON lines (resumes append), streamed within
+    MAX_BYTES and RESULTS_LINE_BYTES a line; only rows are kept."""
     rows: dict[str, Row] = {}
     what = "a batch's results"
     with open_input(path, what) as f:
@@ -186,9 +176,7 @@ TOP = 44
 
 
 def _esc(x: object) -> str:
-    """Text for HTML: markup escaped, and control characters and lone surrogates (a file
-    name's undecodable bytes, a ``"\\ud800"`` in a line) shown as escapes, so that the page is
-    valid UTF-8 whatever the names hold."""
+    """Text for HTML: markup, control characters and lone surrogates escaped (valid UTF-8)."""
     return html.escape(printable(str(x)), quote=True)
 
 
@@ -213,8 +201,7 @@ def _axis_label(rows: list[Row]) -> str:
 
 @dataclass(frozen=True)
 class _Scale:
-    """Gap values to x coordinates: the span of every interval and epsilon (and 0), padded and
-    kept within -105 to +105 points; a value outside is drawn at the edge."""
+    """Gap values to x: the span of intervals, epsilon and 0, padded, within +-105 points."""
 
     lo: float
     hi: float
@@ -234,14 +221,12 @@ class _Scale:
 
 
 def shown_checkers(rows: list[Row]) -> dict[str, str]:
-    """The methods with a gap on at least one line, in the registry's order, and their
-    colours: a checker that ran on no data set gets neither a column nor a legend entry."""
+    """Methods with a gap on some line, in registry order, with colours."""
     return {c: colour for c, colour in colours().items() if any(c in r.gaps for r in rows)}
 
 
 def _forest(rows: list[Row], fail_on: str | None = None) -> str:
-    """The SVG: gap axis in points of the lines' metric, one band per data set; a band whose
-    verdict tripped ``fail_on`` is framed in red. It shrinks to the window's width."""
+    """The SVG: gap axis in points, a band per data set (red frame: tripped ``fail_on``)."""
     sx = _Scale.of(rows)
     height = TOP + ROW_H * len(rows) + 40
     width = LEFT + PLOT_W + RIGHT
@@ -319,9 +304,8 @@ def tripped(r: Row, fail_on: str | None) -> bool:
 
 
 def _forest_row(r: Row, y0: int, sx: _Scale, width: int, failed: bool = False) -> list[str]:
-    """One data set's band: its name; its status if it was not checked; each checker's gap
-    and interval, one above the other; the verdict, bold where clear; a red frame where the
-    verdict tripped --fail-on."""
+    """One data set's band: name; status if not checked; each checker's gap and interval stacked;
+    verdict, bold where clear; red frame where it tripped --fail-on."""
     mid = y0 + ROW_H / 2
     out = [
         f'<g class="forest-row{" tripped" if failed else ""}" data-name="{_esc(r.name)}">',
@@ -364,9 +348,8 @@ def _forest_row(r: Row, y0: int, sx: _Scale, width: int, failed: bool = False) -
     return out
 
 
-#: The page keeps to the window: the plot shrinks to its width, and in the table a long text
-#: (a path, an error) wraps inside its cell and a gap's interval goes under the gap where the
-#: columns are narrow; a number or a word is never broken.
+#: The page keeps to the window: the plot shrinks; long text wraps in its cell and intervals go
+#: under gaps when narrow; numbers and words never break.
 _STYLE = """
 body { font-family: system-ui, sans-serif; margin: 24px; color: #222; }
 h1 { font-size: 20px; }
@@ -417,8 +400,7 @@ def _number_cell(value: float | None, fmt: str) -> str:
 
 
 def _table(rows: list[Row], fail_on: str | None = None) -> str:
-    """One row per line; with ``fail_on``, a column that marks the lines whose verdict tripped
-    it, and those rows tinted."""
+    """One row per line; ``fail_on`` adds a column marking (and tinting) rows that tripped it."""
     head = ["data set", "status", "verdict", "margin", "deciding", "metric", "rows", "seconds"]
     shown = shown_checkers(rows)
     head += [f"{c} gap" for c in shown]
@@ -469,9 +451,8 @@ def _count(n: int, word: str) -> str:
 
 
 def render(rows: list[Row], title: str, fail_on: str | None = None) -> str:
-    """The whole page: no external resource, one inline script (table sorting). With
-    ``fail_on`` (the batch's ``--fail-on``), the data sets whose verdict tripped it are
-    named in the summary and marked in the plot and the table."""
+    """The whole page: no external resource, one inline script (sorting). ``fail_on``
+    (``--fail-on``): tripping data sets are named in the summary and marked in plot and table."""
     counts = {s: sum(r.status == s for r in rows) for s in ("ok", "error", "skipped")}
     verdicts = {v: sum(r.verdict == v for r in rows) for v in VERDICT_COLOURS}
     summary = (

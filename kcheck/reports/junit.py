@@ -1,16 +1,11 @@
-"""``--junit FILE``: the verdicts as JUnit XML, which CI systems (GitHub Actions, GitLab,
-Jenkins, Azure) show as test results, each data set a test case next to a project's own tests.
-
-One ``<testsuite name="kcheck">`` with the ``timestamp`` (when the run started, in UTC,
-without a zone as Ant's schema has it) and ``hostname`` that Ant's JUnit schema requires; one
-``<testcase>`` per line of ``check`` or ``batch``, named by the line's ``name`` (a batch's
-data-set name, the file a check read). A verdict that matched ``--fail-on`` is a
-``<failure>`` whose message is the verdict in plain words, a data set that could not be checked
-an ``<error>``, a file left out a ``<skipped>``. The verdict, margin and gaps go in the case's
-``<system-out>``, a value the JSON has as null written ``null`` (a gap ``-``): the common
-schema (tests/data/junit-10.xsd) has ``<properties>`` on the suite only, where the options go.
-Pure: the plain words come in as a function, so that this module needs no CLI.
-"""
+"""``--junit FILE``: the verdicts as JUnit XML, which CI systems show as test results. One
+``<testsuite name="kcheck">`` with the ``timestamp`` (run start, UTC, no zone) and ``hostname``
+Ant's schema requires; a ``<testcase>`` per ``check`` or ``batch`` line, named by its ``name``. A
+``--fail-on`` match is a ``<failure>`` (message: the verdict in plain words), an unchecked data set
+an ``<error>``, a file left out ``<skipped>``. Verdict, margin and gaps go in ``<system-out>`` (JSON
+null as ``null``, a missing gap ``-``), since the common schema (tests/data/junit-10.xsd) has
+``<properties>`` only on the suite, where the options go. The plain words come in as a function: no
+CLI import."""
 
 from __future__ import annotations
 
@@ -37,10 +32,8 @@ def _seconds(x: Any) -> str:
 
 
 def _text(value: Any) -> str:
-    """XML 1.0 cannot hold most control characters, even escaped: they become U+FFFD. Nor
-    can it hold a lone surrogate, which is how Python keeps a file name's undecodable bytes:
-    such a byte is shown as ``\\xff``, as kcheck's messages show it (kcheck.errors.printable),
-    and any other lone surrogate as ``\\udXXX``."""
+    """Text XML 1.0 can hold: most control characters become U+FFFD; lone surrogates (a file name's
+    undecodable bytes) show as ``\\xff`` as kcheck.errors.printable does, others as ``\\udXXX``."""
     return "".join(_character(c) for c in str(value))
 
 
@@ -63,8 +56,7 @@ def _value(x: Any) -> str:
 
 
 def case_output(line: dict[str, Any]) -> str:
-    """The ``<system-out>`` of an ok line: verdict, margin, deciding checker and every gap
-    (``-`` for a checker with none, skipped or cut short)."""
+    """An ok line's ``<system-out>``: verdict, margin, deciding checker, gaps (``-``: none)."""
     out = [
         f"verdict: {_value(line['verdict'])}",
         f"margin: {_value(line['margin'])}",
@@ -101,10 +93,7 @@ def build(
     properties: dict[str, Any] | None = None,
     started: datetime.datetime | None = None,
 ) -> ET.Element:
-    """The ``<testsuite>`` of ``lines``: batch lines, or one check's JSON with a ``name``.
-
-    ``started`` is when the run started (the suite's ``timestamp``); by default now less the
-    suite's ``time``."""
+    """The ``<testsuite>`` of batch ``lines`` or a named check JSON; ``started``: its timestamp."""
     lines = list(lines)
     total = sum(float(line.get("seconds") or 0.0) for line in lines)
     took = total if seconds is None else seconds
@@ -164,7 +153,6 @@ def render(suite: ET.Element) -> bytes:
 
 
 def write(path: str | os.PathLike[str], suite: ET.Element) -> None:
-    """Write the document atomically, as ``-o`` writes its JSON: the old file stays whole
-    until the new one is complete."""
+    """Write the document atomically, as ``-o`` writes its JSON."""
     with atomic_open(path, "wb", "JUnit file") as f:
         f.write(render(suite))

@@ -1,10 +1,8 @@
-"""C for a LIBLINEAR model, and the model trained with it.
-
-LIBLINEAR's own ``-C`` search (:func:`kcheck.bindings.engines.search_C`) scores plain accuracy; with
-class weights (``--metric balanced`` or ``auc``) C comes from a search in balanced accuracy
-over stratified folds instead, each fold's models warm-started along the C path
-(:func:`kcheck.bindings.engines.fold_problem`, :func:`kcheck.bindings.engines.train_linear`).
-"""
+"""C for a LIBLINEAR model, and the model trained with it: LIBLINEAR's ``-C`` search
+(:func:`kcheck.bindings.engines.search_C`) scores plain accuracy, so with class weights (``--metric
+balanced`` or ``auc``) C comes from a balanced-accuracy search over stratified folds, warm-started
+along the C path (:func:`kcheck.bindings.engines.fold_problem`,
+:func:`kcheck.bindings.engines.train_linear`)."""
 
 from __future__ import annotations
 
@@ -45,8 +43,8 @@ UNCHANGED_STOP = 5
 
 
 def start_C(X: sp.csr_matrix, n_rows: int) -> float:
-    """LIBLINEAR's ``calc_start_C`` for ``-s 2`` with the bias feature: the largest power of two
-    at most 1 / (2 l max_i |x_i|^2), below which every C gives about the same model."""
+    """LIBLINEAR's ``calc_start_C`` for ``-s 2`` with bias: the largest power of two at most 1 / (2
+    l max_i |x_i|^2); below it every C gives about the same model."""
     sq = np.asarray(X.multiply(X).sum(axis=1)).ravel() + BIAS * BIAS
     top = float(sq.max()) if sq.size else 1.0
     return float(2.0 ** math.floor(math.log2(1.0 / (2.0 * max(n_rows, 1) * top))))
@@ -60,18 +58,12 @@ def search_C_balanced(
     seed: int,
     eps: float | None = None,
 ) -> tuple[float, float]:
-    """C by 5-fold stratified CV in balanced accuracy; returns (C, CV accuracy at that C).
-
-    LIBLINEAR's ``-C`` search scores plain accuracy even with ``-wi`` weights, over random
-    folds, so it tunes C for the accuracy of a weighted model: on a 1,000-row set with 1%
-    positives it chose C = 256, 73.2% held-out balanced accuracy, against 91.8% at the C this
-    search chose (scripts/results/metric.md). The grid is ``-C``'s (start C doubling up to
-    1024); each fold's models are warm-started along it, as in ``-C``, and the path stops
-    when no fold's solution moved for 5 doublings (``-C``'s rule) or 5 doublings scored below
-    the best. The folds point into ``problem``'s nodes (no copy of the
-    data); ``X`` (the same rows) is what the held-out folds are predicted from. Ties go to the
-    smaller C.
-    """
+    """C by 5-fold stratified CV in balanced accuracy; returns (C, CV accuracy at that C). ``-C``
+    scores plain accuracy over random folds even with ``-wi`` (1% positives: 73.2% held-out balanced
+    accuracy against 91.8% here, scripts/results/metric.md). ``-C``'s grid (start C doubling to
+    1024), warm-started per fold; stops when no fold's solution moved for 5 doublings or 5 doublings
+    scored below the best. Folds point into ``problem``'s nodes; held-out folds are predicted from
+    ``X``. Ties to the smaller C."""
     Xb, yb = as_binding_csr(X), problem.y
     n = yb.size
     if n < N_FOLDS:
@@ -109,9 +101,7 @@ def search_C_balanced(
         elif score < best[0]:  # a plateau (small C: every model alike) is not a decline
             since_best += 1
         unchanged = 0 if moved else unchanged + 1
-        # -C's rule: no fold's solution moved for 5 doublings (separable data: larger C gives
-        # the same models). And: 5 doublings (32x) of C scoring below the best end the path,
-        # whose remaining points are the slowest to train.
+        # -C's rule (separable: same models), and 5 doublings below the best (slowest to train).
         if unchanged >= UNCHANGED_STOP or since_best >= UNCHANGED_STOP:
             break
     return best[1], best[2]
@@ -127,17 +117,11 @@ def fit_linear(
     compact: bool = True,
     class_weight: ClassWeight | None = None,
 ) -> tuple[LinearModel, float | None]:
-    """Tune C with ``-C`` (unless given) and train on the same problem: one data copy.
-
-    With ``class_weight`` (``--metric balanced`` or ``auc``), C comes from
-    :func:`search_C_balanced` instead, and the model trains with those ``-wi`` weights.
-
-    With ``compact``, when fewer than half of X's columns hold a value (a stray large index,
-    a cluster of sparse text), LIBLINEAR sees only those columns: its work vectors are as long
-    as the width, so one stray index of 3,000,000 made a 40-row C search take 12 s. Such a
-    model still saves at X's full width (:meth:`LinearModel.save`). Returns the model and the
-    search's CV accuracy (None when C was given).
-    """
+    """Tune C with ``-C`` (unless given) and train on the same problem (one data copy); returns the
+    model and the search's CV accuracy (None where C was given). ``class_weight``: C from
+    :func:`search_C_balanced` and ``-wi`` training. ``compact``: where under half of X's columns
+    hold a value, LIBLINEAR sees only those (its work vectors span the width: one stray index of
+    3,000,000 made a 40-row search take 12 s); the model still saves at full width."""
     columns = None
     width = X.shape[1]
     if compact and X.shape[1] >= COMPACT_MIN_WIDTH:

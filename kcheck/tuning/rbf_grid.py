@@ -27,8 +27,7 @@ from kcheck.metrics import balanced_accuracy
 from kcheck.parallel.cluster import Session
 from kcheck.parallel.workers import process_pool
 
-#: Below this many rows x stored values (about a point's flops), worker processes (about a second to
-#: start) cost more than they save.
+#: Below this many rows x values (a point's flops), worker processes cost more than they save.
 MIN_PARALLEL_WORK = 1_000_000
 #: What a search's progress counts.
 GRID_POINTS = "grid points"
@@ -139,8 +138,7 @@ EXPORT_GRID = Grid(refine=True)
 
 @dataclass
 class GridResult:
-    """The chosen point and every point's CV result: rows right, or (``balanced``) balanced
-    accuracy."""
+    """The chosen point and every point's CV result: rows right, or balanced accuracy."""
 
     log2_C: float
     log2_gamma: float
@@ -174,8 +172,7 @@ def best_point(scores: Mapping[tuple[float, float], float]) -> tuple[float, floa
 
 
 _WORKER: dict[str, Any] = {}
-#: What a LIBSVM problem is built from (:meth:`engines.SvmProblem.from_data`): rows, labels, class
-#: weights, cache MB; sent once to each worker.
+#: What a LIBSVM problem is built from (rows, labels, class weights, cache MB), sent once.
 _Data = tuple[sp.csr_matrix, np.ndarray, engines.ClassWeight | None, float]
 #: What is told each grid point's (log2 C, log2 gamma) and its CV score, as it comes.
 _OnScore = Callable[[tuple[float, float], float], None]
@@ -215,8 +212,7 @@ def _cluster_point(
 def _cv_point_with(
     problem: engines.SvmProblem, log2_C: float, log2_gamma: float, cv_args: dict[str, Any]
 ) -> float:
-    """A grid point's CV score: rows right (exact), or the balanced accuracy (rounded, so ties are
-    exact)."""
+    """A grid point's CV score: rows right, or balanced accuracy (rounded, so ties are exact)."""
     args = dict(cv_args)
     balanced = bool(args.pop("balanced", False))
     C, gamma = 2.0**log2_C, 2.0**log2_gamma
@@ -271,9 +267,8 @@ class _Evaluator:
 
 
 class _ClusterEvaluator:
-    """Runs CV at grid points on a Dask cluster (:mod:`kcheck.parallel.cluster`), one task a point:
-    rows sent once, the problem built once per worker; points, seeds and ``cv_args`` as the local
-    runner's, so the scores are the same."""
+    """Runs CV at grid points on Dask (:mod:`kcheck.parallel.cluster`), a task a point: rows sent
+    once, problems built once per worker; same points, seeds, scores as local."""
 
     def __init__(self, data: _Data, cv_args: dict[str, Any], scheduler: str) -> None:
         self.cv_args = cv_args
@@ -460,8 +455,7 @@ def _reported(n: int) -> bool:
     return n >= 1 and n & (n - 1) == 0
 
 
-#: Estimates start after this long: shorter searches need none, and first points mostly time process
-#: start-up.
+#: Estimates start after this long: first points mostly time process start-up.
 ESTIMATE_AFTER_SECONDS = 5.0
 
 
@@ -493,15 +487,13 @@ def duration_text(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
-#: A grid worker's own memory beyond what it shares with its parent (heap, post-fork imports),
-#: measured 20-30 MB.
+#: A grid worker's own memory beyond what it shares with its parent, 20-30 MB measured.
 WORKER_BYTES = 32 * 2**20
 
 
 @dataclass(frozen=True)
 class SearchMemory:
-    """What a search may use under a memory limit: ``jobs`` processes with ``cache_mb`` each, or
-    ``alone_mb`` in this process."""
+    """What a search may use: ``jobs`` processes with ``cache_mb`` each, or ``alone_mb`` here."""
 
     jobs: int
     cache_mb: float
@@ -511,10 +503,8 @@ class SearchMemory:
 def search_memory(
     source: str, X: sp.csr_matrix, memory_limit: int, held_bytes: int, jobs: int
 ) -> SearchMemory:
-    """Workers and kernel caches of a search on ``X`` that fit ``memory_limit`` beside
-    ``held_bytes`` already held. The cache buys only speed, so it shrinks first, then workers go;
-    where this process alone cannot hold LIBSVM's copy of the rows, the run is refused with the
-    figures."""
+    """Workers and kernel caches of a search on ``X`` within ``memory_limit`` beside ``held_bytes``:
+    the cache shrinks first, then workers; refused where one process cannot fit."""
     rows, nnz = int(X.shape[0]), int(X.nnz)
     problem = engines.svm_copy_bytes(nnz, rows)
     data = csr_bytes(X)
@@ -539,26 +529,22 @@ def search_memory(
 
 
 def parallel_jobs(jobs: int, points: int, X: sp.csr_matrix) -> int:
-    """Processes for a search of ``points`` first points on ``X``: one where the work is too small
-    (:data:`MIN_PARALLEL_WORK`)."""
+    """Processes for ``points`` first points on ``X``: one below :data:`MIN_PARALLEL_WORK`."""
     if X.shape[0] * X.nnz < MIN_PARALLEL_WORK:
         return 1
     return max(1, min(jobs, points))
 
 
 #: A grid point costs this many times :func:`kcheck.costs.budget.rbf_fit_seconds` per fold: the
-#: grid's corners train far longer than a tuned point (measured 1.6x on heart_scale, 3.2x on
-#: fourclass).
+#: corners train far longer (1.6x on heart_scale, 3.2x fourclass).
 GRID_POINT_FACTOR = 2.0
 
 
 def point_seconds(
     *, rows: int, nnz: int, n_classes: int, folds: int = FOLDS, features: int = 0
 ) -> float:
-    """Counted seconds of one grid point: a ``folds``-fold CV of LIBSVM's RBF kernel on ``rows``
-    rows with ``nnz`` values of ``features`` (rbf_fit_seconds per fold times
-    :data:`GRID_POINT_FACTOR`; sparse rows cost more,
-    :func:`kcheck.costs.budget.sparse_merge_factor`, 0: not counted)."""
+    """Counted seconds of one grid point: ``folds``-fold CV on ``rows`` rows, rbf_fit_seconds per
+    fold times :data:`GRID_POINT_FACTOR` (sparse: sparse_merge_factor)."""
     train = rows * (folds - 1) // folds
     fold = budget.rbf_fit_seconds(
         rows=train,
@@ -573,16 +559,14 @@ def point_seconds(
 def search_seconds(
     grid: Grid, *, rows: int, nnz: int, n_classes: int, jobs: int = 1, features: int = 0
 ) -> float:
-    """Predicted seconds of the search: :attr:`Grid.expected_points` x :func:`point_seconds`, shared
-    by its processes."""
+    """Predicted seconds: :attr:`Grid.expected_points` x :func:`point_seconds`, shared."""
     per_point = point_seconds(rows=rows, nnz=nnz, n_classes=n_classes, features=features)
     processes = jobs if rows * nnz >= MIN_PARALLEL_WORK else 1
     return grid.expected_points * per_point / max(1, min(processes, grid.expected_points))
 
 
 def grid_text(grid: Grid) -> str:
-    """The grid in words: ``110 points (log2 C -5..15, step 2; log2 gamma 3..-15, step 2)`` and its
-    refinement, or the climb from a start."""
+    """The grid in words: ``110 points (log2 C -5..15, step 2; ...)``, its refinement or climb."""
     if grid.start is not None:
         steps = ", ".join(f"{s:g}" for s in grid.climb)
         return (

@@ -24,8 +24,7 @@ from kcheck.scoring import ACCURACY, Scoring
 from kcheck.split import stratified_subsample
 from kcheck.tuning.rbf_grid import best_point
 
-#: log2 C of the search, 2^-1 .. 2^11 by 4x: smaller C only tied larger ones; larger trains slowly
-#: and rarely wins.
+#: log2 C of the search, 2^-1 .. 2^11 by 4x: smaller only tied; larger rarely won.
 LOG2_C = (-1.0, 1.0, 3.0, 5.0, 7.0, 9.0, 11.0)
 #: log2 of gamma x (median squared distance): the kernel's width around the data's own scale.
 LOG2_GAMMA_FACTOR = (-3.0, -1.0, 1.0, 3.0)
@@ -37,8 +36,7 @@ TUNE_LADDER = (600, 1_000, 1_500, 2_000)
 #: predictions are held to: at a large C iterations, not kernel entries, set the cost (C = 2^11: 6 s
 #: vs 0.5 s at 2^5). See :func:`search_grid`.
 SEARCH_ALLOWANCE = 2.0
-#: Bytes per entry of a rows x rows matrix: distances (8), one gamma's kernel (8), LIBSVM's
-#: precomputed problem (28), with a fold's share.
+#: Bytes per rows x rows entry: distances 8, a kernel 8, LIBSVM's problem 28, a fold's share.
 BYTES_PER_ENTRY = 56
 
 
@@ -131,8 +129,7 @@ def kernel(D: np.ndarray, gamma: float) -> np.ndarray:
 def _tuning_score(
     problem: engines.KernelProblem, C: float, options: GridOptions
 ) -> tuple[float, int]:
-    """One grid point's CV score (rows right, exact, or balanced accuracy) and its count of rows
-    right."""
+    """One grid point's CV score (rows right or balanced accuracy) and its rows right."""
     folds, seed, workers = options.folds, options.seed, options.jobs
     if options.scoring.metric == "accuracy":
         right = engines.cv_kernel(problem, C, folds=folds, seed=seed, workers=workers)
@@ -158,22 +155,18 @@ class Search:
     right: dict[tuple[float, float], int]
     log2_C: float
     log2_gamma: float
-    #: LIBSVM's iterations at each point over its folds: how the solver's work grows with C, to
-    #: predict larger trainings (kcheck.costs.solvers).
+    #: LIBSVM's iterations at each point over its folds: their growth with C (costs.solvers).
     iterations: dict[tuple[float, float], int] = field(default_factory=dict)
-    #: Points passed over as their predicted CV exceeded the allowance: ``log2_C``, ``log2_gamma``,
-    #: ``predicted_seconds``.
+    #: Points passed over (predicted past the allowance): log2 C, log2 gamma, predicted seconds.
     passed_over: tuple[dict[str, float], ...] = ()
-    #: Their predicted iterations (:func:`_next_iterations` carried on), so such a point is never
-    #: taken as free.
+    #: Their predicted iterations, so such a point is never taken as free.
     passed_iterations: dict[tuple[float, float], float] = field(default_factory=dict)
     #: LIBSVM's support vectors at each scored point over its folds: with the iterations, what the
     #: search cost (kcheck.costs.budget.svm_trained_seconds).
     support_vectors: dict[tuple[float, float], int] = field(default_factory=dict)
 
     def predicted_iterations(self) -> dict[tuple[float, float], float]:
-        """Every point's iterations over the folds: counted where scored, predicted where passed
-        over."""
+        """Every point's iterations over the folds: counted where scored, else predicted."""
         return {**self.passed_iterations, **{p: float(i) for p, i in self.iterations.items()}}
 
 
@@ -216,8 +209,7 @@ def search_share(rows: int, options: GridOptions) -> float:
 
 
 def search_allowance(y: np.ndarray, options: GridOptions) -> float:
-    """What a search on ``y``'s rows may spend (:func:`search_grid`'s ``allowance``):
-    SEARCH_ALLOWANCE times its count."""
+    """What a search on ``y``'s rows may spend: SEARCH_ALLOWANCE times its count."""
     return SEARCH_ALLOWANCE * search_seconds(int(y.size), int(np.unique(y).size), options)
 
 
@@ -266,8 +258,7 @@ def _passed_over(
     g: float,
     iterations: dict[tuple[float, float], float],
 ) -> list[dict[str, float]]:
-    """The points of ``Cs`` at gamma ``g`` passed over with their predicted seconds; their predicted
-    iterations go into ``iterations``."""
+    """Points of ``Cs`` at gamma ``g`` passed over, with predicted seconds and ``iterations``."""
     grown = [float(v) for v in at_gamma]
     out = []
     for c in Cs:
