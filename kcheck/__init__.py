@@ -1,9 +1,6 @@
-"""kcheck: is a Gaussian-kernel classifier clearly better than a linear one for this data set?
-
-From Python: ``kcheck.check(X, y)`` on arrays, ``kcheck.check_file(path)`` on a LIBSVM file
-(docs/python.md). They live in :mod:`kcheck.api`, imported on first use, so that
-``import kcheck`` (and ``kcheck --help``) does not load the numeric stack.
-"""
+"""kcheck: is a Gaussian-kernel classifier clearly better than a linear one for this data set? From
+Python: ``kcheck.check(X, y)``, ``kcheck.check_file(path)`` (docs/python.md), in :mod:`kcheck.api`,
+imported on first use to keep ``import kcheck`` light."""
 
 from __future__ import annotations
 

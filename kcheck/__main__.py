@@ -1,20 +1,11 @@
 """The ``kcheck`` command and ``python -m kcheck``: Ctrl-C handled from the first instruction.
 
-Importing the command line (click, rich, every command) takes a tenth of a second or more,
-and a SIGINT meanwhile printed a KeyboardInterrupt traceback (or, caught in a finaliser, was
-lost). So before anything else is imported, SIGINT and SIGTERM end the process at once with
-"kcheck: interrupted" and 130 (143): nothing has been written and no worker runs yet. The
-command line's :func:`~kcheck.cli.app.main` replaces these handlers with its own.
-
-``_signal`` is the C module under :mod:`signal`: built into the interpreter, it is there at
-once, where importing :mod:`signal` reads a file (and an interrupt could land in that).
-
-A worker process of the ``kcheck`` command runs the command's script again (as
-``__mp_main__``, which imports this module) while multiprocessing prepares it. There the
-handlers are not installed, nor the command line imported: a worker is no command, and one
-that caught SIGTERM this way ignored it for as long as a LIBLINEAR call ran (a Python handler
-waits for the call to return), and said "kcheck: interrupted" a second time.
-"""
+Importing the command line takes 0.1 s or more, and a SIGINT then printed a traceback, so before
+anything else SIGINT and SIGTERM end the process at once with "kcheck: interrupted" and 130 (143);
+:func:`~kcheck.cli.app.main` later installs its own. ``_signal`` is the built-in C module under
+:mod:`signal` (no file read). A worker re-running the script as ``__mp_main__`` installs none and
+imports no CLI: a Python handler there ignored SIGTERM during a LIBLINEAR call and said
+"interrupted" twice."""
 
 import _signal
 import os
@@ -31,8 +22,7 @@ def _interrupted_while_starting(signum: int, frame: object) -> None:
 
 
 def _preparing_a_worker() -> bool:
-    """Whether multiprocessing is preparing this process as a worker (it has imported itself
-    by then; the command, this early, has not)."""
+    """Whether multiprocessing is preparing this process as a worker (the command has not)."""
     process = sys.modules.get("multiprocessing.process")
     current = getattr(process, "current_process", None)
     return current is not None and bool(getattr(current(), "_inheriting", False))
@@ -46,14 +36,8 @@ if not _preparing_a_worker():
 
 
 def main() -> None:
-    """The ``kcheck`` command (``[project.scripts]``).
-
-    The interpreters it starts (the fork server of its worker processes, a local Dask
-    cluster's workers) run with the working directory off ``sys.path`` (PYTHONSAFEPATH): a
-    fork server started with ``-c`` would put it first, and a ``kcheck/`` folder there (a
-    checkout, a data directory of that name) would stand in for the installed package in every
-    worker ("cannot import name '__version__' from 'kcheck'").
-    """
+    """The ``kcheck`` command (``[project.scripts]``). Its interpreters (fork server, Dask workers)
+    run with PYTHONSAFEPATH, so a local ``kcheck/`` folder cannot shadow the package."""
     os.environ.setdefault("PYTHONSAFEPATH", "1")
     _main(whole_process=True)
 

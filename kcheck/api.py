@@ -1,12 +1,9 @@
-"""kcheck from Python: :func:`check` on arrays and :func:`check_file` on a LIBSVM file.
-
-Both run the pipeline of ``kcheck check`` with the same options, names and defaults (those of
-:class:`kcheck.config.CheckConfig`), and return a :class:`Result` whose :meth:`Result.to_dict`
-is the command's JSON. They never print unless asked (``progress=`` or ``verbose=True``),
-never exit the interpreter, and raise :class:`kcheck.errors.KcheckError` (a ValueError) or
-TypeError on bad input, in the command line's words. ``import kcheck`` stays light: this
-module is imported on first use of ``kcheck.check`` (kcheck/__init__.py).
-"""
+"""kcheck from Python: :func:`check` on arrays and :func:`check_file` on a LIBSVM file. Both run
+``kcheck check``'s pipeline with its options, names and defaults
+(:class:`kcheck.config.CheckConfig`) and return a :class:`Result` whose :meth:`Result.to_dict` is
+the command's JSON. They print only if asked (``progress=``, ``verbose=True``), never exit, and
+raise :class:`kcheck.errors.KcheckError` (a ValueError) or TypeError in the command line's words.
+Imported on first use of ``kcheck.check`` (kcheck/__init__.py), keeping ``import kcheck`` light."""
 
 from __future__ import annotations
 
@@ -43,8 +40,7 @@ __all__ = ["Gap", "Model", "Result", "check", "check_file"]
 
 @dataclass(frozen=True)
 class Gap:
-    """A checker's gap over linear, in the metric's units (0.02 is 2 points), with its paired
-    95% interval."""
+    """A checker's gap over linear in the metric's units (0.02 is 2 points) with its interval."""
 
     value: float
     low: float
@@ -55,8 +51,7 @@ class Gap:
 
 
 class Result:
-    """A finished check: the verdict and the facts behind it, typed; :meth:`to_dict` is the
-    JSON of ``kcheck check`` for the same data, options and seed."""
+    """A finished check, typed; :meth:`to_dict` is ``kcheck check``'s JSON for the same input."""
 
     def __init__(self, report: CheckReport, config: CheckConfig, verdict: dict[str, Any]):
         self._report = report
@@ -130,9 +125,8 @@ class Result:
         probability: bool = False,
         progress: Progress | None = None,
     ) -> Model:
-        """Train the recommended model (or ``kind``: linear, kernel, linear+K with explain)
-        on all the checked rows, as ``--model-out`` does; :meth:`Model.save` writes its files.
-        """
+        """Train the recommended model (or ``kind``: linear, kernel, linear+K with explain) on all
+        checked rows, as ``--model-out`` does; :meth:`Model.save` writes its files."""
         if kind is not None and not isinstance(kind, str):
             raise TypeError(f"kind must be a string such as 'linear' or 'kernel', got {kind!r}")
         report = dataclasses.replace(
@@ -169,10 +163,9 @@ class Result:
 
 
 class Model:
-    """A trained model with its scaling: :meth:`predict` takes rows as the check took them
-    (unscaled); :meth:`save` writes the files ``--model-out`` writes (PATH, PATH.range and,
-    for linear+K, PATH.terms), which svm-predict, liblinear-predict and ``kcheck predict``
-    read."""
+    """A trained model with its scaling: :meth:`predict` takes unscaled rows, as the check did;
+    :meth:`save` writes ``--model-out``'s files (PATH, PATH.range, for linear+K PATH.terms) for
+    svm-predict, liblinear-predict and ``kcheck predict``."""
 
     def __init__(
         self,
@@ -421,14 +414,13 @@ def _checkers(value: Iterable[str] | str) -> tuple[str, ...]:
 
 @contextmanager
 def _quiet(progress: Progress | None, verbose: bool) -> Iterator[Progress]:
-    """The progress callback to pass down (the caller's, a line a stage on stderr with
-    ``verbose``, or none), which also stops the call once Ctrl-C has come (below)."""
+    """The progress callback to pass down (the caller's, a stderr line a stage with ``verbose``, or
+    none), which also stops the call once Ctrl-C has come."""
     if progress is not None and not callable(progress):
         raise TypeError("progress must be a function of one kcheck.Event")
     shown = progress or (_stage_lines() if verbose else no_progress)
     with _interruptible() as interrupted:
-        # A LIBLINEAR or LIBSVM call that an earlier Ctrl-C left running ends first: this
-        # call's draws and counts must not mix with its (kcheck.bindings.c_runtime.interruptible).
+        # A C call a previous Ctrl-C left running ends first, so its draws never mix with ours.
         wait_for_left_calls()
 
         def report(event: Event) -> None:
@@ -454,12 +446,10 @@ def _stage_lines() -> Progress:
 
 @contextmanager
 def _interruptible() -> Iterator[threading.Event]:
-    """Ctrl-C ends the call with KeyboardInterrupt even where it lands inside a LIBSVM
-    callback, which swallows the exception: the flag stays set, and the next progress report
-    (or the end of the call) raises it again. The interpreter's own handler is restored after;
-    a caller's own SIGINT handler, or a call outside the main thread, is left alone. A
-    LIBLINEAR or LIBSVM call, which runs to its end once begun, runs apart from the main
-    thread meanwhile (kcheck.bindings.c_runtime.interruptible), so the handler runs at once."""
+    """Ctrl-C ends the call with KeyboardInterrupt even inside a LIBSVM callback (which swallows
+    it): the flag stays set and the next progress report, or the end, raises it. C calls run off the
+    main thread meanwhile (c_runtime.interruptible). A caller's own handler, or a non-main thread,
+    is left alone."""
     flag = threading.Event()
     ours = (
         threading.current_thread() is threading.main_thread()

@@ -1,12 +1,8 @@
-"""Data held in Python made into what a check trains on: the :class:`~kcheck.prepare.Prepared`
-that a LIBSVM file gives, without writing the file.
-
-``kcheck.check(X, y)`` takes a dense numpy array, a scipy sparse matrix or array (CSR, CSC,
-COO...) or a pandas DataFrame, and labels as any 1-D array-like. Everything is validated here,
-at the boundary, with errors that name the offending entry; the caller's objects are only
-read (every matrix below is a fresh copy), and pandas is recognised by its shape, never
-imported, so it stays optional.
-"""
+"""Data held in Python made into the :class:`~kcheck.prepare.Prepared` a LIBSVM file gives, without
+writing a file. ``kcheck.check(X, y)`` takes a dense array, a scipy sparse matrix or array, or a
+pandas DataFrame, and 1-D array-like labels. All is validated here with errors naming the entry; the
+caller's objects are only read (every matrix below is a fresh copy), and pandas is recognised by
+shape, never imported."""
 
 from __future__ import annotations
 
@@ -37,14 +33,13 @@ _HASH_TAG = b"kcheck arrays v1\0"
 
 
 def is_frame(X: Any) -> bool:
-    """A pandas (or pandas-like) DataFrame, recognised without importing pandas: it has
-    columns with a dtype each and converts itself to numpy."""
+    """A pandas(-like) DataFrame, known without importing pandas: typed columns, to_numpy."""
     return all(hasattr(X, a) for a in ("columns", "dtypes", "to_numpy")) and not sp.issparse(X)
 
 
 def as_csr(X: Any, what: str = "X") -> sp.csr_matrix:
-    """X as a new canonical float64 CSR matrix (sorted, duplicates summed, no stored zeros),
-    as the LIBSVM reader gives; ValueError or TypeError naming what is wrong."""
+    """X as a new canonical float64 CSR (sorted, duplicates summed, no stored zeros), as the reader
+    gives; ValueError or TypeError naming the problem."""
     if sp.issparse(X):
         if len(X.shape) != 2:
             raise KcheckError(f"{what} must be 2-D (rows, features), got shape {X.shape}")
@@ -66,15 +61,13 @@ def as_csr(X: Any, what: str = "X") -> sp.csr_matrix:
     return A
 
 
-#: The sparse formats whose index arrays :func:`_require_structure` checks; any other is made
-#: COO first. scipy's C++ conversions read these indices as offsets unchecked: a negative or
-#: too large one writes past an array and may abort the interpreter.
+#: Sparse formats whose indices :func:`_require_structure` checks (others become COO first): scipy's
+#: C++ conversions use indices as unchecked offsets and can crash the interpreter.
 _CHECKED_FORMATS = ("csr", "csc", "bsr", "coo")
 
 
 def _coordinates(X: Any, what: str) -> Any:
-    """A LIL, DOK or DIA matrix as a new COO one: scipy makes it in numpy, never reading an
-    index as an offset, and refuses some invalid indices itself (ValueError)."""
+    """A LIL, DOK or DIA matrix as a new COO one, built in numpy (no index used as an offset)."""
     try:
         return X.tocoo()
     except (ValueError, IndexError) as e:
@@ -82,10 +75,8 @@ def _coordinates(X: Any, what: str) -> Any:
 
 
 def _require_structure(X: Any, what: str) -> None:
-    """A sparse matrix's index arrays (those :data:`_CHECKED_FORMATS` hold) as
-    ``check_format(full_check=True)`` wants them, checked without changing the caller's
-    object: integers, an index pointer that starts at 0 and never decreases, and every index in
-    range."""
+    """A sparse matrix's index arrays checked as ``check_format(full_check=True)`` wants, caller's
+    object untouched: integers, indptr from 0 non-decreasing, indices in range."""
     rows, cols = (int(n) for n in X.shape)
     if X.format == "coo":
         data = np.asarray(X.data)
@@ -114,8 +105,7 @@ _AXES = ("row", "column")
 
 
 def _require_indptr(indptr: np.ndarray, major: int, stored: int, axis: int, what: str) -> int:
-    """The count of stored values that an index pointer over ``major`` rows (``axis`` 0) or
-    columns (1) spans, within the ``stored`` values the matrix holds."""
+    """Stored values an index pointer over ``major`` rows (``axis`` 0) or columns (1) spans."""
     invalid = f"{what}: the sparse matrix's structure is invalid: its index pointer (indptr)"
     if indptr.dtype.kind not in "iu" or indptr.ndim != 1:
         raise KcheckError(f"{invalid} must be 1-D integers, got {indptr.ndim}-D {indptr.dtype}")
@@ -220,9 +210,8 @@ def as_labels(y: Any, rows: int, what: str = "y") -> np.ndarray:
 
 
 def _require_distinct_as_doubles(raw: np.ndarray, what: str) -> None:
-    """Refuse two distinct labels that are one double: LIBLINEAR, LIBSVM and their model files
-    keep labels as doubles, which hold integers exactly only up to 2^53, so 2^53 + 1 and
-    2^53 (or 2^63 - 1 and 2^63 - 2) would be one class."""
+    """Refuse two distinct labels that are one double: LIBLINEAR, LIBSVM and their files keep
+    doubles, exact only up to 2^53 (2^53 + 1 and 2^53 would merge)."""
     if raw.dtype.kind == "b" or raw.dtype.kind == "f" and raw.dtype.itemsize <= 8:
         return  # booleans, float16/32/64: every value is a double of its own
     if raw.dtype.kind in "iuf":
@@ -253,16 +242,14 @@ def _double(value: Any, what: str) -> float:
 
 
 def _exact(value: Any) -> str:
-    """A label as the caller wrote it: an integer's every digit, a float as its shortest
-    repr."""
+    """A label as written: an integer's every digit, a float's shortest repr."""
     if isinstance(value, (numbers.Integral, np.integer)):
         return str(int(value))
     return str(value)
 
 
 def content_hash(X: sp.csr_matrix, y: np.ndarray) -> str:
-    """SHA-256 of the canonical CSR and the labels: the same data gives the same hash, whatever
-    form (dense, CSC, a frame) it came in; it ties a verdict to its data as a file's does."""
+    """SHA-256 of the canonical CSR and labels: the same data hashes alike in any form."""
     h = hashlib.sha256(_HASH_TAG)
     h.update(np.asarray(X.shape, dtype="<i8").tobytes())
     for part, dtype in ((X.indptr, "<i8"), (X.indices, "<i8"), (X.data, "<f8"), (y, "<f8")):
@@ -279,8 +266,8 @@ def prepare_arrays(
     integer_labels: bool = False,
     name: str = TRAIN_NAME,
 ) -> Prepared:
-    """What :func:`kcheck.prepare.prepare` makes of a file, made of arrays: validated, labels
-    coded, scaled. ``data.path`` is None and ``data.sha256`` is :func:`content_hash`."""
+    """:func:`kcheck.prepare.prepare`'s result made of arrays: validated, coded, scaled;
+    ``data.path`` None, ``data.sha256`` :func:`content_hash`."""
     t0 = time.perf_counter()
     A = as_csr(X)
     y_raw = as_labels(y, A.shape[0])
@@ -295,10 +282,7 @@ def prepare_arrays(
 
 
 class ArrayTest(TestFile):
-    """``test=(X, y)``: arrays to score the trained models on, checked now as a test file is.
-
-    Held whole (it is in memory already); its rows must be as wide as the training data's.
-    """
+    """``test=(X, y)``: arrays to score models on, checked as a test file is (training's width)."""
 
     def __init__(self, X: Any, y: Any, prepared: Prepared, name: str = TEST_NAME) -> None:
         A = as_csr(X, "test X")

@@ -1,5 +1,4 @@
-"""The options of one check, validated: built by the CLI, a script or the Python caller,
-and read by :func:`kcheck.pipeline.run`."""
+"""The options of one check, validated; read by :func:`kcheck.pipeline.run`."""
 
 from __future__ import annotations
 
@@ -53,17 +52,14 @@ class CheckConfig:
     exact: str = DEFAULT_EXACT
     #: Rank degree-2's product terms and score linear + top-k products (advice only).
     explain: bool = False
-    #: Check a stratified sample of this many rows, kept while the file streams; "auto": as
-    #: many as the memory limit holds (the whole file where it fits).
+    #: Check a stratified streaming sample of this many rows; "auto": what the memory limit holds.
     max_rows: int | str | None = None
-    #: What a score is: accuracy, balanced (class-weighted models, mean per-class recall) or
-    #: auc (two classes).
+    #: The score: accuracy, balanced (class-weighted models, mean recall) or auc (two classes).
     metric: str = DEFAULT_METRIC
 
     @property
     def memory_bytes(self) -> int:
-        """The limit the run keeps to: ``memory_limit``, or by default half of RAM. The field
-        itself stays None when unset, as the resume key records it."""
+        """The limit kept to: ``memory_limit``, or half of RAM (the field stays None for resume)."""
         return self.memory_limit or default_memory_limit()
 
     def validated(self) -> CheckConfig:

@@ -1,8 +1,5 @@
-"""The option vocabulary: every choice and default the commands share, written once.
-
-The CLI builds its options from these, and the core validates against them, so a default
-(epsilon's 0.02, the scalings, the exact-mode choices) cannot differ between commands.
-"""
+"""The option vocabulary: every choice and default the commands share, written once, so the CLI and
+the core cannot disagree (epsilon's 0.02, scalings, exact-mode choices)."""
 
 from __future__ import annotations
 
@@ -19,14 +16,11 @@ DEFAULT_SCALING = "maxabs"
 #: The exact RBF comparison: ``auto`` runs it where its counted cost is small.
 EXACT_MODES = ("auto", "always", "never")
 DEFAULT_EXACT = "auto"
-#: The names ``--checkers`` takes, in the order the help lists them, and those that run by
-#: default: the one list of names. The checkers themselves are in kcheck.checkers.registry,
-#: which must list exactly these (tests/test_registry.py); the names live here so that the
-#: command line can show them without importing the numeric stack.
+#: ``--checkers`` names in help order, and the defaults; kcheck.checkers.registry must match
+#: (tests/test_registry.py). Here so the CLI skips the numeric stack.
 CHECKER_NAMES = ("degree2", "multilinear", "rbfsvm", "rff", "mixlinear", "kfactory")
 DEFAULT_CHECKERS = ("degree2", "multilinear", "rbfsvm")
-#: What a score is: plain accuracy, balanced accuracy (the mean of per-class recall; every model
-#: then trains with class weights) or the area under the ROC curve (two classes).
+#: The score: accuracy, balanced accuracy (mean recall; class-weighted models) or ROC AUC.
 METRICS = ("accuracy", "balanced", "auc")
 DEFAULT_METRIC = "accuracy"
 #: Each metric in a sentence ("+3.0 points of balanced accuracy"), for the table and the report.
@@ -51,32 +45,24 @@ FOLDS = 5
 MAX_SEED = 2**32 - 1
 #: Fewer rows than this leave too few in the validation split for a comparison to mean anything.
 MIN_ROWS = 10
-#: The largest ``--max-rows``: more rows than any file holds (petabytes of them), and a count
-#: that a float holds exactly, as the sampler's arithmetic needs.
+#: The largest ``--max-rows``: beyond any file, and exact in a float as the sampler needs.
 MAX_ROWS = 2**53
-#: Fewer rows per class than this (on average) leave most classes absent from one split: 3,000
-#: classes in 6,000 rows took minutes and scored 0.03% for every method.
+#: Fewer rows per class than this leave most classes out of a split (0.03% for all methods).
 MIN_ROWS_PER_CLASS = 5
 
 
 @dataclass(frozen=True)
 class Event:
-    """One progress report, the one format of progress and logs: a display reads its fields,
-    and a log writes :attr:`text`.
+    """One progress report, the one format of progress and logs: displays read its fields, logs
+    write :attr:`text`.
 
-    ``stage`` is what is happening (``degree-2 checker``), as a display shows it. ``done`` of
-    ``total`` count its steps (None: it counts none); ``unit`` names them where they are not
-    the stage's own steps (``data sets``). ``predicted_seconds`` is what the stage is predicted
-    to take here where the plan has a prediction: its counted reference seconds
-    (kcheck.costs.budget, or a checker's own revision) at this run's pace (the probe's,
-    kcheck.costs.pace, then that of the stages done so far). ``line`` is the report as one
-    line of text where that is not the stage (a batch's ``2/5 done; checking a,
-    b``). ``ended`` says how the stage under way ended where it did not finish its work
-    (``skipped (time limit)``): a log then says that, not "done"; a display that shows stages
-    as they start ignores it. ``note`` says how the stage under way finished where it did less
-    than it announced by design (``settled after 1 of 2 repeats``): a log adds it to its
-    "done" line, so that a stage done in half its announced time says why.
-    """
+    ``stage``: what is happening (``degree-2 checker``). ``done`` of ``total``: its steps (None:
+    uncounted); ``unit`` names them where not the stage's own (``data sets``).
+    ``predicted_seconds``: the counted prediction at this run's pace (kcheck.costs.pace). ``line``:
+    the report as text where not the stage (``2/5 done; checking a, b``). ``ended``: how the stage
+    ended without finishing (``skipped (time limit)``; a log says it instead of "done"). ``note``:
+    why it did less than announced by design (``settled after 1 of 2 repeats``), added to the "done"
+    line."""
 
     stage: str
     done: int | None = None

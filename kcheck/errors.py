@@ -1,10 +1,6 @@
-"""Domain errors.
-
-Every error a user can cause is a :class:`KcheckError`. The CLI turns these, and only these,
-into a one-line message and exit code 2; anything else is a bug and keeps its traceback.
-A KcheckError is a ValueError, so that a Python caller of :func:`kcheck.check` can catch bad
-input as it would from any other library.
-"""
+"""Domain errors: everything a user can cause is a :class:`KcheckError`, which the CLI alone turns
+into one line and exit 2 (anything else is a bug with its traceback). It is a ValueError, so Python
+callers of :func:`kcheck.check` catch bad input as usual."""
 
 from __future__ import annotations
 
@@ -19,9 +15,8 @@ class KcheckError(ValueError):
     """An error caused by the user's input or options (exit code 2; a ValueError in Python)."""
 
 
-#: What would break a one-line message or the terminal showing it: control characters (C0,
-#: DEL, C1), Unicode's line and paragraph separators, and lone surrogates (a file name's
-#: undecodable bytes, as Python's file system encoding keeps them).
+#: What would break a one-line message or the terminal: control characters (C0, DEL, C1), Unicode
+#: line and paragraph separators, lone surrogates (undecodable file-name bytes).
 _UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
@@ -37,17 +32,12 @@ def _escape(m: re.Match[str]) -> str:
 
 
 def printable(text: str) -> str:
-    """``text`` with every character that would break a one-line message escaped as Python
-    writes it (a newline in a file name as ``\\n``, a byte 0xff as ``\\xff``)."""
+    """``text`` with such characters escaped as Python writes them (``\\n``, ``\\xff``)."""
     return _UNPRINTABLE.sub(_escape, text)
 
 
 class DataFormatError(KcheckError):
-    """A data, range or model file is not what it should be.
-
-    Carries the path and 1-based line number so the message reads ``data.svm:17: ...``; the
-    path is shown with :func:`printable`, so that any file name keeps the message one line.
-    """
+    """A data, range or model file is wrong: path and line, as ``data.svm:17: ...``."""
 
     def __init__(self, path: str | os.PathLike[str] | None, line: int | None, message: str):
         self.path = os.fspath(path) if path is not None else None
@@ -73,11 +63,7 @@ class KcheckWarning(UserWarning):
 
 @contextlib.contextmanager
 def recorded_warnings() -> Iterator[list[str]]:
-    """Collect the messages of the KcheckWarnings issued inside; other warnings pass through.
-
-    A command puts them into its JSON's ``warnings``, so that ``-q``, which silences stderr,
-    loses none of them.
-    """
+    """Collect the KcheckWarnings' messages issued inside, for the JSON, so ``-q`` loses none."""
     notes: list[str] = []
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", KcheckWarning)

@@ -6,12 +6,10 @@ import os
 
 from kcheck.errors import DataFormatError, KcheckError
 
-#: Bytes a check holds per column of the data's width, measured: the scaler's min, max and
-#: divisor and its kept mask, the reader's and the scaler's column scratch, and the column
-#: arrays of the split and the checkers (58 bytes measured on a file with one index of 5e7).
+#: Bytes a check holds per column of width: scaler arrays and mask, reader and scaler scratch, split
+#: and checker column arrays (58 measured with one index of 5e7).
 BYTES_PER_COLUMN = 64
-#: A line of the input costs about this many times its length while the reader parses it
-#: (the line, numpy views of its bytes and the per-token arrays of the fast parser).
+#: A line costs about this many times its length while parsed (line, byte views, per-token arrays).
 LINE_COST = 32
 #: Lines are never capped below this, so that a small --memory-limit still reads wide rows.
 MIN_LINE_CAP = 1 << 20
@@ -36,24 +34,18 @@ def _physical_memory() -> int:
 
 
 def default_memory_limit() -> int:
-    """Half of physical RAM (or of the cgroup limit): the same on every run of one machine,
-    so that what a check subsamples or skips never depends on what else runs right then."""
+    """Half of physical RAM (or the cgroup limit): fixed per machine, independent of load."""
     return _physical_memory() // 2
 
 
 def max_line_bytes(memory_limit: int | None = None) -> int:
-    """The longest input line accepted: one that the reader can parse within the limit.
-
-    A stream without a newline (``/dev/zero``) would otherwise be buffered until memory ran
-    out.
-    """
+    """The longest input line the reader can parse within the limit (``/dev/zero`` has none)."""
     limit = memory_limit or default_memory_limit()
     return max(MIN_LINE_CAP, limit // LINE_COST)
 
 
 def check_width(source: str, n_features: int, memory_limit: int | None = None) -> None:
-    """Refuse a width whose per-feature arrays alone would not fit: one stray index of 2^31
-    would otherwise make every per-feature array 16 GiB."""
+    """Refuse a width whose per-feature arrays alone would not fit (index 2^31: 16 GiB each)."""
     limit = memory_limit or default_memory_limit()
     need = BYTES_PER_COLUMN * n_features
     if need > limit:
@@ -74,16 +66,12 @@ def line_too_long(source: str, line: int | None, cap: int) -> DataFormatError:
     )
 
 
-#: What a whole check holds at its peak, per byte of the data's CSR arrays, measured with
-#: scripts/bench_memory.py (webspam-like: 2.44), plus FIXED_BYTES: the design's target.
+#: A check's peak per CSR byte (scripts/bench_memory.py: 2.44), plus FIXED_BYTES: the target.
 CHECK_BYTES_PER_CSR_BYTE = 3
 FIXED_BYTES = 64 * 2**20
-#: Under --time-limit each method trains in a worker process that can be stopped
-#: (kcheck.parallel.workers.stoppable), beside this one: the process tree then also holds the
-#: worker's copy of T and V and LIBLINEAR's nodes of them, and a second interpreter beside the
-#: fork server's. A 45 MB --max-rows auto sample under --memory-limit 200M held 5.0x its CSR
-#: plus 116 MB over the tree (342 MB: this process 169, the baseline's worker 145, the fork
-#: server 21, the resource tracker 7), where a check is sized for 3x plus FIXED_BYTES.
+#: Under --time-limit each method trains in a stoppable worker beside this process, holding its copy
+#: of T and V, LIBLINEAR's nodes and another interpreter (a 45 MB sample under 200M: 5.0x its CSR
+#: plus 116 MB over the tree, against 3x plus FIXED_BYTES).
 TIME_LIMITED_BYTES_PER_CSR_BYTE = CHECK_BYTES_PER_CSR_BYTE + 2
 TIME_LIMITED_FIXED_BYTES = 2 * FIXED_BYTES
 
@@ -93,9 +81,8 @@ def csr_bytes(X: object) -> int:
     return int(sum(getattr(X, a).nbytes for a in ("data", "indices", "indptr")))
 
 
-#: ... and what ``kcheck verify`` holds: the rows, their scaled copy, LIBSVM's copy of them
-#: (16 bytes a value against the CSR's 12) and its solver's per-row arrays, before the kernel
-#: cache, which takes what is left (kcheck.tuning.rbf_grid.search_memory).
+#: ... and ``kcheck verify``'s: rows, scaled copy, LIBSVM's copy (16 bytes a value) and solver
+#: arrays, before the kernel cache takes the rest (kcheck.tuning.rbf_grid.search_memory).
 VERIFY_BYTES_PER_CSR_BYTE = 4
 
 
@@ -122,30 +109,27 @@ def max_data_bytes(
     per_csr_byte: int = CHECK_BYTES_PER_CSR_BYTE,
     fixed_bytes: int = FIXED_BYTES,
 ) -> int:
-    """The largest CSR that :func:`check_fits` accepts under ``memory_limit``: the reader stops
-    there, so that a file too large for the limit is refused before it is read whole."""
+    """The largest CSR :func:`check_fits` accepts under ``memory_limit``, where the reader stops, so
+    too-large files are refused before read whole."""
     return (memory_limit - fixed_bytes) // per_csr_byte
 
 
 def check_footprint(time_limited: bool) -> tuple[int, int]:
-    """A check's bytes per byte of the data's CSR and its fixed bytes: under --time-limit
-    with a worker process's share (TIME_LIMITED_BYTES_PER_CSR_BYTE)."""
+    """A check's bytes per CSR byte and fixed bytes, with a worker's share under --time-limit."""
     if time_limited:
         return TIME_LIMITED_BYTES_PER_CSR_BYTE, TIME_LIMITED_FIXED_BYTES
     return CHECK_BYTES_PER_CSR_BYTE, FIXED_BYTES
 
 
 def checker_budget(memory_limit: int, data_bytes: int, time_limited: bool = False) -> int:
-    """What a checker may allocate on top of the data in memory (T and V, about the CSR
-    bytes, and the working set of the other steps; under --time-limit, the worker process it
-    runs in and its copy of them too), so that the run keeps to the limit."""
+    """What a checker may allocate beyond the data in memory (T and V, the other steps' working set,
+    and under --time-limit its worker's copy), so the run keeps to the limit."""
     per_csr_byte, fixed = check_footprint(time_limited)
     return max(0, memory_limit - (per_csr_byte - 1) * data_bytes - fixed)
 
 
 def size_text(n_bytes: float) -> str:
-    """A byte count in a unit that shows it (1M is not '0.0 GiB'): one decimal below 1,000 of
-    the unit, whole units with thousands separators above ('15,493 GiB', not '15493.4 GiB')."""
+    """Bytes in a unit that shows them: one decimal below 1,000, else whole ('15,493 GiB')."""
     for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
         if n_bytes >= size:
             n = n_bytes / size

@@ -1,16 +1,9 @@
-"""Prediction with saved models: kcheck's own, and those of svm-train and liblinear-train.
-
-A model is applied to data scaled the way its training data was. That scaling comes from a
-range file: ``MODEL.range`` beside the model (what ``kcheck check --model-out`` writes), or
-any file given with ``range_path`` (such as one written by ``svm-scale -s``). With
-``scale=False`` the data is taken as already scaled, as ``svm-predict`` takes it.
-
-Model and range files may come from anywhere, so each is parsed and checked in full
-(:mod:`kcheck.modelfiles.checked`, :func:`kcheck.scaling.fitting.read_range_file`) before a C
-loader sees it,
-and the two are checked against each other. Nothing here prints; progress goes through a
-``progress(event)`` callback (kcheck.defaults.Event).
-"""
+"""Prediction with saved models: kcheck's own, svm-train's and liblinear-train's. Data is scaled as
+the training data was, by ``MODEL.range`` (what ``--model-out`` writes) or ``range_path`` (e.g.
+``svm-scale -s``'s); ``scale=False`` takes it as scaled, as ``svm-predict`` does. Both files may
+come from anywhere: each is fully parsed and checked (:mod:`kcheck.modelfiles.checked`,
+:func:`kcheck.scaling.fitting.read_range_file`) and against the other before a C loader sees it.
+Nothing prints; progress goes to ``progress(event)``."""
 
 from __future__ import annotations
 
@@ -54,8 +47,7 @@ class SavedModel:
 
     @property
     def n_features(self) -> int | None:
-        """Columns to read a data file with: the range file's width, else a LIBLINEAR model's
-        own (a LIBSVM model has none, so every column is read)."""
+        """Columns to read: the range file's width, else a LIBLINEAR model's (LIBSVM: all)."""
         if self.spec is not None:
             return self.spec.width
         if self.scaler is not None:
@@ -99,13 +91,8 @@ def load(
     range_path: str | None = None,
     scale: bool = True,
 ) -> SavedModel:
-    """Load model ``path`` (LIBLINEAR or LIBSVM) and its range file; refuse a pair that disagrees.
-
-    The range file is ``range_path``, or ``path``.range without it. With ``scale=False`` no
-    range file is read: the data is taken as already scaled. Both files may come from
-    anywhere: each is parsed and checked in full, against the memory limit too, before any C
-    code sees it.
-    """
+    """Load model ``path`` and its range file (``range_path``, else ``path``.range; none with
+    ``scale=False``), refusing a disagreeing pair; both fully checked before any C code."""
     if not scale and range_path is not None:
         raise KcheckError("-r RANGE and --no-scale exclude each other")
     kind = modelfile.model_file_kind(path)
@@ -125,8 +112,7 @@ def load(
     spec = _load_spec(path, model)
     scaler = None
     if range_path is not None:
-        # A LIBLINEAR model knows its width, and a range file wider than it does not belong
-        # to it: refuse that at its line instead of allocating the range file's width first.
+        # A range file wider than a LIBLINEAR model is not its own: refuse it before allocating.
         width = model.n_features if isinstance(model, engines.LinearModel) else None
         if spec is not None:
             width = spec.width
@@ -141,8 +127,8 @@ def load(
 
 
 def _load_spec(path: str, model: engines.LinearModel | engines.RbfModel) -> TermSpec | None:
-    """``MODEL.terms`` beside a LIBLINEAR model: a ``linear+K`` model's products, checked in
-    full and against the model's width (its features, then exactly K products)."""
+    """``MODEL.terms`` beside a LIBLINEAR model: a ``linear+K`` model's products, checked against
+    its width (features, then exactly K products)."""
     where = spec_path(path)
     if not os.path.isfile(where):
         return None
@@ -164,13 +150,8 @@ def _check_widths(
     scaler: Scaler,
     spec: TermSpec | None = None,
 ) -> None:
-    """A model trained on scaled data uses only features its range file scales.
-
-    A feature the range file drops (constant or absent) is 0 in every scaled training row, so
-    a LIBLINEAR weight or a LIBSVM support vector that uses it means the two files do not
-    belong together. A LIBLINEAR model also knows its width, which must cover the range file;
-    for a LIBSVM model a range file wider than the support vectors is only warned about.
-    """
+    """A model on scaled data uses only features its range file keeps, else the files do not belong
+    together; a LIBLINEAR model's width must cover the range file (LIBSVM: a warning)."""
     n = scaler.n_features
     if isinstance(model, engines.LinearModel):
         if n > model.n_features:
@@ -184,8 +165,7 @@ def _check_widths(
             used = used[used < spec.width]
     else:
         used = model.used_features()
-        # LIBSVM files do not store a width; a support vector set that never uses the range
-        # file's last feature is possible (only non-support rows stored it), but suspicious.
+        # LIBSVM stores no width; SVs never using the range's last feature are suspicious.
         if used.size and n > int(used.max()) + 1:
             warnings.warn(
                 f"{range_path} scales features up to {n}, but no support vector of {path} "
@@ -232,12 +212,8 @@ def predict_file(
     progress: Progress | None = None,
     memory_limit: int | None = None,
 ) -> Prediction:
-    """Scale ``data_path`` (see :func:`load`) and predict every row.
-
-    With ``probability``, as ``svm-predict -b 1``: each row's label is its most probable
-    class. A range file's ``y`` section (``svm-scale -y``) scales the file's labels before
-    they are compared with the predictions, as ``svm-scale -r`` would.
-    """
+    """Scale ``data_path`` (:func:`load`) and predict every row; ``probability``: as ``svm-predict
+    -b 1``. A range file's ``y`` section scales the labels first."""
     report = progress or no_progress
     report(Event("loading " + model_path))
     saved = load(model_path, memory_limit, range_path=range_path, scale=scale)
@@ -274,11 +250,7 @@ def format_labels(labels: np.ndarray) -> str:
 
 
 def format_probabilities(classes: np.ndarray, labels: np.ndarray, probs: np.ndarray) -> str:
-    """``svm-predict -b 1``'s output: ``labels c1 c2 ...``, then ``label p1 p2 ...`` a row.
-
-    Classes are printed as integers (``%d``, model files store them so) and the label and
-    probabilities with ``%g``, as svm-predict and liblinear-predict print them.
-    """
+    """``svm-predict -b 1``'s output: ``labels c1 c2 ...``, then ``label p1 p2 ...`` (%d, %g)."""
     head = "labels" + "".join(f" {int(c)}" for c in classes) + "\n"
     if labels.size == 0:
         return head

@@ -66,8 +66,7 @@ class Prepared:
 
 @dataclass
 class Scored:
-    """A file to score models on, scaled and coded like training; ``unseen``: rows whose label
-    training lacks."""
+    """A file to score models on, scaled and coded as training; ``unseen``: unknown labels."""
 
     path: str
     X: sp.csr_matrix
@@ -166,8 +165,7 @@ def scaled(
     what: str = "a check",
     fixed_bytes: int = FIXED_BYTES,
 ) -> Prepared:
-    """Validated rows, refused at once where a check cannot fit ``memory_limit``, scaled, labels
-    coded."""
+    """Validated rows, refused where a check cannot fit ``memory_limit``, scaled and coded."""
     data_bytes = csr_bytes(X)
     check_fits(path, data_bytes, memory_limit, per_csr_byte, what, fixed_bytes)
     scaler = fit_scaler(
@@ -206,8 +204,7 @@ def read_scored(
     )
 
 
-#: A test file is read and scored in blocks of about this many CSR bytes (at most TEST_BLOCK_ROWS
-#: rows).
+#: A test file is read and scored in blocks of about this many CSR bytes.
 TEST_BLOCK_BYTES = 16 << 20
 TEST_BLOCK_ROWS = 1 << 16
 #: The checking pass keeps blocks up to this many bytes; a larger test file is read again to score.
@@ -289,8 +286,7 @@ class TestFile:
         return int(self.y.size)
 
     def class_index(self, labels: np.ndarray, coded: bool = False) -> np.ndarray:
-        """Each label's index in the training classes (-1: none), of the file's labels or of
-        ``coded`` ones."""
+        """Each label's index in the training classes (-1: none), of raw or ``coded`` labels."""
         classes = encode_labels(self.classes, self.classes) if coded else self.classes
         pos = np.searchsorted(classes, labels).clip(0, classes.size - 1)
         n = classes.size
@@ -298,8 +294,7 @@ class TestFile:
         return np.where(classes[pos] == labels, pos, -1).astype(dtype)
 
     def blocks(self, raw_labels: bool = False) -> Iterator[tuple[np.ndarray, sp.csr_matrix]]:
-        """The rows in file order, block by block, scaled as training, with labels raw
-        (``raw_labels``) or coded."""
+        """The rows by block in file order, scaled, labels raw (``raw_labels``) or coded."""
         source: Iterable[tuple[np.ndarray, sp.csr_matrix]] = (
             self.reader if self.kept is None else self.kept
         )
@@ -392,8 +387,7 @@ def sampling_json(sample: Sample, max_rows: int | str) -> dict[str, Any]:
 
 
 def parse_max_rows(value: int | str | None) -> int | str | None:
-    """``--max-rows``: rows (MIN_ROWS to MAX_ROWS) or ``"auto"``; None: no limit. Huge numbers are
-    refused."""
+    """``--max-rows``: rows (MIN_ROWS to MAX_ROWS) or ``"auto"``; None: no limit."""
     if value is None:
         return None
     if isinstance(value, str):

@@ -1,10 +1,5 @@
-"""The results of ``check`` and ``verify`` as typed objects, and the one place that turns them
-into JSON (schema ``kcheck.verdict.SCHEMA_VERSION``; every field is documented in
-``docs/json.md``).
-
-The core fills these objects; nothing else assembles the JSON, so a field cannot be named or
-rounded differently in two places.
-"""
+"""``check`` and ``verify`` results as typed objects, and the one place they become JSON
+(``kcheck.verdict.SCHEMA_VERSION``; fields in ``docs/json.md``)."""
 
 from __future__ import annotations
 
@@ -27,8 +22,7 @@ from kcheck.verdict import (
     json_parameter,
 )
 
-#: Method parameters, kept exact: users pass them on to ``svm-train -c/-g`` and
-#: ``liblinear-train -c``. Every other number has six significant digits.
+#: Method parameters are exact (for ``svm-train``/``liblinear-train``); others 6 digits.
 PARAMETER_KEYS = frozenset({"C", "gamma", "linear_C"})
 
 
@@ -47,8 +41,7 @@ class CheckResult:
     scaler: Scaler
     split: tuple[int, int]
     baseline: CheckerResult
-    #: name -> (result, its gap against the linear model, None where it did not finish), in
-    #: the order the user listed the checkers, the exact comparison last.
+    #: name -> (result, gap against linear or None if unfinished), in the user's order, exact last.
     checkers: dict[str, tuple[CheckerResult, Gap | None]]
     exact: dict[str, Any]
     test: dict[str, Any] | None
@@ -170,8 +163,7 @@ def _json_value(value: Any) -> Any:
 
 @dataclass
 class VerifyResult:
-    """A finished ``kcheck verify``: both models' CV results on the same rows, and the rule's
-    decision on their paired gap."""
+    """A finished ``kcheck verify``: both models' CV results and the rule's decision."""
 
     decision: Decision
     gap: Gap

@@ -1,7 +1,5 @@
-"""The expensive reference: an RBF grid search next to the tuned linear model, cross-validated on
-the same rows. It starts from :func:`kcheck.prepare.prepare` and decides with the check's rule
-(:func:`kcheck.verdict.paired_gap`, :func:`kcheck.verdict.decide`), so the two differ only in what
-they measure."""
+"""The expensive reference: an RBF grid search next to the tuned linear model, CV on the same rows,
+from the check's :func:`kcheck.prepare.prepare` and decided by its rule."""
 
 from __future__ import annotations
 
@@ -74,8 +72,7 @@ from kcheck.verdict import READABLE_CHECK_SCHEMAS, decide
 @dataclass(frozen=True)
 class VerifyConfig:
     """What ``kcheck verify`` needs. ``scaling``, ``seed``, ``epsilon`` None: the check JSON's, else
-    maxabs, 0, 0.02. With a check JSON, a differing explicit value is refused (it would not be the
-    same comparison)."""
+    maxabs, 0, 0.02; an explicit value differing from the check's is refused."""
 
     train: str
     test: str | None = None
@@ -195,8 +192,7 @@ def run(config: VerifyConfig, progress: Progress | None = None) -> VerifyResult:
 
 
 def _search_memory(config: VerifyConfig, X: Any) -> SearchMemory:
-    """:func:`kcheck.tuning.rbf_grid.search_memory` beside the rows (read and scaled) and the run's
-    fixed share."""
+    """:func:`kcheck.tuning.rbf_grid.search_memory` beside the rows and fixed share."""
     return search_memory(
         config.train,
         X,
@@ -207,9 +203,8 @@ def _search_memory(config: VerifyConfig, X: Any) -> SearchMemory:
 
 
 def _rows_the_search_holds(config: VerifyConfig, X: Any, y: np.ndarray) -> tuple[Any, np.ndarray]:
-    """``--max-rows auto``: the rows read, or where LIBSVM's copy would not fit beside them (few
-    values a row cost it more than CSR: fourclass 5x), the largest stratified sample that does, with
-    a warning."""
+    """``--max-rows auto``: the rows read, or the largest stratified sample LIBSVM's copy fits
+    beside (few values a row cost it more: fourclass 5x), with a warning."""
     try:
         _search_memory(config, X)
         return X, y
@@ -253,10 +248,8 @@ def predicted_seconds(
     linear: bool = True,
     features: int = 0,
 ) -> float:
-    """Counted seconds of a verify on ``rows`` rows of ``nnz`` values (kcheck.costs.budget): the
-    linear C search and CV (unless ``linear`` is False), the grid
-    (:func:`kcheck.tuning.rbf_grid.search_seconds`), the chosen point's CV again (twice for AUC),
-    and with a test file the RBF trained on all rows and scored."""
+    """Counted seconds of a verify on ``rows`` rows of ``nnz`` values: linear C search and CV
+    (unless ``linear`` is False), the grid, the chosen point's CV, a test file's scoring."""
     seconds = 2 * budget.linear_seconds(nnz, n_classes) if linear else 0.0
     seconds += search_seconds(
         grid, rows=rows, nnz=nnz, n_classes=n_classes, jobs=jobs, features=features
@@ -277,8 +270,7 @@ GRID_STAGE = "RBF grid search"
 def announcement(
     config: VerifyConfig, n_classes: int, scoring: Scoring, test: TestFile | None, X: Any
 ) -> Event:
-    """The search's grid, rows and folds and the rest's predicted time, said before the first
-    point."""
+    """The search's grid, rows and folds and the rest's predicted time, before the first point."""
     rows = int(X.shape[0])
     seconds = predicted_seconds(
         config.grid,
@@ -309,8 +301,7 @@ def announcement(
     )
 
 
-#: A suggested ``kcheck verify`` should take about this long; longer, and it suggests
-#: ``--max-rows``.
+#: A suggested ``kcheck verify`` should take about this long; else it adds ``--max-rows``.
 SUGGESTED_SECONDS = 600.0
 
 
@@ -324,8 +315,7 @@ def sample_seconds(
     grid: Grid = GRID,
     features: int = 0,
 ) -> float:
-    """Predicted seconds of a verify on ``n`` of ``rows`` rows (``nnz``: all rows' values; a sample
-    keeps values per row)."""
+    """Predicted seconds of a verify on ``n`` of ``rows`` rows (``nnz``: all rows' values)."""
     return predicted_seconds(
         grid,
         rows=n,
@@ -346,8 +336,7 @@ def rows_within(
     grid: Grid = GRID,
     features: int = 0,
 ) -> int | None:
-    """The most rows (a ``--max-rows``) whose verify is predicted within ``seconds``; None where all
-    fit."""
+    """The most rows (``--max-rows``) predicted within ``seconds``; None where all fit."""
 
     def cost(n: int) -> float:
         return sample_seconds(
@@ -366,8 +355,7 @@ def rows_within(
 def _read_inputs(
     config: VerifyConfig, check: dict[str, Any] | None, report: Progress
 ) -> tuple[Prepared, TestFile | None]:
-    """Training rows and test file read before any training, so wrong data fails at once, not after
-    the grid."""
+    """Training rows and test file read before training, so wrong data fails at once."""
     assert config.seed is not None and config.scaling is not None
     memory_limit = config.memory_bytes
     report(Event("reading " + config.train))
@@ -396,9 +384,8 @@ def _read_inputs(
 
 @dataclass
 class _Side:
-    """One model of the comparison, linear or RBF, as its JSON block reports it. ``correct``:
-    per-row CV correctness; ``points``: what the metric scores (AUC's carry decision values);
-    ``seconds``: its search, CV and test scoring."""
+    """One model of the comparison as its JSON block reports it: ``correct`` (per-row CV),
+    ``points`` (what the metric scores), ``seconds`` (search, CV, test)."""
 
     correct: np.ndarray
     points: PointResults
@@ -414,8 +401,7 @@ class _Side:
         train: Callable[[], engines.LinearModel | engines.RbfModel],
         report: Progress,
     ) -> None:
-        """Train on all rows (``train``) and score on the test file; the time counts as the
-        model's."""
+        """Train on all rows (``train``) and score the test file; the time is the model's."""
         report(Event(f"{name}: training on all rows"))
         t0 = time.perf_counter()
         self.test_accuracy, self.test_score = _test_scores(train(), test, scoring)
@@ -454,8 +440,7 @@ def _rbf_cv(
     report: Progress,
     memory: SearchMemory,
 ) -> tuple[GridResult, _Side]:
-    """The RBF's (C, gamma) from the grid and per-row CV results, on the linear model's rows and
-    fold seed."""
+    """The RBF's (C, gamma) and per-row CV results, on the linear model's rows and folds."""
     assert config.seed is not None
     t0 = time.perf_counter()
     found = rbf_grid_search(
@@ -508,10 +493,9 @@ def _settings(config: VerifyConfig, check: dict[str, Any] | None) -> tuple[Verif
 
 
 def _read_check_json(path: str, memory_limit: int | None = None) -> dict[str, Any]:
-    """A saved ``kcheck check`` verdict: readable schema, a linear/kernel verdict and the data's
-    hash, every recorded setting typed and within its option's rules. Read within
-    :func:`kcheck.io.ownformat.byte_cap`, bounded in nesting and digits. Without ``data.sha256``
-    nothing ties it to the data, so it is refused."""
+    """A saved ``kcheck check`` verdict: readable schema, a linear/kernel verdict, typed settings
+    within their options' rules, and ``data.sha256`` (else nothing ties it to the data); read within
+    byte_cap and nesting bounds."""
     what = "a kcheck check verdict (JSON)"
     data = read_json(path, cap=byte_cap(CHECK_JSON_BYTES, memory_limit), what=what)
     version = data.get("schema_version") if isinstance(data, dict) else None
@@ -577,8 +561,7 @@ def _from_check(option: str, explicit: Any, recorded: Any, default: Any, path: s
 def _test_scores(
     model: engines.LinearModel | engines.RbfModel, test: TestFile, scoring: Scoring
 ) -> tuple[float | None, float | None]:
-    """Accuracy and metric score of a model trained on all rows, on the test file, block by
-    block."""
+    """Accuracy and metric score of a model on all rows, on the test file, block by block."""
     predictions = test.predict({"model": oriented(model)})["model"]
     if predictions is None:
         return None, None

@@ -1,8 +1,6 @@
-"""Command line: thin click commands that build a config, call the core and present the result.
-
-One module per command; :mod:`kcheck.cli.app` holds the group and :func:`main`, the one place
-that decides exit codes. Only this package imports click or rich.
-"""
+"""Command line: thin click commands that build a config, call the core and present the result. One
+module per command; :mod:`kcheck.cli.app` holds the group and :func:`main` (exit codes). Only this
+package imports click or rich."""
 
 from __future__ import annotations
 

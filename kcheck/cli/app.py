@@ -58,8 +58,7 @@ def cli(ctx: click.Context) -> None:
     Shell completion (bash; zsh and fish likewise with zsh_source, fish_source):
       eval "$(_KCHECK_COMPLETE=bash_source kcheck)"
     """
-    # Bare ``kcheck`` prints help and exits 0, as ``git`` does (click 8.2's no_args_is_help exits
-    # 2).
+    # Bare ``kcheck`` prints help and exits 0 as ``git`` does (no_args_is_help would exit 2).
     if ctx.invoked_subcommand is None:
         click.echo(ctx.get_help())
         ctx.exit(0)
@@ -83,9 +82,8 @@ def usage_message(e: click.ClickException) -> str:
 
 
 def _quiet_missing_hashes() -> None:
-    """Drop hashlib's traceback per hash whose C module did not load (under ``ulimit -v`` the
-    numeric stack's import reaches hashlib; kcheck uses none of them). Only the command does this:
-    logging set-up is the process's."""
+    """Drop hashlib's traceback per hash whose C module did not load (``ulimit -v``; kcheck uses
+    none). Only the command does this: logging set-up is the process's."""
     import logging
 
     # hashlib logs through the module-level logging.exception: on the root logger itself.
@@ -133,14 +131,12 @@ def main(argv: list[str] | None = None, *, whole_process: bool = False) -> None:
     if _caught:
         _end_interrupted(code)
     if whole_process:
-        # Ignored, not handled: at shutdown the interpreter restores the default action of signals
-        # with Python handlers (a Ctrl-C then killed the process silently), but leaves ignored ones
-        # ignored.
+        # Ignored, not handled: at shutdown Python restores default actions for handled signals (a
+        # Ctrl-C then killed us silently) but leaves ignored ones ignored.
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     else:
-        # In-process (tests): restore the caller's handlers and hooks, or each call wraps them
-        # again.
+        # In-process (tests): restore the caller's handlers and hooks, or each call re-wraps them.
         for signum, handler in zip((signal.SIGINT, signal.SIGTERM), previous, strict=True):
             if handler is not None:
                 signal.signal(signum, handler)
@@ -176,8 +172,7 @@ def _outcome(argv: list[str] | None) -> int:
 
 
 def _said(e: Exception) -> int:
-    """The exit code of ``e``, its one line said; otherwise ``e`` re-raised (a bug: its
-    traceback)."""
+    """The exit code of ``e``, its one line said; otherwise re-raised (a bug: its traceback)."""
     if isinstance(e, GateTripped):
         # -q is the silent form for a gate: the exit code says it.
         if not state["quiet"]:
@@ -222,8 +217,7 @@ _OUT_OF_MEMORY = ("failed to map segment", "cannot allocate memory", "out of mem
 
 
 def _no_thread(e: Exception) -> bool:
-    """Whether ``e`` is Python failing to start a thread (no room for its stack: memory or ``ulimit
-    -v``)."""
+    """Whether ``e`` is Python failing to start a thread (memory or ``ulimit -v``)."""
     return isinstance(e, RuntimeError) and str(e) == "can't start new thread"
 
 
@@ -312,8 +306,7 @@ def _end_interrupted(code: int) -> NoReturn:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     _err("kcheck: interrupted")
     atomic.abandon()
-    # Errors a pool's own thread meets while pools are torn down (EBADF) are silenced by main's
-    # hooks, as the signal set _ENDING.
+    # Pool threads' errors during tear-down (EBADF) are silenced by main's hooks (_ENDING).
     from kcheck.parallel.workers import end_all_pools
 
     end_all_pools()
@@ -327,8 +320,7 @@ def _end_interrupted(code: int) -> NoReturn:
 _ENDING = threading.Event()
 #: Set where the exception a signal raised was lost (in a finaliser): the next one is raised.
 _lost = threading.Event()
-#: Set by main: the outcome is decided and every output written, or the signal's exception was
-#: caught.
+#: Set by main: outcome decided and outputs written, or the signal's exception caught.
 _settled = False
 _caught = False
 
@@ -351,8 +343,7 @@ def _quiet_when_ending(hook: Callable[[Any], object]) -> Callable[[Any], None]:
 
 
 def _send_again(signum: int) -> None:
-    """Re-deliver ``signum`` to the main thread from another thread, outside the finaliser that
-    swallowed it."""
+    """Re-deliver ``signum`` to the main thread, outside the finaliser that swallowed it."""
 
     def send() -> None:
         time.sleep(0.05)
@@ -414,8 +405,7 @@ def guard_standard_streams() -> None:
 
 
 def _invoke(args: list[str]) -> None:
-    """Run the command without click's ``main``, which makes a broken pipe exit 1 (our gate code)
-    and would take exit codes from :func:`main`."""
+    """Run without click's ``main``, which exits 1 on a broken pipe and would own the exit codes."""
     with cli.make_context("kcheck", list(args)) as ctx:
         cli.invoke(ctx)
 

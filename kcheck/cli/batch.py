@@ -138,8 +138,7 @@ def batch(
     if junit_out is not None:
         if run.output is not None and os.path.abspath(junit_out) == os.path.abspath(run.output):
             raise click.UsageError("--junit and -o name the same file")
-    # FILE (renamed from FILE.partial) and --junit are committed together, once every data set
-    # has a line: a run that fails (exit 2) or is interrupted changes neither.
+    # FILE (from FILE.partial) and --junit commit together once every data set has a line.
     with prepare_outputs([(run.destination, "-o"), (junit_out, "--junit")]):
         own = run.own_files + ([junit_out] if junit_out is not None else [])
         found = discover(run.named, exclude=own)
@@ -235,8 +234,7 @@ class _BatchRun:
 
 
 def _named(paths: tuple[str, ...], files_from: str | None, memory_limit: int | None) -> list[str]:
-    """The DIRs and FILEs given, and those listed by ``--files-from`` (read within caps that
-    the memory limit sets: kcheck.batch.discovery.read_path_list)."""
+    """The DIRs and FILEs given and those ``--files-from`` lists (discovery.read_path_list)."""
     from kcheck.batch.discovery import read_path_list
 
     named = list(paths)
@@ -250,8 +248,7 @@ def _named(paths: tuple[str, ...], files_from: str | None, memory_limit: int | N
 
 
 def _destination(output: str | None) -> str | None:
-    """Where the lines go: ``-o FILE``, stdout (``-o -``, or stdout that is not a terminal), or
-    nowhere (a terminal shows the table instead)."""
+    """Where lines go: ``-o FILE``, stdout (``-o -``, or a non-terminal stdout), or nowhere."""
     if output == "-":
         destination: str | None = "-"
     elif output is not None:
@@ -289,8 +286,7 @@ def _check(ui: Ui, run: _BatchRun, found: Discovery) -> BatchResult:
 
 
 def _progress_line(bar: Progress, task: TaskID) -> Callable[[BatchProgress], None]:
-    """Shows each report: the stage, and the count with its unit (data sets, or the steps of a
-    data set's check, named as for ``kcheck check``)."""
+    """Shows each report: stage, and count with its unit (data sets, or a check's steps)."""
 
     def report(event: BatchProgress) -> None:
         count = count_text(event.done, event.total, event.unit)

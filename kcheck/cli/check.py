@@ -88,8 +88,7 @@ def _show_model(ui: Ui, model: dict[str, Any], metric: str) -> None:
     params = " ".join(
         f"{'g' if k == 'gamma' else k}={log2_text(x)}" for k, x in model["params"].items()
     )
-    # Under another metric the model is class-weighted, and its C (and gamma) were chosen by
-    # CV balanced accuracy: that is the number the JSON's cv_accuracy holds.
+    # Under another metric the model is class-weighted and tuned by CV balanced accuracy.
     what = "CV accuracy" if metric == "accuracy" else "CV balanced accuracy"
     cv = f", {what} {fmt_acc(model['cv_accuracy'])}" if model.get("cv_accuracy") else ""
     search = {
@@ -111,8 +110,7 @@ def _check_outputs(
     output: str | None,
     junit_out: str | None = None,
 ) -> None:
-    """Refuse a --model-out or --junit whose files (or -o) would overwrite an input or each
-    other."""
+    """Refuse a --model-out or --junit whose files (or -o) would overwrite an input or another."""
     if junit_out is not None:
         refuse_input_as_output(
             junit_out, "--junit", inputs, [output, model_out, model_out and model_out + ".range"]
@@ -130,8 +128,7 @@ def _check_outputs(
 def _output_paths(
     output: str | None, model_out: str | None, model_kind: str | None, junit_out: str | None
 ) -> list[tuple[str | None, str]]:
-    """Every file the check writes, with its option: -o, the model and its companions, and
-    --junit."""
+    """Every file the check writes, with its option: -o, the model and companions, --junit."""
     paths: list[tuple[str | None, str]] = [(output, "-o")]
     if model_out is not None:
         paths += [(model_out, "--model-out"), (model_out + ".range", "--model-out")]
@@ -168,8 +165,7 @@ def _write_junit(path: str, lines: list[dict[str, Any]], opts: dict[str, Any]) -
 def _junit_on_error(
     staged: OutputSet, junit_out: str | None, train: str, test: str | None, opts: dict[str, Any]
 ) -> Iterator[None]:
-    """A check that fails on its input is an ``<error>`` test case, then exit 2 as always: the
-    report is the one output committed then (of ``staged``, the command's set)."""
+    """A check failing on its input is an ``<error>`` case, then exit 2 (the one output)."""
     try:
         yield
     except KcheckError as e:
@@ -305,8 +301,7 @@ def check(
     shown: list[int] = []  # how many warnings went out with an early verdict
 
     def decided(v: dict[str, Any]) -> None:
-        # The verdict comes before a model export that may take long, on a terminal and in a
-        # log alike, so Ctrl-C during the export still leaves it shown (and no file written).
+        # The verdict shows before a possibly long export, so Ctrl-C during it leaves it shown.
         if model_out is not None:
             early = [*v.get("warnings", []), *notes]
             show_verdict(ui, v, early, model_out)

@@ -1,9 +1,5 @@
-"""Options shared by several commands, built from the core's own constants (kcheck.defaults).
-
-The choices and defaults of ``--epsilon``, ``--scaling``, ``--exact``, ``--checkers`` and
-``--seed`` come from :mod:`kcheck.defaults`, which imports nothing heavy: ``kcheck --help`` and
-``kcheck scale`` stay free of the numeric stack.
-"""
+"""Options shared by several commands, from :mod:`kcheck.defaults`, which imports nothing heavy, so
+``kcheck --help`` and ``kcheck scale`` skip the numeric stack."""
 
 from __future__ import annotations
 
@@ -284,9 +280,8 @@ def scheduler_option(what: str) -> Callable[[Callable[..., Any]], Callable[..., 
 def cluster_from(
     scheduler: str | None, jobs_given: bool, memory_limit: int | None = None
 ) -> str | None:
-    """The checked ``--scheduler``: a usage error together with ``-j``, exit 2 on a bad
-    address, without the dask extra, or for a ``local:N`` beyond the cores or
-    ``memory_limit``, before any work starts."""
+    """The checked ``--scheduler``: a usage error with ``-j``; exit 2 on a bad address, no dask
+    extra, or ``local:N`` beyond cores or ``memory_limit``, before any work."""
     if scheduler is None:
         return None
     if jobs_given:

@@ -19,12 +19,9 @@ closed_streams: set[str] = set()
 
 
 def json_destination(output: str | None, as_json: bool) -> tuple[str | None, bool]:
-    """(file to write, whether to print on stdout) for ``-o`` / ``--json``.
-
-    ``-o -`` is stdout. Without ``-o``, the JSON goes to stdout when asked (``--json``) or when
-    stdout is not a terminal, ``-q`` or not: ``-o FILE -q`` is the silent form. A closed stdout
-    is refused now rather than after the work (and the file by :func:`prepare_outputs`).
-    """
+    """(file to write, whether to print on stdout) for ``-o`` / ``--json``. ``-o -`` is stdout;
+    without ``-o`` JSON goes to stdout with ``--json`` or when stdout is no terminal (``-o FILE -q``
+    is silent). A closed stdout is refused now, not after the work."""
     if output == "-":
         output, as_json = None, True
     to_stdout = as_json or (output is None and not sys.stdout.isatty())
@@ -51,19 +48,14 @@ def print_json(data: dict[str, Any]) -> None:
 
 
 def prepare_outputs(declared: Iterable[tuple[str | None, str]]) -> OutputSet:
-    """Check every output path of a command, ``(path, option)`` (None: not asked; ``-``:
-    stdout), before its work starts; return the set that commits them together after it.
+    """Check a command's output paths ``(path, option)`` (None: not asked; ``-``: stdout) before its
+    work; return the set committing them together after it.
 
-    Refused at once, with one line (KcheckError, exit 2): an empty name, a directory, a file
-    under /proc or /sys, a missing or read-only directory. A device or FIFO (``/dev/null``,
-    ``/dev/stdout``, ``-o >(jq ...)``) is opened now, without waiting: a FIFO that no process
-    reads is refused, and it is written in place at the commit.
-
-    Use the set as a context manager around the work and every write: each output written
-    inside is staged, and where the block ends normally all are committed as one set (before
-    the command raises the exit code of a gate or a batch's errors); where it raises (a bad
-    input, an output that fails, an interrupt) none is.
-    """
+    Refused at once with one line (exit 2): empty names, directories, files under /proc or /sys,
+    missing or read-only directories. A device or FIFO is opened now without waiting (an unread FIFO
+    is refused) and written in place at the commit. Use the set as a context manager around the
+    work: writes inside are staged and committed as one set on a normal end (before a gate's exit
+    code), none where it raises."""
     group = OutputSet()
     try:
         for path, option in declared:
@@ -80,8 +72,7 @@ _KERNEL_TREES = ("/proc", "/sys")
 
 
 def _check_output(path: str, option: str, group: OutputSet) -> None:
-    """Refuse ``path`` for ``option`` where it cannot be written (see :func:`prepare_outputs`);
-    reserve it in ``group`` where it is a device or pipe."""
+    """Refuse ``path`` for ``option`` where unwritable; reserve a device or pipe in ``group``."""
     if path == "":
         raise KcheckError(f"{option}: the file name is empty")
     shown = f"{option} {printable(path)}"
@@ -114,8 +105,7 @@ def _check_output(path: str, option: str, group: OutputSet) -> None:
 
 
 def _same_file(a: str, b: str) -> bool:
-    """Whether paths ``a`` and ``b`` name one existing regular file (by inode, so links and
-    other spellings count). Devices and pipes (``/dev/stdout``, ``-``) are never refused."""
+    """Whether ``a`` and ``b`` are one existing regular file (by inode); devices never are."""
     if "-" in (a, b):
         return False
     try:

@@ -1,9 +1,6 @@
-"""Tables and plain-words summaries of a result dict; pure functions, nothing prints here.
-
-A number is never cut. When a table does not fit the width it gives way first: shorter
-headers, then its low-value columns, then one line per row that wraps between cells only. So a
-table read at 60 columns, or in a CI log, shows every digit.
-"""
+"""Tables and plain-words summaries of a result dict; pure functions, nothing prints. A number is
+never cut: a table too wide gives way with shorter headers, then fewer low-value columns, then one
+line per row wrapping between cells, so every digit shows at 60 columns or in a CI log."""
 
 from __future__ import annotations
 
@@ -26,9 +23,8 @@ if TYPE_CHECKING:
 
 
 class _Words(Mapping[str, str]):
-    """How a method is named in sentences (the table keeps the JSON's names), from the
-    registry; read at first use, so that importing this module (``kcheck --help``) does not
-    import the numeric stack."""
+    """How sentences name a method (the table keeps JSON names), from the registry at first use, so
+    ``kcheck --help`` does not import the numeric stack."""
 
     def __getitem__(self, name: str) -> str:
         from kcheck.checkers import registry
@@ -94,10 +90,8 @@ _MORE_DECIMALS = (2, 3, 4, 5, 6)
 
 
 def side_pts(x: float, epsilon: float, decimals: int = 1, sign: bool = True) -> str:
-    """A fraction as points with ``decimals`` decimals, or as many more as it takes to show
-    which side of ``epsilon`` it lies on: with epsilon 0.02, 0.020036 is '+2.004' (not '+2.0',
-    which reads as epsilon itself) and 0.019869 is '+1.99'. A number equal to epsilon (as the
-    rule compares them, :func:`kcheck.verdict.reaches`) prints as epsilon."""
+    """A fraction as points with ``decimals`` decimals, or more to show its side of ``epsilon``
+    (0.020036 is '+2.004'); equal to epsilon (:func:`kcheck.verdict.reaches`): epsilon."""
     from kcheck.verdict import TIE_DECIMALS, reaches
 
     p, e = 100 * x, round(100 * epsilon, 9)
@@ -122,8 +116,7 @@ def two_folds(v: dict[str, Any], name: str) -> bool:
 
 
 def ci_text(c: dict[str, Any], epsilon: float, sign: bool = True) -> str:
-    """A gap's 95% interval in points, each end with the digits that show its side of
-    epsilon: '+0.8 to +2.004'."""
+    """A gap's 95% interval in points, each end showing its side of epsilon: '+0.8 to +2.004'."""
     lo, hi = c["gap_ci95"]
     return f"{side_pts(lo, epsilon, sign=sign)} to {side_pts(hi, epsilon, sign=sign)}"
 
@@ -170,8 +163,7 @@ def _table(
 def _cut_names(
     cols: Sequence[Column], cells: list[list[str]], short: bool, width: int
 ) -> list[list[str]]:
-    """Free-text cells (a data set's path) cut from the left to what the numbers leave, so
-    that each row stays one row and the file's own name, at the end, stays in sight."""
+    """Free-text cells (paths) cut from the left to fit beside the numbers, file name in sight."""
     blank = [["" if col.wrap else c for col, c in zip(cols, row, strict=True)] for row in cells]
     spare = width - _measure(_table(cols, blank, short, least=False)).maximum
     room = {
@@ -196,18 +188,14 @@ def _measure(table: Table) -> Measurement:
 def fit_table(
     columns: Sequence[Column], rows: Sequence[Sequence[str]], width: int, key: int = 0
 ) -> RenderableType:
-    """The fullest layout of ``rows`` that fits ``width`` without cutting a cell.
-
-    In order: every column with full headers; short headers; then columns dropped by rank;
-    last, one line per row (``key: header value, ...``) that wraps only between cells.
-    """
+    """The fullest layout of ``rows`` fitting ``width`` uncut: full headers; short headers; columns
+    dropped by rank; last, one ``key: header value, ...`` line per row."""
     keep = list(range(len(columns)))
     layouts: list[tuple[list[int], bool]] = [(keep, False), (keep, True)]
     for rank in sorted({c.drop for c in columns if c.drop is not None}):
         keep = [i for i in keep if columns[i].drop != rank]
         layouts.append((keep, True))
-    # Each layout with names whole, then (short headers, which leave a name more room) with
-    # names cut from the left down to WRAP_WIDTH: a cut name before a dropped column.
+    # Each layout with names whole, then short headers with names cut to WRAP_WIDTH.
     tries = [(*layouts[0], False)]
     tries += [(kept, short, cutting) for kept, short in layouts[1:] for cutting in (False, True)]
     for kept, short, cutting in tries:
@@ -232,8 +220,7 @@ def fit_table(
 
 
 def _param(name: str, c: dict[str, Any]) -> str:
-    """The registry's parameters of a method that its JSON block holds, ``C=2^7 g=2^-3``; a
-    name the registry does not know (an older file's) shows its C."""
+    """A method's registry parameters from its JSON block, ``C=2^7 g=2^-3``; unknown: its C."""
     entry = _spec(name)
     if entry is None:
         return f"C={log2_text(c['C'])}" if c.get("C") is not None else "-"
@@ -357,10 +344,8 @@ def verdict_footnote(v: dict[str, Any]) -> str:
 
 
 def _sample_references(v: dict[str, Any]) -> str:
-    """``; degree-2's gap is against a linear model trained on its 12,512-row sample
-    (84.48%)``: for each checker that trained on a sample of T, the linear model its gap was
-    measured against, which the table's linear row is not. Its score, in the run's metric, is
-    the checker's less its gap."""
+    """``; degree-2's gap is against a linear model trained on its 12,512-row sample (84.48%)``: a
+    sampled checker's linear reference, scored as its score less its gap."""
     said = []
     for name, c in v["checkers"].items():
         ref, gap, score = c.get("reference"), c.get("gap"), c.get("val_score")
@@ -374,10 +359,8 @@ def _sample_references(v: dict[str, Any]) -> str:
 
 
 def _linear_there(v: dict[str, Any], rbf: dict[str, Any]) -> str:
-    """``; linear's balanced accuracy was 82.69% there``: the score, in the run's metric, of
-    the linear model that exact mode's RBF SVM was compared with in cross-validation. Under
-    accuracy its ``linear_accuracy``; under another metric the RBF SVM's score less its gap,
-    both measured on the same averaged folds. Nothing where the block does not hold them."""
+    """``; linear's balanced accuracy was 82.69% there``: exact mode's linear model's CV score
+    (``linear_accuracy``, else the RBF's less its gap), where the block has it."""
     linear: float | None = None
     if (v.get("metric") or "accuracy") == "accuracy":
         linear = rbf.get("linear_accuracy")
@@ -399,13 +382,9 @@ def _and(words: Iterable[str]) -> str:
 
 
 def deciding_gap(line: dict[str, Any]) -> str:
-    """The gap that decided the verdict, in points, with its checker.
-
-    ``kernel``: the deciding checker's gap. ``linear``: the largest gap, labelled as the
-    closest checker; where the exact comparison ran, it alone decided, so it is the one shown.
-    The largest gap of any checker would mislead: a proxy's gap above epsilon next to a
-    ``linear`` verdict that the exact comparison decided.
-    """
+    """The gap that decided the verdict, in points, with its checker: ``kernel``, the deciding gap;
+    ``linear``, the largest as the closest checker, or exact mode's where it decided alone (a
+    proxy's larger gap beside its linear verdict would mislead)."""
     checkers = line.get("checkers") or {}
     gaps = {name: c["gap"] for name, c in checkers.items() if c.get("gap") is not None}
     if not gaps:

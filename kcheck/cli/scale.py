@@ -125,19 +125,13 @@ def _refuse_together(c: ScaleConfig) -> None:
 
 
 def _warn(message: str) -> None:
-    """svm-scale's warning as svm-scale prints it (no ``kcheck: warning:``), so scripts that
-    look for it keep working."""
+    """svm-scale's warning in its own words (no ``kcheck: warning:``), for scripts that grep it."""
     sys.stderr.write(message + "\n")
 
 
 def _write(out: Scaled, output: str | None, save_range: str | None, staged: OutputSet) -> None:
-    """The scaled text to stdout, or to ``-o``'s file; and ``-s``'s range file.
-
-    Files are written atomically and together: ``-o FILE -s RANGE`` replaces both or neither
-    (a failure or an interrupt leaves the old pair, never a new range beside old data). On
-    stdout, the range file is written first (committed from ``staged``, the command's set),
-    as svm-scale writes it before printing.
-    """
+    """The scaled text to stdout or ``-o``'s file, and ``-s``'s range file, committed together (both
+    or neither); on stdout the range file comes first, as svm-scale writes it."""
     from kcheck.scaling.fitting import write_range_file
 
     if output is None or output == "-":

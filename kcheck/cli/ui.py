@@ -146,8 +146,7 @@ class Ui:
             self.logged_at = time.perf_counter()
 
     def log_line(self, message: str) -> None:
-        """A progress line in a log, laid out for the log's width (long paths folded, as the tables
-        do)."""
+        """A progress line in a log, laid out for its width (long paths folded, as tables do)."""
         if not self.quiet:
             text = textwrap.fill(
                 message,
@@ -170,24 +169,21 @@ class Ui:
         self.note(message)
 
     def warn(self, message: str) -> None:
-        """On a terminal wrapped at word boundaries; in a log laid out for the log's width like a
-        stage line."""
+        """On a terminal wrapped at word boundaries; in a log laid out like a stage line."""
         if self.console.is_terminal:
             self.note(f"warning: {message}", style="yellow")
         else:
             self.log_line(f"warning: {message}")
 
     def run(self, fn: Callable[[Report], T]) -> T:
-        """Run ``fn(progress)`` in a worker thread so Ctrl-C is seen at once: a SIGINT during
-        LIBLINEAR in the main thread is raised in the binding's print callback, where ctypes
-        swallows it."""
+        """Run ``fn(progress)`` in a worker thread so Ctrl-C is seen at once (during LIBLINEAR in
+        the main thread, ctypes swallows it in the print callback)."""
         box: dict[str, Any] = {}
         if self.quiet:
             return in_worker(lambda: fn(no_progress), box)
         if not self.interactive:
-            # Off a terminal: a line as each stage starts and ends, and one every PULSE_SECONDS of a
-            # long stage; no bar, carriage return or colour. A stage an error or Ctrl-C ends gets no
-            # "done" line.
+            # Off a terminal: a line as each stage starts and ends, one every PULSE_SECONDS; no bar,
+            # carriage return or colour. No "done" after an error or Ctrl-C.
             log = StageLog(self.log_line, last_line=lambda: self.logged_at)
             with ticking(log.tick):
                 result = in_worker(lambda: fn(log.report), box)
@@ -215,18 +211,15 @@ class Ui:
             return in_worker(lambda: fn(report), box)
 
 
-#: In a log, a running stage writes a line once the log has been silent this long: at least one a
-#: minute.
+#: In a log, a running stage writes a line after this much silence: one a minute at least.
 PULSE_SECONDS = 30.0
 
-#: How often the log checks the clock between events (a single long LIBLINEAR call still gets
-#: lines).
+#: How often the log checks the clock between events (one long LIBLINEAR call still gets lines).
 TICK_SECONDS = 1.0
 
 
 def running_text(count: str, elapsed: float, done: int | None, total: int | None) -> str:
-    """What a log says of a running stage: ``still running, 40/110 grid points, elapsed 4:00, ETA
-    7:00`` (ETA where there are counts)."""
+    """A log's line for a running stage: ``still running, 40/110 grid points, ETA 7:00``."""
     parts = ["still running"] + ([count] if count else []) + [f"elapsed {_clock(elapsed)}"]
     if done and total and total > done and elapsed > 0:
         parts.append(f"ETA {_clock(elapsed / done * (total - done))}")
@@ -276,8 +269,8 @@ class StageLog:
             self.note = event.note or self.note
             self.done, self.total, self.unit = event.done, event.total, event.unit
             if event.line is None:
-                # An event's own line (a search's estimate) may be written beside this log; the next
-                # event or tick says the stage if still due.
+                # An event's own line may be written beside this log; the next event or tick says
+                # the stage.
                 self._pulse()
             return
         self._close()
@@ -367,8 +360,7 @@ class BatchLog:
                 event.unit,
             )
         else:
-            # A batch step of its own: "comparing saved results with the data: NAME" is one line per
-            # data set.
+            # A batch step: "comparing saved results with the data: NAME" is one line per data set.
             self._say(event.stage.split(": ", 1)[0], event.stage)
             log.stage, log.done, log.total, log.unit = (
                 event.stage,

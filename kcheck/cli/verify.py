@@ -36,9 +36,8 @@ from kcheck.defaults import Progress as Report
 
 
 def announcing(ui: Ui, progress: Report) -> Report:
-    """``progress``, and a line on stderr for each predicted time: on a terminal the one said
-    before a step starts (the progress line's ETA follows the points done), in a log (where
-    progress shows nothing) every estimate too. Nothing with -q."""
+    """``progress``, plus a stderr line per predicted time (every estimate in a log); none with
+    -q."""
 
     def report(event: Event) -> None:
         progress(event)  # first: a log closes the stage before with its own line

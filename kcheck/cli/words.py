@@ -1,10 +1,7 @@
-"""The verdict in plain words, from the rule's own record (the JSON's ``decision`` block):
-what decided, why the margin is what it is, and what to do next. Pure functions of a result
-dict; nothing prints here (kcheck.cli.check shows them).
-
-A number that decides is printed with the digits that show which side of epsilon it lies on
-(:func:`kcheck.cli.render.side_pts`), and a remedy is named only where it applies.
-"""
+"""The verdict in plain words from the rule's record (the JSON's ``decision`` block): what decided,
+why the margin is what it is, what to do next. Pure functions; kcheck.cli.check shows them. Deciding
+numbers show their side of epsilon (:func:`kcheck.cli.render.side_pts`); remedies only where they
+apply."""
 
 from __future__ import annotations
 
@@ -36,9 +33,8 @@ def _command(path: str) -> str:
 
 
 def _verify_step(v: dict[str, Any], data: str, *, confirms: bool = False) -> str:
-    """The ``kcheck verify`` a check suggests: where the full grid is predicted over about 10
-    minutes (kcheck.verify.SUGGESTED_SECONDS) on this machine's cores, with the ``--max-rows``
-    that fits them and both predicted times, so that the next step's cost is known."""
+    """The ``kcheck verify`` a check suggests where the full grid is predicted over
+    kcheck.verify.SUGGESTED_SECONDS here, with the fitting ``--max-rows`` and both times."""
     from kcheck import verify
     from kcheck.tuning import rbf_grid as rbf_search
 
@@ -74,9 +70,8 @@ def _verify_step(v: dict[str, Any], data: str, *, confirms: bool = False) -> str
 
 
 def decision_record(v: dict[str, Any]) -> dict[str, Any]:
-    """The rule's record of what decided (the JSON's ``decision`` block), which the words
-    follow. A result without one (written before it existed), or whose block does not match its
-    verdict, margin and gaps (a file edited by hand), gets one rebuilt from those fields."""
+    """The rule's record of what decided (``decision``), which the words follow. One missing (older
+    results) or not matching verdict, margin and gaps (hand-edited) is rebuilt from those fields."""
     d = v.get("decision")
     if isinstance(d, dict) and _agrees(v, d):
         return d
@@ -88,8 +83,7 @@ def _has_gap(v: dict[str, Any], name: str) -> bool:
 
 
 def _skipped_for_cost(v: dict[str, Any], name: str) -> bool:
-    """A stand-in for exact mode (rbfsvm) skipped for its counted cost: the normal case on
-    large data, which the rule does not count as a checker cut short."""
+    """A stand-in (rbfsvm) skipped for its cost: normal on large data, not a checker cut short."""
     spec = _spec(name)
     c = v["checkers"].get(name) or {}
     return spec is not None and spec.role == "stand-in" and c.get("limited_by") == "cost"
@@ -112,8 +106,7 @@ def _agrees(v: dict[str, Any], d: dict[str, Any]) -> bool:
 
 
 def _rebuilt(v: dict[str, Any]) -> dict[str, Any]:
-    """A ``decision`` block from a result's verdict, margin and gaps (see
-    :func:`decision_record`): the rule's reasons, as far as those fields show them."""
+    """A ``decision`` block rebuilt from verdict, margin and gaps (:func:`decision_record`)."""
     from kcheck.verdict import reaches
 
     eps, exact = v["epsilon"], _exact()
@@ -153,9 +146,8 @@ def _rebuilt(v: dict[str, Any]) -> dict[str, Any]:
 
 
 def _limit(v: dict[str, Any], entry: dict[str, Any]) -> str | None:
-    """What cut a checker short: ``time``, ``memory`` or ``cost`` (its budget), from its
-    reason, its own block and its step of the plan; None where none of them says (an engine
-    failure, the process out of memory)."""
+    """What cut a checker short: ``time``, ``memory`` or ``cost``, from its reason, block and plan
+    step; None where none says (an engine failure, the process out of memory)."""
     name, reason = entry.get("checker"), (entry.get("reason") or "").lower()
     if "time limit" in reason:
         return "time"
@@ -185,8 +177,7 @@ def _needs(reason: str | None) -> int | None:
 
 
 def _too_large(entry: dict[str, Any]) -> int | None:
-    """The bytes a checker skipped for memory needs where that is more than this machine has,
-    so that no --memory-limit could let it run; else None."""
+    """Bytes a memory-skipped checker needs beyond this machine's memory; else None."""
     from kcheck.memory import default_memory_limit
 
     need = _needs(entry.get("reason"))
@@ -207,8 +198,7 @@ def _who(name: str) -> str:
 
 
 def _moved(v: dict[str, Any], c: dict[str, Any]) -> str:
-    """How a gap moved from linear, in words: 'gained 1.41 points over linear', 'scored 0.95
-    points below linear'."""
+    """A gap's move in words: 'gained 1.41 points over linear', 'scored 0.95 points below'."""
     eps, gap = v["epsilon"], c["gap"]
     if gap == 0:
         return f"scored the same as linear{_in_metric(v)}"
@@ -219,9 +209,7 @@ def _moved(v: dict[str, Any], c: dict[str, Any]) -> str:
 
 
 def same_run(v: dict[str, Any]) -> str:
-    """The options of this run that a suggested ``kcheck check`` must repeat to train on the
-    same rows with the same checkers: ``--max-rows`` and a ``--checkers`` other than the
-    default (``--metric`` is the caller's)."""
+    """Options a suggested ``kcheck check`` repeats: ``--max-rows``, non-default ``--checkers``."""
     from kcheck.defaults import DEFAULT_CHECKERS
 
     said = ""
@@ -238,9 +226,7 @@ def same_run(v: dict[str, Any]) -> str:
 
 
 def model_cost(v: dict[str, Any], kind: str) -> str:
-    """``about 34 min predicted``: what ``--model-out`` is predicted to take for a ``kind``
-    model (``kernel``: the RBF grid search and training) on this check's data, from its counts,
-    at the command's default jobs (the CPU count)."""
+    """``about 34 min predicted``: ``--model-out``'s time for a ``kind`` model, from counts."""
     from kcheck.modelfiles import export
     from kcheck.tuning.rbf_grid import duration_text
 
@@ -257,10 +243,8 @@ def model_cost(v: dict[str, Any], kind: str) -> str:
 
 
 def verdict_summary(v: dict[str, Any], model_out: str | None = None) -> str:
-    """The verdict in plain words, from the rule's record of what decided
-    (:func:`decision_record`): which gap or interval, which skip and why, and what to do next;
-    a remedy only where it applies (``model_out``: a model is being trained for --model-out,
-    so the next step is to use it)."""
+    """The verdict in plain words from the rule's record (:func:`decision_record`): which gap or
+    skip and why, what next; ``model_out``: a model is being trained, use it next."""
     eps = v["epsilon"]
     bar = f"{100 * eps:g}"
     data = _command(v["data"]["path"])
@@ -335,9 +319,8 @@ def verdict_summary(v: dict[str, Any], model_out: str | None = None) -> str:
 
 
 def _exact_over(v: dict[str, Any], gaps: dict[str, dict[str, Any]]) -> str:
-    """Where exact mode decided ``linear`` over checkers whose gap, or only the interval of
-    their gap, reached epsilon, the sentence that names them (else nothing): a ``clear``
-    margin then rests on exact mode's interval alone."""
+    """Where exact mode decided ``linear`` over checkers whose gap or interval reached epsilon, the
+    sentence naming them (its ``clear`` rests on its own interval)."""
     from kcheck.verdict import reaches
 
     eps = v["epsilon"]
@@ -368,8 +351,7 @@ def _exact_over(v: dict[str, Any], gaps: dict[str, dict[str, Any]]) -> str:
 
 
 def _unsettled(v: dict[str, Any], d: dict[str, Any]) -> tuple[str, list[str]]:
-    """Why a linear verdict is borderline, from the record, and the remedies that apply
-    (:func:`_remedies`)."""
+    """Why a linear verdict is borderline, from the record, with remedies (:func:`_remedies`)."""
     eps = v["epsilon"]
     bar = f"{100 * eps:g}"
     exact = _exact()
@@ -395,8 +377,8 @@ def _unsettled(v: dict[str, Any], d: dict[str, Any]) -> tuple[str, list[str]]:
 def _remedies(
     v: dict[str, Any], cut: list[dict[str, Any]], interval: bool, straddling: int
 ) -> list[str]:
-    """--memory-limit where the memory limit cut a checker and more memory could let it run,
-    --time-limit where the time limit cut one, more data where an interval reaches epsilon."""
+    """--memory-limit where memory cut a checker that more could let run, --time-limit where time
+    cut one, more data where an interval reaches epsilon."""
     remedies: list[str] = []
     memory = [e for e in cut if _limit(v, e) == "memory" and _too_large(e) is None]
     huge = [e for e in cut if _limit(v, e) == "memory" and _too_large(e) is not None]
