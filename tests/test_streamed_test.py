@@ -176,8 +176,10 @@ def test_a_test_file_on_standard_input(files: tuple[Path, Path]) -> None:
 
 # --- a test file several times the memory the process may use -------------------------------
 
-#: The child's address-space cap: ``kcheck check`` with its imports takes about 200 MB of it.
-ADDRESS_SPACE = 320 * MiB
+#: The child's address-space cap: ``kcheck check`` with its imports takes about 200 MB of it,
+#: and its peak (threads' stacks and malloc arenas included) about 470 MB uncapped. At 320 MB a
+#: thread for a LIBLINEAR call could not start in about one run in three; 400 MB leaves room.
+ADDRESS_SPACE = 400 * MiB
 
 
 def _capped() -> None:
@@ -185,7 +187,7 @@ def _capped() -> None:
 
 
 @pytest.mark.slow
-def test_a_test_file_three_times_the_address_space_limit(tmp_path: Path) -> None:
+def test_a_test_file_twice_the_address_space_limit(tmp_path: Path) -> None:
     """The same 40,000 rows repeated: the accuracy on the big file is the one on the block."""
     rng = np.random.default_rng(7)
     train, block = tmp_path / "train.svm", tmp_path / "block.svm"
@@ -193,11 +195,11 @@ def test_a_test_file_three_times_the_address_space_limit(tmp_path: Path) -> None
     text = ring_rows(rng, 40_000).encode()
     block.write_bytes(text)
     big = tmp_path / "big.svm"
-    copies = 3 * ADDRESS_SPACE // len(text) + 1
+    copies = 2 * ADDRESS_SPACE // len(text) + 1
     with open(big, "wb") as f:
         for _ in range(copies):
             f.write(text)
-    assert big.stat().st_size > 3 * ADDRESS_SPACE
+    assert big.stat().st_size > 2 * ADDRESS_SPACE
     args = ["check", str(train), "--json", "--checkers", "multilinear", *QUIET]
     env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
     capped = subprocess.run(
