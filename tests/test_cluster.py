@@ -951,3 +951,43 @@ def test_ctrl_c_on_a_shared_cluster_cancels_its_tasks(
     assert not client.run_on_scheduler(_kcheck_tasks)
     assert not any(client.processing().values())
     assert len(client.nthreads()) == 2  # no worker was harmed
+
+
+@pytest.mark.parametrize("cancelled", ["asyncio", "concurrent"])
+def test_a_task_the_scheduler_dropped_is_one_line_that_says_so(cancelled: str) -> None:
+    """Dask's futures raise asyncio's CancelledError (or concurrent.futures') when the
+    scheduler drops a task; asyncio is imported only once a session has one, not by a check
+    without a cluster."""
+    import asyncio
+    import concurrent.futures
+
+    error = asyncio.CancelledError if cancelled == "asyncio" else concurrent.futures.CancelledError
+
+    class Dropped:
+        def done(self) -> bool:
+            return True
+
+        def result(self) -> None:
+            raise error()
+
+    session = cluster.Session.__new__(cluster.Session)
+    session._done = threading.Event()
+    session._killed = type("KilledWorker", (Exception,), {})
+    session.scheduler = cluster.parse_scheduler("tcp://127.0.0.1:8786")
+    with pytest.raises(KcheckError, match="the cluster dropped the run's tasks"):
+        session.finished({Dropped(): 0}, timeout=0.0)
+
+
+def test_a_check_without_a_cluster_does_not_import_asyncio() -> None:
+    """asyncio (60 ms of every start) is for Dask sessions only."""
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys, kcheck.cli, kcheck.pipeline; print('asyncio' in sys.modules)",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.stdout.strip() == "False", r.stdout + r.stderr

@@ -15,7 +15,6 @@ and memory (:func:`check_local`)."""
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
 import contextlib
 import importlib.util
@@ -445,7 +444,7 @@ class Session:
             index = futures.pop(fut)
             try:
                 out.append((index, fut.result(), None))
-            except (asyncio.CancelledError, concurrent.futures.CancelledError):
+            except (_asyncio_cancelled(), concurrent.futures.CancelledError):
                 # Nobody here cancels a future still wanted: the scheduler went away.
                 raise KcheckError(
                     f"--scheduler {self.scheduler.text}: the cluster dropped the run's tasks "
@@ -537,3 +536,11 @@ def shared_path(path: str) -> tuple[str, int, int] | None:
 def same_files(expected: list[tuple[str, int, int]]) -> list[bool]:
     """On a worker: for each (path, size, mtime), whether this worker reads that same file."""
     return [shared_path(p) == (p, size, mtime) for p, size, mtime in expected]
+
+
+def _asyncio_cancelled() -> type[BaseException]:
+    """asyncio's CancelledError, which Dask's futures raise: imported here, where a session
+    already has it loaded, so that a check without a cluster does not pay asyncio's import."""
+    import asyncio
+
+    return asyncio.CancelledError
