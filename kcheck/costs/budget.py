@@ -1,33 +1,15 @@
 """Counted work: what each step costs, in seconds of the reference machine, from counts alone.
 
-Every choice that changes what a check computes (run exact mode or not, run degree-2 in full,
-on a subsample or not at all) is taken from these estimates, never from a clock: a timed probe
-made the same file's verdict JSON differ from run to run. The estimates are numbers of the data
-(rows, stored values, classes, expansion size) times per-unit costs measured once on the
-reference machine (2 cores, `scripts/calibrate.py`); a faster or busier machine changes how
-long a check takes, not what it computes.
+Every choice that changes what a check computes is taken from these counts (rows, stored values,
+classes, expansion size, times per-unit costs measured once: `scripts/calibrate.py`), never from
+a clock, so a faster or busier machine changes how long a check takes, not what it computes.
 
-The one budget rule (:func:`methods_seconds`): every method beside the linear baseline (exact
-mode, the checkers, and a second fold's checkers) shares ``max(FLOOR_SECONDS,
-LINEAR_FACTOR x the baseline's counted cost)``, taken in the order they run, each spending what
-the ones before it left. The first measurement (exact mode or the checkers on T) is planned
-within ``max(FIRST_SHARE x FLOOR_SECONDS, LINEAR_FACTOR x the baseline's count)`` of it
-(:func:`first_seconds`), so that where its verdict hangs on an interval containing epsilon, a
-second fold can follow within what it left: no row or stored-value threshold decides what runs,
-nor whether a second fold does. A method runs where its counted cost fits what is left, and the
-memory limit bounds each.
-
-* **Floor.** With budgets relative to a 0.1 s linear model alone, a 1,000-row dense set skipped
-  both exact mode and degree-2 and the verdict missed a 6-point kernel gain: every check may
-  spend ``FIRST_SHARE x FLOOR_SECONDS`` (10 s) on its first measurement, and a borderline one
-  the rest on a second fold.
-* **Relative.** Above it, the baseline's own count: with the baseline that is about two
-  baselines' work, and on two cores, with the baseline and degree-2 each in a worker process
-  beside MultiLinear (kcheck.plan), about one to 1.5 of its times. Twice the baseline was
-  three baselines' work, and on large data the checkers overran their counts (degree-2 2.1x
-  and rbfsvm 2.9x at C = 2^11 on 581,012 covtype-like rows, whose check took 4.6 times its
-  baseline; scripts/results/bench.md). There the first measurement spends the whole budget,
-  and a second fold, which would retrain the baseline, does not fit what it leaves.
+The one budget rule (:func:`methods_seconds`): exact mode, the checkers and a second fold share
+``max(FLOOR_SECONDS, LINEAR_FACTOR x the baseline's counted cost)``, each spending what the ones
+before it left; the first measurement is planned within :func:`first_seconds`, so that a
+borderline verdict leaves room for a second fold. The floor keeps small data from losing its
+methods to a 0.1 s baseline; above it the budget is relative, since twice the baseline made
+large checks overrun. docs/method.md ("Counted work and the budget") has the measurements.
 """
 
 from __future__ import annotations
