@@ -4,13 +4,23 @@ out of its budget. All on real LIBLINEAR."""
 
 from __future__ import annotations
 
+import json
+from importlib.resources import files
+from pathlib import Path
+
+import jsonschema
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from referencing import Registry, Resource
 
 from kcheck.checkers import degree2
 from kcheck.checkers.base import Allowance, Counts, Dataset, score
+from kcheck.config import CheckConfig
 from kcheck.costs import budget
+from kcheck.io.data import write_libsvm
+from kcheck.pipeline import run as check
+from kcheck.terms import explain
 from kcheck.tuning import linear_c
 from kcheck.verdict import paired_gap
 
@@ -198,3 +208,44 @@ def test_run_trains_on_exactly_the_hashed_width_it_is_given() -> None:
     plain = degree2.run(T, V, degree2.Degree2Options(), degree2.Degree2Sizing(T.rows))
     assert "expansion" not in plain.info and "hashed_width" not in plain.info
     assert plain.model.n_features <= degree2.expanded_dimension(300)
+
+
+def test_explain_names_no_term_of_a_hashed_model_and_says_why_in_one_line() -> None:
+    T, V = planted(1_000, seed=3, n=300, rare=6), planted(400, seed=4, n=300, rare=6)
+    res = degree2.run(
+        T, V, degree2.Degree2Options(), degree2.Degree2Sizing(T.rows, None, None, 256)
+    )
+    block = explain.explain(T, V, {"degree2": res}, seed=0, zero_based=False)
+    assert block["available"] is False and block["terms"] is None
+    line = explain.explain_sentence({"explain": block})
+    assert line is not None and "\n" not in line
+    assert "hashed expansion" in line and "256" in line and "single product term" in line
+
+
+# --- the whole check -----------------------------------------------------------------------
+
+SCHEMAS = {
+    name: json.loads(files("kcheck").joinpath("schema", name).read_text())
+    for name in ("check.schema.json", "batch-line.schema.json", "verify.schema.json")
+}
+REGISTRY: Registry = Registry().with_resources(
+    (s["$id"], Resource.from_contents(s)) for s in SCHEMAS.values()
+)
+
+
+@pytest.mark.slow
+def test_a_check_of_wide_sparse_rows_reports_the_hashed_expansion(tmp_path: Path) -> None:
+    """A whole check: degree-2's block says the expansion was hashed and into how many
+    columns, the JSON holds to the schema, and --explain says why it names no term."""
+    data = planted(2_400, seed=5)
+    path = tmp_path / "pairs.svm"
+    write_libsvm(str(path), data.y, data.X)
+    config = CheckConfig(train=str(path), exact="never", jobs=1, explain=True, memory_limit=2**31)
+    v = check(config).json
+    d2 = v["checkers"]["degree2"]
+    assert d2["expansion"] == "hashed" and d2["hashed_width"] == 2**15, d2
+    assert d2["status"] == "ok" and d2["gap"] > 0.02
+    validator = jsonschema.Draft202012Validator(SCHEMAS["check.schema.json"], registry=REGISTRY)
+    errors = [f"{list(e.absolute_path)}: {e.message[:200]}" for e in validator.iter_errors(v)]
+    assert not errors, errors
+    assert v["explain"]["available"] is False and "hashed" in v["explain"]["reason"]

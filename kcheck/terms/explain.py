@@ -7,7 +7,10 @@ moved them: :class:`kcheck.checkers.degree2.Shift`), without phi's sqrt2. Its im
 |w| times the standard deviation of its phi column on the rows degree-2 trained on (the
 largest |w| over the one-vs-rest models), which is the same as |w'| times the term's own
 deviation for the weight w'
-of the term itself: the typical size of what the term adds to a decision value.
+of the term itself: the typical size of what the term adds to a decision value. Only where
+degree-2 ran on the explicit expansion: on its hashed one (wide sparse data,
+:func:`kcheck.checkers.degree2.expand_hashed`) a column sums every term hashed to it, so no
+weight is a term's, and the block says so instead of naming any.
 
 Then the top k terms are appended to the original features and a linear model is trained on T
 (a stratified subsample of :data:`MAX_TRAIN_ROWS` rows on larger T) with degree-2's C (no new
@@ -164,6 +167,16 @@ def _unavailable(reason: str, t0: float) -> dict[str, Any]:
     }
 
 
+def _hashed_reason(name: str, d2: CheckerResult) -> str:
+    """Why a degree-2 model on the hashed expansion names no term: each of its square and pair
+    columns sums the terms that hash to it, so no weight belongs to one product."""
+    width = int(d2.info.get("hashed_width", 0))
+    return (
+        f"{name} ran on its hashed expansion, where each of its {width:,} square and pair "
+        "columns holds every term hashed to it, so no weight belongs to a single product term"
+    )
+
+
 def explain(
     T: Dataset,
     V: Dataset,
@@ -185,6 +198,8 @@ def explain(
     if d2.status == "skipped" or not isinstance(model, engines.LinearModel):
         why = d2.reason or "it did not finish"
         return _unavailable(f"{name} was skipped ({why}), so no explanation is available", t0)
+    if d2.info.get("expansion") == "hashed":
+        return _unavailable(_hashed_reason(name, d2), t0)
     if deadline is not None and time.perf_counter() >= deadline:
         return _unavailable("the time limit passed before the explanation", t0)
     rows = int(d2.info.get("rows", T.rows))
