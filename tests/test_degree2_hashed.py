@@ -128,19 +128,20 @@ def test_the_hashed_width_is_a_power_of_two_of_64_columns_a_value() -> None:
 def test_the_sizing_hashes_wide_sparse_rows_whose_explicit_expansion_cannot_run() -> None:
     """Text-like rows (8,400 words, 44 a row, 20,000 rows): the explicit width of 35 million
     columns leaves 453 rows within 20 counted seconds; hashed into 131,072 columns, the most
-    rows whose own count fits."""
+    rows whose own count fits, counted at its values alone (degree2.counted_width)."""
     c = text_counts(20_000, width=8_400, per_row=44)
     mean = c.expanded_nnz / c.rows
     p = plan_of(c, 20.0)
     width = degree2.hashed_width(mean)
     assert p.hashed_width == width == 2**17 and p.reason is None
     assert degree2.MIN_ROWS <= p.rows < c.rows and p.limited_by == "cost"
-    dim = 8_400 + width
-    assert budget.degree2_sizing_seconds(int(p.rows * mean), 2, p.rows, dim) <= 20.0
-    # What the plan counts is the hashed width's.
+    assert degree2.counted_width(8_400, width) == 0
+    assert degree2.counted_width(8_400, None) == degree2.expanded_dimension(8_400)
+    assert budget.degree2_sizing_seconds(int(p.rows * mean), 2, p.rows) <= 20.0
+    # What the plan counts is the hashed expansion's, without the separable factor.
     sized = degree2.size(c, Allowance(memory_limit=8 * 2**30, budget_seconds=20.0))
     assert sized.sizing == p and sized.counted_seconds == pytest.approx(
-        budget.degree2_seconds(round(p.rows * mean), 2, p.rows, dim)
+        budget.degree2_seconds(round(p.rows * mean), 2, p.rows)
     )
     # With the budget to run the explicit expansion on a subsample, it runs: its terms are exact.
     assert plan_of(c, 200.0).hashed_width is None and plan_of(c, 200.0).rows > 0
@@ -170,7 +171,7 @@ def test_dense_narrow_or_small_data_keeps_the_explicit_expansion(what: str, c: C
 
 def test_a_skip_says_what_the_hashed_expansion_would_have_fit() -> None:
     c = text_counts(5_850, width=8_400, per_row=50)
-    p = plan_of(c, 8.0)
+    p = plan_of(c, 1.0)
     assert p.rows == 0 and p.hashed_width is None and p.limited_by == "cost"
     assert p.reason is not None and "; hashed into 131,072 columns, only " in p.reason
 

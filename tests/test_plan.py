@@ -174,11 +174,13 @@ def test_on_large_data_the_budget_is_the_baselines_count_and_degree2_subsamples(
 
 
 def test_wide_sparse_data_is_counted_in_the_separable_regime() -> None:
-    """Degree-2 on text-like rows (8,000 words, 50 a row) costs ten times its values: the plan
-    counts that and skips it, where counting values alone ran it for minutes."""
+    """Degree-2's explicit expansion of text-like rows (8,000 words, 50 a row) costs ten times
+    its values, where counting values alone ran it for minutes: the plan counts that, leaves it
+    no rows, and trains on the hashed expansion instead, on a subsample its values afford."""
     c = counts(6_000, width=8_000, per_row=50)
     d2 = make(c).step("degree2")
-    assert d2 is not None and d2.rows == 0 and d2.limited_by == "cost"
+    assert d2 is not None and d2.limited_by == "cost" and d2.sized is not None
+    assert d2.sized.sizing.hashed_width is not None and degree2.MIN_ROWS <= d2.rows < c.rows
     dim = degree2.expanded_dimension(8_000)
     assert budget.degree2_seconds(1000, 2, 6_000, dim) > 9 * budget.degree2_seconds(1000, 2, 6_000)
 
