@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -222,15 +223,10 @@ def expand_hashed(
     chunk_nnz = chunk_nnz or EXPAND_CHUNK_NNZ
     X = engines.as_binding_csr(X)
     n_rows, n = X.shape
-    ends = np.cumsum(row_expanded_nnz(X))
-    parts = []
-    start = 0
-    while start < n_rows:
-        done = int(ends[start - 1]) if start else 0
-        stop = int(np.searchsorted(ends, done + chunk_nnz, side="right"))
-        stop = min(max(stop, start + 1), n_rows)
-        parts.append(_fold(expand(X[start:stop], chunk_nnz=chunk_nnz), n, width))
-        start = stop
+    parts = [
+        _fold(expand(X[start:stop], chunk_nnz=chunk_nnz), n, width)
+        for start, stop in row_chunks(row_expanded_nnz(X), chunk_nnz)
+    ]
     if not parts:
         return sp.csr_matrix((n_rows, n + width), dtype=np.float64)
     return engines.as_binding_csr(sp.vstack(parts, format="csr"))
@@ -250,6 +246,19 @@ def _fold(P: sp.csr_matrix, n: int, width: int) -> sp.csr_matrix:
     Q.sum_duplicates()
     Q.eliminate_zeros()
     return Q
+
+
+def row_chunks(per_row: np.ndarray, chunk_nnz: int) -> Iterator[tuple[int, int]]:
+    """Consecutive row ranges [start, stop) whose expanded values (``per_row``) add up to about
+    ``chunk_nnz`` each, at least one row a range: what the expansion builds at once."""
+    ends = np.cumsum(per_row)
+    start = 0
+    while start < len(ends):
+        done = int(ends[start - 1]) if start else 0
+        stop = int(np.searchsorted(ends, done + chunk_nnz, side="right"))
+        stop = min(max(stop, start + 1), len(ends))
+        yield start, stop
+        start = stop
 
 
 def expand_as(
@@ -606,18 +615,11 @@ class ExpandedModel:
         X = engines.as_binding_csr(X)
         chunk_nnz = self.chunk_nnz or EXPAND_CHUNK_NNZ
         shift = self.shift
-        ends = np.cumsum(
-            row_expanded_nnz(X) if shift is None else expanded_counts(shift.row_nnz(X))
-        )
+        per_row = row_expanded_nnz(X) if shift is None else expanded_counts(shift.row_nnz(X))
         out = []
-        start = 0
-        while start < X.shape[0]:
-            done = int(ends[start - 1]) if start else 0
-            stop = int(np.searchsorted(ends, done + chunk_nnz, side="right"))
-            stop = min(max(stop, start + 1), X.shape[0])
+        for start, stop in row_chunks(per_row, chunk_nnz):
             part = X[start:stop] if shift is None else shift.apply(X[start:stop])
             out.append(self.model.decision_function(expand_as(part, self.hashed_width)))
-            start = stop
         width = max(1, self.model.weights.shape[1])
         dec = np.concatenate(out) if out else np.empty((0, width))
         return self.model.labels_from(dec), dec
