@@ -38,17 +38,8 @@ import scipy.sparse as sp
 
 from kcheck.bindings import engines
 from kcheck.bindings.c_runtime import side_by_side
-from kcheck.checkers.base import (
-    Allowance,
-    CheckerResult,
-    Context,
-    Counts,
-    Dataset,
-    SearchThenStage,
-    Sized,
-    guarded,
-    sizing_of,
-)
+from kcheck.checkers import base
+from kcheck.checkers.base import Allowance, CheckerResult, Context, Counts, Dataset, Sized
 from kcheck.costs import budget
 from kcheck.defaults import EXACT_MODES, Progress, no_progress
 from kcheck.scoring import PointResults, positive_scores
@@ -409,7 +400,7 @@ def run(
     too_few = _too_few_rows(options, rows)
     if too_few is not None:
         return CheckerResult.skipped(NAME, too_few, time.perf_counter() - t0)
-    steps = SearchThenStage(
+    steps = base.SearchThenStage(
         progress or no_progress,
         options.deadline,
         "exact comparison",
@@ -520,7 +511,7 @@ def _tune(
     X: sp.csr_matrix,
     y: np.ndarray,
     options: ExactOptions,
-    steps: SearchThenStage,
+    steps: base.SearchThenStage,
     linear: Linear | None,
 ) -> tuple[_Tuned, np.ndarray]:
     """The linear C (the baseline's where given), then the RBF's (C, gamma) on the tuning rows, with
@@ -546,7 +537,7 @@ def _tune(
 
 
 def _search_sample(
-    D: np.ndarray, y: np.ndarray, median: float, options: ExactOptions, steps: SearchThenStage
+    D: np.ndarray, y: np.ndarray, median: float, options: ExactOptions, steps: base.SearchThenStage
 ) -> tuple[Search, int]:
     """The grid search on ``options.tune_rows`` rows (distances freed on return), and its rows."""
     sample = tuning_sample(y, options.tune_rows, options.seed)
@@ -563,7 +554,7 @@ def _repeat_until_settled(
     K: np.ndarray,
     tuned: _Tuned,
     options: ExactOptions,
-    steps: SearchThenStage,
+    steps: base.SearchThenStage,
 ) -> tuple[list[_Fold], bool]:
     """The repeats, and whether they stopped early: adaptive repeats stop once the gap's
     interval lies on one side of epsilon, as more would not change the verdict."""
@@ -820,7 +811,7 @@ def check_all(
 ) -> tuple[dict[str, Any], CheckerResult | None]:
     """Run the exact comparison as the plan sized it: the JSON ``exact`` block and the result (or
     None)."""
-    d = sizing_of(sized, ExactSizing)
+    d = base.sizing_of(sized, ExactSizing)
     out: dict[str, Any] = {
         "mode": d.mode,
         "ran": d.run,
@@ -847,7 +838,7 @@ def check_all(
     Xa = sp.vstack([T.X, V.X], format="csr")
     ya = np.concatenate([T.y, V.y])
     linear = Linear(ctx.baseline_C, ctx.linear().cv_accuracy)
-    result = guarded(NAME, ctx.deadline, lambda: run(Xa, ya, opts, ctx.progress, linear))
+    result = base.guarded(NAME, ctx.deadline, lambda: run(Xa, ya, opts, ctx.progress, linear))
     # What it spent of the check's budget, as the plan counted it (also ``always``).
     result.counted_seconds = d.counted_seconds or 0.0
     if result.status != "exact":

@@ -22,19 +22,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from kcheck.bindings import engines
-from kcheck.checkers.base import (
-    Allowance,
-    CheckerResult,
-    Context,
-    Counts,
-    Dataset,
-    Sized,
-    sample_reference,
-    score,
-    sizing_of,
-    stop_if_past,
-    stratified_sample,
-)
+from kcheck.checkers import base
+from kcheck.checkers.base import Allowance, CheckerResult, Context, Counts, Dataset, Sized
 from kcheck.costs import budget
 from kcheck.defaults import Event
 from kcheck.errors import KcheckError
@@ -263,8 +252,8 @@ def run(
     reference = None
     S = T
     if sizing.sampled(T.rows) < T.rows:
-        S = stratified_sample(T, sizing.sampled(T.rows), seed=seed)
-        reference = sample_reference(S, V, seed=seed, class_weight=class_weight)
+        S = base.stratified_sample(T, sizing.sampled(T.rows), seed=seed)
+        reference = base.sample_reference(S, V, seed=seed, class_weight=class_weight)
     X = engines.as_binding_csr(S.X)
     classes = np.unique(S.y)
     parts = partitions(S.y, sizing.partitions, seed)
@@ -277,10 +266,10 @@ def run(
     kernel, burn = burn_in(X[parts[0]], S.y[parts[0]], gamma, seed=seed, class_weight=class_weight)
     members = []
     for rows in parts:
-        stop_if_past(deadline, "Kernel Factory")
+        base.stop_if_past(deadline, "Kernel Factory")
         members.append(_member(X[rows], S.y[rows], kernel, gamma, seed, class_weight))
     ensemble = Ensemble(members, classes)
-    s = score(ensemble, V)
+    s = base.score(ensemble, V)
     info: dict[str, object] = {
         "partitions": len(members),
         "kernel": kernel,
@@ -307,5 +296,5 @@ def run(
 def check(T: Dataset, V: Dataset, ctx: Context, sized: Sized) -> CheckerResult:
     """The checker as the pipeline runs it, on what the plan sized (:func:`size`)."""
     ctx.progress(Event("Kernel Factory checker"))
-    sizing = sizing_of(sized, KFactorySizing)
+    sizing = base.sizing_of(sized, KFactorySizing)
     return run(T, V, sizing, seed=ctx.seed, class_weight=ctx.class_weight, deadline=ctx.deadline)

@@ -30,17 +30,10 @@ import numpy as np
 import scipy.sparse as sp
 
 from kcheck.bindings import engines
+from kcheck.checkers import base
 from kcheck.checkers import kmeans as km
 from kcheck.checkers import multilinear as ml
-from kcheck.checkers.base import (
-    Allowance,
-    CheckerResult,
-    Context,
-    Counts,
-    Dataset,
-    Sized,
-    stop_if_past,
-)
+from kcheck.checkers.base import Allowance, CheckerResult, Context, Counts, Dataset, Sized
 from kcheck.costs import budget
 from kcheck.defaults import Event
 from kcheck.metrics import platt_fit
@@ -230,7 +223,7 @@ def fit(
     columns, Xg = _gate_view(T.X)
     centers, members, assign = _first_partition(Xg, k0, options.seed, T.rows)
     k = len(members)
-    stop_if_past(options.deadline, "mixlinear's first experts")
+    base.stop_if_past(options.deadline, "mixlinear's first experts")
     experts = _first_experts(T, members, options)
     Cs = [e.C if e.C is not None else options.fallback_C for e in experts]
     model = MixLinearModel(centers, np.log(_shares(assign, k)), 1.0, experts, columns)
@@ -293,7 +286,7 @@ def _em_rounds(
     alive = np.arange(len(model.experts))
     rounds = options.rounds if options.rounds is not None else n_rounds(_nnz(T.X))
     for r in range(rounds):
-        stop_if_past(options.deadline, "mixlinear's EM rounds")
+        base.stop_if_past(options.deadline, "mixlinear's EM rounds")
         new = _e_step_pruned(T, Xg, model, alive, threshold, trace)
         alive = np.unique(new)  # an expert left without rows goes too
         changed = int(np.count_nonzero(new != assign))
@@ -344,7 +337,7 @@ def _m_step(
     for c in moved:
         if c not in alive:
             continue
-        stop_if_past(options.deadline, "mixlinear's EM rounds")
+        base.stop_if_past(options.deadline, "mixlinear's EM rounds")
         rows = np.flatnonzero(assign == c)
         model.experts[c] = _fit_fixed(T.X[rows], T.y[rows], Cs[c], options.class_weight)
     model.centers = km._means(Xg, assign, len(model.experts), model.centers)
@@ -469,14 +462,14 @@ def check(T: Dataset, V: Dataset, ctx: Context, sized: Sized) -> CheckerResult:
 def size(counts: Counts, allowed: Allowance) -> Sized:
     """All of T; memory: MultiLinear's plus the gate's T copy and rows x K blocks; counted:
     MultiLinear's plus a fixed-C training a round. Opt-in, planned last: charged nothing."""
-    base = ml.size(counts, allowed)
+    multilinear = ml.size(counts, allowed)
     k = km.n_clusters(counts.rows)
     extra = counts.data_bytes + 3 * 8 * k * min(counts.rows, km.BLOCK_ROWS)
     linear = budget.linear_seconds(counts.nnz, counts.n_classes)
     estimated = linear * (1.0 + TRAIN_SHARE * n_rounds(counts.nnz))
     return Sized(
-        base.rows,
-        bytes=(base.bytes or 0) + extra,
+        multilinear.rows,
+        bytes=(multilinear.bytes or 0) + extra,
         counted_seconds=0.0,
         estimated_seconds=estimated,
     )

@@ -24,16 +24,8 @@ import scipy.sparse as sp
 
 from kcheck import seeds
 from kcheck.bindings import engines
-from kcheck.checkers.base import (
-    Allowance,
-    CheckerResult,
-    Context,
-    Counts,
-    Dataset,
-    Sized,
-    score,
-    sizing_of,
-)
+from kcheck.checkers import base
+from kcheck.checkers.base import Allowance, CheckerResult, Context, Counts, Dataset, Sized
 from kcheck.costs import budget
 from kcheck.defaults import Event
 from kcheck.parallel.workers import run_until
@@ -282,11 +274,11 @@ def run(T: Dataset, V: Dataset, options: RffOptions, sizing: RffSizing) -> Check
     else:
         XT, yT = T.X, T.y
     median = median_sq_distance(T.X, seed=options.seed)
-    base = FourierMap.draw(n, p.features, 1.0 / median, seed=options.seed)
+    directions = FourierMap.draw(n, p.features, 1.0 / median, seed=options.seed)
     best: tuple[float, float, RffModel] | None = None
     cv_by_multiple: dict[str, float | None] = {}
     for mult in options.gamma_multiples:
-        fmap = base.with_gamma(mult / median)
+        fmap = directions.with_gamma(mult / median)
         Z = fmap.transform_csr(XT)
         model, cv = linear_c.fit_linear(Z, yT, seed=options.seed, class_weight=options.class_weight)
         del Z
@@ -296,7 +288,7 @@ def run(T: Dataset, V: Dataset, options: RffOptions, sizing: RffSizing) -> Check
             best = (cv_value, mult, RffModel(fmap, model))
     assert best is not None
     cv_best, mult, rmodel = best
-    s = score(rmodel, V)
+    s = base.score(rmodel, V)
     fraction = XT.shape[0] / T.rows
     info: dict[str, object] = {
         "D": p.features,
@@ -306,7 +298,7 @@ def run(T: Dataset, V: Dataset, options: RffOptions, sizing: RffSizing) -> Check
         "C": rmodel.linear.C,
         "rows": int(XT.shape[0]),
         "fraction": fraction,
-        "directions": base.kind,
+        "directions": directions.kind,
         "cv_by_multiple": cv_by_multiple,
     }
     if p.limited_by:
@@ -337,4 +329,4 @@ def check(T: Dataset, V: Dataset, ctx: Context, sized: Sized) -> CheckerResult:
     options = RffOptions(
         seed=ctx.seed, memory_limit=ctx.memory_limit, class_weight=ctx.class_weight
     )
-    return run_until(ctx.deadline, run, T, V, options, sizing_of(sized, RffSizing))
+    return run_until(ctx.deadline, run, T, V, options, base.sizing_of(sized, RffSizing))
