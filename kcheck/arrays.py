@@ -15,6 +15,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from kcheck.errors import KcheckError
+from kcheck.memory import check_fits, csr_bytes
 from kcheck.prepare import (
     Prepared,
     TestFile,
@@ -278,6 +279,7 @@ def prepare_arrays(
     _validate(name, A.shape[0], classes)
     summary = data_summary(name, A, classes, content_hash(A, y_raw))
     summary["path"] = None
+    check_fits(name, csr_bytes(A), memory_limit)
     return scaled(name, A, y_raw, classes, summary, scaling, memory_limit, read_seconds)
 
 

@@ -137,19 +137,8 @@ def prepare(
                 KcheckWarning,
                 stacklevel=2,
             )
-    return scaled(
-        path,
-        X,
-        y_raw,
-        classes,
-        summary,
-        scaling,
-        memory_limit,
-        read_seconds,
-        per_csr_byte,
-        what,
-        fixed_bytes,
-    )
+    check_fits(path, csr_bytes(X), memory_limit, per_csr_byte, what, fixed_bytes)
+    return scaled(path, X, y_raw, classes, summary, scaling, memory_limit, read_seconds)
 
 
 def scaled(
@@ -161,13 +150,9 @@ def scaled(
     scaling: str,
     memory_limit: int,
     read_seconds: float,
-    per_csr_byte: int = CHECK_BYTES_PER_CSR_BYTE,
-    what: str = "a check",
-    fixed_bytes: int = FIXED_BYTES,
 ) -> Prepared:
-    """Validated rows, refused where a check cannot fit ``memory_limit``, scaled and coded."""
+    """Validated rows that fit (:func:`kcheck.memory.check_fits`), scaled and coded."""
     data_bytes = csr_bytes(X)
-    check_fits(path, data_bytes, memory_limit, per_csr_byte, what, fixed_bytes)
     scaler = fit_scaler(
         X, method=scaling, lower=LOWER, upper=UPPER, source=path, memory_limit=memory_limit
     )
