@@ -326,23 +326,9 @@ def sample_seconds(
     )
 
 
-def rows_within(
-    seconds: float,
-    *,
-    rows: int,
-    nnz: int,
-    n_classes: int,
-    jobs: int = 1,
-    grid: Grid = GRID,
-    features: int = 0,
-) -> int | None:
-    """The most rows (``--max-rows``) predicted within ``seconds``; None where all fit."""
-
-    def cost(n: int) -> float:
-        return sample_seconds(
-            n, rows=rows, nnz=nnz, n_classes=n_classes, jobs=jobs, grid=grid, features=features
-        )
-
+def rows_within(seconds: float, rows: int, cost: Callable[[int], float]) -> int | None:
+    """The most of ``rows`` (``--max-rows``) whose ``cost``, a verify's predicted seconds on that
+    many (:func:`sample_seconds`), is within ``seconds``; None where all fit."""
     if cost(rows) <= seconds:
         return None
     lo, hi = FOLDS, rows  # cost(lo) is a few milliseconds; cost(hi) is over

@@ -212,8 +212,8 @@ def test_the_prediction_and_the_rows_that_fit_ten_minutes() -> None:
         return verifying.predicted_seconds(GRID, rows=rows, nnz=rows * 14, n_classes=2)
 
     assert cost(20_000) > 3.9 * cost(10_000) > 0
-    assert verifying.rows_within(600.0, rows=270, nnz=3_780, n_classes=2) is None
-    n = verifying.rows_within(600.0, rows=100_000, nnz=1_400_000, n_classes=2)
+    assert verifying.rows_within(600.0, 270, cost) is None
+    n = verifying.rows_within(600.0, 100_000, cost)
     assert n is not None and 1_000 < n < 100_000
     assert cost(n) <= 600.0 < cost(n + 1)
 
@@ -238,8 +238,17 @@ def test_the_prediction_counts_libsvm_dearer_on_sparse_rows() -> None:
 
     assert cost(8_400) == pytest.approx(factor * cost(0))
     assert cost(44) == cost(0)
-    sparse = verifying.rows_within(600.0, rows=rows, nnz=nnz, n_classes=2, features=8_400)
-    dense = verifying.rows_within(600.0, rows=rows, nnz=nnz, n_classes=2)
+
+    def within(features: int) -> int | None:
+        return verifying.rows_within(
+            600.0,
+            rows,
+            lambda n: verifying.sample_seconds(
+                n, rows=rows, nnz=nnz, n_classes=2, features=features
+            ),
+        )
+
+    sparse, dense = within(8_400), within(0)
     assert sparse is not None and (dense is None or sparse < dense)
 
 

@@ -45,27 +45,19 @@ def _verify_step(v: dict[str, Any], data: str, *, confirms: bool = False) -> str
     jobs = os.cpu_count() or 1
     features = int(d.get("features") or 0)
 
-    def seconds(n: int) -> str:
-        return rbf_search.duration_text(
-            verify.sample_seconds(
-                n, rows=rows, nnz=nnz, n_classes=classes, jobs=jobs, features=features
-            )
+    def seconds(n: int) -> float:
+        return verify.sample_seconds(
+            n, rows=rows, nnz=nnz, n_classes=classes, jobs=jobs, features=features
         )
 
-    fit = verify.rows_within(
-        verify.SUGGESTED_SECONDS,
-        rows=rows,
-        nnz=nnz,
-        n_classes=classes,
-        jobs=jobs,
-        features=features,
-    )
+    fit = verify.rows_within(verify.SUGGESTED_SECONDS, rows, seconds)
     what = "confirms" if confirms else "runs the RBF grid search"
     if fit is None:
         return f"`kcheck verify {data}` {what}" + ("" if confirms else " on all rows")
+    about = rbf_search.duration_text
     return (
-        f"`kcheck verify {data} --max-rows {fit}` {what} on a sample (about {seconds(fit)} "
-        f"predicted; all {rows:,} rows, about {seconds(rows)})"
+        f"`kcheck verify {data} --max-rows {fit}` {what} on a sample (about "
+        f"{about(seconds(fit))} predicted; all {rows:,} rows, about {about(seconds(rows))})"
     )
 
 
