@@ -52,7 +52,6 @@ def announcing(ui: Ui, progress: Report) -> Report:
 @click.argument("train", type=str)
 @click.option(
     "--test",
-    "test",
     type=str,
     default=None,
     metavar="FILE",
