@@ -305,30 +305,9 @@ def announcement(
 SUGGESTED_SECONDS = 600.0
 
 
-def sample_seconds(
-    n: int,
-    *,
-    rows: int,
-    nnz: int,
-    n_classes: int,
-    jobs: int = 1,
-    grid: Grid = GRID,
-    features: int = 0,
-) -> float:
-    """Predicted seconds of a verify on ``n`` of ``rows`` rows (``nnz``: all rows' values)."""
-    return predicted_seconds(
-        grid,
-        rows=n,
-        nnz=nnz * n // max(rows, 1),
-        n_classes=n_classes,
-        jobs=jobs,
-        features=features,
-    )
-
-
 def rows_within(seconds: float, rows: int, cost: Callable[[int], float]) -> int | None:
     """The most of ``rows`` (``--max-rows``) whose ``cost``, a verify's predicted seconds on that
-    many (:func:`sample_seconds`), is within ``seconds``; None where all fit."""
+    many (:func:`predicted_seconds`), is within ``seconds``; None where all fit."""
     if cost(rows) <= seconds:
         return None
     lo, hi = FOLDS, rows  # cost(lo) is a few milliseconds; cost(hi) is over

@@ -243,8 +243,8 @@ def test_the_prediction_counts_libsvm_dearer_on_sparse_rows() -> None:
         return verifying.rows_within(
             600.0,
             rows,
-            lambda n: verifying.sample_seconds(
-                n, rows=rows, nnz=nnz, n_classes=2, features=features
+            lambda n: verifying.predicted_seconds(
+                GRID, rows=n, nnz=nnz * n // rows, n_classes=2, features=features
             ),
         )
 

@@ -46,8 +46,14 @@ def _verify_step(v: dict[str, Any], data: str, *, confirms: bool = False) -> str
     features = int(d.get("features") or 0)
 
     def seconds(n: int) -> float:
-        return verify.sample_seconds(
-            n, rows=rows, nnz=nnz, n_classes=classes, jobs=jobs, features=features
+        """Predicted seconds of a verify on ``n`` of the ``rows``, with their share of values."""
+        return verify.predicted_seconds(
+            rbf_search.GRID,
+            rows=n,
+            nnz=nnz * n // max(rows, 1),
+            n_classes=classes,
+            jobs=jobs,
+            features=features,
         )
 
     fit = verify.rows_within(verify.SUGGESTED_SECONDS, rows, seconds)
