@@ -30,34 +30,21 @@ def _seconds(x: float) -> float | None:
     return json_number(x)
 
 
-@dataclass
-class CheckResult:
-    """A finished check: the decision, what every method scored, and the run's facts."""
+@dataclass(kw_only=True)
+class _Finished:
+    """What a finished ``check`` and ``verify`` both hold: the rule's decision, the settings it was
+    made with, the data and its scaling, the test file's facts, the warnings and the clock."""
 
     decision: Decision
     epsilon: float
     seed: int
     data: dict[str, Any]
     scaler: Scaler
-    split: tuple[int, int]
-    baseline: CheckerResult
-    #: name -> (result, gap against linear or None if unfinished), in the user's order, exact last.
-    checkers: dict[str, tuple[CheckerResult, Gap | None]]
-    exact: dict[str, Any]
     test: dict[str, Any] | None
     warnings: list[str]
-    read_seconds: float
     started: float
-    model: dict[str, Any] | None = None
-    #: ``--explain``'s block (kcheck.terms.explain), JSON-ready; absent from the JSON without it.
-    explain: dict[str, Any] | None = None
-    #: The metric and class weights of the run, and each model's score in that metric.
+    #: The metric and class weights of the run.
     scoring: Scoring = ACCURACY
-    values: dict[str, float | None] = field(default_factory=dict)
-    #: The second fold's block (kcheck.second_fold.SecondFold.to_json), where one ran.
-    second_fold: dict[str, Any] | None = None
-    #: What ran, on which rows and budget, in which role (kcheck.plan.Plan.to_json).
-    plan: dict[str, Any] | None = None
     finished: float = field(default_factory=time.perf_counter)
 
     @property
@@ -67,6 +54,27 @@ class CheckResult:
     @property
     def margin(self) -> Margin:
         return self.decision.margin
+
+
+@dataclass
+class CheckResult(_Finished):
+    """A finished check: the decision, what every method scored, and the run's facts."""
+
+    split: tuple[int, int]
+    baseline: CheckerResult
+    #: name -> (result, gap against linear or None if unfinished), in the user's order, exact last.
+    checkers: dict[str, tuple[CheckerResult, Gap | None]]
+    exact: dict[str, Any]
+    read_seconds: float
+    model: dict[str, Any] | None = None
+    #: ``--explain``'s block (kcheck.terms.explain), JSON-ready; absent from the JSON without it.
+    explain: dict[str, Any] | None = None
+    #: Each model's score in the run's metric.
+    values: dict[str, float | None] = field(default_factory=dict)
+    #: The second fold's block (kcheck.second_fold.SecondFold.to_json), where one ran.
+    second_fold: dict[str, Any] | None = None
+    #: What ran, on which rows and budget, in which role (kcheck.plan.Plan.to_json).
+    plan: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         base = self.baseline
@@ -162,25 +170,15 @@ def _json_value(value: Any) -> Any:
 
 
 @dataclass
-class VerifyResult:
+class VerifyResult(_Finished):
     """A finished ``kcheck verify``: both models' CV results and the rule's decision."""
 
-    decision: Decision
     gap: Gap
-    epsilon: float
-    seed: int
     folds: int
-    data: dict[str, Any]
-    scaler: Scaler
     linear: dict[str, Any]
     rbf: dict[str, Any]
-    test: dict[str, Any] | None
     test_gap: float | None
     check: dict[str, Any] | None
-    warnings: list[str]
-    started: float
-    scoring: Scoring = ACCURACY
-    finished: float = field(default_factory=time.perf_counter)
 
     def to_json(self) -> dict[str, Any]:
         lin, rbf = self.linear, self.rbf
@@ -228,7 +226,3 @@ class VerifyResult:
             "warnings": self.warnings,
             "seconds": _seconds(self.finished - self.started),
         }
-
-    @property
-    def verdict(self) -> Verdict:
-        return self.decision.verdict
