@@ -323,27 +323,22 @@ def _run_parallel(
         _end_pool(flight.pool)
 
 
+@dataclass(eq=False)
 class _Flight:
     """:func:`_run_parallel`'s state: waiting, in flight, suspected, finished, and the pool."""
 
-    def __init__(
-        self,
-        todo: Sequence[DataSet],
-        config: CheckConfig,
-        workers: int,
-        report: BatchReport,
-        task: Callable[[DataSet, CheckConfig], dict[str, Any]],
-    ) -> None:
-        self.todo = todo
-        self.config = config
-        self.workers = workers
-        self.report = report
-        self.task = task
-        self.pending = deque(range(len(todo)))
-        self.suspects: list[int] = []
-        self.running: dict[Future[dict[str, Any]], int] = {}
-        self.finished = 0
-        self.pool = _new_pool(workers)
+    todo: Sequence[DataSet]
+    config: CheckConfig
+    workers: int
+    report: BatchReport
+    task: Callable[[DataSet, CheckConfig], dict[str, Any]]
+    suspects: list[int] = field(default_factory=list)
+    running: dict[Future[dict[str, Any]], int] = field(default_factory=dict)
+    finished: int = 0
+
+    def __post_init__(self) -> None:
+        self.pending = deque(range(len(self.todo)))
+        self.pool = _new_pool(self.workers)
 
     def round(self) -> Generator[dict[str, Any], None, None]:
         """Fill the free workers and wait a moment: the lines done, a broken pool replaced."""
