@@ -8,13 +8,13 @@ existing file as it was and no temporary file behind, and end with exit 2 (130, 
 ``kcheck: error: ...`` line. Standard output may be a full device or a pipe whose reader left.
 
 The last part checks determinism: the same input and seed give the same JSON, apart from the
-keys that end in ``seconds``, whatever ``--jobs``.
+keys that end in ``seconds``, on a machine of any speed (at any ``--jobs``: test_batch's
+test_parallel_lines_match_serial, and test_golden's exact mode with two jobs).
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import shutil
 import signal
@@ -426,7 +426,10 @@ def test_interrupted_check_keeps_json_and_model(sig, code, slow_model_data, tmp_
     )
     assert_interrupted(run, code, children)
     assert snapshot(out_dir) == before
-    assert our_temporary_files(tmpdir) == []
+    if sig == signal.SIGINT:  # nothing at all, multiprocessing's pymp- directory included
+        assert list(tmpdir.iterdir()) == []
+    else:
+        assert our_temporary_files(tmpdir) == []
 
 
 POOL_TEMP_DIR = (
@@ -469,33 +472,6 @@ def test_ctrl_c_to_the_process_group_with_workers_ends_cleanly(after, slow_model
     )
     assert_interrupted(run, 130, children)
     assert [x for x in run.stderr.splitlines() if x.strip()] == ["kcheck: interrupted"]
-    assert list(tmpdir.iterdir()) == []
-
-
-@pytest.mark.serial
-@pytest.mark.timing
-def test_interrupt_leaves_no_temporary_directory(slow_model_data: Path, tmp_path: Path):
-    tmpdir = tmp_path / "tmp"
-    tmpdir.mkdir()
-    run, children = interrupt(
-        [
-            "check",
-            str(slow_model_data),
-            "-j",
-            "2",
-            "--checkers",
-            "multilinear",
-            "-q",
-            "--model-out",
-            str(tmp_path / "m"),
-            "--model",
-            "kernel",
-        ],
-        signal.SIGINT,
-        after=1.5,
-        tmpdir=tmpdir,
-    )
-    assert_interrupted(run, 130, children)
     assert list(tmpdir.iterdir()) == []
 
 
@@ -585,13 +561,6 @@ def test_broken_pipe_prints_no_traceback(command: str, model: Path) -> None:
     assert r.code == 0, r.describe()
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("command", list(STDOUT_WRITERS))
-def test_broken_pipe_is_not_a_failure(command: str, model: Path) -> None:
-    r = closed_reader([a.format(model=model) for a in STDOUT_WRITERS[command]])
-    assert r.code == 0, r.describe()
-
-
 def test_scale_into_head(tmp_path: Path) -> None:
     """``kcheck scale big | head -c 10`` as a shell runs it."""
     script = (
@@ -606,25 +575,6 @@ def test_scale_into_head(tmp_path: Path) -> None:
 
 
 # --- determinism ---------------------------------------------------------------------------
-
-
-@pytest.mark.slow
-def test_batch_json_does_not_depend_on_jobs(tmp_path: Path) -> None:
-    d = tmp_path / "data"
-    d.mkdir()
-    for name in ("heart_scale", "fourclass"):
-        shutil.copy(DATASETS / name, d / name)
-    shutil.copy(PLAIN, d / "plain")
-    runs = {}
-    for jobs in ("1", "2"):
-        out = tmp_path / f"j{jobs}.jsonl"
-        r = kcheck("batch", str(d), "-j", jobs, "-q", "--exact", "always", "-o", str(out))
-        assert r.code == 0, r.describe()
-        runs[jobs] = {
-            x["name"]: without_timing(x) for x in map(json.loads, out.read_text().splitlines())
-        }
-    assert set(runs["1"]) == {"heart_scale", "fourclass", "plain"}
-    assert runs["1"] == runs["2"]
 
 
 DEGREE2_CLOCK = (
