@@ -51,7 +51,7 @@ from kcheck.scoring import Scoring, oriented
 from kcheck.second_fold import SecondFold, second_split
 from kcheck.split import stratified_split
 from kcheck.terms import explain
-from kcheck.verdict import Decision, Gap, Outcome, interval_floor, remeasure, rule
+from kcheck.verdict import Decision, Gap, Outcome, interval_floor, remeasure, rule, unsettled
 
 __all__ = ["CheckReport", "run"]
 
@@ -117,7 +117,9 @@ def run(
     # This machine's pace (display only): read before the first stage and after each stage of note.
     probed = probe.Readings(probe.probe_seconds() if planned.worth_probing else None)
     pace = _Pace(machine=probe.pace(probed.seconds), readings=probed)
-    exact_json, results = _methods(config, planned, counts, T, V, ctx, pace)
+    exact_json, first = _methods(config, planned, counts, T, V, ctx, pace)
+    settled = _settle(config, planned, counts, first, T, V, ctx, pace)
+    results = first if settled is None else {**first, settled.name: settled}
     decision, gaps, second = _verdict(config, planned, results, T, V, split, ctx, pace)
     tested = _score_test(test, results, report) if test is not None else None
     explained = _explain(config, T, V, results, deadline, report) if config.explain else None
@@ -149,7 +151,7 @@ def run(
         scoring=scoring,
         values=_values(results, scoring, V),
         second_fold=None if second is None else second.to_json(),
-        plan=planned.to_json(results, probed.seconds),
+        plan=planned.to_json(first, probed.seconds, settled),
     )
     return CheckReport(result, data, T, V, split, deadline, results)
 
@@ -279,6 +281,44 @@ def _methods(
         results[registry.EXACT.name] = rbf
     results.update(checked)
     return exact_json, results
+
+
+def _settle(
+    config: CheckConfig,
+    planned: plan.Plan,
+    counts: Counts,
+    results: dict[str, CheckerResult],
+    T: Dataset,
+    V: Dataset,
+    ctx: Context,
+    pace: _Pace | None = None,
+) -> CheckerResult | None:
+    """Where more rows could move the first measurement's verdict (kcheck.verdict.unsettled), the
+    plan's settling step (the RBF SVM on more rows of T) with what that measurement left; its
+    result replaces the first's, which it keeps as ``first_measurement``. None where nothing was
+    bought."""
+    step = planned.settling
+    if step is None:
+        return None
+    decision, gaps = _decide(config, results, ctx.scoring, V)
+    if not unsettled(decision, _outcomes(config, results, gaps)):
+        return None
+    outer = ctx.progress
+
+    def prefixed(event: Event) -> None:
+        outer(dataclasses.replace(event, stage="borderline, more rows: " + event.stage, line=None))
+
+    ctx = dataclasses.replace(ctx, baseline=results["linear"], progress=prefixed)
+    _, out = _run_checkers((step,), counts, T, V, ctx, pace=pace)
+    bought, first = out[step.name], results[step.name]
+    gap = gaps.get(step.name)
+    bought.info["first_measurement"] = {
+        "status": first.status,
+        "rows": first.info.get("rows", T.rows if first.points is not None else 0),
+        "gap": None if gap is None else gap.value,
+        "gap_ci95": None if gap is None else [gap.low, gap.high],
+    }
+    return bought
 
 
 def _verdict(

@@ -34,6 +34,7 @@ __all__ = [
     "checker_steps",
     "make",
     "second_fold_steps",
+    "settling",
 ]
 
 #: Counted seconds a worker-process baseline costs before it overlaps (start ~0.5 s, sending T and
@@ -125,6 +126,9 @@ class Plan:
     budget_seconds: float = 0.0
     #: What the first measurement left: a second fold's budget, where it holds the baseline.
     second_fold_seconds: float = 0.0
+    #: What a borderline first measurement buys with that instead (:func:`settling`): the stand-in
+    #: on more rows of T. None: a second fold, where affordable.
+    settling: Step | None = None
 
     def step(self, name: str) -> Step | None:
         return next((s for s in self.steps if s.name == name), None)
@@ -132,7 +136,10 @@ class Plan:
     @property
     def affords_second_fold(self) -> bool:
         """Whether the first measurement's leftover holds a second fold's baseline (counted on T's
-        rows); only then may kcheck.verdict.remeasure ask for one, and T's rows are copied."""
+        rows); only then may kcheck.verdict.remeasure ask for one, and T's rows are copied. Not
+        where the leftover buys :attr:`settling`."""
+        if self.settling is not None:
+            return False
         linear = self.step("linear")
         cost = linear.estimated_seconds if linear is not None else None
         return cost is not None and cost <= self.second_fold_seconds
@@ -154,16 +161,23 @@ class Plan:
         self,
         results: Mapping[str, CheckerResult] | None = None,
         probe_cpu_seconds: float | None = None,
+        settled: CheckerResult | None = None,
     ) -> dict[str, Any]:
-        """The plan with each step's ``outcome`` and, from ``results``, wall and CPU seconds here
-        (not reference seconds) and the pace probe's CPU seconds (None if not run)."""
-        steps = []
-        for s in self.steps:
-            r = (results or {}).get(s.name)
+        """The plan with each step's ``outcome`` and, from ``results`` (the first measurement's),
+        wall and CPU seconds here (not reference seconds) and the pace probe's CPU seconds (None if
+        not run); ``settled``: the :attr:`settling` step's result, where it ran."""
+
+        def done(s: Step, r: CheckerResult | None) -> dict[str, Any]:
             took = None if r is None else round(r.seconds, 3)
             cpu = None if r is None or r.cpu_seconds is None else round(r.cpu_seconds, 3)
-            outcome = s.outcome(r)
-            steps.append({**s.to_json(), "outcome": outcome, "seconds": took, "cpu_seconds": cpu})
+            return {**s.to_json(), "outcome": s.outcome(r), "seconds": took, "cpu_seconds": cpu}
+
+        steps = [done(s, (results or {}).get(s.name)) for s in self.steps]
+        settling = None
+        if self.settling is not None:
+            settling = done(self.settling, settled)
+            if settled is None:
+                settling["outcome"] = "not run"  # the first measurement was not borderline
         # Not ``beside``: it changes when things run, never results (the same JSON at any --jobs).
         probed = None if probe_cpu_seconds is None else round(probe_cpu_seconds, 5)
         return {
@@ -171,6 +185,7 @@ class Plan:
             "budget_seconds": round(self.budget_seconds, 3),
             "second_fold_seconds": round(self.second_fold_seconds, 3),
             "steps": steps,
+            "settling": settling,
             "probe_cpu_seconds": probed,
         }
 
@@ -193,6 +208,11 @@ def make(counts: Counts, options: Options) -> Plan:
     stands_in = options.exact == "auto" and not deciding.runs
     names = tuple(n for n in options.checkers if registry.role(n) != "stand-in" or stands_in)
     checkers = checker_steps(counts, names, max(left, 0.0), options.memory_limit, first)
+    after_exact = whole - (deciding.charged_seconds if deciding.runs else 0.0)
+    held = _held(counts, checkers, after_exact, options.memory_limit)
+    if held is not None and after_exact - held.counted_seconds < left:
+        proxies = max(after_exact - held.counted_seconds, 0.0)
+        checkers = checker_steps(counts, names, proxies, options.memory_limit, first)
     reason = "exact mode runs" if deciding.runs else "exact mode is off"
     left_out = tuple(
         Step(n, registry.role(n), False, 0, f"{reason}: it stands in for exact mode only")
@@ -202,14 +222,57 @@ def make(counts: Counts, options: Options) -> Plan:
     steps = (linear, deciding, *checkers, *left_out)
     beside = _beside(counts, options, steps)
     spent = sum(s.charged_seconds for s in steps if s.runs)
+    left = max(whole - spent, 0.0)
     return Plan(
         steps,
         beside=beside,
         small_data=budget.floor_sets_budget(**sizes),
         detached=_detached(counts, options, steps) if beside else (),
         budget_seconds=whole,
-        second_fold_seconds=max(whole - spent, 0.0),
+        second_fold_seconds=left,
+        settling=settling(counts, steps, left, options.memory_limit),
     )
+
+
+def _held(
+    counts: Counts, steps: tuple[Step, ...], budget_seconds: float, memory_limit: int
+) -> Sized | None:
+    """The stand-in's least run on all of T, where the first measurement gives it fewer rows and
+    that run fits ``budget_seconds`` (the whole budget after exact mode). Where the first
+    measurement would leave it less, the proxies are planned within what it leaves, so that an
+    unsettled first verdict (kcheck.verdict.unsettled) can buy all of T (:func:`settling`)."""
+    for s in steps:
+        spec = registry.CHECKERS.get(s.name)
+        if s.role != "stand-in" or not s.runs or s.rows >= counts.rows or spec is None:
+            continue
+        if spec.size is None:
+            continue
+        # Its count on all of T, as a zero budget's skip reports it (to 3 decimals), then sized
+        # within that.
+        cost = spec.size(counts, Allowance(memory_limit, 0.0)).estimated_seconds
+        if cost is not None and cost + 1e-3 <= budget_seconds:
+            sized = spec.size(counts, Allowance(memory_limit, cost + 1e-3))
+            if sized.rows >= counts.rows:
+                return sized
+    return None
+
+
+def settling(
+    counts: Counts, steps: tuple[Step, ...], left_seconds: float, memory_limit: int
+) -> Step | None:
+    """What a borderline first measurement buys with ``left_seconds``: the stand-in for exact mode
+    (the RBF SVM checker), which measures the kernel itself, on more rows of T than it had there,
+    sized by its ``size`` like every step. A gain that shows only on many rows (weak interactions
+    among many features) is missed on a small sample and found on more; proxies re-measured on a
+    second fold keep their bias. None where it would gain no rows: a second fold may run then."""
+    for first in steps:
+        spec = registry.CHECKERS.get(first.name)
+        if first.role != "stand-in" or not first.runs or spec is None or spec.size is None:
+            continue
+        sized = spec.size(counts, Allowance(memory_limit, left_seconds))
+        if sized.rows > first.rows:
+            return _step(first.name, first.role, sized, left_seconds, left_seconds)
+    return None
 
 
 def second_fold_steps(

@@ -276,6 +276,18 @@ def rule(outcomes: Sequence[Outcome], epsilon: float) -> Decision:
     )
 
 
+def unsettled(decision: Decision, outcomes: Sequence[Outcome]) -> bool:
+    """Whether more rows of T could move the verdict (kcheck.plan.settling buys them): it is
+    borderline, or ``linear`` with a checker that measured a sample of T for cost. A gain that
+    grows with rows (many weak interactions) shows less on a sample, and the sample's interval
+    on V does not say so: degree-2 on 64% of T gained +0.8 [-0.2, +1.8] where all rows gain +3.6."""
+    if decision.margin == "borderline":
+        return True
+    return decision.verdict == "linear" and any(
+        o.limited_by == "cost" and o.status == "subsampled" for o in outcomes
+    )
+
+
 def remeasure(
     decision: Decision, outcomes: Sequence[Outcome], epsilon: float, *, affordable: bool
 ) -> tuple[str, ...]:

@@ -20,6 +20,7 @@ from kcheck import plan
 from kcheck.bindings import engines
 from kcheck.checkers import degree2, exact, mixlinear, multilinear, rbfsvm, registry, rff
 from kcheck.checkers.base import Counts, Dataset, Sized
+from kcheck.cli import render
 from kcheck.config import CheckConfig
 from kcheck.costs import budget
 from kcheck.costs import pace as probe
@@ -141,6 +142,41 @@ def test_a_second_fold_gets_what_the_first_measurement_left_of_the_one_budget() 
     assert plan.second_fold_steps(c, ("degree2",), baseline * 0.99, 8 * GIB) is None
     # A budget spent to the last second affords none: the pipeline asks the rule with this.
     assert not dataclasses.replace(p, second_fold_seconds=baseline * 0.99).affords_second_fold
+
+
+def test_an_unsettled_verdict_buys_the_stand_in_on_more_rows_with_what_the_first_left() -> None:
+    """Where the first measurement gives the RBF SVM fewer rows than T, what it leaves buys the
+    RBF SVM on as many rows as fit, sized by its own ``size``, in place of a second fold. Where
+    its least run on all of T fits the whole budget but not what the first measurement would
+    leave (68 features of 34 values a row), the proxies are planned within what that run leaves;
+    where it does not fit the whole budget (15,000 rows), a larger sample. Where it had all of T
+    already, nothing: a second fold, as before."""
+    whole = budget.FLOOR_SECONDS
+    c = counts(6_300, width=68, per_row=34)
+    p = make(c)
+    first, bought, ml = p.step(rbfsvm.NAME), p.settling, p.step("multilinear")
+    assert first is not None and first.runs and first.rows == 0 and first.limited_by == "cost"
+    assert bought is not None and bought.name == rbfsvm.NAME and bought.role == "stand-in"
+    assert bought.rows == c.rows and bought.estimated_seconds is not None
+    assert ml is not None and ml.budget_seconds == pytest.approx(whole - bought.estimated_seconds)
+    assert bought.budget_seconds == pytest.approx(p.second_fold_seconds)
+    assert bought.estimated_seconds <= p.second_fold_seconds
+    assert not p.affords_second_fold
+    assert p.to_json()["settling"]["outcome"] == "not run"
+    large = make(counts(15_000, width=20, per_row=20))
+    svm, more = large.step(rbfsvm.NAME), large.settling
+    assert svm is not None and more is not None and 0 < svm.rows < more.rows < 15_000
+    assert large.step("multilinear").budget_seconds == budget.FIRST_SHARE * whole  # type: ignore[union-attr]
+    assert more.estimated_seconds is not None
+    assert more.estimated_seconds <= large.second_fold_seconds
+    # All of T in the first measurement: nothing more to buy, and the second fold stays.
+    had_all = make(counts(4_500, width=5, per_row=5))
+    svm = had_all.step(rbfsvm.NAME)
+    assert svm is not None and svm.rows == 4_500
+    assert had_all.settling is None and had_all.affords_second_fold
+    # Where exact mode runs the stand-in does not, and is not bought either.
+    small = make(counts(600))
+    assert small.settling is None and small.to_json()["settling"] is None
 
 
 def test_on_large_data_the_first_measurement_spends_the_budget_and_no_second_fold_fits() -> None:
@@ -284,6 +320,11 @@ def test_every_plan_is_consistent(
     rbf, svm = p.step(exact.NAME), p.step("rbfsvm")
     assert rbf is not None and svm is not None
     assert svm.runs == (exact_mode == "auto" and not rbf.runs)
+    bought = p.settling
+    if bought is not None:  # more rows than the first gave it, within what the first left
+        assert svm.runs and svm.rows < bought.rows <= c.rows
+        assert (bought.estimated_seconds or 0.0) <= p.second_fold_seconds * (1 + 1e-9)
+        assert not p.affords_second_fold
     names = [s["name"] for s in p.to_json()["steps"]]
     assert sorted(names) == sorted(["linear", exact.NAME, *DEFAULT])
 
@@ -395,6 +436,53 @@ def test_the_check_obeys_a_plan_altered_by_hand(monkeypatch: pytest.MonkeyPatch)
     rbf_block = v["checkers"][rbfsvm.NAME]
     assert rbf_block["rows"] == 150 and rbf_block["tune_rows"] == 100
     assert rbf_block["reference"]["rows"] == 150
+
+
+def _bought_on_all_rows(counts: Counts, options: plan.Options, made: plan.Plan) -> plan.Plan:
+    """Exact mode off and the RBF SVM skipped in the first measurement, by hand; the plan's
+    settling step buys it on all of T, tuned on 100 rows."""
+    off = "turned off by hand"
+    exact_off = Sized(0, off, sizing=exact.ExactSizing(False, off))
+    skipped = Sized(0, off, "cost", sizing=rbfsvm.RbfSvmSizing(None, 1.0, 0.0, off))
+    (stand_in,) = plan.checker_steps(counts, (rbfsvm.NAME,), 1e6, options.memory_limit)
+    steps = []
+    for s in made.steps:
+        if s.name == exact.NAME:
+            s = dataclasses.replace(s, runs=False, rows=0, reason=off, sized=exact_off)
+        elif s.name == rbfsvm.NAME:
+            s = dataclasses.replace(stand_in, rows=0, reason=off, sized=skipped)
+        steps.append(s)
+    on_all = Sized(counts.rows, sizing=rbfsvm.RbfSvmSizing(100, 1.0, 1.0))
+    settling = dataclasses.replace(stand_in, rows=counts.rows, sized=on_all)
+    return dataclasses.replace(made, steps=tuple(steps), settling=settling)
+
+
+@pytest.mark.parametrize(
+    "data, bought",
+    [("heart_scale", True), ("fourclass", False)],  # borderline from intervals; kernel (clear)
+)
+def test_a_borderline_first_verdict_runs_the_plans_settling_step(
+    monkeypatch: pytest.MonkeyPatch, data: str, bought: bool
+) -> None:
+    """The settling step runs only where the first measurement's verdict is borderline: its
+    result is the checker's block, with the first run's in ``first_measurement``, and no second
+    fold runs; a clear first verdict leaves it ``not run``."""
+    _only_the_plan_sizes(monkeypatch, _bought_on_all_rows)
+    v = run(CheckConfig(train=str(DATASETS / data), exact="auto")).json
+    block, settling = v["checkers"][rbfsvm.NAME], v["plan"]["settling"]
+    assert settling["rows"] == v["split"]["train"]
+    assert v["second_fold"] is None
+    said = f"trained on {settling['rows']:,} rows of T bought with what the first measurement left"
+    assert (said in render.verdict_footnote(v)) == bought
+    if bought:
+        assert settling["outcome"] == "ran"
+        assert (block["status"], block["rows"], block["tune_rows"]) == ("ok", settling["rows"], 100)
+        first = block["first_measurement"]
+        assert first == {"status": "skipped", "rows": 0, "gap": None, "gap_ci95": None}
+        assert block["gap"] is not None and v["margin"] == "borderline"
+    else:
+        assert v["margin"] == "clear" and settling["outcome"] == "not run"
+        assert block["status"] == "skipped" and "first_measurement" not in block
 
 
 def test_only_the_plan_sizes_a_method(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -328,6 +328,7 @@ def verdict_footnote(v: dict[str, Any]) -> str:
             f"{second['validation']:,} (linear {fmt_acc(second['linear']['val_score'])}, "
             f"{there} there)"
         )
+    text += _bought(v)
     exact = _exact()
     rbf = v["checkers"].get(exact)
     if rbf is not None and rbf.get("gap") is not None:
@@ -341,6 +342,27 @@ def verdict_footnote(v: dict[str, Any]) -> str:
             + ")"
         )
     return text
+
+
+def _bought(v: dict[str, Any]) -> str:
+    """``; the RBF SVM's row was bought with what the first measurement left ...``: where an
+    unsettled first verdict bought a checker more rows (``first_measurement``), what it had."""
+    said = []
+    for name, c in v["checkers"].items():
+        first = c.get("first_measurement")
+        if not isinstance(first, dict):
+            continue
+        had = (
+            "had been skipped"
+            if first.get("status") == "skipped" or first.get("gap") is None
+            else f"had {plural(first['rows'], 'row')}, gap {gap_text(first, v['epsilon'])}"
+        )
+        said.append(
+            f"; {NAMES[name]} trained on {plural(c.get('rows') or 0, 'row')} of T bought with "
+            f"what the first measurement left, as more rows could move the verdict (it {had} "
+            "there)"
+        )
+    return "".join(said)
 
 
 def _sample_references(v: dict[str, Any]) -> str:
