@@ -476,6 +476,7 @@ def _run_checkers(
                 result = beside.result()
                 if result.cpu_seconds is None:  # its CPU is its worker's
                     result.cpu_seconds = beside.cpu_seconds
+                result.info["beside"] = True  # its wall time is shared: JSON linear.beside_seconds
                 waited.append(result)
             return waited[0]
 

@@ -98,6 +98,9 @@ class CheckResult(_Finished):
                 "cv_accuracy": json_number(base.cv_accuracy),
                 "C": json_parameter(base.info["C"]),
                 "seconds": _seconds(base.seconds),
+                "cpu_seconds": None if base.cpu_seconds is None else _seconds(base.cpu_seconds),
+                # Wall seconds the check's other work ran beside it (0: it trained alone).
+                "beside_seconds": _seconds(base.seconds if base.info.get("beside") else 0.0),
             },
             "checkers": {
                 n: _checker_json(r, g, self.values.get(n) if r.correct is not None else None)

@@ -69,6 +69,10 @@ def test_the_baseline_beside_the_checkers_gives_the_json_of_one_job(
     # The baseline's are its worker's too (they were None, as its worker is no child of this
     # process's).
     assert steps["linear"]["cpu_seconds"] is not None and steps["linear"]["cpu_seconds"] > 0
+    # The baseline block says its wall time was shared, and gives its CPU time beside it.
+    assert two["linear"]["beside_seconds"] == two["linear"]["seconds"] > 0
+    assert two["linear"]["cpu_seconds"] == pytest.approx(steps["linear"]["cpu_seconds"], abs=1e-3)
+    assert one["linear"]["beside_seconds"] == 0 and one["linear"]["cpu_seconds"] > 0
     assert one["verdict"] == "kernel" and one["deciding_checker"] == "degree2"
     assert without_timing(two) == without_timing(one)
 

@@ -110,7 +110,15 @@ def test_check_json_keys_and_schema(check: CheckResult) -> None:
         "stratified": True,
     }
     assert sum(check.split) == 270
-    assert set(out["linear"]) == {"val_score", "val_accuracy", "cv_accuracy", "C", "seconds"}
+    assert set(out["linear"]) == {
+        "val_score",
+        "val_accuracy",
+        "cv_accuracy",
+        "C",
+        "seconds",
+        "cpu_seconds",
+        "beside_seconds",
+    }
     # Under accuracy the metric's score is the accuracy.
     assert out["metric"] == "accuracy" and out["class_weights"] is None
     assert out["linear"]["val_score"] == out["linear"]["val_accuracy"]
@@ -164,7 +172,8 @@ def test_rounding_digits(check: CheckResult) -> None:
         val_accuracy=0.12345678912,
         cv_accuracy=0.98765432198,
         seconds=1.234567891,
-        info={"C": 0.012345678901234567},
+        cpu_seconds=0.987654321,
+        info={"C": 0.012345678901234567, "beside": True},
     )
     out = changed.to_json()["linear"]
     assert out == {
@@ -173,6 +182,8 @@ def test_rounding_digits(check: CheckResult) -> None:
         "cv_accuracy": 0.987654,
         "C": 0.012345678901234567,
         "seconds": 1.23457,
+        "cpu_seconds": 0.987654,
+        "beside_seconds": 1.23457,  # all of it: it trained beside the checkers
     }
     assert json_number(0.12345678912) == 0.123457
 
