@@ -163,6 +163,13 @@ def _whole_suite_only(item: pytest.Item) -> bool:
     return any(item.get_closest_marker(m) is not None for m in ("slow", "serial"))
 
 
+def _whole_suite_rank(item: pytest.Item) -> int:
+    """0 for a serial test, 1 for another slow one, 2 for a test of the fast tier."""
+    if item.get_closest_marker("serial") is not None:
+        return 0
+    return 1 if item.get_closest_marker("slow") is not None else 2
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     report = os.environ.get("KCHECK_TIERS_REPORT")
     if report:  # tests/test_tiers.py: each test's tier, from one collection
@@ -171,6 +178,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 f"{'whole' if _whole_suite_only(i) else 'fast'}\t{i.nodeid}\n" for i in items
             )
     if config.getoption("--slow"):
+        # Serial tests first, then the other slow ones, then the fast tier, each in file order.
+        # Work stealing gives the first process the front half and the second the back half:
+        # the second runs fast-tier tests while the first runs the serial ones, so a serial
+        # test waits a fraction of a second for the other process's test to end, not the many
+        # seconds of a slow one; and the run ends on short tests, neither process idle while
+        # the other finishes a long one.
+        items.sort(key=_whole_suite_rank)
         return
     slow = [item for item in items if _whole_suite_only(item)]
     if slow:
