@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from conftest import make_context, planned
+from conftest import made_once, make_context, planned
 
 from kcheck import plan
 from kcheck.checkers import degree2, rbfsvm
@@ -56,13 +56,19 @@ def wavy_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def wavy_check(wavy_file: Path):  # type: ignore[no-untyped-def]
-    """The check of wavy_file, with 1,500 unseen rows of the same rule as its test file (scored
-    after the checkers ran: the plan and the results are those without it)."""
-    y, X = wavy(1500, seed=7)
-    test = wavy_file.with_name("wavy.t")
-    write_libsvm(str(test), y, X)
-    return run(CheckConfig(train=str(wavy_file), test=str(test)))
+def wavy_check(wavy_file: Path, request: pytest.FixtureRequest) -> types.SimpleNamespace:
+    """The check of wavy_file (its JSON and T), with 1,500 unseen rows of the same rule as its
+    test file (scored after the checkers ran: the plan and the results are those without it).
+    Made once in a run: the whole suite runs this module's fast and slow tests apart."""
+
+    def check() -> types.SimpleNamespace:
+        y, X = wavy(1500, seed=7)
+        test = wavy_file.with_name("wavy.t")
+        write_libsvm(str(test), y, X)
+        report = run(CheckConfig(train=str(wavy_file), test=str(test)))
+        return types.SimpleNamespace(json=report.json, T=report.T)
+
+    return made_once(request.config, "rbfsvm-wavy-check", check)
 
 
 @pytest.mark.slow
