@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from conftest import DATASETS, ROOT
-from runner import wait_for
+from runner import default_sigint, wait_for
 from test_schema import assert_valid
 
 import kcheck
@@ -507,6 +507,7 @@ def test_ctrl_c_raises_keyboard_interrupt_and_ends_the_workers(tmp_path: Path) -
         stderr=subprocess.PIPE,
         text=True,
         cwd=tmp_path,
+        preexec_fn=default_sigint,  # as a terminal starts it, whatever started the suite
     )
     assert proc.stdout is not None
     assert proc.stdout.readline().strip() == "ready"
