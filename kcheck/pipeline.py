@@ -306,7 +306,7 @@ def _settle(
     outer = ctx.progress
 
     def prefixed(event: Event) -> None:
-        outer(dataclasses.replace(event, stage="borderline, more rows: " + event.stage, line=None))
+        outer(dataclasses.replace(event, stage="all of T: " + event.stage, line=None))
 
     ctx = dataclasses.replace(ctx, baseline=results["linear"], progress=prefixed)
     _, out = _run_checkers((step,), counts, T, V, ctx, pace=pace)

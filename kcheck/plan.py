@@ -499,7 +499,8 @@ def off_prediction(
     lines = []
     machine = probe.pace(plan_json.get("probe_cpu_seconds"))
     at_pace = "" if machine == 1.0 else f", at this machine's pace of {machine:.2f}"
-    for step in plan_json.get("steps", []):
+    settling = plan_json.get("settling")
+    for step in [*plan_json.get("steps", []), *([settling] if settling else [])]:
         predicted = step.get("predicted_seconds", step.get("estimated_seconds"))
         cpu = step.get("cpu_seconds")
         # A step on 0 rows is a skip its checker reports: nothing ran to compare.

@@ -544,10 +544,14 @@ def test_a_stage_far_from_its_prediction_is_named_and_one_near_it_is_not() -> No
         # On 0 rows its checker reports the skip (a9a's rbfsvm): nothing ran to compare.
         _step("skipped", 104.5, 0.0, rows=0),
     ]
-    lines = plan.off_prediction({"steps": steps})
-    assert len(lines) == 2
+    # The settling run (the RBF SVM bought on all of T) is compared like any step.
+    settling = _step("rbfsvm", 17.2, 66.0)
+    lines = plan.off_prediction({"steps": steps, "settling": settling})
+    assert len(lines) == 3
     assert lines[0].startswith("degree2 took 85.0 CPU seconds against 10.0 predicted (8.5x)")
     assert lines[1].startswith("rbf took 1.0 CPU seconds against 4.0 predicted (0.2x)")
+    assert lines[2].startswith("rbfsvm took 66.0 CPU seconds against 17.2 predicted (3.8x)")
+    assert len(plan.off_prediction({"steps": steps, "settling": None})) == 2
     # The probe cannot tell a wrong count from a machine whose speed moved
     # (docs/method.md, "Predicted against taken"): the line blames neither alone.
     assert all(
