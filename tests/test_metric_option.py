@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from conftest import require_tool
+from conftest import made_once, require_tool
 from sklearn.metrics import balanced_accuracy_score, roc_auc_score
 from test_schema import assert_valid
 
@@ -53,12 +53,19 @@ def ball(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def runs(ball: Path) -> dict[str, pipeline.CheckReport]:
+def runs(request: pytest.FixtureRequest, ball: Path) -> dict[str, pipeline.CheckReport]:
+    """Made once a run: the whole suite runs this module's slow and fast tests apart."""
     checkers = ("degree2", "multilinear", "rff")
-    return {
-        m: pipeline.run(CheckConfig(train=str(ball), metric=m, exact="never", checkers=checkers))
-        for m in ("accuracy", "balanced", "auc")
-    }
+
+    def three() -> dict[str, pipeline.CheckReport]:
+        return {
+            m: pipeline.run(
+                CheckConfig(train=str(ball), metric=m, exact="never", checkers=checkers)
+            )
+            for m in ("accuracy", "balanced", "auc")
+        }
+
+    return made_once(request.config, "metric-runs", three)
 
 
 @pytest.mark.slow
