@@ -177,7 +177,7 @@ class Plan:
         if self.settling is not None:
             settling = done(self.settling, settled)
             if settled is None:
-                settling["outcome"] = "not run"  # the first measurement was not borderline
+                settling["outcome"] = "not run"  # the first verdict was settled
         # Not ``beside``: it changes when things run, never results (the same JSON at any --jobs).
         probed = None if probe_cpu_seconds is None else round(probe_cpu_seconds, 5)
         return {
@@ -222,16 +222,26 @@ def make(counts: Counts, options: Options) -> Plan:
     steps = (linear, deciding, *checkers, *left_out)
     beside = _beside(counts, options, steps)
     spent = sum(s.charged_seconds for s in steps if s.runs)
-    left = max(whole - spent, 0.0)
+    leftover = max(whole - spent, 0.0)
     return Plan(
         steps,
         beside=beside,
         small_data=budget.floor_sets_budget(**sizes),
         detached=_detached(counts, options, steps) if beside else (),
         budget_seconds=whole,
-        second_fold_seconds=left,
-        settling=settling(counts, steps, left, options.memory_limit),
+        second_fold_seconds=leftover,
+        settling=settling(counts, steps, leftover, options.memory_limit),
     )
+
+
+def _stand_in(steps: tuple[Step, ...]) -> tuple[Step, registry.CheckerSpec] | None:
+    """The stand-in's step where it runs in the first measurement, with its registry entry (which
+    sizes it); None where it does not run there (exact mode runs, or it was not asked for)."""
+    for s in steps:
+        spec = registry.CHECKERS.get(s.name)
+        if s.role == "stand-in" and s.runs and spec is not None and spec.size is not None:
+            return s, spec
+    return None
 
 
 def _held(
@@ -241,20 +251,18 @@ def _held(
     that run fits ``budget_seconds`` (the whole budget after exact mode). Where the first
     measurement would leave it less, the proxies are planned within what it leaves, so that an
     unsettled first verdict (kcheck.verdict.unsettled) can buy all of T (:func:`settling`)."""
-    for s in steps:
-        spec = registry.CHECKERS.get(s.name)
-        if s.role != "stand-in" or not s.runs or s.rows >= counts.rows or spec is None:
-            continue
-        if spec.size is None:
-            continue
-        # Its count on all of T, as a zero budget's skip reports it (to 3 decimals), then sized
-        # within that.
-        cost = spec.size(counts, Allowance(memory_limit, 0.0)).estimated_seconds
-        if cost is not None and cost + 1e-3 <= budget_seconds:
-            sized = spec.size(counts, Allowance(memory_limit, cost + 1e-3))
-            if sized.rows >= counts.rows:
-                return sized
-    return None
+    found = _stand_in(steps)
+    if found is None or found[0].rows >= counts.rows:
+        return None
+    size = found[1].size
+    assert size is not None  # _stand_in returns only entries that size
+    # Its count on all of T, as a zero budget's skip reports it (to 3 decimals), then sized
+    # within that.
+    cost = size(counts, Allowance(memory_limit, 0.0)).estimated_seconds
+    if cost is None or cost + 1e-3 > budget_seconds:
+        return None
+    sized = size(counts, Allowance(memory_limit, cost + 1e-3))
+    return sized if sized.rows >= counts.rows else None
 
 
 def settling(
@@ -268,13 +276,14 @@ def settling(
     sample would understate the gain again (judged: on text_d8400 at seeds 1 and 3, 1,700 of
     5,850 rows left the verdict borderline where a second fold settled it), and a second fold may
     run then."""
-    for first in steps:
-        spec = registry.CHECKERS.get(first.name)
-        if first.role != "stand-in" or not first.runs or spec is None or spec.size is None:
-            continue
-        sized = spec.size(counts, Allowance(memory_limit, left_seconds))
-        if first.rows < sized.rows == counts.rows:
-            return _step(first.name, first.role, sized, left_seconds, left_seconds)
+    found = _stand_in(steps)
+    if found is None:
+        return None
+    first, spec = found
+    assert spec.size is not None  # _stand_in returns only entries that size
+    sized = spec.size(counts, Allowance(memory_limit, left_seconds))
+    if first.rows < sized.rows == counts.rows:
+        return _step(first.name, first.role, sized, left_seconds, left_seconds)
     return None
 
 
